@@ -1,0 +1,35 @@
+# docgraph: `make run` indexes the bundled sample corpus and answers two queries;
+# `make test` runs the test suite. Both create .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_INDEX := .docgraph/demo.db
+
+.PHONY: install run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(VENV)/bin/docgraph --index $(DEMO_INDEX) index examples/corpus --namespace demo
+	$(VENV)/bin/docgraph --index $(DEMO_INDEX) search "What caused the Rotterdam outage?" -k 3
+	$(VENV)/bin/docgraph --index $(DEMO_INDEX) search "What does error E-417 mean?" -k 3
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .docgraph .pytest_cache .mypy_cache .ruff_cache

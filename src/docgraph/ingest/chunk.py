@@ -1,0 +1,159 @@
+"""Structure-aware chunking.
+
+Rules, in order of strength:
+1. A heading always ends the current chunk; chunks never span two sections.
+2. Otherwise a chunk ends between blocks (paragraph, list item, table row, code block)
+   when the next block would push it past ``max_tokens``.
+3. A block longer than ``max_tokens`` is split between sentences; only a single sentence
+   longer than the limit is split inside, between words.
+Sizes are counted in the embedding model's own tokens. Every chunk knows its section path,
+previous, next and parent chunk (the first chunk of its section, or for a section's first
+chunk, the first chunk of the nearest enclosing section).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from docgraph.model import Block, BlockKind, ChunkDraft, ExtractedDocument
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-ÖØ-Þ])|(?<=[。！？])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences (Latin punctuation followed by a capital, or CJK stops)."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _render(block: Block) -> str:
+    return f"- {block.text}" if block.kind is BlockKind.LIST_ITEM else block.text
+
+
+@dataclass
+class _Piece:
+    text: str
+    tokens: int
+
+
+class _Packer:
+    """Greedy packing of pieces into chunks of at most ``max_tokens``."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+        self.done: list[tuple[str, int]] = []
+        self.parts: list[str] = []
+        self.tokens = 0
+
+    def add(self, piece: _Piece, separator: str) -> None:
+        if self.parts and self.tokens + piece.tokens > self.max_tokens:
+            self.flush(separator)
+        self.parts.append(piece.text)
+        self.tokens += piece.tokens
+
+    def flush(self, separator: str = "\n") -> None:
+        if self.parts:
+            self.done.append((separator.join(self.parts), self.tokens))
+        self.parts, self.tokens = [], 0
+
+
+def _split_long_sentence(sentence: str, max_tokens: int, count: TokenCounter) -> list[_Piece]:
+    words = sentence.split()
+    counts = count(words)
+    pieces: list[_Piece] = []
+    current: list[str] = []
+    total = 0
+    for word, n in zip(words, counts, strict=True):
+        if current and total + n > max_tokens:
+            pieces.append(_Piece(" ".join(current), total))
+            current, total = [], 0
+        current.append(word)
+        total += n
+    if current:
+        pieces.append(_Piece(" ".join(current), total))
+    return pieces
+
+
+def _split_block(text: str, max_tokens: int, count: TokenCounter) -> list[_Piece]:
+    """Pieces of an over-long block: whole sentences packed up to the limit."""
+    sentences = split_sentences(text) or [text]
+    packer = _Packer(max_tokens)
+    for sentence, n in zip(sentences, count(sentences), strict=True):
+        if n > max_tokens:
+            for piece in _split_long_sentence(sentence, max_tokens, count):
+                packer.add(piece, " ")
+        else:
+            packer.add(_Piece(sentence, n), " ")
+    packer.flush(" ")
+    return [_Piece(t, n) for t, n in packer.done]
+
+
+def chunk_document(
+    document: ExtractedDocument, count_tokens: TokenCounter, max_tokens: int
+) -> list[ChunkDraft]:
+    """Cut ``document`` into chunks of at most ``max_tokens`` tokens along its structure."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    body = [b for b in document.blocks if b.kind is not BlockKind.HEADING]
+    block_tokens = dict(zip(map(id, body), count_tokens([_render(b) for b in body]), strict=True))
+
+    sections: list[tuple[tuple[str, ...], list[tuple[str, int]]]] = []
+    stack: list[tuple[int, str]] = []
+    packer = _Packer(max_tokens)
+
+    def close_section() -> None:
+        packer.flush()
+        if packer.done:
+            sections.append((tuple(t for _, t in stack), packer.done))
+        packer.done = []
+
+    for block in document.blocks:
+        if block.kind is BlockKind.HEADING:
+            close_section()
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.text))
+            continue
+        text = _render(block)
+        tokens = block_tokens[id(block)]
+        if tokens > max_tokens:
+            packer.flush()
+            for piece in _split_block(text, max_tokens, count_tokens):
+                packer.add(piece, "\n")
+                packer.flush()
+        else:
+            packer.add(_Piece(text, tokens), "\n")
+    close_section()
+    return _link(sections)
+
+
+def _link(sections: list[tuple[tuple[str, ...], list[tuple[str, int]]]]) -> list[ChunkDraft]:
+    drafts: list[ChunkDraft] = []
+    total = sum(len(chunks) for _, chunks in sections)
+    latest_first: dict[tuple[str, ...], int] = {}  # section path -> its most recent first chunk
+    index = 0
+    for path, chunks in sections:
+        enclosing = next(
+            (latest_first[path[:cut]] for cut in range(len(path) - 1, -1, -1)
+             if path[:cut] in latest_first),
+            None,
+        )
+        first = index
+        latest_first[path] = first
+        for position, (text, n) in enumerate(chunks):
+            drafts.append(
+                ChunkDraft(
+                    index=index,
+                    text=text,
+                    section_path=path,
+                    token_count=n,
+                    prev_index=index - 1 if index > 0 else None,
+                    next_index=index + 1 if index + 1 < total else None,
+                    parent_index=enclosing if position == 0 else first,
+                )
+            )
+            index += 1
+    return drafts

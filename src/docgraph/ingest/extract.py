@@ -1,0 +1,378 @@
+"""Turn file bytes into an :class:`ExtractedDocument`: ordered structural blocks and a title.
+
+Each format keeps the structure it has: headings (with levels), paragraphs, list items,
+table rows and code blocks. The chunker cuts only between blocks (or between sentences
+of one over-long block), so structure here decides where chunks end.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from docgraph.errors import ExtractionError
+from docgraph.model import Block, BlockKind, ExtractedDocument
+
+_WS = re.compile(r"[ \t\r\f\v]+")
+
+
+def _clean(text: str) -> str:
+    return _WS.sub(" ", text.replace("\u00a0", " ")).strip()
+
+
+def _decode(data: bytes, name: str) -> str:
+    if b"\x00" in data[:4096]:
+        raise ExtractionError(f"{name}: looks binary (NUL bytes), not text")
+    for encoding in ("utf-8-sig", "cp1252"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("latin-1")
+
+
+def _title_from_name(name: str) -> str:
+    stem = posixpath.splitext(posixpath.basename(name))[0]
+    return _clean(re.sub(r"[_\-]+", " ", stem)) or name
+
+
+def _paragraph_blocks(text: str) -> list[Block]:
+    """Blank-line separated paragraphs; lines starting with a bullet become list items."""
+    blocks: list[Block] = []
+    for para in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
+        lines = [ln.rstrip() for ln in para.split("\n") if ln.strip()]
+        if not lines:
+            continue
+        if all(re.match(r"\s*([-*•]|\d+[.)])\s+", ln) for ln in lines):
+            blocks.extend(
+                Block(BlockKind.LIST_ITEM, _clean(re.sub(r"^\s*([-*•]|\d+[.)])\s+", "", ln)))
+                for ln in lines
+            )
+        else:
+            blocks.append(Block(BlockKind.PARAGRAPH, _clean(" ".join(lines))))
+    return [b for b in blocks if b.text]
+
+
+def extract_text(data: bytes, name: str) -> ExtractedDocument:
+    """Plain text: paragraphs separated by blank lines."""
+    text = _decode(data, name)
+    return ExtractedDocument(_title_from_name(name), tuple(_paragraph_blocks(text)), "text/plain")
+
+
+def extract_markdown(data: bytes, name: str) -> ExtractedDocument:
+    """Markdown via markdown-it: headings, paragraphs, list items, table rows, code."""
+    from markdown_it import MarkdownIt
+
+    text = _decode(data, name)
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    blocks: list[Block] = []
+    title: str | None = None
+    i = 0
+    list_depth = 0
+    row_cells: list[str] | None = None
+    header: list[str] = []
+    in_thead = False
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            content = _clean(tokens[i + 1].content)
+            if content:
+                blocks.append(Block(BlockKind.HEADING, content, level))
+                if title is None and level == 1:
+                    title = content
+            i += 3
+            continue
+        if tok.type in ("bullet_list_open", "ordered_list_open"):
+            list_depth += 1
+        elif tok.type in ("bullet_list_close", "ordered_list_close"):
+            list_depth -= 1
+        elif tok.type == "thead_open":
+            in_thead, header = True, []
+        elif tok.type == "thead_close":
+            in_thead = False
+        elif tok.type == "tr_open":
+            row_cells = []
+        elif tok.type in ("th_open", "td_open") and row_cells is not None:
+            row_cells.append(_clean(tokens[i + 1].content))
+        elif tok.type == "tr_close" and row_cells is not None:
+            if in_thead:
+                header = row_cells
+            else:
+                blocks.append(Block(BlockKind.TABLE_ROW, _row_text(header, row_cells)))
+            row_cells = None
+        elif tok.type == "inline" and row_cells is None:
+            content = _clean(tok.content)
+            if content:
+                kind = BlockKind.LIST_ITEM if list_depth > 0 else BlockKind.PARAGRAPH
+                blocks.append(Block(kind, content))
+        elif tok.type in ("fence", "code_block"):
+            content = tok.content.strip()
+            if content:
+                blocks.append(Block(BlockKind.CODE, content))
+        i += 1
+    return ExtractedDocument(title or _title_from_name(name), tuple(blocks), "text/markdown")
+
+
+def _row_text(header: list[str], cells: list[str]) -> str:
+    if header and len(header) == len(cells):
+        return "; ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True) if c)
+    return " | ".join(c for c in cells if c)
+
+
+_HTML_BLOCKS = {
+    "h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "tr", "pre", "blockquote",
+    "dt", "dd", "figcaption", "caption",
+}
+
+
+def extract_html(data: bytes, name: str) -> ExtractedDocument:
+    """HTML via BeautifulSoup/lxml: h1-h6, paragraphs, list items, table rows, pre."""
+    from bs4 import BeautifulSoup, Tag
+
+    soup = BeautifulSoup(data, "lxml")
+    for junk in soup(["script", "style", "noscript", "template", "nav", "footer", "head"]):
+        junk.decompose()
+    title_tag = soup.find("title")
+    blocks: list[Block] = []
+    header: list[str] = []
+    body = soup.body or soup
+    for el in body.find_all(list(_HTML_BLOCKS)):
+        if not isinstance(el, Tag):
+            continue
+        # Only the innermost block element speaks for its text (li inside li, p inside td...).
+        if el.name != "tr" and el.find_parent(["tr", "pre"]) is not None:
+            continue
+        if el.name in ("p", "li", "dt", "dd") and el.find(list(_HTML_BLOCKS - {"tr"})):
+            continue
+        if el.name == "tr":
+            cells = [_clean(c.get_text(" ")) for c in el.find_all(["th", "td"])]
+            if el.find("th") and not el.find("td"):
+                header = cells
+                continue
+            text = _row_text(header, cells)
+            if text:
+                blocks.append(Block(BlockKind.TABLE_ROW, text))
+            continue
+        text = el.get_text("\n" if el.name == "pre" else " ")
+        text = text.strip() if el.name == "pre" else _clean(text)
+        if not text:
+            continue
+        if el.name[0] == "h" and el.name[1:].isdigit():
+            blocks.append(Block(BlockKind.HEADING, text, int(el.name[1])))
+        elif el.name == "li":
+            blocks.append(Block(BlockKind.LIST_ITEM, text))
+        elif el.name == "pre":
+            blocks.append(Block(BlockKind.CODE, text))
+        else:
+            blocks.append(Block(BlockKind.PARAGRAPH, text))
+    if not blocks:
+        text = _clean(body.get_text(" "))
+        if text:
+            blocks.append(Block(BlockKind.PARAGRAPH, text))
+    h1 = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
+    title = h1 or (_clean(title_tag.get_text()) if title_tag else "") or _title_from_name(name)
+    return ExtractedDocument(title, tuple(blocks), "text/html")
+
+
+def extract_pdf(data: bytes, name: str) -> ExtractedDocument:
+    """PDF via pypdf: paragraphs per page (PDF carries no reliable heading structure)."""
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise ExtractionError(f"{name}: PDF is encrypted")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta_title = (reader.metadata.title if reader.metadata else None) or ""
+    except ExtractionError:
+        raise
+    except Exception as exc:
+        raise ExtractionError(f"{name}: not a readable PDF ({exc})") from exc
+    blocks: list[Block] = []
+    for page in pages:
+        blocks.extend(_pdf_page_blocks(page))
+    if not blocks:
+        raise ExtractionError(f"{name}: PDF has no extractable text (scanned image?)")
+    title = _clean(meta_title) or _title_from_name(name)
+    return ExtractedDocument(title, tuple(blocks), "application/pdf")
+
+
+def _pdf_page_blocks(page_text: str) -> list[Block]:
+    # pypdf ends lines with '\n'; paragraphs are separated by blank lines or by a line that
+    # ends a sentence followed by one that starts with a capital. Hyphenated breaks rejoin.
+    text = re.sub(r"-\n(?=[a-z])", "", page_text)
+    lines = [ln.strip() for ln in text.split("\n")]
+    paragraphs: list[list[str]] = [[]]
+    for ln in lines:
+        if not ln:
+            if paragraphs[-1]:
+                paragraphs.append([])
+            continue
+        paragraphs[-1].append(ln)
+    blocks: list[Block] = []
+    for para in paragraphs:
+        if para:
+            blocks.extend(_paragraph_blocks("\n".join(para)) if _looks_like_list(para)
+                          else [Block(BlockKind.PARAGRAPH, _clean(" ".join(para)))])
+    return [b for b in blocks if b.text]
+
+
+def _looks_like_list(lines: list[str]) -> bool:
+    return all(re.match(r"([-*•]|\d+[.)])\s+", ln) for ln in lines)
+
+
+def extract_docx(data: bytes, name: str) -> ExtractedDocument:
+    """DOCX via python-docx: 'Heading N'/'Title' styles, paragraphs, list paragraphs, tables."""
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as exc:
+        raise ExtractionError(f"{name}: not a readable DOCX ({exc})") from exc
+    blocks: list[Block] = []
+    title = _clean(document.core_properties.title or "")
+    for item in document.iter_inner_content():
+        if isinstance(item, Paragraph):
+            text = _clean(item.text)
+            if not text:
+                continue
+            style = (item.style.name if item.style is not None else "") or ""
+            match = re.match(r"Heading (\d)", style)
+            if style == "Title":
+                title = title or text
+                blocks.append(Block(BlockKind.HEADING, text, 1))
+            elif match:
+                blocks.append(Block(BlockKind.HEADING, text, int(match.group(1))))
+            elif "List" in style:
+                blocks.append(Block(BlockKind.LIST_ITEM, text))
+            else:
+                blocks.append(Block(BlockKind.PARAGRAPH, text))
+        elif isinstance(item, Table):
+            rows = [[_clean(c.text) for c in row.cells] for row in item.rows]
+            header = rows[0] if rows else []
+            for cells in rows[1:]:
+                text = _row_text(header, cells)
+                if text:
+                    blocks.append(Block(BlockKind.TABLE_ROW, text))
+    if not title:
+        title = next(
+            (b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1),
+            _title_from_name(name),
+        )
+    return ExtractedDocument(
+        title, tuple(blocks),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    )
+
+
+def extract_csv(data: bytes, name: str) -> ExtractedDocument:
+    """CSV: one table-row block per record, as 'column: value; ...' with the header."""
+    text = _decode(data, name)
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(io.StringIO(text), dialect))
+    if not rows:
+        raise ExtractionError(f"{name}: empty CSV")
+    header = [_clean(h) for h in rows[0]]
+    blocks = [Block(BlockKind.HEADING, _title_from_name(name), 1)]
+    for cells in rows[1:]:
+        row = _row_text(header, [_clean(c) for c in cells])
+        if row:
+            blocks.append(Block(BlockKind.TABLE_ROW, row))
+    return ExtractedDocument(_title_from_name(name), tuple(blocks), "text/csv")
+
+
+def extract_json(data: bytes, name: str) -> ExtractedDocument:
+    """JSON: records (objects in a list) become blocks of 'key: value' pairs; nested keys
+    are flattened to dotted paths and top-level keys of an object become sections."""
+    try:
+        value = json.loads(_decode(data, name))
+    except json.JSONDecodeError as exc:
+        raise ExtractionError(f"{name}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
+    title = _title_from_name(name)
+    if isinstance(value, dict) and isinstance(value.get("title"), str):
+        title = _clean(value["title"])
+    blocks: list[Block] = []
+    _json_blocks(value, blocks, level=1)
+    return ExtractedDocument(title, tuple(blocks), "application/json")
+
+
+def _flatten(value: Any, prefix: str = "") -> Iterable[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        yield f"{prefix}: {', '.join(str(v) for v in value)}"
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _flatten(v, f"{prefix}[{i}]")
+    elif value is not None and str(value) != "":
+        yield f"{prefix}: {value}" if prefix else str(value)
+
+
+def _json_blocks(value: Any, blocks: list[Block], level: int) -> None:
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict | list):
+                text = "; ".join(_flatten(item))
+                if text:
+                    blocks.append(Block(BlockKind.TABLE_ROW, _clean(text)))
+            elif item is not None:
+                blocks.append(Block(BlockKind.LIST_ITEM, _clean(str(item))))
+    elif isinstance(value, dict):
+        scalars = {k: v for k, v in value.items() if not isinstance(v, dict | list)}
+        if scalars:
+            blocks.append(Block(BlockKind.PARAGRAPH, _clean("; ".join(_flatten(scalars)))))
+        for key, item in value.items():
+            if isinstance(item, dict | list) and level <= 6:
+                blocks.append(Block(BlockKind.HEADING, str(key), level))
+                _json_blocks(item, blocks, level + 1)
+    elif value is not None:
+        blocks.append(Block(BlockKind.PARAGRAPH, _clean(str(value))))
+
+
+Extractor = Callable[[bytes, str], ExtractedDocument]
+
+EXTRACTORS: dict[str, Extractor] = {
+    ".md": extract_markdown,
+    ".markdown": extract_markdown,
+    ".txt": extract_text,
+    ".text": extract_text,
+    ".html": extract_html,
+    ".htm": extract_html,
+    ".pdf": extract_pdf,
+    ".docx": extract_docx,
+    ".csv": extract_csv,
+    ".json": extract_json,
+}
+
+
+def extract(data: bytes, name: str) -> ExtractedDocument:
+    """Extract ``data`` (the bytes of file ``name``) by its extension.
+
+    Raises :class:`ExtractionError` naming the file when the format is unsupported, the
+    bytes cannot be parsed, or no text comes out.
+    """
+    ext = posixpath.splitext(name.lower())[1]
+    extractor = EXTRACTORS.get(ext)
+    if extractor is None:
+        raise ExtractionError(f"{name}: unsupported file type {ext or '(none)'!r}")
+    try:
+        document = extractor(data, name)
+    except ExtractionError:
+        raise
+    except Exception as exc:
+        raise ExtractionError(f"{name}: cannot extract ({type(exc).__name__}: {exc})") from exc
+    if not any(b.text.strip() for b in document.blocks):
+        raise ExtractionError(f"{name}: no text found")
+    return document

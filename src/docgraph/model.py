@@ -1,0 +1,171 @@
+"""Plain data types shared by every layer (no behaviour beyond small derived properties)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+SearchModeName = Literal["hybrid", "dense"]
+
+
+class BlockKind(StrEnum):
+    """The structural kind of an extracted block; chunk boundaries fall between blocks."""
+
+    HEADING = "heading"
+    PARAGRAPH = "paragraph"
+    LIST_ITEM = "list_item"
+    TABLE_ROW = "table_row"
+    CODE = "code"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One structural unit of an extracted document.
+
+    ``level`` is the heading level (1-6) for headings and 0 otherwise.
+    """
+
+    kind: BlockKind
+    text: str
+    level: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedDocument:
+    """The text of one file as an ordered list of blocks, with its title."""
+
+    title: str
+    blocks: tuple[Block, ...]
+    media_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDraft:
+    """A chunk as produced by the chunker, before it is embedded or stored.
+
+    ``prev_index``/``next_index``/``parent_index`` point at other chunks of the same
+    document by chunk index; ``parent_index`` is the first chunk of the enclosing section.
+    """
+
+    index: int
+    text: str
+    section_path: tuple[str, ...]
+    token_count: int
+    prev_index: int | None
+    next_index: int | None
+    parent_index: int | None
+
+    def breadcrumb(self, document_title: str) -> str:
+        """``[document > section > subsection]``, the context prepended to embedded text."""
+        parts = [document_title, *self.section_path]
+        # The first heading often repeats the document title: say it once.
+        if len(parts) > 1 and parts[1].strip().casefold() == parts[0].strip().casefold():
+            parts.pop(1)
+        return "[" + " > ".join(p for p in parts if p) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A registered document folder: normalized URN in one namespace."""
+
+    id: int
+    urn: str
+    namespace: str
+    scheme: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRecord:
+    """A document as the catalog knows it.
+
+    ``doc_id`` is the stable document identity: normalized source URN + relative path.
+    """
+
+    id: int
+    doc_id: str
+    source_id: int
+    namespace: str
+    path: str
+    title: str
+    content_hash: str
+    change_token: str
+    media_type: str
+    chunk_count: int
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as stored in the catalog (without its vector)."""
+
+    rowid: int
+    chunk_id: str
+    doc_id: str
+    namespace: str
+    index: int
+    text: str
+    section_path: tuple[str, ...]
+    title: str
+    source_path: str
+    prev_index: int | None
+    next_index: int | None
+    parent_index: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredRow:
+    """A chunk row id and the score one index lane gave it (higher is better)."""
+
+    rowid: int
+    score: float
+
+
+@dataclass(slots=True)
+class SearchHit:
+    """One ranked search result.
+
+    ``score`` follows ``score_label``: for ``hybrid`` it is the reciprocal-rank-fusion score
+    (higher is better); for ``dense`` it is the L2 distance between the unit query and chunk
+    vectors (lower is better), the convention the evidence contract normalises.
+    ``original_rank`` is the 1-based order retrieval returned.
+    """
+
+    chunk_id: str
+    doc_id: str
+    chunk_index: int
+    namespace: str
+    text: str
+    title: str
+    source_path: str
+    section_path: tuple[str, ...]
+    score: float
+    score_label: SearchModeName
+    original_rank: int
+    dense_similarity: float | None = None
+    lexical_score: float | None = None
+    lanes: tuple[str, ...] = field(default_factory=tuple)
+    rowid: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict of the hit (the CLI's ``--json`` shape)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "chunk_index": self.chunk_index,
+            "namespace": self.namespace,
+            "title": self.title,
+            "source": self.source_path,
+            "section_path": list(self.section_path),
+            "score": self.score,
+            "score_label": self.score_label,
+            "original_rank": self.original_rank,
+            "dense_similarity": self.dense_similarity,
+            "lexical_score": self.lexical_score,
+            "lanes": list(self.lanes),
+            "text": self.text,
+        }

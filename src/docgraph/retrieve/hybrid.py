@@ -1,0 +1,119 @@
+"""Hybrid search: dense + BM25 candidate lists fused by reciprocal rank, namespace pre-filtered."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from docgraph.config import IndexSettings
+from docgraph.errors import InvalidQuery
+from docgraph.ingest.embed import Embedder
+from docgraph.model import ScoredRow, SearchHit, SearchModeName, StoredChunk
+from docgraph.retrieve.fusion import rrf_fuse
+from docgraph.store.base import Catalog, ChunkIndex, require_namespaces
+
+MAX_K = 1000
+MAX_QUERY_CHARS = 4000
+
+
+def l2_from_cosine(similarity: float) -> float:
+    """L2 distance between two unit vectors with the given cosine similarity."""
+    return math.sqrt(max(0.0, 2.0 - 2.0 * similarity))
+
+
+class HybridSearcher:
+    """Answers ``search(query, k, mode, namespaces)`` over a catalog and its chunk index.
+
+    Stateless between calls (safe to share between threads).
+    """
+
+    def __init__(
+        self, catalog: Catalog, index: ChunkIndex, embedder: Embedder, settings: IndexSettings
+    ) -> None:
+        self.catalog = catalog
+        self.index = index
+        self.embedder = embedder
+        self.settings = settings
+
+    def search(
+        self,
+        query: str,
+        *,
+        namespaces: Iterable[str],
+        k: int = 10,
+        mode: SearchModeName = "hybrid",
+    ) -> list[SearchHit]:
+        """Top ``k`` chunks for ``query`` within ``namespaces`` (required, non-empty).
+
+        ``hybrid`` fuses the dense and BM25 lists (RRF, ``index.rrf_k``); ``dense`` ranks by
+        cosine only and reports the L2 distance as the score.
+        """
+        allowed = require_namespaces(namespaces)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidQuery("query must be a non-empty string")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidQuery(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        if not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidQuery(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
+        if mode not in ("hybrid", "dense"):
+            raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {mode!r}")
+
+        depth = max(self.settings.candidates, k)
+        query_vector = self.embedder.embed_query(query)
+        dense = self.index.dense_search(query_vector, depth, allowed)
+        similarity = {r.rowid: r.score for r in dense}
+        lexical_scores: dict[int, float] = {}
+        if mode == "dense":
+            ranked: list[ScoredRow] = dense[:k]
+        else:
+            lexical = self.index.lexical_search(query, depth, allowed)
+            lexical_scores = {r.rowid: r.score for r in lexical}
+            ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k)[:k]
+        chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
+        hits: list[SearchHit] = []
+        for row in ranked:
+            chunk = chunks.get(row.rowid)
+            if chunk is None or chunk.namespace not in allowed:
+                continue  # deleted since the index answered; never outside the filter
+            sim = similarity.get(row.rowid)
+            hits.append(self._hit(
+                chunk,
+                score=l2_from_cosine(row.score) if mode == "dense" else row.score,
+                mode=mode,
+                rank=len(hits) + 1,
+                similarity=sim,
+                lexical=lexical_scores.get(row.rowid),
+            ))
+        return hits
+
+    @staticmethod
+    def _hit(
+        chunk: StoredChunk,
+        *,
+        score: float,
+        mode: SearchModeName,
+        rank: int,
+        similarity: float | None,
+        lexical: float | None,
+    ) -> SearchHit:
+        lanes = tuple(
+            name for name, present in (("dense", similarity is not None),
+                                       ("bm25", lexical is not None)) if present
+        )
+        return SearchHit(
+            chunk_id=chunk.chunk_id,
+            doc_id=chunk.doc_id,
+            chunk_index=chunk.index,
+            namespace=chunk.namespace,
+            text=chunk.text,
+            title=chunk.title,
+            source_path=chunk.source_path,
+            section_path=chunk.section_path,
+            score=score,
+            score_label=mode,
+            original_rank=rank,
+            dense_similarity=similarity,
+            lexical_score=lexical,
+            lanes=lanes,
+            rowid=chunk.rowid,
+        )

@@ -1,0 +1,1 @@
+"""Entry points: the command-line interface (more transports arrive with the MCP issue)."""

@@ -1,0 +1,90 @@
+"""Folder URN normalization: one folder, one spelling, so it never registers twice.
+
+Document identity is derived from the folder URN plus the relative path, so an
+unnormalized duplicate spelling of a folder would index everything a second time.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import unicodedata
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from docgraph.errors import SourceError
+
+SUPPORTED_SCHEMES = ("file", "s3", "sftp", "ftp", "hdfs")
+DEFAULT_PORTS = {"sftp": 22, "ftp": 21, "hdfs": 8020}
+# RFC 3986 path characters that never need escaping; everything else is percent-encoded.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def _canonical_path(path: str) -> str:
+    """Decode then re-encode percent escapes, NFC-normalize, and upper-case the hex digits."""
+    decoded = unicodedata.normalize("NFC", unquote(path))
+    return quote(decoded, safe=_PATH_SAFE)
+
+
+def _strip_trailing_slash(path: str) -> str:
+    return path.rstrip("/") or "/"
+
+
+def urn_scheme(urn: str) -> str:
+    """The URI scheme of a (normalized) URN, which is also the source type."""
+    return urlsplit(urn).scheme
+
+
+def normalize_urn(urn_or_path: str | Path) -> str:
+    """Return the canonical URN for a folder given as a URN or a local path.
+
+    Local paths and ``file:`` URNs become ``file:///absolute/resolved/path``. For every
+    scheme: scheme and host are lower-cased, credentials and default ports are dropped,
+    ``.``/``..`` segments are resolved, percent-encoding is made canonical and the trailing
+    slash is removed. Raises :class:`SourceError` naming the input for an unsupported scheme
+    or a URN with no path/host where one is required.
+    """
+    raw = str(urn_or_path).strip()
+    if not raw:
+        raise SourceError("empty folder URN")
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    # 'C:\\x' style drive letters parse as a one-letter scheme; treat as local paths.
+    if scheme == "" or len(scheme) == 1:
+        return _file_urn(Path(raw))
+    if scheme not in SUPPORTED_SCHEMES:
+        raise SourceError(
+            f"unsupported folder URN scheme {scheme!r} in {raw!r}; "
+            f"supported: {', '.join(SUPPORTED_SCHEMES)}"
+        )
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise SourceError(f"file URN must not name a remote host: {raw!r}")
+        return _file_urn(Path(unquote(parts.path)))
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise SourceError(f"{scheme} URN needs a host (or bucket): {raw!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise SourceError(f"invalid port in URN {raw!r}") from exc
+    netloc = host
+    if port is not None and port != DEFAULT_PORTS.get(scheme):
+        netloc = f"{host}:{port}"
+    path = posixpath.normpath("/" + unquote(parts.path).lstrip("/")) if parts.path else "/"
+    path = _strip_trailing_slash(_canonical_path(path))
+    if path == "/":
+        path = ""
+    return urlunsplit((scheme, netloc, path, "", ""))
+
+
+def _file_urn(path: Path) -> str:
+    resolved = path.expanduser().resolve()
+    return "file://" + _strip_trailing_slash(_canonical_path(resolved.as_posix()))
+
+
+def document_id(folder_urn: str, relative_path: str) -> str:
+    """The stable identity of a document: normalized folder URN + canonical relative path."""
+    rel = posixpath.normpath(relative_path.replace("\\", "/")).lstrip("/")
+    if rel in ("", ".") or rel.startswith("../"):
+        raise SourceError(f"invalid relative path {relative_path!r} under {folder_urn}")
+    return f"{folder_urn}/{_canonical_path(rel)}"

@@ -1,0 +1,168 @@
+"""The storage contract: a relational :class:`Catalog` (system of record) and a derived
+:class:`ChunkIndex` (dense + lexical search accelerators).
+
+Ingest and retrieve talk only to these protocols, so server backends (PostgreSQL, Milvus)
+plug in without touching them. Every search takes an explicit, non-empty namespace set as a
+pre-filter: there is no value that means "all namespaces".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from docgraph.errors import InvalidQuery
+from docgraph.model import (
+    ChunkDraft,
+    DocumentRecord,
+    ScoredRow,
+    SourceRecord,
+    StoredChunk,
+    Vector,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """Everything needed to (re)write one document and its chunks in one transaction.
+
+    ``embedded_texts`` are the exact strings that were embedded (breadcrumb + text) and
+    ``vectors`` their unit vectors, one row per chunk.
+    """
+
+    source: SourceRecord
+    path: str
+    doc_id: str
+    title: str
+    content_hash: str
+    change_token: str
+    media_type: str
+    chunks: Sequence[ChunkDraft]
+    breadcrumbs: Sequence[str]
+    embedded_texts: Sequence[str]
+    vectors: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStats:
+    """Counts for one namespace."""
+
+    namespace: str
+    sources: int
+    documents: int
+    chunks: int
+    failures: int
+    last_indexed_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FailureRecord:
+    """A file that could not be indexed, and why."""
+
+    namespace: str
+    source_urn: str
+    path: str
+    reason: str
+    at: float
+
+
+def require_namespaces(namespaces: Iterable[str] | None) -> frozenset[str]:
+    """Validate a namespace pre-filter: a non-empty set of names. ``None`` is rejected."""
+    if namespaces is None or isinstance(namespaces, str):
+        raise InvalidQuery(
+            "namespaces must be an explicit non-empty set of names "
+            f"(got {namespaces!r}); there is no 'search everything' value"
+        )
+    names = frozenset(namespaces)
+    if not names:
+        raise InvalidQuery("empty namespace set: nothing may be searched")
+    return names
+
+
+class Catalog(Protocol):
+    """The system of record: sources, documents, chunks (with vectors), the embedding model."""
+
+    def embedding_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) the index was built with, or None for an empty index."""
+        ...
+
+    def set_embedding_model(self, name: str, dimension: int) -> None:
+        """Record the embedding model of this index."""
+        ...
+
+    def add_source(self, urn: str, namespace: str) -> SourceRecord:
+        """Register a normalized folder URN in a namespace (idempotent)."""
+        ...
+
+    def list_sources(self) -> list[SourceRecord]:
+        """Every registered source."""
+        ...
+
+    def remove_source(self, source: SourceRecord) -> int:
+        """Delete a source and everything derived from it; returns documents removed."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """Names of every namespace that has a source."""
+        ...
+
+    def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
+        """The source's documents keyed by relative path."""
+        ...
+
+    def write_document(self, write: DocumentWrite) -> DocumentRecord:
+        """Insert or replace a document and all its chunks atomically."""
+        ...
+
+    def touch_document(self, document: DocumentRecord, change_token: str) -> None:
+        """Record a new change token for a document whose content did not change."""
+        ...
+
+    def delete_document(self, document: DocumentRecord) -> None:
+        """Delete a document and its chunks atomically."""
+        ...
+
+    def reusable_vectors(
+        self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
+    ) -> dict[str, Vector]:
+        """Vectors of the document's current chunks whose embedded text hash matches."""
+        ...
+
+    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
+        """Remember that a file could not be indexed."""
+        ...
+
+    def clear_failure(self, source: SourceRecord, path: str) -> None:
+        """Forget a failure once the file indexes (or disappears)."""
+        ...
+
+    def failures(self) -> list[FailureRecord]:
+        """Files that could not be indexed."""
+        ...
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
+        """Stored chunks for the given row ids (missing ids are absent from the result)."""
+        ...
+
+    def stats(self) -> list[NamespaceStats]:
+        """Per-namespace counts."""
+        ...
+
+    def clear_all_chunks(self) -> None:
+        """Drop every chunk and forget every content hash (for a full re-index)."""
+        ...
+
+
+class ChunkIndex(Protocol):
+    """Search accelerators derived from the catalog; both take a namespace pre-filter."""
+
+    def dense_search(
+        self, vector: Vector, k: int, namespaces: frozenset[str]
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks by cosine similarity among the given namespaces."""
+        ...
+
+    def lexical_search(self, text: str, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
+        """Top ``k`` chunks by BM25 among the given namespaces."""
+        ...

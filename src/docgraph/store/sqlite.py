@@ -1,0 +1,567 @@
+"""The embedded default store: a SQLite (WAL) catalog, and a chunk index derived from it
+(exact dense search in memory + BM25 through SQLite FTS5 in the same file).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from docgraph.errors import StoreError
+from docgraph.model import DocumentRecord, ScoredRow, SourceRecord, StoredChunk, Vector
+from docgraph.sources.urn import urn_scheme
+from docgraph.store.base import (
+    DocumentWrite,
+    FailureRecord,
+    NamespaceStats,
+    require_namespaces,
+)
+from docgraph.store.dense import DenseMatrix
+from docgraph.store.fts_query import to_fts5_query
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS namespaces (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS sources (
+    id INTEGER PRIMARY KEY,
+    urn TEXT NOT NULL,
+    namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+    scheme TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    last_indexed_at REAL,
+    UNIQUE (urn, namespace_id)
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+    doc_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    title TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    change_token TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (namespace_id, doc_id),
+    UNIQUE (source_id, path)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    namespace_id INTEGER NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    breadcrumb TEXT NOT NULL,
+    section_path TEXT NOT NULL,
+    token_count INTEGER NOT NULL,
+    prev_index INTEGER,
+    next_index INTEGER,
+    parent_index INTEGER,
+    embed_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE (document_id, chunk_index)
+);
+CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace_id);
+CREATE TABLE IF NOT EXISTS chunk_tombstones (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    breadcrumb, text, content='chunks', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, breadcrumb, text) VALUES (new.id, new.breadcrumb, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, breadcrumb, text)
+        VALUES ('delete', old.id, old.breadcrumb, old.text);
+    INSERT INTO chunk_tombstones(chunk_id) VALUES (old.id);
+END;
+CREATE TABLE IF NOT EXISTS failures (
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    path TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (source_id, path)
+);
+"""
+
+
+class SQLiteCatalog:
+    """The catalog in one SQLite file (WAL mode), safe to share between threads.
+
+    Each thread gets its own connection; writes are serialized by SQLite's ``BEGIN
+    IMMEDIATE`` and every document write is one transaction.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create index directory {self.path.parent}: {exc}") from exc
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        db = self.connection()
+        try:
+            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+        except sqlite3.DatabaseError as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: not a docgraph index ({exc})") from exc
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: index schema version {row[0]} is not supported "
+                    f"(this docgraph reads version {SCHEMA_VERSION})"
+                )
+
+    # -- connections -------------------------------------------------------
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the catalog file."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            try:
+                db = sqlite3.connect(
+                    str(self.path), isolation_level=None, check_same_thread=False, timeout=30
+                )
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.execute("PRAGMA foreign_keys=ON")
+                db.execute("PRAGMA busy_timeout=30000")
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: not a docgraph index ({exc})") from exc
+            self._local.db = db
+            with self._connections_lock:
+                self._connections.append(db)
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: commits on success, rolls back on any exception."""
+        db = self.connection()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        else:
+            db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close every connection opened by any thread."""
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    # -- model -------------------------------------------------------------
+
+    def embedding_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) recorded for this index, if any."""
+        rows = dict(self.connection().execute(
+            "SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dimension')"
+        ).fetchall())
+        if "embed_model" not in rows:
+            return None
+        return rows["embed_model"], int(rows["embed_dimension"])
+
+    def set_embedding_model(self, name: str, dimension: int) -> None:
+        """Record the embedding model (name and dimension) of this index."""
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('embed_model', ?)", (name,))
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('embed_dimension', ?)", (str(dimension),)
+            )
+
+    # -- namespaces and sources -------------------------------------------
+
+    def _namespace_id(self, db: sqlite3.Connection, name: str) -> int:
+        db.execute("INSERT OR IGNORE INTO namespaces(name) VALUES (?)", (name,))
+        row = db.execute("SELECT id FROM namespaces WHERE name = ?", (name,)).fetchone()
+        return int(row[0])
+
+    def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
+        """Ids of the named namespaces that exist (unknown names are absent)."""
+        wanted = list(names)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        rows = self.connection().execute(
+            f"SELECT name, id FROM namespaces WHERE name IN ({marks})", wanted
+        ).fetchall()
+        return {str(n): int(i) for n, i in rows}
+
+    def namespaces(self) -> list[str]:
+        """Names of namespaces that have at least one source."""
+        rows = self.connection().execute(
+            "SELECT DISTINCT n.name FROM namespaces n JOIN sources s ON s.namespace_id = n.id "
+            "ORDER BY n.name"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_source(self, urn: str, namespace: str) -> SourceRecord:
+        """Register a normalized folder URN in ``namespace``; returns the existing one if any."""
+        if not namespace or not namespace.strip():
+            raise StoreError("namespace name must not be empty")
+        with self.transaction() as db:
+            ns_id = self._namespace_id(db, namespace)
+            db.execute(
+                "INSERT OR IGNORE INTO sources(urn, namespace_id, scheme, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (urn, ns_id, urn_scheme(urn), time.time()),
+            )
+            row = db.execute(
+                "SELECT id FROM sources WHERE urn = ? AND namespace_id = ?", (urn, ns_id)
+            ).fetchone()
+        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn))
+
+    def list_sources(self) -> list[SourceRecord]:
+        """Every registered source, ordered by namespace then URN."""
+        rows = self.connection().execute(
+            "SELECT s.id, s.urn, n.name, s.scheme FROM sources s "
+            "JOIN namespaces n ON n.id = s.namespace_id ORDER BY n.name, s.urn"
+        ).fetchall()
+        return [SourceRecord(int(i), u, n, sc) for i, u, n, sc in rows]
+
+    def remove_source(self, source: SourceRecord) -> int:
+        """Delete a source with its documents and chunks, in one transaction."""
+        with self.transaction() as db:
+            count = db.execute(
+                "SELECT count(*) FROM documents WHERE source_id = ?", (source.id,)
+            ).fetchone()[0]
+            db.execute(
+                "DELETE FROM chunks WHERE document_id IN "
+                "(SELECT id FROM documents WHERE source_id = ?)", (source.id,)
+            )
+            db.execute("DELETE FROM documents WHERE source_id = ?", (source.id,))
+            db.execute("DELETE FROM failures WHERE source_id = ?", (source.id,))
+            db.execute("DELETE FROM sources WHERE id = ?", (source.id,))
+        return int(count)
+
+    def mark_indexed(self, source: SourceRecord) -> None:
+        """Record that a build of this source just finished."""
+        with self.transaction() as db:
+            db.execute("UPDATE sources SET last_indexed_at = ? WHERE id = ?",
+                       (time.time(), source.id))
+
+    # -- documents ---------------------------------------------------------
+
+    _DOC_COLUMNS = (
+        "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash, "
+        "d.change_token, d.media_type, d.chunk_count, d.updated_at"
+    )
+
+    @staticmethod
+    def _document(row: Sequence[object]) -> DocumentRecord:
+        return DocumentRecord(
+            int(row[0]), str(row[1]), int(row[2]), str(row[3]), str(row[4]), str(row[5]),  # type: ignore[call-overload]
+            str(row[6]), str(row[7]), str(row[8]), int(row[9]), float(row[10]),  # type: ignore[call-overload,arg-type]
+        )
+
+    def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
+        """The source's documents keyed by relative path."""
+        rows = self.connection().execute(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d "
+            "JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = ?",
+            (source.id,),
+        ).fetchall()
+        return {str(r[4]): self._document(r) for r in rows}
+
+    def list_documents(
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+    ) -> list[DocumentRecord]:
+        """Documents of the given namespaces, ordered by internal id, for cursor paging."""
+        names = sorted(require_namespaces(namespaces))
+        marks = ",".join("?" * len(names))
+        rows = self.connection().execute(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d "
+            f"JOIN namespaces n ON n.id = d.namespace_id WHERE n.name IN ({marks}) "
+            "AND d.id > ? ORDER BY d.id LIMIT ?",
+            [*names, after_id, limit],
+        ).fetchall()
+        return [self._document(r) for r in rows]
+
+    def write_document(self, write: DocumentWrite) -> DocumentRecord:
+        """Replace the document's row and every chunk in one transaction.
+
+        Either the new version is fully stored or, on any error, the old version stays.
+        """
+        chunks = list(write.chunks)
+        if not (len(chunks) == len(write.breadcrumbs) == len(write.embedded_texts)
+                == len(write.vectors)):
+            raise StoreError(
+                f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
+            )
+        from docgraph.ingest.embed_cache import text_hash
+
+        now = time.time()
+        with self.transaction() as db:
+            ns_id = self._namespace_id(db, write.source.namespace)
+            db.execute(
+                "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
+                " change_token, media_type, chunk_count, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT(source_id, path) DO UPDATE SET title = excluded.title,"
+                " content_hash = excluded.content_hash, change_token = excluded.change_token,"
+                " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
+                " updated_at = excluded.updated_at",
+                (write.source.id, ns_id, write.doc_id, write.path, write.title,
+                 write.content_hash, write.change_token, write.media_type, len(chunks), now),
+            )
+            doc_row = db.execute(
+                "SELECT id FROM documents WHERE source_id = ? AND path = ?",
+                (write.source.id, write.path),
+            ).fetchone()
+            document_id = int(doc_row[0])
+            db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+            for chunk, crumb, embedded, vector in zip(
+                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, strict=True
+            ):
+                if vector.shape != (write.vectors.shape[1],) or not np.isfinite(vector).all():
+                    raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
+                db.execute(
+                    "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
+                    " section_path, token_count, prev_index, next_index, parent_index,"
+                    " embed_hash, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (document_id, ns_id, chunk.index, chunk.text, crumb,
+                     json.dumps(list(chunk.section_path), ensure_ascii=False), chunk.token_count,
+                     chunk.prev_index, chunk.next_index, chunk.parent_index,
+                     text_hash(embedded), np.asarray(vector, dtype=np.float32).tobytes()),
+                )
+            db.execute(
+                "DELETE FROM failures WHERE source_id = ? AND path = ?",
+                (write.source.id, write.path),
+            )
+        return DocumentRecord(
+            document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
+            write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
+            now,
+        )
+
+    def touch_document(self, document: DocumentRecord, change_token: str) -> None:
+        """Store a new change token for a document whose content hash did not change."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE documents SET change_token = ? WHERE id = ?", (change_token, document.id)
+            )
+
+    def delete_document(self, document: DocumentRecord) -> None:
+        """Delete a document and its chunks in one transaction."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM chunks WHERE document_id = ?", (document.id,))
+            db.execute("DELETE FROM documents WHERE id = ?", (document.id,))
+
+    def reusable_vectors(
+        self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
+    ) -> dict[str, Vector]:
+        """Vectors of this document's current chunks whose embedded text is unchanged."""
+        wanted = set(embedded_text_hashes)
+        if not wanted:
+            return {}
+        rows = self.connection().execute(
+            "SELECT c.embed_hash, c.vector FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " JOIN namespaces n ON n.id = d.namespace_id WHERE n.name = ? AND d.doc_id = ?",
+            (namespace, doc_id),
+        ).fetchall()
+        return {
+            str(h): np.frombuffer(v, dtype=np.float32) for h, v in rows if h in wanted
+        }
+
+    # -- failures ----------------------------------------------------------
+
+    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
+        """Remember that ``path`` under ``source`` could not be indexed, and why."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?)",
+                (source.id, path, reason, time.time()),
+            )
+
+    def clear_failure(self, source: SourceRecord, path: str) -> None:
+        """Forget a recorded failure."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM failures WHERE source_id = ? AND path = ?", (source.id, path))
+
+    def failures(self) -> list[FailureRecord]:
+        """Every recorded failure, newest first."""
+        rows = self.connection().execute(
+            "SELECT n.name, s.urn, f.path, f.reason, f.at FROM failures f"
+            " JOIN sources s ON s.id = f.source_id JOIN namespaces n ON n.id = s.namespace_id"
+            " ORDER BY f.at DESC"
+        ).fetchall()
+        return [FailureRecord(n, u, p, r, float(a)) for n, u, p, r, a in rows]
+
+    # -- chunks ------------------------------------------------------------
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
+        """Stored chunks (with document identity and title) for the given row ids."""
+        out: dict[int, StoredChunk] = {}
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        db = self.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for row in db.execute(
+                "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
+                " d.path, c.prev_index, c.next_index, c.parent_index FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id"
+                f" JOIN namespaces n ON n.id = c.namespace_id WHERE c.id IN ({marks})",
+                part,
+            ):
+                out[int(row[0])] = StoredChunk(
+                    rowid=int(row[0]), chunk_id=f"{row[1]}#chunk-{row[3]}", doc_id=row[1],
+                    namespace=row[2], index=int(row[3]), text=row[4],
+                    section_path=tuple(json.loads(row[5])), title=row[6], source_path=row[7],
+                    prev_index=row[8], next_index=row[9], parent_index=row[10],
+                )
+        return out
+
+    def stats(self) -> list[NamespaceStats]:
+        """Sources, documents, chunks and failures per namespace."""
+        rows = self.connection().execute(
+            "SELECT n.name,"
+            " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id),"
+            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id),"
+            " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
+            "   WHERE s.namespace_id = n.id),"
+            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id)"
+            " FROM namespaces n ORDER BY n.name"
+        ).fetchall()
+        return [
+            NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
+                           None if r[5] is None else float(r[5]))
+            for r in rows
+        ]
+
+    def clear_all_chunks(self) -> None:
+        """Drop every chunk and forget content hashes, so the next build re-embeds all."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM chunks")
+            db.execute("UPDATE documents SET content_hash = '', change_token = '', chunk_count = 0")
+            db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dimension')")
+
+
+class EmbeddedChunkIndex:
+    """Dense (in-memory exact matrix) + lexical (FTS5 BM25) search over a :class:`SQLiteCatalog`.
+
+    The dense matrix follows the catalog lazily: each search first applies rows added and
+    deleted since the last one (cheap when nothing changed), so writes from another process
+    (a CLI build while a server runs) become visible on the next query.
+    """
+
+    def __init__(self, catalog: SQLiteCatalog, dimension: int) -> None:
+        self.catalog = catalog
+        self.dense = DenseMatrix(dimension)
+        self._tombstone_seq = 0
+        self._sync_lock = threading.Lock()
+        self._synced_marks: tuple[int, int] | None = None
+        _limit_blas_threads()
+        self.sync()
+
+    def _marks(self, db: sqlite3.Connection) -> tuple[int, int]:
+        rows = dict(db.execute(
+            "SELECT name, seq FROM sqlite_sequence WHERE name IN ('chunks', 'chunk_tombstones')"
+        ).fetchall())
+        return int(rows.get("chunks", 0)), int(rows.get("chunk_tombstones", 0))
+
+    def sync(self) -> None:
+        """Apply catalog changes since the last sync to the dense matrix."""
+        db = self.catalog.connection()
+        if self._synced_marks is not None and self._marks(db) == self._synced_marks:
+            return
+        with self._sync_lock:
+            db.execute("BEGIN")
+            try:
+                marks = self._marks(db)
+                if marks == self._synced_marks:
+                    return
+                rows = db.execute(
+                    "SELECT id, namespace_id, vector FROM chunks WHERE id > ? ORDER BY id",
+                    (self.dense.max_rowid,),
+                ).fetchall()
+                dead = db.execute(
+                    "SELECT seq, chunk_id FROM chunk_tombstones WHERE seq > ? ORDER BY seq",
+                    (self._tombstone_seq,),
+                ).fetchall()
+            finally:
+                db.execute("COMMIT")
+            if rows:
+                dim = self.dense.dimension
+                vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+                if vectors.size != len(rows) * dim:
+                    raise StoreError(
+                        f"{self.catalog.path}: stored vectors do not have dimension {dim}"
+                    )
+                self.dense.append(
+                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                    np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
+                    vectors.reshape(len(rows), dim),
+                )
+            if dead:
+                self.dense.remove(np.array(sorted(r[1] for r in dead), dtype=np.int64))
+                self._tombstone_seq = int(dead[-1][0])
+            self._synced_marks = marks
+
+    def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
+        return list(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
+
+    def dense_search(self, vector: Vector, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by cosine similarity (exact)."""
+        ns_ids = self._namespace_ids(namespaces)
+        self.sync()
+        return self.dense.search(vector, k, ns_ids)
+
+    def lexical_search(self, text: str, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by FTS5 BM25 (breadcrumb + text)."""
+        ns_ids = self._namespace_ids(namespaces)
+        expression = to_fts5_query(text)
+        if expression is None or not ns_ids or k <= 0:
+            return []
+        marks = ",".join("?" * len(ns_ids))
+        rows = self.catalog.connection().execute(
+            "SELECT c.id, bm25(chunks_fts, 0.5, 1.0) AS score FROM chunks_fts"
+            " JOIN chunks c ON c.id = chunks_fts.rowid"
+            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({marks})"
+            " ORDER BY score, c.id LIMIT ?",
+            [expression, *ns_ids, k],
+        ).fetchall()
+        return [ScoredRow(int(r[0]), -float(r[1])) for r in rows]
+
+
+_blas_limited = False
+
+
+def _limit_blas_threads() -> None:
+    """Single-query matrix-vector products run fastest on one BLAS thread (measured ~10x on
+    2 shared cores); set once per process."""
+    global _blas_limited
+    if not _blas_limited:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
+        _blas_limited = True

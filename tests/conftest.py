@@ -1,0 +1,47 @@
+"""Shared fixtures: a deterministic embedder and small on-disk corpora."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from tests.helpers import CountingEmbedder
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO / "examples" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads a docgraph.toml or DOCGRAPH_* variable from the developer's machine."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("DOCGRAPH_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("DOCGRAPH_CONFIG", str(tmp_path / "absent-docgraph.toml"))
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def make_graph(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[Callable[..., DocGraph]]:
+    opened: list[DocGraph] = []
+
+    def make(name: str = "index.db", **overrides: object) -> DocGraph:
+        settings = load_settings(**overrides)  # type: ignore[arg-type]
+        settings.store.path = tmp_path / name
+        graph = DocGraph(settings, embedder)
+        opened.append(graph)
+        return graph
+
+    yield make
+    for graph in opened:
+        graph.close()

@@ -1,0 +1,179 @@
+"""Incremental indexing: unchanged, changed, removed, failures, model mismatch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from docgraph.errors import EmbeddingModelMismatch, SourceError
+from docgraph.ingest.embed import HashingEmbedder
+from tests.helpers import write_files
+
+HANDBOOK = {
+    "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n\n"
+    "## Sick leave\n\nUp to ten paid sick days a year.\n",
+    "robots/kestrel.txt": "The Kestrel K2 picker runs firmware 4.2.1.\n\nError E-417 means the "
+    "lidar is blocked.\n",
+    "notes.html": "<html><body><h1>Standup</h1><p>Ticket OPS-1432 is closed.</p></body></html>",
+}
+
+
+def _bump_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def test_first_build_indexes_every_file(tmp_path, make_graph, embedder):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    report = graph.index(folder, namespace="hr")
+    assert sorted(report.added) == ["leave.md", "notes.html", "robots/kestrel.txt"]
+    assert report.failed == []
+    assert report.chunks_written == embedder.embedded > 0
+    hits = graph.search("parental leave weeks", namespaces={"hr"}, k=1)
+    assert hits[0].source_path == "leave.md"
+    assert hits[0].section_path == ("Leave", "Parental leave")
+
+
+def test_rerun_over_unchanged_files_embeds_and_reads_nothing(tmp_path, make_graph, embedder):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    before = embedder.embedded
+    report = graph.index(folder, namespace="hr")
+    assert embedder.embedded == before
+    assert report.unchanged == 3 and report.bodies_read == 0
+    assert not (report.added or report.updated or report.removed)
+
+
+def test_touched_but_identical_file_is_read_not_embedded(tmp_path, make_graph, embedder):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    _bump_mtime(folder / "leave.md")
+    before = embedder.embedded
+    report = graph.index(folder, namespace="hr")
+    assert report.bodies_read == 1 and report.unchanged == 3
+    assert embedder.embedded == before
+    # The new change token is remembered: a third run reads nothing.
+    assert graph.index(folder, namespace="hr").bodies_read == 0
+
+
+def test_changed_file_replaces_its_chunks_and_reuses_unchanged_ones(tmp_path, make_graph, embedder):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    (folder / "leave.md").write_text(
+        "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n\n"
+        "## Sick leave\n\nUp to fifteen paid sick days a year, from March 2026.\n",
+        encoding="utf-8",
+    )
+    _bump_mtime(folder / "leave.md")
+    before = embedder.embedded
+    report = graph.index(folder, namespace="hr")
+    assert report.updated == ["leave.md"]
+    assert report.chunks_reused == 1 and report.chunks_embedded == 1
+    assert embedder.embedded == before + 1
+    texts = [h.text for h in graph.search("sick days", namespaces={"hr"}, k=10)]
+    assert any("fifteen" in t for t in texts)
+    assert not any("ten paid sick days" in t for t in texts)
+
+
+def test_removed_file_is_deleted_from_the_index(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    (folder / "robots" / "kestrel.txt").unlink()
+    report = graph.index(folder, namespace="hr")
+    assert report.removed == ["robots/kestrel.txt"]
+    hits = graph.search("Kestrel lidar E-417", namespaces={"hr"}, k=10)
+    assert all(h.source_path != "robots/kestrel.txt" for h in hits)
+    assert graph.status().namespaces[0].documents == 2
+
+
+def test_unreadable_file_is_reported_and_the_build_goes_on(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", {**HANDBOOK, "broken.pdf": b"%PDF-1.4 not really"})
+    graph = make_graph()
+    report = graph.index(folder, namespace="hr")
+    assert [p for p, _ in report.failed] == ["broken.pdf"]
+    assert "broken.pdf" in report.failed[0][1]
+    assert len(report.added) == 3
+    failures = graph.status().failures
+    assert [f.path for f in failures] == ["broken.pdf"]
+
+
+def test_file_that_turns_bad_keeps_its_indexed_version(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", {**HANDBOOK, "data.json": '{"title": "Sites",'
+                                             ' "sites": [{"name": "Rotterdam DC"}]}'})
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    (folder / "data.json").write_text('{"title": broken', encoding="utf-8")
+    _bump_mtime(folder / "data.json")
+    report = graph.index(folder, namespace="hr")
+    assert [p for p, _ in report.failed] == ["data.json"]
+    hits = graph.search("Rotterdam DC", namespaces={"hr"}, k=3)
+    assert hits and hits[0].source_path == "data.json"
+
+
+def test_missing_folder_is_a_clear_error_and_changes_nothing(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    with pytest.raises(SourceError, match="nowhere"):
+        graph.index(tmp_path / "nowhere", namespace="hr")
+    assert graph.status().namespaces[0].documents == 3
+
+
+def test_folder_removed_entirely_is_not_mistaken_for_empty(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    os.rename(folder, tmp_path / "moved")
+    with pytest.raises(SourceError):
+        graph.index(folder, namespace="hr")
+    assert graph.status().namespaces[0].documents == 3
+
+
+def test_same_folder_spelled_differently_registers_once(tmp_path, make_graph, monkeypatch):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    monkeypatch.chdir(tmp_path)
+    report = graph.index("./docs/../docs/", namespace="hr")
+    assert report.unchanged == 3
+    assert len(graph.status().sources) == 1
+
+
+def test_a_different_embedding_model_is_refused(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+
+    class OtherModel(HashingEmbedder):
+        name = "other-model"
+
+    from docgraph import DocGraph
+
+    other = DocGraph(graph.settings, OtherModel())
+    with pytest.raises(EmbeddingModelMismatch, match=r"reindex --full"):
+        other.index(folder, namespace="hr")
+    with pytest.raises(EmbeddingModelMismatch, match="hashing-256"):
+        other.search("leave", namespaces={"hr"})
+    # Nothing was lost: the original model still answers.
+    assert graph.search("parental leave", namespaces={"hr"}, k=1)[0].source_path == "leave.md"
+    # An explicit full reindex switches the model.
+    other.reindex_full()
+    assert other.catalog.embedding_model() == ("other-model", 256)
+    assert other.search("parental leave", namespaces={"hr"}, k=1)[0].source_path == "leave.md"
+    other.close()
+
+
+def test_chunk_ids_derive_from_document_and_index_not_text(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph()
+    graph.index(folder, namespace="hr")
+    hit = graph.search("sick days", namespaces={"hr"}, k=1)[0]
+    assert hit.chunk_id == f"{hit.doc_id}#chunk-{hit.chunk_index}"
+    assert hit.doc_id.startswith("file://") and hit.doc_id.endswith("/docs/leave.md")

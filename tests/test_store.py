@@ -1,0 +1,153 @@
+"""The embedded store: atomic replace, dense matrix upkeep, namespace pre-filter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from docgraph.errors import InvalidQuery, StoreError
+from docgraph.model import ChunkDraft
+from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store.base import DocumentWrite
+from docgraph.store.dense import DenseMatrix
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from tests.helpers import write_files
+
+
+def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    m = rng.normal(size=(n, d)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def _write(catalog, source, path, texts, vectors):
+    chunks = [ChunkDraft(i, t, (), len(t.split()), None, None, None) for i, t in enumerate(texts)]
+    return catalog.write_document(DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+        content_hash=str(hash(tuple(texts))), change_token="t", media_type="text/plain",
+        chunks=chunks, breadcrumbs=[f"[{path}]"] * len(texts), embedded_texts=texts,
+        vectors=vectors,
+    ))
+
+
+def test_failure_mid_document_keeps_old_version_searchable(tmp_path):
+    rng = np.random.default_rng(0)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    old = _unit(rng, 2, 8)
+    _write(catalog, source, "a.txt", ["alpha original text", "beta original text"], old)
+    index = EmbeddedChunkIndex(catalog, 8)
+
+    bad = _unit(rng, 3, 8)
+    bad[2, 0] = np.nan  # the third chunk fails inside the transaction, after two inserts
+    with pytest.raises(StoreError, match="a.txt#chunk-2"):
+        _write(catalog, source, "a.txt", ["alpha new", "beta new", "gamma new"], bad)
+
+    rows = index.lexical_search("original", 10, frozenset({"ns"}))
+    assert len(rows) == 2
+    chunks = catalog.chunks_by_rowid([r.rowid for r in rows])
+    assert sorted(c.text for c in chunks.values()) == ["alpha original text", "beta original text"]
+    assert index.lexical_search("new", 10, frozenset({"ns"})) == []
+    top = index.dense_search(old[0], 1, frozenset({"ns"}))
+    assert chunks[top[0].rowid].text == "alpha original text"
+    docs = catalog.documents_for_source(source)
+    assert docs["a.txt"].chunk_count == 2
+    catalog.close()
+
+
+def test_dense_index_follows_writes_from_another_connection(tmp_path):
+    rng = np.random.default_rng(1)
+    writer = SQLiteCatalog(tmp_path / "c.db")
+    source = writer.add_source(normalize_urn(tmp_path), "ns")
+    reader = SQLiteCatalog(tmp_path / "c.db")
+    index = EmbeddedChunkIndex(reader, 8)
+    assert index.dense_search(_unit(rng, 1, 8)[0], 5, frozenset({"ns"})) == []
+
+    vectors = _unit(rng, 3, 8)
+    doc = _write(writer, source, "a.txt", ["one", "two", "three"], vectors)
+    hits = index.dense_search(vectors[1], 1, frozenset({"ns"}))
+    assert reader.chunks_by_rowid([hits[0].rowid])[hits[0].rowid].text == "two"
+
+    writer.delete_document(doc)
+    assert index.dense_search(vectors[1], 5, frozenset({"ns"})) == []
+    writer.close()
+    reader.close()
+
+
+def test_dense_matrix_tombstones_and_compaction_keep_results_exact():
+    rng = np.random.default_rng(2)
+    matrix = DenseMatrix(16)
+    vectors = _unit(rng, 5000, 16)
+    ns = np.where(np.arange(5000) % 2 == 0, 1, 2).astype(np.int32)
+    rowids = np.arange(1, 5001, dtype=np.int64)
+    matrix.append(rowids[:3000], ns[:3000], vectors[:3000])
+    matrix.append(rowids[3000:], ns[3000:], vectors[3000:])
+    dead = rowids[rng.choice(5000, 2000, replace=False)]
+    matrix.remove(np.sort(dead))
+    assert len(matrix) == 3000
+    query = vectors[7]
+    got = [r.rowid for r in matrix.search(query, 10, [1])]
+    alive = np.isin(rowids, dead, invert=True) & (ns == 1)
+    scores = vectors @ query
+    expected = rowids[alive][np.argsort(-scores[alive])[:10]]
+    assert got == expected.tolist()
+    matrix.remove(np.array([999_999], dtype=np.int64))  # unknown ids are ignored
+    assert len(matrix) == 3000
+
+
+def _two_namespace_index(tmp_path):
+    rng = np.random.default_rng(3)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    big = catalog.add_source(normalize_urn(tmp_path / "big"), "big")
+    small = catalog.add_source(normalize_urn(tmp_path / "small"), "small")
+    target = _unit(rng, 1, 8)[0]
+    # "big" holds 200 chunks that match the query better than anything in "small".
+    near = target + 0.01 * _unit(rng, 200, 8)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    for i in range(0, 200, 50):
+        _write(catalog, big, f"b{i}.txt", [f"lidar sensor report {j}" for j in range(50)],
+               near[i:i + 50].astype(np.float32))
+    _write(catalog, small, "s.txt", ["lidar calibration", "unrelated words", "more lidar"],
+           _unit(rng, 3, 8))
+    return catalog, EmbeddedChunkIndex(catalog, 8), target
+
+
+def test_namespace_filter_is_applied_before_ranking(tmp_path):
+    catalog, index, target = _two_namespace_index(tmp_path)
+    dense = index.dense_search(target, 3, frozenset({"small"}))
+    lexical = index.lexical_search("lidar", 3, frozenset({"small"}))
+    assert len(dense) == 3  # a post-filter of the global top 3 would return nothing
+    assert len(lexical) == 2
+    chunks = catalog.chunks_by_rowid([r.rowid for r in dense + lexical])
+    assert {c.namespace for c in chunks.values()} == {"small"}
+    both = index.dense_search(target, 300, frozenset({"small", "big"}))
+    assert len(both) == 203
+    assert index.dense_search(target, 3, frozenset({"no-such-namespace"})) == []
+    catalog.close()
+
+
+@pytest.mark.parametrize("bad", [None, frozenset(), set(), "small"])
+def test_missing_or_empty_namespace_set_is_refused(tmp_path, bad):
+    catalog, index, target = _two_namespace_index(tmp_path)
+    with pytest.raises(InvalidQuery):
+        index.dense_search(target, 3, bad)
+    with pytest.raises(InvalidQuery):
+        index.lexical_search("lidar", 3, bad)
+    catalog.close()
+
+
+def test_search_api_refuses_missing_namespaces(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", {"a.md": "# A\n\nlidar text\n"})
+    graph = make_graph()
+    graph.index(folder, namespace="x")
+    with pytest.raises(InvalidQuery):
+        graph.search("lidar", namespaces=None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidQuery):
+        graph.search("lidar", namespaces=[])
+    assert graph.search("lidar", namespaces=["elsewhere"]) == []
+
+
+def test_not_an_index_file_is_a_clear_error(tmp_path):
+    bogus = tmp_path / "bogus.db"
+    bogus.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="bogus.db"):
+        SQLiteCatalog(bogus)
