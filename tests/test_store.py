@@ -39,7 +39,7 @@ def test_failure_mid_document_keeps_old_version_searchable(tmp_path):
 
     bad = _unit(rng, 3, 8)
     bad[2, 0] = np.nan  # the third chunk fails inside the transaction, after two inserts
-    with pytest.raises(StoreError, match="a.txt#chunk-2"):
+    with pytest.raises(StoreError, match=r"a\.txt#chunk-2"):
         _write(catalog, source, "a.txt", ["alpha new", "beta new", "gamma new"], bad)
 
     rows = index.lexical_search("original", 10, frozenset({"ns"}))
@@ -149,5 +149,5 @@ def test_search_api_refuses_missing_namespaces(tmp_path, make_graph):
 def test_not_an_index_file_is_a_clear_error(tmp_path):
     bogus = tmp_path / "bogus.db"
     bogus.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="bogus.db"):
+    with pytest.raises(StoreError, match=r"bogus\.db"):
         SQLiteCatalog(bogus)

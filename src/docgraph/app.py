@@ -10,6 +10,8 @@ from typing import Any
 
 from docgraph.config import Settings, load_settings
 from docgraph.errors import SourceError
+from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
+from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder, make_embedder
 from docgraph.ingest.pipeline import (
     IngestPipeline,
@@ -17,11 +19,13 @@ from docgraph.ingest.pipeline import (
     ProgressCallback,
     check_embedding_model,
 )
+from docgraph.llm import ChatModel
 from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
 from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.sources.urn import normalize_urn
 from docgraph.store.base import FailureRecord, NamespaceStats
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,12 @@ class DocGraph:
         self.settings = settings or load_settings()
         self.embedder = embedder or make_embedder(self.settings.embed)
         self.catalog = SQLiteCatalog(self.settings.store.path)
+        self.graph_store = SQLiteGraphStore(self.catalog)
+        self.extractor: EntityExtractor | None = (
+            make_extractor(self.settings.graph) if self.settings.graph.enabled else None
+        )
+        self.chat_model: ChatModel | None = None
+        self.last_graph_reports: list[GraphBuildReport] = []
         self._index: EmbeddedChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
@@ -84,13 +94,19 @@ class DocGraph:
         check_embedding_model(self.catalog, self.embedder)
         source = self.add_folder(folder, namespace)
         with self._build_lock:
-            return self._pipeline().index_source(source, progress)
+            report = self._pipeline().index_source(source, progress)
+            self._build_graphs()
+            return report
 
     def refresh(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
         """Re-index every registered folder (unchanged files cost a metadata check)."""
         check_embedding_model(self.catalog, self.embedder)
         with self._build_lock:
-            return [self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()]
+            reports = [
+                self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()
+            ]
+            self._build_graphs()
+            return reports
 
     def reindex_full(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
         """Drop every vector and re-embed the whole corpus with the configured model."""
@@ -98,18 +114,50 @@ class DocGraph:
             self.catalog.clear_all_chunks()
             with self._index_lock:
                 self._index = None
-            return [self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()]
+            reports = [
+                self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()
+            ]
+            self._build_graphs(force=True)
+            return reports
 
     def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
         """Unregister a folder and delete everything indexed from it; returns documents removed."""
         urn = normalize_urn(folder)
         for source in self.catalog.list_sources():
             if source.urn == urn and source.namespace == namespace:
-                return self.catalog.remove_source(source)
+                with self._build_lock:
+                    removed = self.catalog.remove_source(source)
+                    self._build_graphs()
+                return removed
         raise SourceError(f"no folder {urn} registered in namespace {namespace!r}")
 
     def _pipeline(self) -> IngestPipeline:
-        return IngestPipeline(self.catalog, self.embedder, self.settings.loader)
+        return IngestPipeline(
+            self.catalog, self.embedder, self.settings.loader, extractor=self.extractor
+        )
+
+    def _build_graphs(self, force: bool = False) -> list[GraphBuildReport]:
+        """Rebuild the graph of every namespace whose documents changed (or all, if forced)."""
+        if self.extractor is None:
+            return []
+        builder = GraphBuilder(
+            self.graph_store, self.embedder, self.settings.graph, self.extractor, self.chat_model
+        )
+        names = self.catalog.namespaces() if force else self.graph_store.dirty_namespaces()
+        self.last_graph_reports = [builder.build(ns) for ns in names]
+        return self.last_graph_reports
+
+    def build_graph(self, namespaces: Iterable[str] | None = None) -> list[GraphBuildReport]:
+        """Rebuild the entity graph, communities and reports of ``namespaces`` (default: those
+        whose documents changed). Also re-extracts entities if the vocabulary changed."""
+        if self.extractor is None:
+            return []
+        with self._build_lock:
+            if namespaces is None:
+                return self._build_graphs()
+            builder = GraphBuilder(self.graph_store, self.embedder, self.settings.graph,
+                                   self.extractor, self.chat_model)
+            return [builder.build(ns) for ns in namespaces]
 
     # -- querying ------------------------------------------------------------
 
@@ -136,6 +184,31 @@ class DocGraph:
         """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set)."""
         check_embedding_model(self.catalog, self.embedder)
         return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)
+
+    def entities(
+        self,
+        namespaces: Iterable[str],
+        query: str | None = None,
+        entity_type: str | None = None,
+        limit: int = 50,
+    ) -> list[EntityInfo]:
+        """Entities of ``namespaces``, most mentioned first, filtered by name and type."""
+        return self.graph_store.find_entities(namespaces, query, entity_type, limit)
+
+    def neighbors(self, entity: str, namespaces: Iterable[str], limit: int = 20) -> list[Neighbor]:
+        """Entities co-occurring with ``entity`` (a name or canonical key), strongest first."""
+        from docgraph.graph.normalize import canonical_key
+
+        allowed = frozenset(namespaces)
+        keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
+        found = self.graph_store.entities_by_key(keys, allowed)
+        return self.graph_store.neighbors([e.id for e in found], limit)
+
+    def communities(
+        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100
+    ) -> list[CommunityInfo]:
+        """Communities of ``namespaces`` with their top members (largest first)."""
+        return self.graph_store.communities(namespaces, level, limit)
 
     def namespaces(self) -> list[str]:
         """Namespaces that have at least one registered folder."""

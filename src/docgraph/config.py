@@ -77,6 +77,30 @@ class IndexSettings(_Section):
     )
 
 
+class GraphSettings(_Section):
+    """Entity extraction, the entity co-occurrence graph and its communities."""
+
+    enabled: bool = Field(default=True, description="Extract entities and build the graph.")
+    patterns: bool = Field(default=True, description="Codes, tickets, versions, emails, URLs.")
+    proper_names: bool = Field(default=True, description="Heuristic proper names, acronyms.")
+    vocabulary: dict[str, list[str]] = Field(
+        default_factory=dict, description="Known terms by entity type, e.g. product = [...]."
+    )
+    vocabulary_files: dict[str, Path] = Field(
+        default_factory=dict, description="Entity type -> file with one term per line."
+    )
+    max_entities_per_chunk: int = Field(default=40, ge=1, le=1000)
+    min_cooccurrence: int = Field(default=1, ge=1, description="Chunks an edge needs.")
+    max_edges_per_entity: int = Field(default=64, ge=1)
+    levels: int = Field(default=2, ge=1, le=4, description="Community hierarchy depth.")
+    resolution: float = Field(default=1.0, gt=0)
+    split_above: int = Field(default=12, ge=2, description="Sub-divide communities larger.")
+    min_community_size: int = Field(default=2, ge=2)
+    max_reports: int = Field(default=500, ge=0, description="Reports per namespace, largest.")
+    report_sentences: int = Field(default=4, ge=1, le=20)
+    seed: int = 42
+
+
 class RagSettings(_Section):
     """Evidence settings: recall width, blocks returned, per-document cap.
 
@@ -134,6 +158,7 @@ class Settings(BaseSettings):
     loader: LoaderSettings = Field(default_factory=LoaderSettings)
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
     rag: RagSettings = Field(default_factory=RagSettings)
 
     @classmethod

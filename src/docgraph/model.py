@@ -11,6 +11,8 @@ import numpy.typing as npt
 
 Vector = npt.NDArray[np.float32]
 SearchModeName = Literal["hybrid", "dense"]
+ChunkKind = Literal["text", "community_report"]
+CHUNK_KINDS: tuple[ChunkKind, ...] = ("text", "community_report")
 
 
 class BlockKind(StrEnum):
@@ -67,6 +69,22 @@ class ChunkDraft:
         if len(parts) > 1 and parts[1].strip().casefold() == parts[0].strip().casefold():
             parts.pop(1)
         return "[" + " > ".join(p for p in parts if p) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class EntityLink:
+    """An entity as it occurs in one chunk.
+
+    ``score`` is the association of the entity with the chunk in (0, 1]: its share of the
+    chunk's entity mentions, boosted when it appears early (first fifth of the text).
+    """
+
+    key: str
+    name: str
+    type: str
+    frequency: int
+    first_position: int
+    score: float
 
 
 @dataclass(frozen=True, slots=True)

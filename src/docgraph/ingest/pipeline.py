@@ -20,6 +20,7 @@ import numpy as np
 
 from docgraph.config import LoaderSettings
 from docgraph.errors import EmbeddingModelMismatch, ExtractionError, SourceError
+from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.chunk import chunk_document
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
@@ -60,7 +61,7 @@ class IngestReport:
     bodies_read: int = 0
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
-            ("list", "read", "extract", "chunk", "embed", "store"), 0.0
+            ("list", "read", "extract", "chunk", "entities", "embed", "store"), 0.0
         )
     )
 
@@ -105,11 +106,13 @@ class IngestPipeline:
         embedder: Embedder,
         loader: LoaderSettings,
         embed_batch_chunks: int = 256,
+        extractor: EntityExtractor | None = None,
     ) -> None:
         self.catalog = catalog
         self.embedder = embedder
         self.loader = loader
         self.embed_batch_chunks = embed_batch_chunks
+        self.extractor = extractor
 
     def index_source(
         self, source: SourceRecord, progress: ProgressCallback | None = None
@@ -239,6 +242,7 @@ class IngestPipeline:
         report.chunks_embedded += len(to_embed)
 
         t0 = time.perf_counter()
+        entity_seconds = 0.0
         cursor = 0
         for pending, found in zip(batch, reused, strict=True):
             rows = []
@@ -254,6 +258,10 @@ class IngestPipeline:
             vectors = (np.stack(rows).astype(np.float32) if rows
                        else np.zeros((0, self.embedder.dimension), dtype=np.float32))
             path = pending.entry.relative_path
+            t1 = time.perf_counter()
+            links = ([self.extractor.links(c.text) for c in pending.chunks]
+                     if self.extractor is not None else [])
+            entity_seconds += time.perf_counter() - t1
             self.catalog.write_document(DocumentWrite(
                 source=source,
                 path=path,
@@ -266,6 +274,7 @@ class IngestPipeline:
                 breadcrumbs=pending.breadcrumbs,
                 embedded_texts=pending.embedded_texts,
                 vectors=vectors,
+                entity_links=links,
             ))
             (report.updated if pending.existing is not None else report.added).append(path)
             report.chunks_written += len(pending.chunks)
@@ -273,4 +282,5 @@ class IngestPipeline:
             state.chunks_written += len(pending.chunks)
             if progress:
                 progress(state)
-        report.seconds["store"] += time.perf_counter() - t0
+        report.seconds["entities"] += entity_seconds
+        report.seconds["store"] += time.perf_counter() - t0 - entity_seconds

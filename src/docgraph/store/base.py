@@ -15,7 +15,9 @@ from typing import Protocol
 from docgraph.errors import InvalidQuery
 from docgraph.model import (
     ChunkDraft,
+    ChunkKind,
     DocumentRecord,
+    EntityLink,
     ScoredRow,
     SourceRecord,
     StoredChunk,
@@ -28,7 +30,8 @@ class DocumentWrite:
     """Everything needed to (re)write one document and its chunks in one transaction.
 
     ``embedded_texts`` are the exact strings that were embedded (breadcrumb + text) and
-    ``vectors`` their unit vectors, one row per chunk.
+    ``vectors`` their unit vectors, one row per chunk; ``entity_links`` (empty, or one list
+    per chunk) are the entities found in each chunk.
     """
 
     source: SourceRecord
@@ -42,6 +45,7 @@ class DocumentWrite:
     breadcrumbs: Sequence[str]
     embedded_texts: Sequence[str]
     vectors: Vector
+    entity_links: Sequence[Sequence[EntityLink]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,9 @@ class NamespaceStats:
     chunks: int
     failures: int
     last_indexed_at: float | None
+    entities: int = 0
+    communities: int = 0
+    graph_built_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +165,13 @@ class ChunkIndex(Protocol):
     """Search accelerators derived from the catalog; both take a namespace pre-filter."""
 
     def dense_search(
-        self, vector: Vector, k: int, namespaces: frozenset[str]
+        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
     ) -> list[ScoredRow]:
-        """Top ``k`` chunks by cosine similarity among the given namespaces."""
+        """Top ``k`` chunks of ``kind`` by cosine similarity among the given namespaces."""
         ...
 
-    def lexical_search(self, text: str, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
-        """Top ``k`` chunks by BM25 among the given namespaces."""
+    def lexical_search(
+        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of ``kind`` by BM25 among the given namespaces."""
         ...

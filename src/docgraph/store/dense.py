@@ -22,6 +22,7 @@ class _Snapshot:
     vectors: Vector  # (capacity, dim); rows [0, n) are filled
     rowids: npt.NDArray[np.int64]
     namespaces: npt.NDArray[np.int32]
+    kinds: npt.NDArray[np.int8]
     alive: npt.NDArray[np.bool_]
     n: int
     dead: int
@@ -37,6 +38,7 @@ class DenseMatrix:
             np.zeros((0, dimension), dtype=np.float32),
             np.zeros(0, dtype=np.int64),
             np.zeros(0, dtype=np.int32),
+            np.zeros(0, dtype=np.int8),
             np.zeros(0, dtype=bool),
             0,
             0,
@@ -53,9 +55,16 @@ class DenseMatrix:
         return int(snap.rowids[snap.n - 1]) if snap.n else 0
 
     def append(
-        self, rowids: npt.NDArray[np.int64], namespaces: npt.NDArray[np.int32], vectors: Vector
+        self,
+        rowids: npt.NDArray[np.int64],
+        namespaces: npt.NDArray[np.int32],
+        vectors: Vector,
+        kinds: npt.NDArray[np.int8] | None = None,
     ) -> None:
-        """Add rows; ``rowids`` must be ascending and above every loaded row id."""
+        """Add rows; ``rowids`` must be ascending and above every loaded row id. ``kinds``
+        (default all 0) tags each row with its chunk kind code."""
+        if kinds is None:
+            kinds = np.zeros(len(rowids), dtype=np.int8)
         if len(rowids) == 0:
             return
         with self._lock:
@@ -67,6 +76,7 @@ class DenseMatrix:
                     _grow(s.vectors, capacity, s.n),
                     _grow(s.rowids, capacity, s.n),
                     _grow(s.namespaces, capacity, s.n),
+                    _grow(s.kinds, capacity, s.n),
                     _grow(s.alive, capacity, s.n),
                     s.n,
                     s.dead,
@@ -75,8 +85,11 @@ class DenseMatrix:
             s.vectors[s.n:need] = vectors
             s.rowids[s.n:need] = rowids
             s.namespaces[s.n:need] = namespaces
+            s.kinds[s.n:need] = kinds
             s.alive[s.n:need] = True
-            self._snap = _Snapshot(s.vectors, s.rowids, s.namespaces, s.alive, need, s.dead)
+            self._snap = _Snapshot(
+                s.vectors, s.rowids, s.namespaces, s.kinds, s.alive, need, s.dead
+            )
 
     def remove(self, rowids: npt.NDArray[np.int64]) -> None:
         """Mark rows dead (unknown row ids are ignored); compacts when a quarter is dead."""
@@ -95,18 +108,26 @@ class DenseMatrix:
                 keep = np.flatnonzero(s.alive[: s.n])
                 self._snap = _Snapshot(
                     s.vectors[keep].copy(), s.rowids[keep].copy(), s.namespaces[keep].copy(),
-                    np.ones(len(keep), dtype=bool), len(keep), 0,
+                    s.kinds[keep].copy(), np.ones(len(keep), dtype=bool), len(keep), 0,
                 )
             else:
-                self._snap = _Snapshot(s.vectors, s.rowids, s.namespaces, s.alive, s.n, dead)
+                self._snap = _Snapshot(
+                    s.vectors, s.rowids, s.namespaces, s.kinds, s.alive, s.n, dead
+                )
 
-    def search(self, query: Vector, k: int, namespace_ids: list[int]) -> list[ScoredRow]:
-        """Top ``k`` live rows of the given namespaces by cosine similarity."""
+    def search(
+        self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0
+    ) -> list[ScoredRow]:
+        """Top ``k`` live rows of the given namespaces and chunk kind by cosine similarity."""
         s = self._snap
         if s.n == 0 or k <= 0 or not namespace_ids:
             return []
         scores = s.vectors[: s.n] @ query.astype(np.float32)
-        allowed = s.alive[: s.n] & np.isin(s.namespaces[: s.n], namespace_ids)
+        allowed = (
+            s.alive[: s.n]
+            & (s.kinds[: s.n] == kind)
+            & np.isin(s.namespaces[: s.n], namespace_ids)
+        )
         candidates = np.flatnonzero(allowed)
         if len(candidates) == 0:
             return []

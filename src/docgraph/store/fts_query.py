@@ -28,8 +28,12 @@ STOPWORDS = frozenset(
 
 
 def fts5_terms(text: str) -> list[str]:
-    """The distinct searchable terms of ``text``, in order, stopwords dropped when possible."""
-    tokens = [t.casefold() for t in _TOKEN.findall(unicodedata.normalize("NFKC", text))]
+    """The distinct searchable terms of ``text``, in order, stopwords dropped when possible.
+
+    Terms are lower-cased, not case-folded: FTS5's unicode61 tokenizer folds case itself and
+    keeps ``ß``, so a case-folded ``strasse`` would never match an indexed ``Straße``.
+    """
+    tokens = [t.lower() for t in _TOKEN.findall(unicodedata.normalize("NFKC", text))]
     unique = list(dict.fromkeys(tokens))
     content = [t for t in unique if t not in STOPWORDS]
     return (content or unique)[:MAX_TERMS]

@@ -15,7 +15,16 @@ from pathlib import Path
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.model import DocumentRecord, ScoredRow, SourceRecord, StoredChunk, Vector
+from docgraph.model import (
+    CHUNK_KINDS,
+    ChunkKind,
+    DocumentRecord,
+    EntityLink,
+    ScoredRow,
+    SourceRecord,
+    StoredChunk,
+    Vector,
+)
 from docgraph.sources.urn import urn_scheme
 from docgraph.store.base import (
     DocumentWrite,
@@ -32,7 +41,10 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS namespaces (
     id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE
+    name TEXT NOT NULL UNIQUE,
+    graph_dirty INTEGER NOT NULL DEFAULT 0,
+    vocab_hash TEXT NOT NULL DEFAULT '',
+    graph_built_at REAL
 );
 CREATE TABLE IF NOT EXISTS sources (
     id INTEGER PRIMARY KEY,
@@ -45,7 +57,8 @@ CREATE TABLE IF NOT EXISTS sources (
 );
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
-    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    source_id INTEGER REFERENCES sources(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL DEFAULT 'document',
     namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
     doc_id TEXT NOT NULL,
     path TEXT NOT NULL,
@@ -63,6 +76,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
     namespace_id INTEGER NOT NULL,
     chunk_index INTEGER NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'text',
     text TEXT NOT NULL,
     breadcrumb TEXT NOT NULL,
     section_path TEXT NOT NULL,
@@ -91,6 +105,51 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
         VALUES ('delete', old.id, old.breadcrumb, old.text);
     INSERT INTO chunk_tombstones(chunk_id) VALUES (old.id);
 END;
+CREATE TABLE IF NOT EXISTS entities (
+    id INTEGER PRIMARY KEY,
+    namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    UNIQUE (namespace_id, key)
+);
+CREATE TABLE IF NOT EXISTS chunk_entities (
+    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    frequency INTEGER NOT NULL,
+    first_position INTEGER NOT NULL,
+    score REAL NOT NULL,
+    PRIMARY KEY (chunk_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS chunk_entities_entity ON chunk_entities(entity_id, chunk_id);
+CREATE TABLE IF NOT EXISTS entity_edges (
+    namespace_id INTEGER NOT NULL,
+    source INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    target INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    weight REAL NOT NULL,
+    chunks INTEGER NOT NULL,
+    PRIMARY KEY (source, target)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entity_edges_target ON entity_edges(target, source);
+CREATE INDEX IF NOT EXISTS entity_edges_namespace ON entity_edges(namespace_id);
+CREATE TABLE IF NOT EXISTS communities (
+    id INTEGER PRIMARY KEY,
+    namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+    level INTEGER NOT NULL,
+    ordinal INTEGER NOT NULL,
+    parent_id INTEGER REFERENCES communities(id) ON DELETE CASCADE,
+    size INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    report_doc_id TEXT,
+    UNIQUE (namespace_id, level, ordinal)
+);
+CREATE TABLE IF NOT EXISTS community_members (
+    community_id INTEGER NOT NULL REFERENCES communities(id) ON DELETE CASCADE,
+    entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    centrality REAL NOT NULL,
+    PRIMARY KEY (community_id, entity_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS community_members_entity ON community_members(entity_id);
 CREATE TABLE IF NOT EXISTS failures (
     source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
     path TEXT NOT NULL,
@@ -259,6 +318,9 @@ class SQLiteCatalog:
             )
             db.execute("DELETE FROM documents WHERE source_id = ?", (source.id,))
             db.execute("DELETE FROM failures WHERE source_id = ?", (source.id,))
+            db.execute(
+                "UPDATE namespaces SET graph_dirty = 1 WHERE name = ?", (source.namespace,)
+            )
             db.execute("DELETE FROM sources WHERE id = ?", (source.id,))
         return int(count)
 
@@ -338,12 +400,17 @@ class SQLiteCatalog:
             ).fetchone()
             document_id = int(doc_row[0])
             db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
-            for chunk, crumb, embedded, vector in zip(
-                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, strict=True
+            db.execute("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?", (ns_id,))
+            links = list(write.entity_links) or [()] * len(chunks)
+            if len(links) != len(chunks):
+                raise StoreError(f"{write.doc_id}: entity links for {len(links)} of "
+                                 f"{len(chunks)} chunks")
+            for chunk, crumb, embedded, vector, chunk_links in zip(
+                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, links, strict=True
             ):
                 if vector.shape != (write.vectors.shape[1],) or not np.isfinite(vector).all():
                     raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
-                db.execute(
+                inserted = db.execute(
                     "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
                     " section_path, token_count, prev_index, next_index, parent_index,"
                     " embed_hash, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -352,6 +419,8 @@ class SQLiteCatalog:
                      chunk.prev_index, chunk.next_index, chunk.parent_index,
                      text_hash(embedded), np.asarray(vector, dtype=np.float32).tobytes()),
                 )
+                if chunk_links:
+                    self._write_links(db, ns_id, int(inserted.lastrowid or 0), chunk_links)
             db.execute(
                 "DELETE FROM failures WHERE source_id = ? AND path = ?",
                 (write.source.id, write.path),
@@ -360,6 +429,29 @@ class SQLiteCatalog:
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
             now,
+        )
+
+    @staticmethod
+    def _write_links(
+        db: sqlite3.Connection, ns_id: int, chunk_rowid: int, links: Sequence[EntityLink]
+    ) -> None:
+        db.executemany(
+            "INSERT INTO entities(namespace_id, key, name, type) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(namespace_id, key) DO UPDATE SET type = excluded.type,"
+            " name = excluded.name WHERE entities.type IN ('name', 'acronym')"
+            " AND excluded.type NOT IN ('name', 'acronym')",
+            [(ns_id, link.key, link.name, link.type) for link in links],
+        )
+        keys = [link.key for link in links]
+        marks = ",".join("?" * len(keys))
+        ids = dict(db.execute(
+            f"SELECT key, id FROM entities WHERE namespace_id = ? AND key IN ({marks})",
+            [ns_id, *keys],
+        ).fetchall())
+        db.executemany(
+            "INSERT OR REPLACE INTO chunk_entities VALUES (?, ?, ?, ?, ?)",
+            [(chunk_rowid, ids[link.key], link.frequency, link.first_position, link.score)
+             for link in links],
         )
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
@@ -374,6 +466,9 @@ class SQLiteCatalog:
         with self.transaction() as db:
             db.execute("DELETE FROM chunks WHERE document_id = ?", (document.id,))
             db.execute("DELETE FROM documents WHERE id = ?", (document.id,))
+            db.execute(
+                "UPDATE namespaces SET graph_dirty = 1 WHERE name = ?", (document.namespace,)
+            )
 
     def reusable_vectors(
         self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
@@ -441,20 +536,25 @@ class SQLiteCatalog:
         return out
 
     def stats(self) -> list[NamespaceStats]:
-        """Sources, documents, chunks and failures per namespace."""
+        """Sources, documents, chunks, failures, entities and communities per namespace."""
         rows = self.connection().execute(
             "SELECT n.name,"
             " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
-            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id),"
-            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id),"
+            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id"
+            "   AND d.kind = 'document'),"
+            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id AND c.kind = 'text'),"
             " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
             "   WHERE s.namespace_id = n.id),"
-            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id)"
+            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM entities e WHERE e.namespace_id = n.id),"
+            " (SELECT count(*) FROM communities c WHERE c.namespace_id = n.id),"
+            " n.graph_built_at"
             " FROM namespaces n ORDER BY n.name"
         ).fetchall()
         return [
             NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
-                           None if r[5] is None else float(r[5]))
+                           None if r[5] is None else float(r[5]), int(r[6]), int(r[7]),
+                           None if r[8] is None else float(r[8]))
             for r in rows
         ]
 
@@ -501,7 +601,7 @@ class EmbeddedChunkIndex:
                 if marks == self._synced_marks:
                     return
                 rows = db.execute(
-                    "SELECT id, namespace_id, vector FROM chunks WHERE id > ? ORDER BY id",
+                    "SELECT id, namespace_id, vector, kind FROM chunks WHERE id > ? ORDER BY id",
                     (self.dense.max_rowid,),
                 ).fetchall()
                 dead = db.execute(
@@ -521,6 +621,8 @@ class EmbeddedChunkIndex:
                     np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
                     np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
                     vectors.reshape(len(rows), dim),
+                    np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
+                                count=len(rows)),
                 )
             if dead:
                 self.dense.remove(np.array(sorted(r[1] for r in dead), dtype=np.int64))
@@ -530,13 +632,17 @@ class EmbeddedChunkIndex:
     def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
         return list(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
 
-    def dense_search(self, vector: Vector, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
+    def dense_search(
+        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
         """Top ``k`` chunks of the allowed namespaces by cosine similarity (exact)."""
         ns_ids = self._namespace_ids(namespaces)
         self.sync()
-        return self.dense.search(vector, k, ns_ids)
+        return self.dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind))
 
-    def lexical_search(self, text: str, k: int, namespaces: frozenset[str]) -> list[ScoredRow]:
+    def lexical_search(
+        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
         """Top ``k`` chunks of the allowed namespaces by FTS5 BM25 (breadcrumb + text)."""
         ns_ids = self._namespace_ids(namespaces)
         expression = to_fts5_query(text)
@@ -546,9 +652,9 @@ class EmbeddedChunkIndex:
         rows = self.catalog.connection().execute(
             "SELECT c.id, bm25(chunks_fts, 0.5, 1.0) AS score FROM chunks_fts"
             " JOIN chunks c ON c.id = chunks_fts.rowid"
-            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({marks})"
+            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({marks}) AND c.kind = ?"
             " ORDER BY score, c.id LIMIT ?",
-            [expression, *ns_ids, k],
+            [expression, *ns_ids, kind, k],
         ).fetchall()
         return [ScoredRow(int(r[0]), -float(r[1])) for r in rows]
 

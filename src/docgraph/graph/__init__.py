@@ -1,0 +1,1 @@
+"""Entities, the entity co-occurrence graph, communities and community reports."""

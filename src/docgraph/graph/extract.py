@@ -1,0 +1,254 @@
+"""Entity extraction that needs no model download.
+
+Three extractors, each independent and each testable on its own:
+
+1. :class:`VocabularyMatcher` - Aho-Corasick over known terms (configured lists, ``entity:``
+   column tags, schema identifiers), matched on word boundaries, case-insensitively.
+2. :class:`PatternExtractor` - identifiers and codes: CVE ids, ticket keys, error codes,
+   version strings, emails, URLs, money amounts.
+3. :class:`ProperNameExtractor` - a heuristic for proper names (capitalized word runs not
+   at a sentence start) and acronyms.
+
+:class:`EntityExtractor` runs them in that order; a span found by an earlier extractor wins
+over overlapping spans from later ones. Mentions are grouped per canonical key into
+:class:`EntityLink` records with frequency, first position and an association score.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import ahocorasick
+
+from docgraph.graph.normalize import canonical_key, identifier_aliases
+from docgraph.model import EntityLink
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One entity mention: character span, surface text, type and canonical key."""
+
+    start: int
+    end: int
+    text: str
+    type: str
+    key: str
+
+
+def _longest_non_overlapping(mentions: list[Mention]) -> list[Mention]:
+    """Drop mentions overlapping a longer (then earlier) one; result in text order."""
+    taken: list[Mention] = []
+    for m in sorted(mentions, key=lambda m: (-(m.end - m.start), m.start)):
+        if all(m.end <= t.start or m.start >= t.end for t in taken):
+            taken.append(m)
+    return sorted(taken, key=lambda m: m.start)
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+class VocabularyMatcher:
+    """Case-insensitive whole-word matching of known terms (Aho-Corasick automaton)."""
+
+    def __init__(self) -> None:
+        self._terms: dict[str, tuple[str, str, str]] = {}  # folded term -> (name, type, key)
+        self._automaton: ahocorasick.Automaton | None = None
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+    def add(self, entity_type: str, terms: Iterable[str], canonical: str | None = None) -> None:
+        """Add terms of one type; ``canonical`` maps all of them to one entity (aliases)."""
+        for term in terms:
+            term = str(term).strip()
+            if len(term) < 2:
+                continue
+            key = canonical or canonical_key(term, entity_type)
+            if key:
+                self._terms[term.casefold()] = (term, entity_type, key)
+        self._automaton = None
+
+    def add_identifier(self, identifier: str, entity_type: str = "field") -> None:
+        """A schema identifier (``customer_id``) and its aliases (``customer id``, ``customer``)."""
+        aliases = identifier_aliases(identifier)
+        if aliases:
+            self.add(entity_type, [identifier, *aliases], canonical=aliases[-1])
+
+    def fingerprint(self) -> str:
+        """A stable hash of the vocabulary, to notice when it changed between builds."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for term in sorted(self._terms):
+            digest.update(f"{term}\x00{self._terms[term][1]}\x00{self._terms[term][2]}\n".encode())
+        return digest.hexdigest()
+
+    def _build(self) -> ahocorasick.Automaton:
+        automaton = ahocorasick.Automaton()
+        for folded, value in self._terms.items():
+            automaton.add_word(folded, (len(folded), *value))
+        automaton.make_automaton()
+        return automaton
+
+    def find(self, text: str) -> list[Mention]:
+        """Whole-word, case-insensitive matches, longest first at each position."""
+        if not self._terms:
+            return []
+        if self._automaton is None:
+            self._automaton = self._build()
+        folded = text.casefold()
+        if len(folded) != len(text):  # casefold changed lengths (e.g. 'ß'): fall back to lower
+            folded = text.lower()
+            if len(folded) != len(text):
+                return []
+        found: list[Mention] = []
+        for end, (length, _name, etype, key) in self._automaton.iter(folded):
+            start = end - length + 1
+            if start > 0 and _is_word_char(folded[start - 1]):
+                continue
+            if end + 1 < len(folded) and _is_word_char(folded[end + 1]):
+                continue
+            found.append(Mention(start, end + 1, text[start:end + 1], etype, key))
+        return _longest_non_overlapping(found)
+
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("cve", re.compile(r"\bCVE-\d{4}-\d{4,7}\b", re.IGNORECASE)),
+    ("email", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
+    ("url", re.compile(r"\bhttps?://[^\s<>\"')\]]+", re.IGNORECASE)),
+    ("ticket", re.compile(r"\b[A-Z][A-Z0-9]{1,9}(?:-[A-Z0-9]{1,10}){1,4}\b")),
+    ("code", re.compile(r"\b[A-Z]-?\d{2,6}\b")),
+    ("version", re.compile(r"\b[vV]?\d+\.\d+(?:\.\d+){1,3}(?:-[\w.]+)?\b")),
+    ("amount", re.compile(
+        r"(?:[$€£¥]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmM]\b|million|billion|bn))?)"
+        r"|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:[kKmM]\s|million\s|billion\s|bn\s)?"
+        r"(?:USD|EUR|GBP|JPY|CHF|CNY)\b)"
+    )),
+]
+
+
+class PatternExtractor:
+    """Identifiers and codes by regular expression."""
+
+    def find(self, text: str) -> list[Mention]:
+        """Every identifier-like span with its type."""
+        found: list[Mention] = []
+        for etype, pattern in _PATTERNS:
+            for m in pattern.finditer(text):
+                surface = m.group(0).rstrip(".,;:")
+                if etype == "ticket" and not any(ch.isdigit() for ch in surface):
+                    continue
+                found.append(Mention(m.start(), m.start() + len(surface), surface, etype,
+                                     canonical_key(surface, etype)))
+        return found
+
+
+_CAP_WORD = r"(?:[A-Z][\w'’&.-]*[\w]|[A-Z])"
+_NAME_RUN = re.compile(rf"{_CAP_WORD}(?:\s+(?:(?:of|de|van|von|der|la|du|and|&)\s+)?{_CAP_WORD})*")
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9&]{1,5}s?\b")
+_SHOUTED_NEIGHBOUR = re.compile(r"(?:\b[A-Z]{2,}\s+$)|(?:^\s+[A-Z]{2,}\b)")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*•]\s+|\"\s*)$")
+_NOT_NAMES = frozenset(
+    """the a an this that these those it its we our you your they their he she his her i
+    if when while after before during for from with without in on at by to of and or but
+    not no yes all any each every some many most more less new see also note please
+    monday tuesday wednesday thursday friday saturday sunday january february march april
+    may june july august september october november december q1 q2 q3 q4 mr mrs ms dr
+    step section table figure appendix summary overview introduction conclusion however
+    there here what which who whom whose why how jan feb mar apr jun jul aug sep sept oct
+    nov dec mon tue wed thu fri sat sun subject cc bcc re fwd sent date then later
+    yesterday today tomorrow also so thus meanwhile first next finally once since until
+    because although though instead otherwise""".split()
+)
+
+
+class ProperNameExtractor:
+    """Heuristic proper names (capitalized runs) and acronyms; type ``name`` / ``acronym``."""
+
+    def find(self, text: str) -> list[Mention]:
+        """Spans that look like names of people, places, products or organisations."""
+        found: list[Mention] = []
+        for m in _NAME_RUN.finditer(text):
+            words = m.group(0).split()
+            while words and words[0].casefold().strip(".,") in _NOT_NAMES:
+                words.pop(0)
+            while words and words[-1].casefold().strip(".,") in _NOT_NAMES:
+                words.pop()
+            if not words:
+                continue
+            surface = re.sub(r"['’]s?$", "", " ".join(words).rstrip(".,;:"))
+            start = text.find(surface, m.start())
+            if start < 0 or len(surface) < 2:
+                continue
+            at_sentence_start = _SENTENCE_START.search(text[max(0, start - 3):start]) is not None
+            if at_sentence_start and len(words) == 1:
+                continue  # "Restart the unit." - a capital only because a sentence starts
+            if surface.replace(" ", "").isupper():
+                continue  # acronyms are handled below; all-caps runs are shouted headings
+            if len(words) == 1 and len(surface) < 3:
+                continue
+            found.append(Mention(start, start + len(surface), surface, "name",
+                                 canonical_key(surface, "name")))
+        for m in _ACRONYM.finditer(text):
+            surface = m.group(0)
+            if surface.casefold() in _NOT_NAMES or sum(c.isupper() for c in surface) < 2:
+                continue
+            before, after = text[max(0, m.start() - 12):m.start()], text[m.end():m.end() + 12]
+            if _SHOUTED_NEIGHBOUR.search(before) or _SHOUTED_NEIGHBOUR.search(after):
+                continue  # part of an all-caps heading, not an acronym
+            found.append(Mention(m.start(), m.end(), surface, "acronym",
+                                 canonical_key(surface.rstrip("s") if surface.endswith("s")
+                                               and surface[:-1].isupper() else surface,
+                                               "acronym")))
+        return found
+
+
+@dataclass
+class EntityExtractor:
+    """Runs the vocabulary, pattern and proper-name extractors and links entities to text."""
+
+    vocabulary: VocabularyMatcher = field(default_factory=VocabularyMatcher)
+    patterns: bool = True
+    proper_names: bool = True
+    max_entities_per_chunk: int = 40
+
+    def mentions(self, text: str) -> list[Mention]:
+        """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names) and
+        longer spans win overlaps."""
+        ranked: list[tuple[int, Mention]] = [(0, m) for m in self.vocabulary.find(text)]
+        if self.patterns:
+            ranked += [(1, m) for m in PatternExtractor().find(text)]
+        if self.proper_names:
+            ranked += [(2, m) for m in ProperNameExtractor().find(text)]
+        ranked.sort(key=lambda pm: (pm[0], -(pm[1].end - pm[1].start), pm[1].start))
+        taken: list[Mention] = []
+        occupied = bytearray(len(text) + 1)
+        for _, mention in ranked:
+            if not mention.key or any(occupied[mention.start:mention.end]):
+                continue
+            occupied[mention.start:mention.end] = b"\x01" * (mention.end - mention.start)
+            taken.append(mention)
+        return sorted(taken, key=lambda m: m.start)
+
+    def links(self, text: str) -> list[EntityLink]:
+        """Entities of ``text`` with frequency, first position and association score,
+        strongest first, at most ``max_entities_per_chunk``."""
+        mentions = self.mentions(text)
+        if not mentions:
+            return []
+        grouped: dict[str, list[Mention]] = {}
+        for m in mentions:
+            grouped.setdefault(m.key, []).append(m)
+        total = len(mentions)
+        early = max(1, len(text) // 5)
+        links: list[EntityLink] = []
+        for key, group in grouped.items():
+            first = group[0]
+            share = len(group) / total
+            score = min(1.0, share * (1.5 if first.start < early else 1.0))
+            links.append(EntityLink(key, first.text, first.type, len(group), first.start, score))
+        links.sort(key=lambda link: (-link.score, link.first_position))
+        return links[: self.max_entities_per_chunk]

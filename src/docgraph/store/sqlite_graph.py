@@ -1,0 +1,400 @@
+"""Entity, edge and community tables of the embedded catalog, and graph queries.
+
+Everything is keyed by namespace: rebuilding one namespace's graph replaces only that
+namespace's edges, communities and community reports, in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from docgraph.ingest.embed_cache import text_hash
+from docgraph.model import EntityLink, Vector
+from docgraph.store.base import require_namespaces
+from docgraph.store.sqlite import SQLiteCatalog
+
+
+@dataclass(frozen=True, slots=True)
+class EntityInfo:
+    """An entity of one namespace and how many chunks mention it."""
+
+    id: int
+    key: str
+    name: str
+    type: str
+    namespace: str
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbor:
+    """An entity linked to another by co-occurrence: NPMI weight and supporting chunks."""
+
+    entity: EntityInfo
+    weight: float
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityInfo:
+    """A community of entities with its report."""
+
+    id: int
+    namespace: str
+    level: int
+    ordinal: int
+    parent_id: int | None
+    size: int
+    title: str
+    report_doc_id: str | None
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceLinks:
+    """All chunk-entity links of a namespace as parallel arrays (text chunks only)."""
+
+    chunk_rowids: npt.NDArray[np.int64]
+    entity_ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRow:
+    """One undirected edge, ``source < target`` by entity id."""
+
+    source: int
+    target: int
+    weight: float
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityRow:
+    """A community to store: members with centrality; ``parent`` indexes the same list."""
+
+    level: int
+    ordinal: int
+    parent: int | None
+    title: str
+    members: Sequence[tuple[int, float]]
+    report_text: str | None
+    report_vector: Vector | None
+
+
+class SQLiteGraphStore:
+    """Graph persistence and graph queries on a :class:`SQLiteCatalog` file."""
+
+    def __init__(self, catalog: SQLiteCatalog) -> None:
+        self.catalog = catalog
+
+    # -- build state ---------------------------------------------------------
+
+    def dirty_namespaces(self) -> list[str]:
+        """Namespaces whose documents changed since their graph was last built."""
+        rows = self.catalog.connection().execute(
+            "SELECT name FROM namespaces WHERE graph_dirty = 1 ORDER BY name"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def vocabulary_hash(self, namespace: str) -> str:
+        """Fingerprint of the vocabulary the namespace's links were extracted with."""
+        row = self.catalog.connection().execute(
+            "SELECT vocab_hash FROM namespaces WHERE name = ?", (namespace,)
+        ).fetchone()
+        return str(row[0]) if row else ""
+
+    def namespace_id(self, namespace: str) -> int | None:
+        """Internal id of a namespace, or None if unknown."""
+        return self.catalog.namespace_ids([namespace]).get(namespace)
+
+    # -- links ---------------------------------------------------------------
+
+    def links(self, namespace: str) -> NamespaceLinks:
+        """Every chunk-entity link of the namespace's text chunks."""
+        rows = self.catalog.connection().execute(
+            "SELECT ce.chunk_id, ce.entity_id, ce.score FROM chunk_entities ce"
+            " JOIN chunks c ON c.id = ce.chunk_id JOIN namespaces n ON n.id = c.namespace_id"
+            " WHERE n.name = ? AND c.kind = 'text' ORDER BY ce.chunk_id, ce.entity_id",
+            (namespace,),
+        ).fetchall()
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return NamespaceLinks(empty, empty.copy(), np.zeros(0, dtype=np.float32))
+        data = np.array(rows, dtype=np.float64)
+        return NamespaceLinks(
+            data[:, 0].astype(np.int64), data[:, 1].astype(np.int64), data[:, 2].astype(np.float32)
+        )
+
+    def chunk_texts(self, namespace: str) -> list[tuple[int, str]]:
+        """(row id, text) of every text chunk of the namespace, for re-extraction."""
+        rows = self.catalog.connection().execute(
+            "SELECT c.id, c.text FROM chunks c JOIN namespaces n ON n.id = c.namespace_id"
+            " WHERE n.name = ? AND c.kind = 'text' ORDER BY c.id",
+            (namespace,),
+        ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def replace_links(
+        self, namespace: str, links: Sequence[tuple[int, Sequence[EntityLink]]], vocab_hash: str
+    ) -> None:
+        """Replace the entity links of the given chunks (one transaction) and record the
+        vocabulary fingerprint they were extracted with."""
+        ns_id = self.namespace_id(namespace)
+        if ns_id is None:
+            return
+        with self.catalog.transaction() as db:
+            for chunk_rowid, chunk_links in links:
+                db.execute("DELETE FROM chunk_entities WHERE chunk_id = ?", (chunk_rowid,))
+                if chunk_links:
+                    self.catalog._write_links(db, ns_id, chunk_rowid, chunk_links)
+            db.execute(
+                "UPDATE namespaces SET vocab_hash = ?, graph_dirty = 1 WHERE id = ?",
+                (vocab_hash, ns_id),
+            )
+
+    def entities_by_id(self, ids: Iterable[int]) -> dict[int, EntityInfo]:
+        """Entities (with chunk counts) by internal id."""
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        out: dict[int, EntityInfo] = {}
+        db = self.catalog.connection()
+        for start in range(0, len(wanted), 500):
+            part = wanted[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for row in db.execute(
+                "SELECT e.id, e.key, e.name, e.type, n.name,"
+                " (SELECT count(*) FROM chunk_entities ce WHERE ce.entity_id = e.id)"
+                " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
+                f" WHERE e.id IN ({marks})",
+                part,
+            ):
+                out[int(row[0])] = EntityInfo(int(row[0]), row[1], row[2], row[3], row[4],
+                                              int(row[5]))
+        return out
+
+    # -- graph replace --------------------------------------------------------
+
+    def report_vectors(self, namespace: str) -> dict[str, Vector]:
+        """Vectors of the namespace's current community reports by embedded-text hash."""
+        rows = self.catalog.connection().execute(
+            "SELECT c.embed_hash, c.vector FROM chunks c JOIN namespaces n ON n.id = c.namespace_id"
+            " WHERE n.name = ? AND c.kind = 'community_report'",
+            (namespace,),
+        ).fetchall()
+        return {str(h): np.frombuffer(v, dtype=np.float32) for h, v in rows}
+
+    def replace_graph(
+        self,
+        namespace: str,
+        edges: Sequence[EdgeRow],
+        communities: Sequence[CommunityRow],
+        vocab_hash: str,
+    ) -> None:
+        """Replace the namespace's orphan entities, edges, communities and reports at once."""
+        ns_id = self.namespace_id(namespace)
+        if ns_id is None:
+            return
+        with self.catalog.transaction() as db:
+            db.execute(
+                "DELETE FROM entities WHERE namespace_id = ? AND NOT EXISTS"
+                " (SELECT 1 FROM chunk_entities ce WHERE ce.entity_id = entities.id)",
+                (ns_id,),
+            )
+            db.execute("DELETE FROM entity_edges WHERE namespace_id = ?", (ns_id,))
+            db.executemany(
+                "INSERT INTO entity_edges VALUES (?, ?, ?, ?, ?)",
+                [(ns_id, e.source, e.target, e.weight, e.chunks) for e in edges],
+            )
+            db.execute(
+                "DELETE FROM chunks WHERE namespace_id = ? AND kind = 'community_report'", (ns_id,)
+            )
+            db.execute(
+                "DELETE FROM documents WHERE namespace_id = ? AND kind = 'community_report'",
+                (ns_id,),
+            )
+            db.execute("DELETE FROM communities WHERE namespace_id = ?", (ns_id,))
+            stored_ids: list[int] = []
+            now = time.time()
+            for community in communities:
+                parent = stored_ids[community.parent] if community.parent is not None else None
+                doc_id = (f"community://{namespace}/L{community.level}/C{community.ordinal}"
+                          if community.report_text is not None else None)
+                cursor = db.execute(
+                    "INSERT INTO communities(namespace_id, level, ordinal, parent_id, size, title,"
+                    " report_doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (ns_id, community.level, community.ordinal, parent, len(community.members),
+                     community.title, doc_id),
+                )
+                community_id = int(cursor.lastrowid or 0)
+                stored_ids.append(community_id)
+                db.executemany(
+                    "INSERT INTO community_members VALUES (?, ?, ?)",
+                    [(community_id, entity_id, c) for entity_id, c in community.members],
+                )
+                if community.report_text is None or community.report_vector is None or not doc_id:
+                    continue
+                doc = db.execute(
+                    "INSERT INTO documents(source_id, kind, namespace_id, doc_id, path, title,"
+                    " content_hash, change_token, media_type, chunk_count, updated_at)"
+                    " VALUES (NULL, 'community_report', ?, ?, ?, ?, ?, '', 'text/markdown', 1, ?)",
+                    (ns_id, doc_id, doc_id, community.title, text_hash(community.report_text),
+                     now),
+                )
+                crumb = f"[Community report > {community.title}]"
+                db.execute(
+                    "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
+                    " breadcrumb, section_path, token_count, prev_index, next_index,"
+                    " parent_index, embed_hash, vector)"
+                    " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?)",
+                    (int(doc.lastrowid or 0), ns_id, community.report_text, crumb,
+                     json.dumps(["Community report", community.title]),
+                     text_hash(community.report_text),
+                     np.asarray(community.report_vector, dtype=np.float32).tobytes()),
+                )
+            db.execute(
+                "UPDATE namespaces SET graph_dirty = 0, graph_built_at = ?, vocab_hash = ?"
+                " WHERE id = ?",
+                (now, vocab_hash, ns_id),
+            )
+
+    # -- queries --------------------------------------------------------------
+
+    def find_entities(
+        self,
+        namespaces: Iterable[str],
+        query: str | None = None,
+        entity_type: str | None = None,
+        limit: int = 50,
+    ) -> list[EntityInfo]:
+        """Entities of ``namespaces`` (most mentioned first), optionally filtered by a
+        case-insensitive substring of the name/key and by type."""
+        names = sorted(require_namespaces(namespaces))
+        marks = ",".join("?" * len(names))
+        sql = (
+            "SELECT e.id, e.key, e.name, e.type, n.name, count(ce.chunk_id) AS mentions"
+            " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
+            " JOIN chunk_entities ce ON ce.entity_id = e.id"
+            f" WHERE n.name IN ({marks})"
+        )
+        params: list[object] = list(names)
+        if query:
+            sql += " AND (e.key LIKE ? ESCAPE '\\' OR e.name LIKE ? ESCAPE '\\')"
+            pattern = "%" + query.casefold().replace("\\", "\\\\").replace("%", "\\%").replace(
+                "_", "\\_") + "%"
+            params += [pattern, pattern]
+        if entity_type:
+            sql += " AND e.type = ?"
+            params.append(entity_type)
+        sql += " GROUP BY e.id ORDER BY mentions DESC, e.key LIMIT ?"
+        params.append(limit)
+        rows = self.catalog.connection().execute(sql, params).fetchall()
+        return [EntityInfo(int(r[0]), r[1], r[2], r[3], r[4], int(r[5])) for r in rows]
+
+    def entities_by_key(
+        self, keys: Iterable[str], namespaces: Iterable[str]
+    ) -> list[EntityInfo]:
+        """Entities whose canonical key is one of ``keys``, in any of ``namespaces``."""
+        wanted = list(dict.fromkeys(keys))
+        names = sorted(require_namespaces(namespaces))
+        if not wanted:
+            return []
+        rows = self.catalog.connection().execute(
+            "SELECT e.id FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
+            f" WHERE n.name IN ({','.join('?' * len(names))})"
+            f" AND e.key IN ({','.join('?' * len(wanted))})",
+            [*names, *wanted],
+        ).fetchall()
+        found = self.entities_by_id(int(r[0]) for r in rows)
+        return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key))
+
+    def neighbors(self, entity_ids: Iterable[int], limit: int = 20) -> list[Neighbor]:
+        """Entities linked to any of ``entity_ids``, strongest edge first."""
+        ids = list(dict.fromkeys(int(i) for i in entity_ids))
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.catalog.connection().execute(
+            "SELECT other, max(weight) AS w, max(chunks) FROM ("
+            f" SELECT target AS other, weight, chunks FROM entity_edges WHERE source IN ({marks})"
+            " UNION ALL"
+            f" SELECT source AS other, weight, chunks FROM entity_edges WHERE target IN ({marks})"
+            f") WHERE other NOT IN ({marks}) GROUP BY other ORDER BY w DESC, other LIMIT ?",
+            [*ids, *ids, *ids, limit],
+        ).fetchall()
+        infos = self.entities_by_id(int(r[0]) for r in rows)
+        return [Neighbor(infos[int(r[0])], float(r[1]), int(r[2])) for r in rows
+                if int(r[0]) in infos]
+
+    def edge_support(self, source: int, target: int, limit: int = 10) -> list[int]:
+        """Row ids of chunks where both entities occur (the evidence for their edge)."""
+        rows = self.catalog.connection().execute(
+            "SELECT a.chunk_id FROM chunk_entities a JOIN chunk_entities b"
+            " ON a.chunk_id = b.chunk_id WHERE a.entity_id = ? AND b.entity_id = ?"
+            " ORDER BY a.score + b.score DESC, a.chunk_id LIMIT ?",
+            (source, target, limit),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def communities(
+        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100
+    ) -> list[CommunityInfo]:
+        """Communities of ``namespaces`` (largest first), with their top members' names."""
+        names = sorted(require_namespaces(namespaces))
+        marks = ",".join("?" * len(names))
+        sql = (
+            "SELECT c.id, n.name, c.level, c.ordinal, c.parent_id, c.size, c.title,"
+            " c.report_doc_id FROM communities c JOIN namespaces n ON n.id = c.namespace_id"
+            f" WHERE n.name IN ({marks})"
+        )
+        params: list[object] = list(names)
+        if level is not None:
+            sql += " AND c.level = ?"
+            params.append(level)
+        sql += " ORDER BY c.level, c.size DESC, n.name, c.ordinal LIMIT ?"
+        params.append(limit)
+        db = self.catalog.connection()
+        out: list[CommunityInfo] = []
+        for row in db.execute(sql, params).fetchall():
+            members = tuple(str(m[0]) for m in db.execute(
+                "SELECT e.name FROM community_members cm JOIN entities e ON e.id = cm.entity_id"
+                " WHERE cm.community_id = ? ORDER BY cm.centrality DESC, e.key LIMIT 10",
+                (row[0],),
+            ))
+            out.append(CommunityInfo(int(row[0]), row[1], int(row[2]), int(row[3]),
+                                     None if row[4] is None else int(row[4]), int(row[5]),
+                                     row[6], row[7], members))
+        return out
+
+    def community_signature(self, namespace: str) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(level, ordinal, sorted member keys) of every community: equal for equal graphs,
+        whatever the internal ids (used to compare incremental and fresh builds)."""
+        rows = self.catalog.connection().execute(
+            "SELECT c.level, c.ordinal, e.key FROM communities c"
+            " JOIN namespaces n ON n.id = c.namespace_id"
+            " JOIN community_members cm ON cm.community_id = c.id"
+            " JOIN entities e ON e.id = cm.entity_id WHERE n.name = ?"
+            " ORDER BY c.level, c.ordinal, e.key",
+            (namespace,),
+        ).fetchall()
+        grouped: dict[tuple[int, int], list[str]] = {}
+        for level, ordinal, key in rows:
+            grouped.setdefault((int(level), int(ordinal)), []).append(str(key))
+        return [(lv, od, tuple(keys)) for (lv, od), keys in sorted(grouped.items())]
+
+    def edge_signature(self, namespace: str) -> list[tuple[str, str, float, int]]:
+        """(key a, key b, weight, chunks) of every edge, by key: id-independent."""
+        rows = self.catalog.connection().execute(
+            "SELECT a.key, b.key, ed.weight, ed.chunks FROM entity_edges ed"
+            " JOIN entities a ON a.id = ed.source JOIN entities b ON b.id = ed.target"
+            " JOIN namespaces n ON n.id = ed.namespace_id WHERE n.name = ?",
+            (namespace,),
+        ).fetchall()
+        return sorted(
+            (min(a, b), max(a, b), round(float(w), 6), int(c)) for a, b, w, c in rows
+        )
