@@ -314,21 +314,24 @@ class SQLiteGraphStore:
         return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key))
 
     def neighbors(self, entity_ids: Iterable[int], limit: int = 20) -> list[Neighbor]:
-        """Entities linked to any of ``entity_ids``, strongest edge first."""
+        """Entities linked to any of ``entity_ids``, strongest first: NPMI weight damped by
+        support, ``weight * chunks / (chunks + 1)``, so one-off co-mentions rank below
+        relationships seen in several chunks."""
         ids = list(dict.fromkeys(int(i) for i in entity_ids))
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
         rows = self.catalog.connection().execute(
-            "SELECT other, max(weight) AS w, max(chunks) FROM ("
+            "SELECT other, max(weight * chunks / (chunks + 1.0)) AS strength, max(weight),"
+            " max(chunks) FROM ("
             f" SELECT target AS other, weight, chunks FROM entity_edges WHERE source IN ({marks})"
             " UNION ALL"
             f" SELECT source AS other, weight, chunks FROM entity_edges WHERE target IN ({marks})"
-            f") WHERE other NOT IN ({marks}) GROUP BY other ORDER BY w DESC, other LIMIT ?",
+            f") WHERE other NOT IN ({marks}) GROUP BY other ORDER BY strength DESC, other LIMIT ?",
             [*ids, *ids, *ids, limit],
         ).fetchall()
         infos = self.entities_by_id(int(r[0]) for r in rows)
-        return [Neighbor(infos[int(r[0])], float(r[1]), int(r[2])) for r in rows
+        return [Neighbor(infos[int(r[0])], float(r[2]), int(r[3])) for r in rows
                 if int(r[0]) in infos]
 
     def edge_support(self, source: int, target: int, limit: int = 10) -> list[int]:
