@@ -179,3 +179,13 @@ def test_chunk_ids_derive_from_document_and_index_not_text(tmp_path, make_graph)
     hit = graph.search("sick days", namespaces={"hr"}, k=1)[0]
     assert hit.chunk_id == f"{hit.doc_id}#chunk-{hit.chunk_index}"
     assert hit.doc_id.startswith("file://") and hit.doc_id.endswith("/docs/leave.md")
+
+
+def test_folder_with_spaces_and_non_ascii_in_its_path(tmp_path, make_graph):
+    folder = write_files(tmp_path / "my docs — Gdańsk", {"notes 100%.md": "# N\n\nlidar text\n"})
+    graph = make_graph()
+    report = graph.index(folder, namespace="x")
+    assert report.added == ["notes 100%.md"]
+    hit = graph.search("lidar", namespaces={"x"}, k=1)[0]
+    assert hit.doc_id.endswith("/my%20docs%20%E2%80%94%20Gda%C5%84sk/notes%20100%25.md")
+    assert graph.index(folder, namespace="x").unchanged == 1

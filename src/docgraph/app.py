@@ -21,7 +21,10 @@ from docgraph.ingest.pipeline import (
 )
 from docgraph.llm import ChatModel
 from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
+from docgraph.retrieve.cohort import CohortMode, CohortResult, CohortSearch, CohortSettings
+from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.retrieve.hybrid import HybridSearcher
+from docgraph.retrieve.trace import TraceStore
 from docgraph.sources.urn import normalize_urn
 from docgraph.store.base import FailureRecord, NamespaceStats
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
@@ -59,6 +62,8 @@ class DocGraph:
         )
         self.chat_model: ChatModel | None = None
         self.last_graph_reports: list[GraphBuildReport] = []
+        self.cohort_settings = CohortSettings()
+        self.traces = TraceStore(self.catalog)
         self._index: EmbeddedChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
@@ -173,17 +178,52 @@ class DocGraph:
         """A hybrid searcher over this index."""
         return HybridSearcher(self.catalog, self.chunk_index(), self.embedder, self.settings.index)
 
+    def cohort_engine(self, settings: CohortSettings | None = None) -> CohortSearch:
+        """The cohort search engine over this index."""
+        check_embedding_model(self.catalog, self.embedder)
+        return CohortSearch(
+            self.catalog, self.chunk_index(), self.graph_store, self.embedder, self.extractor,
+            settings or self.cohort_settings, self.traces, self.chat_model,
+        )
+
     def search(
         self,
         query: str,
         *,
         namespaces: Iterable[str],
         k: int = 10,
-        mode: SearchModeName = "hybrid",
+        mode: SearchModeName | CohortMode = "hybrid",
     ) -> list[SearchHit]:
-        """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set)."""
+        """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set).
+
+        ``hybrid`` and ``dense`` rank single chunks; ``vector_first``, ``graph_first`` and
+        ``global`` run cohort search (see :meth:`retrieve`)."""
+        if mode in ("vector_first", "graph_first", "global"):
+            return self.retrieve(query, namespaces=namespaces, k=k, mode=mode).hits
         check_embedding_model(self.catalog, self.embedder)
-        return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)
+        return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)  # type: ignore[arg-type]
+
+    def retrieve(
+        self,
+        query_text: str,
+        *,
+        namespaces: Iterable[str],
+        k: int = 10,
+        mode: CohortMode = "vector_first",
+        return_trace: bool = False,
+    ) -> CohortResult:
+        """Cohort search: lanes, composite ranking, modes, optional trace."""
+        return self.cohort_engine().search(
+            query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
+        )
+
+    def context(
+        self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000
+    ) -> GraphContext:
+        """Entities | Relationships | Community Reports | Source Text within a token budget."""
+        return assemble_context(
+            self.cohort_engine(), query, namespaces=namespaces, token_budget=token_budget
+        )
 
     def entities(
         self,

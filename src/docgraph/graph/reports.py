@@ -6,6 +6,7 @@ and relationships, and quotes the sentences of member chunks that mention the mo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,10 +23,21 @@ class ReportInput:
     passages: Sequence[str]  # texts of the chunks most central to the community
 
 
+def _importance(member: tuple[str, str, int, float]) -> float:
+    """Centrality inside the community, damped for entities seen in very few chunks."""
+    return member[3] * math.log1p(member[2])
+
+
+def rank_members(
+    members: Sequence[tuple[str, str, int, float]],
+) -> list[tuple[str, str, int, float]]:
+    """Members by importance (centrality x log(1 + chunks)), then name."""
+    return sorted(members, key=lambda m: (-_importance(m), m[0]))
+
+
 def community_title(members: Sequence[tuple[str, str, int, float]], top: int = 3) -> str:
-    """Title from the most central members, e.g. ``Kestrel K2 / E-417 / Rotterdam``."""
-    ranked = sorted(members, key=lambda m: (-m[3], -m[2], m[0]))
-    return " / ".join(m[0] for m in ranked[:top]) or "Community"
+    """Title from the most important members, e.g. ``Tern T3 / E-417 / Rotterdam``."""
+    return " / ".join(m[0] for m in rank_members(members)[:top]) or "Community"
 
 
 def central_sentences(
@@ -51,7 +63,7 @@ def central_sentences(
 def extractive_report(data: ReportInput, sentences: int = 4) -> str:
     """A Markdown report built only from the community's own entities and text."""
     title = community_title(data.members)
-    ranked = sorted(data.members, key=lambda m: (-m[3], -m[2], m[0]))
+    ranked = rank_members(data.members)
     lines = [f"# {title}", ""]
     lines.append("Key entities: " + "; ".join(
         f"{name} ({etype}, {count} chunks)" for name, etype, count, _ in ranked[:10]

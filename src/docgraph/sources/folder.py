@@ -7,6 +7,7 @@ import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import fsspec
 
@@ -47,7 +48,8 @@ class FolderCrawler:
         self.include = include
         self.scheme = urn_scheme(urn)
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(urn, **(storage_options or {}))
+            # The stored URN is percent-encoded; filesystems want the decoded path.
+            self.fs, self.root = fsspec.core.url_to_fs(unquote(urn), **(storage_options or {}))
         except Exception as exc:
             raise SourceError(f"cannot open folder {urn}: {exc}") from exc
         self.root = self.root.rstrip("/") or "/"

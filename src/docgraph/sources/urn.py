@@ -19,10 +19,13 @@ DEFAULT_PORTS = {"sftp": 22, "ftp": 21, "hdfs": 8020}
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
-def _canonical_path(path: str) -> str:
-    """Decode then re-encode percent escapes, NFC-normalize, and upper-case the hex digits."""
-    decoded = unicodedata.normalize("NFC", unquote(path))
-    return quote(decoded, safe=_PATH_SAFE)
+def _quote_path(path: str) -> str:
+    """Percent-encode an already *decoded* path canonically (NFC, upper-case hex digits).
+
+    Must not be given a percent-encoded path: decoding twice would make ``a%2520b`` (a name
+    containing ``%20``) and ``a b`` the same folder.
+    """
+    return quote(unicodedata.normalize("NFC", path), safe=_PATH_SAFE)
 
 
 def _strip_trailing_slash(path: str) -> str:
@@ -67,11 +70,11 @@ def normalize_urn(urn_or_path: str | Path) -> str:
         port = parts.port
     except ValueError as exc:
         raise SourceError(f"invalid port in URN {raw!r}") from exc
-    netloc = host
+    netloc = f"[{host}]" if ":" in host else host  # IPv6 literals keep their brackets
     if port is not None and port != DEFAULT_PORTS.get(scheme):
-        netloc = f"{host}:{port}"
+        netloc = f"{netloc}:{port}"
     path = posixpath.normpath("/" + unquote(parts.path).lstrip("/")) if parts.path else "/"
-    path = _strip_trailing_slash(_canonical_path(path))
+    path = _strip_trailing_slash(_quote_path(path))
     if path == "/":
         path = ""
     return urlunsplit((scheme, netloc, path, "", ""))
@@ -79,12 +82,15 @@ def normalize_urn(urn_or_path: str | Path) -> str:
 
 def _file_urn(path: Path) -> str:
     resolved = path.expanduser().resolve()
-    return "file://" + _strip_trailing_slash(_canonical_path(resolved.as_posix()))
+    return "file://" + _strip_trailing_slash(_quote_path(resolved.as_posix()))
 
 
 def document_id(folder_urn: str, relative_path: str) -> str:
-    """The stable identity of a document: normalized folder URN + canonical relative path."""
+    """The stable identity of a document: normalized folder URN + canonical relative path.
+
+    ``relative_path`` is a real (decoded) file path as the crawler lists it, not a URL path.
+    """
     rel = posixpath.normpath(relative_path.replace("\\", "/")).lstrip("/")
-    if rel in ("", ".") or rel.startswith("../"):
+    if rel in ("", ".", "..") or rel.startswith("../"):
         raise SourceError(f"invalid relative path {relative_path!r} under {folder_urn}")
-    return f"{folder_urn}/{_canonical_path(rel)}"
+    return f"{folder_urn}/{_quote_path(rel)}"

@@ -115,6 +115,16 @@ class DenseMatrix:
                     s.vectors, s.rowids, s.namespaces, s.kinds, s.alive, s.n, dead
                 )
 
+    def vectors_for(self, rowids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], Vector]:
+        """(row ids found alive, their vectors) for the requested row ids, in request order."""
+        s = self._snap
+        if s.n == 0 or len(rowids) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, self.dimension), dtype=np.float32)
+        pos = np.searchsorted(s.rowids[: s.n], rowids)
+        pos = np.clip(pos, 0, s.n - 1)
+        ok = (s.rowids[pos] == rowids) & s.alive[pos]
+        return rowids[ok], s.vectors[pos[ok]]
+
     def search(
         self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0
     ) -> list[ScoredRow]:

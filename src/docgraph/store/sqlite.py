@@ -535,6 +535,26 @@ class SQLiteCatalog:
                 )
         return out
 
+    def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
+        relation is ``prev``, ``next`` or ``parent``. Neighbours share the chunk's document."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: list[tuple[int, int, str]] = []
+        db = self.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for relation in ("prev", "next", "parent"):
+                out.extend(
+                    (int(a), int(b), relation) for a, b in db.execute(
+                        f"SELECT c.id, n.id FROM chunks c JOIN chunks n"
+                        f" ON n.document_id = c.document_id AND n.chunk_index = c.{relation}_index"
+                        f" WHERE c.id IN ({marks}) AND n.id != c.id",
+                        part,
+                    )
+                )
+        return out
+
     def stats(self) -> list[NamespaceStats]:
         """Sources, documents, chunks, failures, entities and communities per namespace."""
         rows = self.connection().execute(
@@ -628,6 +648,30 @@ class EmbeddedChunkIndex:
                 self.dense.remove(np.array(sorted(r[1] for r in dead), dtype=np.int64))
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
+
+    def lexical_scores(
+        self, text: str, rowids: Sequence[int], namespaces: frozenset[str]
+    ) -> dict[int, float]:
+        """BM25 scores of ``text`` for the given chunks only (absent: no term matched)."""
+        ns_ids = self._namespace_ids(namespaces)
+        expression = to_fts5_query(text)
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        if expression is None or not ids or not ns_ids:
+            return {}
+        rows = self.catalog.connection().execute(
+            "SELECT c.id, bm25(chunks_fts, 0.5, 1.0) FROM chunks_fts"
+            " JOIN chunks c ON c.id = chunks_fts.rowid"
+            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({','.join('?' * len(ns_ids))})"
+            f" AND c.id IN ({','.join('?' * len(ids))})",
+            [expression, *ns_ids, *ids],
+        ).fetchall()
+        return {int(r[0]): -float(r[1]) for r in rows}
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Unit vectors of the given chunks (as loaded in the dense matrix)."""
+        self.sync()
+        found, vectors = self.dense.vectors_for(np.asarray(list(rowids), dtype=np.int64))
+        return {int(r): v for r, v in zip(found, vectors, strict=True)}
 
     def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
         return list(self.catalog.namespace_ids(require_namespaces(namespaces)).values())

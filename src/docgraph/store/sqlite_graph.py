@@ -334,6 +334,83 @@ class SQLiteGraphStore:
         return [Neighbor(infos[int(r[0])], float(r[2]), int(r[3])) for r in rows
                 if int(r[0]) in infos]
 
+    def chunks_for_entities(
+        self, entity_ids: Iterable[int], per_entity: int = 20
+    ) -> list[tuple[int, int, float, int]]:
+        """(entity id, chunk row id, association score, first position) of text chunks that
+        mention each entity, strongest association first, ``per_entity`` at most each."""
+        out: list[tuple[int, int, float, int]] = []
+        db = self.catalog.connection()
+        for entity_id in dict.fromkeys(int(e) for e in entity_ids):
+            out.extend(
+                (entity_id, int(r[0]), float(r[1]), int(r[2])) for r in db.execute(
+                    "SELECT ce.chunk_id, ce.score, ce.first_position FROM chunk_entities ce"
+                    " JOIN chunks c ON c.id = ce.chunk_id WHERE ce.entity_id = ?"
+                    " AND c.kind = 'text' ORDER BY ce.score DESC, ce.first_position, ce.chunk_id"
+                    " LIMIT ?",
+                    (entity_id, per_entity),
+                )
+            )
+        return out
+
+    def entities_of_chunks(self, rowids: Iterable[int]) -> dict[int, list[tuple[int, float]]]:
+        """Entity ids (with association score) linked to each chunk, strongest first."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, list[tuple[int, float]]] = {}
+        db = self.catalog.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for chunk_id, entity_id, score in db.execute(
+                "SELECT chunk_id, entity_id, score FROM chunk_entities"
+                f" WHERE chunk_id IN ({','.join('?' * len(part))})"
+                " ORDER BY chunk_id, score DESC, entity_id",
+                part,
+            ):
+                out.setdefault(int(chunk_id), []).append((int(entity_id), float(score)))
+        return out
+
+    def entity_chunk_counts(self, entity_ids: Iterable[int]) -> dict[int, int]:
+        """How many chunks mention each entity (its document frequency)."""
+        ids = list(dict.fromkeys(int(e) for e in entity_ids))
+        out: dict[int, int] = {}
+        db = self.catalog.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            out.update((int(a), int(b)) for a, b in db.execute(
+                "SELECT entity_id, count(*) FROM chunk_entities"
+                f" WHERE entity_id IN ({','.join('?' * len(part))}) GROUP BY entity_id",
+                part,
+            ))
+        return out
+
+    def namespace_chunk_count(self, namespaces: Iterable[str]) -> int:
+        """Text chunks in the namespaces."""
+        names = sorted(require_namespaces(namespaces))
+        row = self.catalog.connection().execute(
+            "SELECT count(*) FROM chunks c JOIN namespaces n ON n.id = c.namespace_id"
+            f" WHERE n.name IN ({','.join('?' * len(names))}) AND c.kind = 'text'",
+            names,
+        ).fetchone()
+        return int(row[0])
+
+    def community_peers(self, entity_ids: Iterable[int], limit: int = 50) -> list[int]:
+        """Entities sharing the finest community of any given entity, most central first."""
+        ids = list(dict.fromkeys(int(e) for e in entity_ids))
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.catalog.connection().execute(
+            "WITH mine AS (SELECT cm.community_id, c.level FROM community_members cm"
+            f" JOIN communities c ON c.id = cm.community_id WHERE cm.entity_id IN ({marks})),"
+            " finest AS (SELECT community_id FROM mine WHERE level = (SELECT max(level) FROM mine))"
+            " SELECT cm.entity_id, max(cm.centrality) AS centrality FROM community_members cm"
+            " WHERE cm.community_id IN (SELECT community_id FROM finest)"
+            f" AND cm.entity_id NOT IN ({marks})"
+            " GROUP BY cm.entity_id ORDER BY centrality DESC, cm.entity_id LIMIT ?",
+            [*ids, *ids, limit],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def edge_support(self, source: int, target: int, limit: int = 10) -> list[int]:
         """Row ids of chunks where both entities occur (the evidence for their edge)."""
         rows = self.catalog.connection().execute(

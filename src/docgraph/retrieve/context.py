@@ -1,0 +1,127 @@
+"""GraphRAG-style context assembly: Entities | Relationships | Community Reports | Source Text,
+each within its own share of a token budget, plus a rendered text form for agents."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from docgraph.errors import InvalidQuery
+from docgraph.retrieve.cohort import CohortSearch
+from docgraph.retrieve.query_entities import find_query_entities
+from docgraph.store.base import require_namespaces
+
+SECTIONS = ("Entities", "Relationships", "Community Reports", "Source Text")
+DEFAULT_SHARES = {"Entities": 0.1, "Relationships": 0.15, "Community Reports": 0.25,
+                  "Source Text": 0.5}
+MAX_TOKEN_BUDGET = 32_000
+
+
+@dataclass
+class GraphContext:
+    """Assembled context: rows per section, tokens used per section, and the rendered text."""
+
+    query: str
+    token_budget: int
+    sections: dict[str, list[str]] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)
+    chunk_ids: list[str] = field(default_factory=list)  # source chunks included
+    text: str = ""
+
+
+def assemble_context(
+    engine: CohortSearch,
+    query: str,
+    *,
+    namespaces: Iterable[str],
+    token_budget: int = 4000,
+    shares: dict[str, float] | None = None,
+    k: int = 12,
+) -> GraphContext:
+    """Build the four sections for ``query`` from what ``namespaces`` hold.
+
+    Each section gets its share of ``token_budget`` (default 10/15/25/50 %); what a section
+    leaves unused flows to Source Text. Rows are added whole, in rank order, until the
+    section's budget is spent.
+    """
+    allowed = require_namespaces(namespaces)
+    if not isinstance(token_budget, int) or not 100 <= token_budget <= MAX_TOKEN_BUDGET:
+        raise InvalidQuery(f"token_budget must be from 100 to {MAX_TOKEN_BUDGET}, "
+                           f"got {token_budget!r}")
+    share = dict(DEFAULT_SHARES, **(shares or {}))
+    count = engine.embedder.count_tokens
+    result = engine.search(query, namespaces=allowed, k=k, mode="vector_first")
+    hits = result.hits
+
+    graph = engine.graph
+    query_entities, _ = find_query_entities(query, engine.extractor, graph, allowed)
+    links = graph.entities_of_chunks([h.rowid for h in hits])
+    mentions: Counter[int] = Counter()
+    for e in query_entities:
+        mentions[e.id] += 100  # the query's own entities come first
+    for rowid_links in links.values():
+        for entity_id, _ in rowid_links[:8]:
+            mentions[entity_id] += 1
+    entity_ids = [e for e, _ in mentions.most_common(40)]
+    infos = graph.entities_by_id(entity_ids)
+    entity_rows = [f"{infos[e].name} | {infos[e].type} | {infos[e].chunk_count} chunks"
+                   for e in entity_ids if e in infos]
+
+    relationship_rows: list[str] = []
+    chosen = set(entity_ids[:15])
+    seen_pairs: set[tuple[int, int]] = set()
+    for entity_id in entity_ids[:15]:
+        for n in graph.neighbors([entity_id], 10):
+            pair = (min(entity_id, n.entity.id), max(entity_id, n.entity.id))
+            if n.entity.id in chosen and pair not in seen_pairs and entity_id in infos:
+                seen_pairs.add(pair)
+                relationship_rows.append(
+                    f"{infos[entity_id].name} -- {n.entity.name} | npmi {n.weight:.2f} | "
+                    f"{n.chunks} shared chunks")
+
+    reports = engine.search(query, namespaces=allowed, k=5, mode="global").hits
+    report_rows = [r.text for r in reports]
+    source_rows = [
+        f"[{h.chunk_id}] {h.source_path}"
+        + (f" > {' > '.join(h.section_path)}" if h.section_path else "") + f"\n{h.text}"
+        for h in hits
+    ]
+
+    context = GraphContext(query=query, token_budget=token_budget)
+    leftover = 0
+    for name, rows in (("Entities", entity_rows), ("Relationships", relationship_rows),
+                       ("Community Reports", report_rows), ("Source Text", source_rows)):
+        budget = int(token_budget * share[name]) + (leftover if name == "Source Text" else 0)
+        kept, used = _fit(rows, budget, count)
+        context.sections[name] = kept
+        context.tokens[name] = used
+        leftover += max(0, int(token_budget * share[name]) - used) if name != "Source Text" else 0
+    context.chunk_ids = [h.chunk_id for h in hits
+                         if any(row.startswith(f"[{h.chunk_id}]")
+                                for row in context.sections["Source Text"])]
+    context.text = render(context)
+    return context
+
+
+def _fit(rows: list[str], budget: int, count: object) -> tuple[list[str], int]:
+    kept: list[str] = []
+    used = 0
+    sizes = count(rows) if rows else []  # type: ignore[operator]
+    for row, size in zip(rows, sizes, strict=True):
+        if used + size > budget:
+            continue
+        kept.append(row)
+        used += size
+    return kept, used
+
+
+def render(context: GraphContext) -> str:
+    """The sections as text, MS-GraphRAG style."""
+    parts = []
+    for name in SECTIONS:
+        rows = context.sections.get(name, [])
+        parts.append(f"-----{name}-----")
+        parts.extend(rows if rows else ["(none)"])
+        parts.append("")
+    return "\n".join(parts).rstrip() + "\n"

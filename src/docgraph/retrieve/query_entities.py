@@ -1,0 +1,62 @@
+"""Which known entities a query names: extractor hits plus word n-grams looked up by key."""
+
+from __future__ import annotations
+
+import re
+
+from docgraph.graph.extract import EntityExtractor
+from docgraph.graph.normalize import canonical_key
+from docgraph.store.fts_query import STOPWORDS
+from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
+
+_WORDS = re.compile(r"[\w][\w'’.&+-]*[\w]|\w", re.UNICODE)
+
+
+def query_entity_keys(
+    query: str, extractor: EntityExtractor | None, max_ngram: int = 4
+) -> list[str]:
+    """Candidate canonical keys named by the query, in order of appearance."""
+    keys: list[str] = []
+    if extractor is not None:
+        keys.extend(link.key for link in sorted(extractor.links(query),
+                                                key=lambda link: link.first_position))
+    words = _WORDS.findall(query)
+    for size in range(max_ngram, 0, -1):
+        for start in range(len(words) - size + 1):
+            gram = words[start:start + size]
+            if size == 1 and (gram[0].casefold() in STOPWORDS or len(gram[0]) < 3):
+                continue
+            if gram[0].casefold() in STOPWORDS or gram[-1].casefold() in STOPWORDS:
+                continue
+            text = " ".join(gram)
+            keys.append(canonical_key(text))
+            keys.append(canonical_key(text, "code"))
+    return [k for k in dict.fromkeys(keys) if k]
+
+
+def find_query_entities(
+    query: str,
+    extractor: EntityExtractor | None,
+    store: SQLiteGraphStore,
+    namespaces: frozenset[str],
+) -> tuple[list[EntityInfo], list[str]]:
+    """(entities of the namespaces the query names, extractor-found names not in the graph).
+
+    Longer matches win: an entity whose key is contained in a longer matched key (``tern``
+    inside ``tern t3``) is dropped.
+    """
+    keys = query_entity_keys(query, extractor)
+    found = store.entities_by_key(keys, namespaces)
+    matched = {e.key for e in found}
+    kept = [e for e in found
+            if not any(e.key != other and f" {e.key} " in f" {other} " for other in matched)]
+    order = {k: i for i, k in enumerate(keys)}
+    kept.sort(key=lambda e: order.get(e.key, 1 << 30))
+    missing: list[str] = []
+    if extractor is not None:
+        for link in extractor.links(query):
+            if link.key not in matched and (
+                link.type not in ("name", "acronym") or len(link.name.split()) > 1
+            ):
+                missing.append(link.name)
+    return kept, list(dict.fromkeys(missing))

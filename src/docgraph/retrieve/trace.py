@@ -1,0 +1,88 @@
+"""The retrieval trace: what each lane contributed, how long it took, and why each returned
+chunk is there (its provenance). Traces are stored in the catalog, bounded by retention."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from docgraph.store.sqlite import SQLiteCatalog
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS traces (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS traces_created ON traces(created_at);
+"""
+
+
+@dataclass
+class RetrievalTrace:
+    """Lineage of one cohort search."""
+
+    query: str
+    mode: str
+    k: int
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    created_at: float = field(default_factory=time.time)
+    candidates: dict[str, list[str]] = field(default_factory=dict)  # lane -> chunk ids
+    timings_ms: dict[str, float] = field(default_factory=dict)  # lane/phase -> ms
+    query_entities_found: list[str] = field(default_factory=list)
+    query_entities_missing: list[str] = field(default_factory=list)
+    completeness: dict[str, str] = field(default_factory=dict)  # entity -> how it was found
+    pool_size: int = 0
+    final_provenance: dict[str, str] = field(default_factory=dict)  # chunk id -> lane
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, lane: str, chunk_ids: list[str]) -> None:
+        """Record the candidates a lane produced."""
+        self.candidates.setdefault(lane, []).extend(chunk_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+class TraceStore:
+    """Keeps the most recent ``retention`` traces in the catalog file."""
+
+    def __init__(self, catalog: SQLiteCatalog, retention: int = 1000) -> None:
+        self.catalog = catalog
+        self.retention = retention
+        self.catalog.connection().executescript(_SCHEMA)
+
+    def save(self, trace: RetrievalTrace) -> None:
+        """Store a trace and drop the oldest beyond the retention bound."""
+        with self.catalog.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO traces VALUES (?, ?, ?)",
+                (trace.id, trace.created_at, json.dumps(trace.to_dict(), ensure_ascii=False)),
+            )
+            db.execute(
+                "DELETE FROM traces WHERE id NOT IN"
+                " (SELECT id FROM traces ORDER BY created_at DESC, id LIMIT ?)",
+                (self.retention,),
+            )
+
+    def get(self, trace_id: str) -> dict[str, Any] | None:
+        """A stored trace by id, or the latest one for ``last``."""
+        db = self.catalog.connection()
+        if trace_id == "last":
+            row = db.execute(
+                "SELECT payload FROM traces ORDER BY created_at DESC, id LIMIT 1"
+            ).fetchone()
+        else:
+            row = db.execute("SELECT payload FROM traces WHERE id = ?", (trace_id,)).fetchone()
+        if row is None:
+            return None
+        payload: dict[str, Any] = json.loads(row[0])
+        return payload
+
+    def count(self) -> int:
+        """Stored traces."""
+        return int(self.catalog.connection().execute("SELECT count(*) FROM traces").fetchone()[0])

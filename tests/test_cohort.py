@@ -1,0 +1,184 @@
+"""Cohort search: lanes, provenance, namespace isolation, modes, trace, context assembly."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from docgraph.errors import InvalidQuery
+from docgraph.retrieve.cohort import CohortSettings
+from docgraph.retrieve.trace import TraceStore
+from tests.helpers import write_files
+
+OPS = {
+    "postmortem.md": "# Rotterdam outage\n\n## Cause\n\nA memory leak in firmware 5.3.0 made every "
+    "Tern T3 lose localisation at Nordhaven Logistics.\n\n## Follow-up\n\nThe follow-up "
+    "actions are tracked by Tomasz Nowak.\n",
+    "people.md": "# Directory\n\nTomasz Nowak works in Gdansk and owns the release calendar. "
+    "He approves every rollout wave.\n",
+    "leak.txt": "Engineering ticket ENG-2291 describes the locd map-tile cache growth in detail.\n",
+    "faq.md": "# FAQ\n\nSUP-4502 concerned dock D-14 at Daventry.\n",
+}
+OTHER = {
+    "secret.md": "# Board\n\nTomasz Nowak will receive a retention bonus of 50,000 EUR.\n",
+}
+
+
+@pytest.fixture
+def graph(tmp_path, make_graph):
+    g = make_graph()
+    g.index(write_files(tmp_path / "ops", OPS), namespace="ops")
+    g.index(write_files(tmp_path / "board", OTHER), namespace="board")
+    return g
+
+
+def test_every_hit_records_the_lane_that_brought_it(graph):
+    result = graph.retrieve("memory leak firmware 5.3.0", namespaces={"ops"}, k=6,
+                            return_trace=True)
+    assert result.hits
+    for hit in result.hits:
+        assert hit.lanes[0] in {"seed", "structural", "entity_adjacent", "graph",
+                                "cluster_adjacent"}
+    trace = result.trace
+    assert trace.final_provenance == {h.chunk_id: h.lanes[0] for h in result.hits}
+    assert trace.pool_size >= len(result.hits)
+    assert {"seed", "rank", "total"} <= set(trace.timings_ms)
+    assert trace.candidates["seed"]
+    assert [h.original_rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+
+
+def test_entity_lane_bridges_to_a_chunk_without_query_words(graph):
+    # "Tomasz Nowak" links the follow-up section to the directory entry; the directory entry
+    # shares no content word with the query.
+    # One seed only, so everything else must come from an expansion lane.
+    # The hashing test embedder gives such a chunk ~0 similarity, so the gate is opened here;
+    # a strict gate must keep it out.
+    base = {"seed_pool": 1, "seed_pool_grows_with_k": False, "structural_lane": False}
+    engine = graph.cohort_engine(CohortSettings(**base, entity_min_similarity=-1.0,
+                                                cluster_lane=False))
+    result = engine.search("Who tracks the follow-up actions?", namespaces={"ops"}, k=5,
+                           return_trace=True)
+    lanes = {h.source_path: h.lanes for h in result.hits}
+    assert result.hits[0].lanes[0] == "seed"
+    assert lanes.get("people.md", ("",))[0] == "entity_adjacent"
+    gated = graph.cohort_engine(CohortSettings(**base, entity_min_similarity=0.99,
+                                               cluster_lane=False, completeness=False))
+    strict = gated.search("Who tracks the follow-up actions?", namespaces={"ops"}, k=5)
+    assert "people.md" not in {h.source_path for h in strict.hits}
+
+
+def test_lanes_never_cross_the_namespace_filter(graph):
+    # "Tomasz Nowak" also occurs in the board namespace; no lane may follow it there.
+    for mode in ("vector_first", "graph_first", "global"):
+        result = graph.retrieve("Tomasz Nowak bonus", namespaces={"ops"}, k=10, mode=mode,
+                                return_trace=True)
+        assert all(h.namespace == "ops" for h in result.hits), mode
+        assert not any("secret.md" in c for lane in result.trace.candidates.values()
+                       for c in lane), mode
+    context = graph.context("Tomasz Nowak bonus", namespaces={"ops"}, token_budget=2000)
+    assert "50,000" not in context.text and "retention bonus" not in context.text
+
+
+def test_structural_lane_brings_the_neighbouring_section(graph):
+    settings = CohortSettings(entity_lane=False, cluster_lane=False, completeness=False)
+    engine = graph.cohort_engine(settings)
+    result = engine.search("memory leak localisation", namespaces={"ops"}, k=10,
+                           return_trace=True)
+    assert result.trace.candidates.get("structural") is not None
+    without = graph.cohort_engine(CohortSettings(structural_lane=False, entity_lane=False,
+                                                 cluster_lane=False, completeness=False))
+    plain = without.search("memory leak localisation", namespaces={"ops"}, k=10,
+                           return_trace=True)
+    assert "structural" not in plain.trace.candidates
+
+
+def test_completeness_finds_each_named_entity(graph):
+    result = graph.retrieve("ENG-2291 and SUP-4502", namespaces={"ops"}, k=4, return_trace=True)
+    sources = {h.source_path for h in result.hits}
+    assert {"leak.txt", "faq.md"} <= sources
+    assert set(result.trace.query_entities_found) >= {"ENG-2291", "SUP-4502"}
+    missing = graph.retrieve("what about SUP-9999", namespaces={"ops"}, k=3, return_trace=True)
+    assert "SUP-9999" in missing.trace.query_entities_missing
+
+
+def test_graph_first_returns_entity_paths(graph):
+    result = graph.retrieve("How is Tomasz Nowak connected to the Rotterdam outage?",
+                            namespaces={"ops"}, k=5, mode="graph_first", return_trace=True)
+    assert result.hits
+    assert any("graph" in h.lanes for h in result.hits)
+    assert result.paths and all(isinstance(p, list) and p for p in result.paths.values())
+
+
+def test_global_mode_ranks_community_reports_and_says_when_there_is_no_model(graph):
+    result = graph.retrieve("themes", namespaces={"ops"}, k=3, mode="global", return_trace=True)
+    assert result.hits and all(h.doc_id.startswith("community://ops/") for h in result.hits)
+    assert any("no chat model" in note for note in result.trace.notes)
+    assert result.answer is None
+
+
+def test_global_mode_map_reduces_with_a_chat_model(graph):
+    class Scripted:
+        name = "scripted"
+
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        def complete(self, prompt: str, max_tokens: int = 400) -> str:
+            self.prompts.append(prompt)
+            if prompt.startswith("Rate"):
+                score = 90 if "Nowak" in prompt.split("Report:")[1] else 10
+                return f"SCORE: {score}\nkey point"
+            return "Themes: releases and the outage."
+
+    model = Scripted()
+    graph.chat_model = model
+    result = graph.retrieve("who is involved", namespaces={"ops"}, k=1, mode="global")
+    assert result.answer == "Themes: releases and the outage."
+    assert len(result.hits) == 1 and "Nowak" in result.hits[0].text
+    assert all("50,000" not in p for p in model.prompts)
+
+
+def test_context_sections_fit_their_budget(graph):
+    context = graph.context("Rotterdam outage firmware", namespaces={"ops"}, token_budget=400)
+    assert list(context.sections) == ["Entities", "Relationships", "Community Reports",
+                                      "Source Text"]
+    assert sum(context.tokens.values()) <= 400
+    assert context.tokens["Entities"] <= 40
+    assert "-----Source Text-----" in context.text
+    assert context.chunk_ids and all(f"[{c}]" in context.text for c in context.chunk_ids)
+    with pytest.raises(InvalidQuery):
+        graph.context("x", namespaces={"ops"}, token_budget=10)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"k": 0}, "k must be"), ({"mode": "everything"}, "mode must be"),
+    ({"query_text": " "}, "non-empty"),
+])
+def test_bad_arguments_are_rejected(graph, kwargs, message):
+    args = {"query_text": "outage", "k": 3, "mode": "vector_first", **kwargs}
+    with pytest.raises(InvalidQuery, match=message):
+        graph.retrieve(args.pop("query_text"), namespaces={"ops"}, **args)
+    with pytest.raises(InvalidQuery):
+        graph.retrieve("outage", namespaces=set())
+
+
+def test_traces_are_stored_with_bounded_retention(graph):
+    store = TraceStore(graph.catalog, retention=3)
+    engine = graph.cohort_engine()
+    engine.traces = store
+    for i in range(5):
+        engine.search(f"outage {i}", namespaces={"ops"}, k=2)
+    assert store.count() == 3
+    assert store.get("last")["query"] == "outage 4"
+
+
+def test_concurrent_searches_match_sequential_ones(graph):
+    queries = ["memory leak", "Tomasz Nowak", "dock D-14", "release calendar"] * 4
+    expected = [[h.chunk_id for h in graph.retrieve(q, namespaces={"ops"}, k=4).hits]
+                for q in queries]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(
+            lambda q: [h.chunk_id for h in graph.retrieve(q, namespaces={"ops"}, k=4).hits],
+            queries))
+    assert got == expected
