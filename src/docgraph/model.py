@@ -118,6 +118,18 @@ class DocumentRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RowOrigin:
+    """Where a row document came from: the registered table source, schema, table, primary
+    key column and value. Chunks of free-standing documents have no origin."""
+
+    source: str
+    schema: str
+    table: str
+    pk_column: str
+    pk_value: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredChunk:
     """A chunk as stored in the catalog (without its vector)."""
 
@@ -133,6 +145,7 @@ class StoredChunk:
     prev_index: int | None
     next_index: int | None
     parent_index: int | None
+    origin: RowOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +181,7 @@ class SearchHit:
     lexical_score: float | None = None
     lanes: tuple[str, ...] = field(default_factory=tuple)
     rowid: int = 0
+    origin: RowOrigin | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the hit (the CLI's ``--json`` shape)."""
@@ -185,5 +199,10 @@ class SearchHit:
             "dense_similarity": self.dense_similarity,
             "lexical_score": self.lexical_score,
             "lanes": list(self.lanes),
+            "origin": None if self.origin is None else {
+                "source": self.origin.source, "schema": self.origin.schema,
+                "table": self.origin.table, "pk_column": self.origin.pk_column,
+                "pk_value": self.origin.pk_value,
+            },
             "text": self.text,
         }

@@ -116,4 +116,5 @@ class HybridSearcher:
             lexical_score=lexical,
             lanes=lanes,
             rowid=chunk.rowid,
+            origin=chunk.origin,
         )

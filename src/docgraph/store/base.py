@@ -18,6 +18,7 @@ from docgraph.model import (
     ChunkKind,
     DocumentRecord,
     EntityLink,
+    RowOrigin,
     ScoredRow,
     SourceRecord,
     StoredChunk,
@@ -46,6 +47,7 @@ class DocumentWrite:
     embedded_texts: Sequence[str]
     vectors: Vector
     entity_links: Sequence[Sequence[EntityLink]] = ()
+    origin: RowOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True)

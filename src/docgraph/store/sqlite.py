@@ -20,6 +20,7 @@ from docgraph.model import (
     ChunkKind,
     DocumentRecord,
     EntityLink,
+    RowOrigin,
     ScoredRow,
     SourceRecord,
     StoredChunk,
@@ -68,6 +69,11 @@ CREATE TABLE IF NOT EXISTS documents (
     media_type TEXT NOT NULL,
     chunk_count INTEGER NOT NULL,
     updated_at REAL NOT NULL,
+    origin_source TEXT,
+    origin_schema TEXT,
+    origin_table TEXT,
+    origin_pk_column TEXT,
+    origin_pk_value TEXT,
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -158,6 +164,12 @@ CREATE TABLE IF NOT EXISTS failures (
     PRIMARY KEY (source_id, path)
 );
 """
+
+
+def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
+    if origin is None:
+        return (None, None, None, None, None)
+    return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
 
 
 class SQLiteCatalog:
@@ -385,14 +397,19 @@ class SQLiteCatalog:
             ns_id = self._namespace_id(db, write.source.namespace)
             db.execute(
                 "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
-                " change_token, media_type, chunk_count, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " change_token, media_type, chunk_count, updated_at, origin_source,"
+                " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT(source_id, path) DO UPDATE SET title = excluded.title,"
                 " content_hash = excluded.content_hash, change_token = excluded.change_token,"
                 " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-                " updated_at = excluded.updated_at",
+                " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
+                " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
+                " origin_pk_column = excluded.origin_pk_column,"
+                " origin_pk_value = excluded.origin_pk_value",
                 (write.source.id, ns_id, write.doc_id, write.path, write.title,
-                 write.content_hash, write.change_token, write.media_type, len(chunks), now),
+                 write.content_hash, write.change_token, write.media_type, len(chunks), now,
+                 *(_origin_columns(write.origin))),
             )
             doc_row = db.execute(
                 "SELECT id FROM documents WHERE source_id = ? AND path = ?",
@@ -522,7 +539,9 @@ class SQLiteCatalog:
             marks = ",".join("?" * len(part))
             for row in db.execute(
                 "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
-                " d.path, c.prev_index, c.next_index, c.parent_index FROM chunks c"
+                " d.path, c.prev_index, c.next_index, c.parent_index, d.origin_source,"
+                " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value"
+                " FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id"
                 f" JOIN namespaces n ON n.id = c.namespace_id WHERE c.id IN ({marks})",
                 part,
@@ -532,6 +551,7 @@ class SQLiteCatalog:
                     namespace=row[2], index=int(row[3]), text=row[4],
                     section_path=tuple(json.loads(row[5])), title=row[6], source_path=row[7],
                     prev_index=row[8], next_index=row[9], parent_index=row[10],
+                    origin=None if row[11] is None else RowOrigin(*row[11:16]),
                 )
         return out
 

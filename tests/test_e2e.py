@@ -1,0 +1,100 @@
+"""End to end with the real default model (all-MiniLM-L6-v2 int8) on the bundled corpus.
+
+The sample corpus is indexed once per test session (~300 chunks; about 10-30 s on 2 cores).
+Each example question of ``examples/QUERIES.md`` must find its answer's source document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from tests.conftest import SAMPLE_CORPUS
+
+pytestmark = pytest.mark.e2e
+QUERIES = Path(__file__).resolve().parents[1] / "examples" / "QUERIES.md"
+
+
+def _questions() -> list[tuple[str, set[str]]]:
+    text = QUERIES.read_text(encoding="utf-8")
+    out = []
+    for block in re.split(r"\n## ", text)[1:]:
+        question = re.sub(r"^Q\d+\.\s*", "", block.splitlines()[0]).strip()
+        source_line = next(ln for ln in block.splitlines() if "**Source:**" in ln)
+        out.append((question, set(re.findall(r"`([^`]+)`", source_line))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    settings = load_settings()
+    settings.store.path = tmp_path_factory.mktemp("e2e") / "index.db"
+    graph = DocGraph(settings)
+    report = graph.index(SAMPLE_CORPUS, namespace="demo")
+    assert report.failed == [], report.failed
+    yield graph, report
+    graph.close()
+
+
+def test_the_sample_corpus_indexes_completely(real):
+    graph, report = real
+    assert len(report.added) == sum(1 for p in SAMPLE_CORPUS.rglob("*") if p.is_file())
+    assert graph.catalog.embedding_model() == ("minilm-l6-int8", 384)
+    stats = graph.status().namespaces[0]
+    assert stats.chunks > 100 and stats.entities > 50 and stats.communities > 3
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector_first"])
+def test_every_example_question_finds_its_source(real, mode):
+    graph, _ = real
+    questions = _questions()
+    assert len(questions) == 12
+    misses = []
+    for question, sources in questions:
+        hits = graph.search(question, namespaces={"demo"}, k=5, mode=mode)
+        if not sources & {h.source_path for h in hits}:
+            misses.append((question, sources, [h.source_path for h in hits]))
+    assert misses == []
+
+
+def test_exact_identifier_questions_rank_the_defining_document_first(real):
+    graph, _ = real
+    top = graph.search("What does error E-417 mean?", namespaces={"demo"}, k=3)
+    assert {"engineering/error-code-reference.html", "support/tern-t3-faq.md"} & {
+        h.source_path for h in top}
+    hits = graph.search("CVE-2025-29174 workaround", namespaces={"demo"}, k=3)
+    assert hits[0].source_path in {"engineering/security-advisory-hsa-2025-02.md",
+                                   "engineering/tern-firmware-5.3.1-release-notes.md"}
+    assert "engineering/security-advisory-hsa-2025-02.md" in {h.source_path for h in hits}
+
+
+def test_unchanged_rerun_embeds_nothing_with_the_real_model(real):
+    graph, _ = real
+    report = graph.index(SAMPLE_CORPUS, namespace="demo")
+    assert report.chunks_embedded == 0 and report.bodies_read == 0
+    assert graph.last_graph_reports == []
+
+
+def test_cli_index_and_search_json(tmp_path):
+    index = tmp_path / "cli.db"
+    cli = [sys.executable, "-m", "docgraph.serve.cli", "--index", str(index)]
+    done = subprocess.run([*cli, "index", str(SAMPLE_CORPUS / "people"), "-n", "hr"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "added" in done.stdout
+    found = subprocess.run([*cli, "search", "How many days may employees work from abroad?",
+                            "-k", "2", "--json"], capture_output=True, text=True, timeout=300)
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert hits[0]["source"] == "leave-and-hybrid-work-policy.md"
+    assert hits[0]["score_label"] == "hybrid" and hits[0]["namespace"] == "hr"
+    bad = subprocess.run([*cli, "search", "x", "--mode", "nonsense"], capture_output=True,
+                         text=True, timeout=300)
+    assert bad.returncode == 1 and "mode must be" in bad.stderr
