@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import combinations
 
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import CohortSearch
@@ -54,31 +55,27 @@ def assemble_context(
     result = engine.search(query, namespaces=allowed, k=k, mode="vector_first")
     hits = result.hits
 
+    # Entities and relationships come only from the returned chunks (so a governed engine
+    # that filtered them also filters these sections); the query's own entities come first.
     graph = engine.graph
     query_entities, _ = find_query_entities(query, engine.extractor, graph, allowed)
     links = graph.entities_of_chunks([h.rowid for h in hits])
     mentions: Counter[int] = Counter()
-    for e in query_entities:
-        mentions[e.id] += 100  # the query's own entities come first
+    pairs: Counter[tuple[int, int]] = Counter()
     for rowid_links in links.values():
-        for entity_id, _ in rowid_links[:8]:
-            mentions[entity_id] += 1
-    entity_ids = [e for e, _ in mentions.most_common(40)]
+        ids = sorted({entity_id for entity_id, _ in rowid_links[:12]})
+        mentions.update(ids)
+        pairs.update(combinations(ids, 2))
+    query_ids = [e.id for e in query_entities if e.id in mentions]
+    entity_ids = query_ids + [e for e, _ in mentions.most_common(40) if e not in query_ids]
     infos = graph.entities_by_id(entity_ids)
-    entity_rows = [f"{infos[e].name} | {infos[e].type} | {infos[e].chunk_count} chunks"
+    entity_rows = [f"{infos[e].name} | {infos[e].type} | in {mentions[e]} of the source chunks"
                    for e in entity_ids if e in infos]
-
-    relationship_rows: list[str] = []
-    chosen = set(entity_ids[:15])
-    seen_pairs: set[tuple[int, int]] = set()
-    for entity_id in entity_ids[:15]:
-        for n in graph.neighbors([entity_id], 10):
-            pair = (min(entity_id, n.entity.id), max(entity_id, n.entity.id))
-            if n.entity.id in chosen and pair not in seen_pairs and entity_id in infos:
-                seen_pairs.add(pair)
-                relationship_rows.append(
-                    f"{infos[entity_id].name} -- {n.entity.name} | npmi {n.weight:.2f} | "
-                    f"{n.chunks} shared chunks")
+    relationship_rows = [
+        f"{infos[a].name} -- {infos[b].name} | together in {n} source chunks"
+        for (a, b), n in pairs.most_common(30)
+        if a in infos and b in infos and n >= 1
+    ]
 
     reports = engine.search(query, namespaces=allowed, k=5, mode="global").hits
     report_rows = [r.text for r in reports]

@@ -555,6 +555,22 @@ class SQLiteCatalog:
                 )
         return out
 
+    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
+        """Row origins of the given documents (documents without one are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, RowOrigin] = {}
+        db = self.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for row in db.execute(
+                "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
+                " origin_pk_value FROM documents WHERE origin_source IS NOT NULL"
+                f" AND doc_id IN ({','.join('?' * len(part))})",
+                part,
+            ):
+                out[str(row[0])] = RowOrigin(*row[1:6])
+        return out
+
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
         relation is ``prev``, ``next`` or ``parent``. Neighbours share the chunk's document."""

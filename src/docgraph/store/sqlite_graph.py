@@ -451,6 +451,19 @@ class SQLiteGraphStore:
                                      row[6], row[7], members))
         return out
 
+    def community_by_report(self, report_doc_id: str) -> tuple[int, list[int]] | None:
+        """(community id, member entity ids) of the community a report document describes."""
+        db = self.catalog.connection()
+        row = db.execute(
+            "SELECT id FROM communities WHERE report_doc_id = ?", (report_doc_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        members = [int(r[0]) for r in db.execute(
+            "SELECT entity_id FROM community_members WHERE community_id = ?"
+            " ORDER BY centrality DESC, entity_id", (row[0],))]
+        return int(row[0]), members
+
     def community_signature(self, namespace: str) -> list[tuple[int, int, tuple[str, ...]]]:
         """(level, ordinal, sorted member keys) of every community: equal for equal graphs,
         whatever the internal ids (used to compare incremental and fresh builds)."""

@@ -1,0 +1,37 @@
+"""Who may see what: caller -> roles -> domains -> namespaces (a search pre-filter), a
+row-level re-check of table-derived chunks, namespace routing that can only narrow, answer
+redaction and an audit log."""
+
+from docgraph.governance.audit import AuditLog, AuditRecord
+from docgraph.governance.caller import AccessDenied, Caller
+from docgraph.governance.entitlements import (
+    Entitlements,
+    PolicyFileEntitlements,
+    RoleAssignment,
+    SqlEntitlements,
+    StaticEntitlements,
+    resolve_namespaces,
+)
+from docgraph.governance.routing import route_namespaces
+from docgraph.governance.rows import CallableRowAuthorizer, RowAuthorizer, SqlRowAuthorizer
+from docgraph.governance.service import Answer, Governance, GovernedCohortSearch
+
+__all__ = [
+    "AccessDenied",
+    "Answer",
+    "AuditLog",
+    "AuditRecord",
+    "CallableRowAuthorizer",
+    "Caller",
+    "Entitlements",
+    "Governance",
+    "GovernedCohortSearch",
+    "PolicyFileEntitlements",
+    "RoleAssignment",
+    "RowAuthorizer",
+    "SqlEntitlements",
+    "SqlRowAuthorizer",
+    "StaticEntitlements",
+    "resolve_namespaces",
+    "route_namespaces",
+]
