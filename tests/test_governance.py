@@ -182,7 +182,7 @@ def test_policy_file_entitlements(tmp_path):
     assert resolve_namespaces(Caller("alice"), policy, ["a", "b"]) == {"a", "b"}
     path.write_text("assignments: [{user: alice}]\n")
     os.utime(path, (1, 2_000_000_001))
-    with pytest.raises(ConfigError, match="policy.yaml"):
+    with pytest.raises(ConfigError, match=r"policy\.yaml"):
         policy.assignments_for("alice")
 
 

@@ -21,12 +21,26 @@ from docgraph.model import Block, BlockKind, ChunkDraft, ExtractedDocument
 
 TokenCounter = Callable[[Sequence[str]], list[int]]
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9À-ÖØ-Þ])|(?<=[。！？])")
+# A sentence ends after its terminal punctuation *and* any closing quotes/brackets; the match
+# covers them so they stay with the sentence they close (re.split would drop them).
+_SENTENCE_END = re.compile(
+    r"[.!?…][\"'”’»)\]]*\s+(?=[\"'“‘«(\[]?[A-Z0-9À-ÖØ-ÞΑ-ΩЀ-Я])"
+    r"|[。！？][」』”’)）\]]*\s*"
+)
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences (Latin punctuation followed by a capital, or CJK stops)."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+    """Split prose into sentences (Latin punctuation followed by a capital, or CJK stops).
+
+    Nothing but the whitespace between sentences is removed.
+    """
+    sentences: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        sentences.append(text[start : match.end()])
+        start = match.end()
+    sentences.append(text[start:])
+    return [s.strip() for s in sentences if s.strip()]
 
 
 def _render(block: Block) -> str:

@@ -125,59 +125,111 @@ def _row_text(header: list[str], cells: list[str]) -> str:
     return " | ".join(c for c in cells if c)
 
 
-_HTML_BLOCKS = {
-    "h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "tr", "pre", "blockquote",
-    "dt", "dd", "figcaption", "caption",
-}
+_HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+# Elements whose loose text is one paragraph of its own (and that end the text before them).
+_HTML_PARAGRAPHS = frozenset({
+    "p", "div", "section", "article", "main", "aside", "header", "blockquote", "figure",
+    "figcaption", "caption", "dl", "dt", "dd", "ul", "ol", "menu", "address", "details",
+    "summary", "form", "fieldset", "legend", "center", "body", "html", "hr",
+})
+_HTML_BLOCK_TAGS = _HTML_HEADINGS | _HTML_PARAGRAPHS | {"li", "pre", "table"}
 
 
 def extract_html(data: bytes, name: str) -> ExtractedDocument:
-    """HTML via BeautifulSoup/lxml: h1-h6, paragraphs, list items, table rows, pre."""
-    from bs4 import BeautifulSoup, Tag
+    """HTML via BeautifulSoup/lxml: h1-h6, paragraphs, list items, table rows, pre.
+
+    Every piece of visible text lands in exactly one block: the text directly inside a
+    block element (``<li>Parent<ul><li>Child</li></ul></li>`` gives "Parent" and "Child",
+    loose text in a ``<div>`` is a paragraph) and never twice (``<blockquote><p>``).
+    """
+    from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(data, "lxml")
+    title_tag = soup.find("title")  # before <head> goes with the junk
+    page_title = _clean(title_tag.get_text()) if title_tag else ""
     for junk in soup(["script", "style", "noscript", "template", "nav", "footer", "head"]):
         junk.decompose()
-    title_tag = soup.find("title")
-    blocks: list[Block] = []
-    header: list[str] = []
     body = soup.body or soup
-    for el in body.find_all(list(_HTML_BLOCKS)):
-        if not isinstance(el, Tag):
-            continue
-        # Only the innermost block element speaks for its text (li inside li, p inside td...).
-        if el.name != "tr" and el.find_parent(["tr", "pre"]) is not None:
-            continue
-        if el.name in ("p", "li", "dt", "dd") and el.find(list(_HTML_BLOCKS - {"tr"})):
-            continue
-        if el.name == "tr":
-            cells = [_clean(c.get_text(" ")) for c in el.find_all(["th", "td"])]
-            if el.find("th") and not el.find("td"):
-                header = cells
-                continue
-            text = _row_text(header, cells)
-            if text:
-                blocks.append(Block(BlockKind.TABLE_ROW, text))
-            continue
-        text = el.get_text("\n" if el.name == "pre" else " ")
-        text = text.strip() if el.name == "pre" else _clean(text)
-        if not text:
-            continue
-        if el.name[0] == "h" and el.name[1:].isdigit():
-            blocks.append(Block(BlockKind.HEADING, text, int(el.name[1])))
-        elif el.name == "li":
-            blocks.append(Block(BlockKind.LIST_ITEM, text))
-        elif el.name == "pre":
-            blocks.append(Block(BlockKind.CODE, text))
-        else:
-            blocks.append(Block(BlockKind.PARAGRAPH, text))
+    blocks: list[Block] = []
+    _html_walk(body, BlockKind.PARAGRAPH, 0, blocks)
     if not blocks:
         text = _clean(body.get_text(" "))
         if text:
             blocks.append(Block(BlockKind.PARAGRAPH, text))
     h1 = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
-    title = h1 or (_clean(title_tag.get_text()) if title_tag else "") or _title_from_name(name)
+    title = h1 or page_title or _title_from_name(name)
     return ExtractedDocument(title, tuple(blocks), "text/html")
+
+
+def _html_walk(element: Any, kind: BlockKind, level: int, blocks: list[Block]) -> None:
+    """Emit ``element``'s own text as one ``kind`` block, and its block children in order."""
+    from bs4 import Comment, Declaration, Doctype, ProcessingInstruction, Tag
+    from bs4.element import NavigableString
+
+    buffer: list[str] = []
+
+    def flush() -> None:
+        text = _clean("".join(buffer))  # inline runs join as rendered: "<b>Bo</b>ld" -> "Bold"
+        buffer.clear()
+        if text:
+            blocks.append(Block(kind, text, level))
+
+    for child in element.children:
+        if isinstance(child, Comment | Declaration | Doctype | ProcessingInstruction):
+            continue
+        if isinstance(child, NavigableString):
+            buffer.append(str(child))
+            continue
+        if not isinstance(child, Tag):
+            continue
+        tag = child.name
+        if tag == "br":
+            buffer.append(" ")
+        elif tag == "table":
+            flush()
+            _html_table(child, blocks)
+        elif tag == "pre":
+            flush()
+            # No separator: <pre> keeps its own whitespace; highlighted code is one <span>
+            # per token and must not be torn apart by inserted newlines.
+            code = child.get_text().strip()
+            if code:
+                blocks.append(Block(BlockKind.CODE, code))
+        elif tag in _HTML_HEADINGS:
+            flush()
+            _html_walk(child, BlockKind.HEADING, int(tag[1]), blocks)
+        elif tag == "li":
+            flush()
+            _html_walk(child, BlockKind.LIST_ITEM, 0, blocks)
+        elif tag in _HTML_PARAGRAPHS:
+            flush()
+            _html_walk(child, BlockKind.PARAGRAPH, 0, blocks)
+        elif child.find(list(_HTML_BLOCK_TAGS)) is not None:
+            flush()  # an inline element wrapping blocks (<a><div>..</div></a>)
+            _html_walk(child, kind, level, blocks)
+        else:
+            buffer.append(child.get_text())
+    flush()
+
+
+def _html_table(table: Any, blocks: list[Block]) -> None:
+    """One block per data row, as 'header: cell; ...' when the table has a header row."""
+    header: list[str] = []
+    for caption in table.find_all("caption", recursive=False):
+        text = _clean(caption.get_text(" "))
+        if text:
+            blocks.append(Block(BlockKind.PARAGRAPH, text))
+    for row in table.find_all("tr"):
+        if row.find_parent("table") is not table:
+            continue  # a nested table's rows are part of its cell's text
+        cells = row.find_all(["th", "td"], recursive=False)
+        texts = [_clean(c.get_text(" ")) for c in cells]
+        if cells and all(c.name == "th" for c in cells):
+            header = texts
+            continue
+        text = _row_text(header, texts)
+        if text:
+            blocks.append(Block(BlockKind.TABLE_ROW, text))
 
 
 def extract_pdf(data: bytes, name: str) -> ExtractedDocument:
@@ -334,9 +386,15 @@ def _json_blocks(value: Any, blocks: list[Block], level: int) -> None:
         if scalars:
             blocks.append(Block(BlockKind.PARAGRAPH, _clean("; ".join(_flatten(scalars)))))
         for key, item in value.items():
-            if isinstance(item, dict | list) and level <= 6:
+            if not isinstance(item, dict | list):
+                continue
+            if level <= 6:
                 blocks.append(Block(BlockKind.HEADING, str(key), level))
                 _json_blocks(item, blocks, level + 1)
+            else:  # no heading level left: keep the data as flattened 'a.b: value' pairs
+                text = "; ".join(_flatten(item, str(key)))
+                if text:
+                    blocks.append(Block(BlockKind.PARAGRAPH, _clean(text)))
     elif value is not None:
         blocks.append(Block(BlockKind.PARAGRAPH, _clean(str(value))))
 
