@@ -1,0 +1,213 @@
+"""A throwaway PostgreSQL server for tests (initdb + pg_ctl on a temp dir, loopback only).
+
+Fixtures (use them from a test module with ``from tests.pg import postgres_server`` and
+``postgres_url = pg.postgres_url`` style assignments, or ``pytest_plugins``):
+
+* ``postgres_server`` (session): a running :class:`PostgresServer`; skips the test with the
+  reason when no PostgreSQL server binaries are installed (Debian: ``apt-get install -y
+  postgresql``) or the cluster cannot start.
+* ``postgres_url`` (session): a SQLAlchemy URL (psycopg 3 driver) of database ``docgraph``
+  owned by the superuser ``postgres`` (trust authentication, 127.0.0.1 only).
+* ``postgres_db`` (function): a fresh, empty database per test, dropped afterwards.
+
+Binaries are looked up in ``$DOCGRAPH_PG_BINDIR``, then ``/usr/lib/postgresql/<newest>/bin``,
+then ``PATH``. PostgreSQL refuses to run as root: when the tests run as root the server runs
+as the ``postgres`` system user (``runuser``), and its data directory is handed to it. The
+server listens on a free loopback port and a private socket directory, is stopped with
+``pg_ctl stop -m immediate`` at the end of the session (and at interpreter exit as a
+fallback), and its directory is removed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pwd
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_START_TIMEOUT_S = 60
+
+
+def find_bindir() -> Path | None:
+    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``, or None."""
+    override = os.environ.get("DOCGRAPH_PG_BINDIR")
+    candidates: list[Path] = [Path(override)] if override else []
+    root = Path("/usr/lib/postgresql")
+    if root.is_dir():
+        versions = sorted((p for p in root.iterdir() if p.name.split(".")[0].isdigit()),
+                          key=lambda p: int(p.name.split(".")[0]), reverse=True)
+        candidates += [v / "bin" for v in versions]
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(Path(on_path).parent)
+    for directory in candidates:
+        if all((directory / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
+            return directory
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PostgresServer:
+    """One PostgreSQL cluster in a temporary directory, reachable on 127.0.0.1:``port``."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.port = 0
+        self.base = Path(tempfile.mkdtemp(prefix="docgraph-pg-"))
+        self.data = self.base / "data"
+        self.sockets = self.base / "run"
+        self.log = self.base / "server.log"
+        self.run_as: str | None = None
+        self._started = False
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError as exc:
+                raise RuntimeError("running as root and there is no 'postgres' user to run "
+                                   "the server as") from exc
+            self.run_as = "postgres"
+
+    def _command(self, *args: str) -> list[str]:
+        command = [str(self.bindir / args[0]), *args[1:]]
+        if self.run_as is None:
+            return command
+        runuser = shutil.which("runuser")
+        if runuser:
+            return [runuser, "-u", self.run_as, "--", *command]
+        return ["su", self.run_as, "-s", "/bin/sh", "-c", shlex.join(command)]
+
+    def _run(self, *args: str, timeout: float = _START_TIMEOUT_S) -> None:
+        done = subprocess.run(self._command(*args), capture_output=True, text=True,
+                              timeout=timeout, check=False, cwd=self.base)
+        if done.returncode != 0:
+            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+            raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}"
+                               f"\n{done.stdout.strip()}\n{log}")
+
+    def start(self) -> None:
+        """initdb, then start the server on a free port (a few tries against port races)."""
+        self.sockets.mkdir()
+        if self.run_as is not None:
+            entry = pwd.getpwnam(self.run_as)
+            for path in (self.base, self.sockets):
+                os.chown(path, entry.pw_uid, entry.pw_gid)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--locale=C", "--no-sync")
+        last_error: Exception | None = None
+        for _ in range(3):
+            self.port = _free_port()
+            options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
+                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                       "-c max_connections=50")
+            try:
+                self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
+                          "-w", "-t", str(_START_TIMEOUT_S), "start")
+            except RuntimeError as exc:
+                last_error = exc
+                continue
+            self._started = True
+            atexit.register(self.stop)
+            self._wait_ready()
+            return
+        raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def url(self, database: str = "postgres") -> str:
+        """SQLAlchemy URL of ``database`` as the superuser (psycopg 3 driver)."""
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def execute(self, sql: str, database: str = "postgres") -> None:
+        """Run one statement in autocommit mode (e.g. CREATE DATABASE)."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self.url(database), isolation_level="AUTOCOMMIT",
+                                  poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql(sql)
+        finally:
+            engine.dispose()
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database; returns its URL."""
+        self.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        """Drop a database, disconnecting its sessions."""
+        self.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def stop(self) -> None:
+        """Stop the server at once and delete its directory (idempotent)."""
+        if self._started:
+            self._started = False
+            with contextlib.suppress(Exception):
+                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "30",
+                          "stop", timeout=40)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A running throwaway PostgreSQL server (skips when none can be started here)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries not found (install Debian's 'postgresql' "
+                    "package or set DOCGRAPH_PG_BINDIR)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed (pip install 'docgraph[postgres]')")
+    server = PostgresServer(bindir)
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop()
+        pytest.skip(f"cannot start a throwaway PostgreSQL server: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """URL of a database named ``docgraph`` on the throwaway server (shared by the session)."""
+    return postgres_server.create_database("docgraph")
+
+
+@pytest.fixture
+def postgres_db(postgres_server: PostgresServer) -> Iterator[str]:
+    """URL of a fresh, empty database, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.create_database(name)
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(name)
