@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,19 @@ from docgraph.ingest.pipeline import (
     ProgressCallback,
     check_embedding_model,
 )
+from docgraph.lifecycle.admin import AdminSettings
+from docgraph.lifecycle.history import BuildHistory
+from docgraph.lifecycle.refresher import Refresher
+from docgraph.lifecycle.status import NamespaceStatus, index_status
 from docgraph.llm import ChatModel
 from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
 from docgraph.retrieve.cohort import CohortMode, CohortResult, CohortSearch, CohortSettings
 from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.retrieve.trace import TraceStore
+from docgraph.sources.credentials import Credentials
+from docgraph.sources.folder import FolderCrawler
+from docgraph.sources.registry import SourceRegistry
 from docgraph.sources.urn import normalize_urn
 from docgraph.store.base import FailureRecord, NamespaceStats
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
@@ -40,6 +48,7 @@ class IndexStatus:
     namespaces: list[NamespaceStats]
     sources: list[SourceRecord]
     failures: list[FailureRecord]
+    builds: list[NamespaceStatus] = field(default_factory=list)
 
 
 class DocGraph:
@@ -67,6 +76,7 @@ class DocGraph:
         self._index: EmbeddedChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
+        self.config_file: Path | None = None
 
     @classmethod
     def open(
@@ -81,13 +91,49 @@ class DocGraph:
         settings = load_settings(config_file, **overrides)
         if path is not None:
             settings.store.path = Path(path)
-        return cls(settings, embedder)
+        graph = cls(settings, embedder)
+        graph.config_file = Path(config_file) if config_file is not None else None
+        return graph
+
+    # -- sources and lifecycle -------------------------------------------------
+
+    @property
+    def build_lock(self) -> threading.Lock:
+        """Held by every build: builds of one index are serialized."""
+        return self._build_lock
+
+    @cached_property
+    def sources(self) -> SourceRegistry:
+        """Document folders, SQL sources and column tags (credentials from env/secrets)."""
+        credentials = Credentials(self.settings.sources.secrets_file,
+                                  timeout_s=self.settings.sources.timeout_s)
+        return SourceRegistry(self.catalog, credentials)
+
+    @cached_property
+    def build_history(self) -> BuildHistory:
+        """Recorded namespace builds and their phase outcomes."""
+        return BuildHistory(self.catalog)
+
+    @cached_property
+    def refresher(self) -> Refresher:
+        """The refresher (one global interval); ``refresher.start()`` runs it in the
+        background, ``refresher.run_once()`` builds every namespace now."""
+        return Refresher(self)
+
+    @cached_property
+    def admin(self) -> AdminSettings:
+        """The admin settings (store, loader, index, refresh interval)."""
+        return AdminSettings(self, self.config_file)
+
+    def index_status(self) -> list[NamespaceStatus]:
+        """Per namespace: last build and outcome, staleness, counts, errors."""
+        return index_status(self)
 
     # -- building ------------------------------------------------------------
 
     def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
         """Register a folder (local path or URN) in ``namespace`` without indexing it."""
-        return self.catalog.add_source(normalize_urn(folder), namespace)
+        return self.sources.add_folder(folder, namespace)
 
     def index(
         self,
@@ -99,19 +145,19 @@ class DocGraph:
         check_embedding_model(self.catalog, self.embedder)
         source = self.add_folder(folder, namespace)
         with self._build_lock:
-            report = self._pipeline().index_source(source, progress)
+            self.refresher.load_vocabulary()
+            options = self.sources.credentials.storage_options(source.urn)
+            with FolderCrawler(source.urn, self.settings.loader.include, options) as crawler:
+                report = self._pipeline().index_source(source, progress, crawler=crawler)
             self._build_graphs()
             return report
 
     def refresh(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
-        """Re-index every registered folder (unchanged files cost a metadata check)."""
-        check_embedding_model(self.catalog, self.embedder)
-        with self._build_lock:
-            reports = [
-                self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()
-            ]
-            self._build_graphs()
-            return reports
+        """Re-index every registered source (unchanged files cost a metadata check).
+
+        A source that fails is recorded with its phase and message (see :meth:`status`)
+        and keeps what was indexed from it; the other sources still build."""
+        return self.refresher.run_once(progress).reports
 
     def reindex_full(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
         """Drop every vector and re-embed the whole corpus with the configured model."""
@@ -119,11 +165,7 @@ class DocGraph:
             self.catalog.clear_all_chunks()
             with self._index_lock:
                 self._index = None
-            reports = [
-                self._pipeline().index_source(s, progress) for s in self.catalog.list_sources()
-            ]
-            self._build_graphs(force=True)
-            return reports
+        return self.refresher.run_once(progress, force_graph=True).reports
 
     def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
         """Unregister a folder and delete everything indexed from it; returns documents removed."""
@@ -268,6 +310,7 @@ class DocGraph:
             namespaces=self.catalog.stats(),
             sources=self.catalog.list_sources(),
             failures=self.catalog.failures(),
+            builds=self.index_status(),
         )
 
     def close(self) -> None:

@@ -101,6 +101,30 @@ class GraphSettings(_Section):
     seed: int = 42
 
 
+class RefreshSettings(_Section):
+    """Keeping the index fresh: one global interval for every namespace (no per-source cadence)."""
+
+    interval_seconds: float = Field(
+        default=900.0, ge=1.0, le=7 * 86400.0,
+        description="Seconds between the starts of two refreshes of every namespace.",
+    )
+    keep_builds: int = Field(default=50, ge=1, le=10_000,
+                             description="Build records kept per namespace.")
+
+
+class SourcesSettings(_Section):
+    """How sources are reached. Credentials never live here: see ``secrets_file``."""
+
+    secrets_file: Path | None = Field(
+        default=None, description="TOML file with folder/SQL credentials (keep it private)."
+    )
+    timeout_s: float = Field(default=30.0, gt=0, le=3600,
+                             description="Connect/read timeout for remote sources.")
+    max_vocabulary_terms: int = Field(
+        default=100_000, ge=1, description="Most distinct values an entity:<type> column may have."
+    )
+
+
 class RagSettings(_Section):
     """Evidence settings: recall width, blocks returned, per-document cap.
 
@@ -144,6 +168,50 @@ class RagSettings(_Section):
         return self.return_n
 
 
+class GovernanceSettings(_Section):
+    """Who may see what (MCP server and HTTP API): role assignments and the row re-check.
+
+    Role assignments come from ``policy_file`` (YAML, ``assignments: [{user, role, domain}]``)
+    or from the ``sql_url`` table (one of the two). Row documents are re-checked in their
+    source database: ``row_source_urls`` (table source name -> SQLAlchemy URL; default: the
+    registered SQL sources with their credentials) under ``row_identity``.
+    """
+
+    policy_file: Path | None = Field(
+        default=None, description="YAML role assignments (user, role, domain | '*')."
+    )
+    sql_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the role-assignment table's database."
+    )
+    sql_table: str = Field(default="user_role_assignments",
+                           description="[schema.]table with user_id, role, domain columns.")
+    sql_ttl_s: float = Field(default=30.0, ge=0, le=3600,
+                             description="Seconds role assignments are cached per user.")
+    row_source_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table source name -> SQLAlchemy URL for the row re-check "
+        "(empty: the registered SQL sources).",
+    )
+    row_identity: Literal["set_role", "session_setting", "none"] = Field(
+        default="set_role", description="How the row re-check assumes the caller's identity."
+    )
+    row_setting: str = Field(default="docgraph.user_id",
+                             description="Session setting for row_identity=session_setting.")
+
+
+class ServeSettings(_Section):
+    """The MCP server and JSON HTTP API (``docgraph serve``, ``docgraph mcp``)."""
+
+    host: str = Field(default="127.0.0.1", description="Interface to bind (loopback by default).")
+    port: int = Field(default=8765, ge=0, le=65535)
+    tokens_file: Path = Field(
+        default=Path(".docgraph/tokens.toml"),
+        description="Bearer tokens: sha256(token) hex -> {user, role} (TOML or YAML).",
+    )
+    stdio_user: str | None = Field(default=None, description="Caller of `docgraph mcp` (stdio).")
+    stdio_role: str | None = Field(default=None, description="Active role of the stdio caller.")
+
+
 class Settings(BaseSettings):
     """All of docgraph's settings, one section per concern."""
 
@@ -160,6 +228,10 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     rag: RagSettings = Field(default_factory=RagSettings)
+    refresh: RefreshSettings = Field(default_factory=RefreshSettings)
+    sources: SourcesSettings = Field(default_factory=SourcesSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -6,6 +6,9 @@ new files are extracted, chunked and embedded (reusing the vectors of chunks who
 text did not change) and written in one transaction each; files gone from the folder are
 deleted. A file that cannot be read or extracted is recorded with its reason and skipped;
 whatever was indexed for it before stays searchable.
+
+Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
+document per row, incremental by content hash, rows gone from the table are deleted.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,8 +28,17 @@ from docgraph.ingest.chunk import chunk_document
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.extract import extract
-from docgraph.model import ChunkDraft, DocumentRecord, ExtractedDocument, SourceRecord
+from docgraph.model import (
+    Block,
+    BlockKind,
+    ChunkDraft,
+    DocumentRecord,
+    ExtractedDocument,
+    RowOrigin,
+    SourceRecord,
+)
 from docgraph.sources.folder import FileEntry, FolderCrawler
+from docgraph.sources.rows import RowDocument
 from docgraph.sources.urn import document_id
 from docgraph.store.base import Catalog, DocumentWrite
 
@@ -59,6 +71,7 @@ class IngestReport:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     bodies_read: int = 0
+    failed_phases: dict[str, str] = field(default_factory=dict)  # path -> phase it failed in
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
             ("list", "read", "extract", "chunk", "entities", "embed", "store"), 0.0
@@ -80,6 +93,8 @@ class _Pending:
     chunks: list[ChunkDraft]
     breadcrumbs: list[str]
     embedded_texts: list[str]
+    doc_id: str | None = None
+    origin: RowOrigin | None = None
 
 
 def check_embedding_model(catalog: Catalog, embedder: Embedder) -> None:
@@ -113,15 +128,22 @@ class IngestPipeline:
         self.loader = loader
         self.embed_batch_chunks = embed_batch_chunks
         self.extractor = extractor
+        self.phase = "crawl"  # the phase in progress, for attributing an escaping error
 
     def index_source(
-        self, source: SourceRecord, progress: ProgressCallback | None = None
+        self,
+        source: SourceRecord,
+        progress: ProgressCallback | None = None,
+        crawler: FolderCrawler | None = None,
     ) -> IngestReport:
-        """Bring the index of one registered folder up to date with the folder."""
+        """Bring the index of one registered folder up to date with the folder.
+
+        ``crawler`` (default: one without storage options) lists and reads the folder."""
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
         started = time.perf_counter()
-        crawler = FolderCrawler(source.urn, self.loader.include)
+        self.phase = "crawl"
+        crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
         existing = self.catalog.documents_for_source(source)
         report.seconds["list"] = time.perf_counter() - started
@@ -148,6 +170,7 @@ class IngestPipeline:
 
         present = {e.relative_path for e in entries}
         t0 = time.perf_counter()
+        self.phase = "store"
         for path, document in sorted(existing.items()):
             if path not in present:
                 self.catalog.delete_document(document)
@@ -167,6 +190,7 @@ class IngestPipeline:
         report: IngestReport,
     ) -> _Pending | None:
         """Read, hash, extract and chunk one file; None when nothing needs writing."""
+        self.phase = "extract"  # a file over the size limit is skipped like an unreadable one
         if existing is not None and existing.change_token == entry.change_token \
                 and existing.content_hash:
             report.unchanged += 1
@@ -176,6 +200,7 @@ class IngestPipeline:
                        f"({self.loader.max_file_bytes})")
             return None
         t0 = time.perf_counter()
+        self.phase = "crawl"
         try:
             data = crawler.read(entry)
         except SourceError as exc:
@@ -187,9 +212,11 @@ class IngestPipeline:
         content_hash = hashlib.sha256(data).hexdigest()
         if existing is not None and existing.content_hash == content_hash:
             self.catalog.touch_document(existing, entry.change_token)
+            self.catalog.clear_failure(report.source, entry.relative_path)  # e.g. a past fetch
             report.unchanged += 1
             return None
         t0 = time.perf_counter()
+        self.phase = "extract"
         try:
             document = extract(data, entry.relative_path)
         except ExtractionError as exc:
@@ -197,7 +224,18 @@ class IngestPipeline:
             return None
         finally:
             report.seconds["extract"] += time.perf_counter() - t0
+        return self._chunked(entry, existing, content_hash, document, report)
+
+    def _chunked(
+        self,
+        entry: FileEntry,
+        existing: DocumentRecord | None,
+        content_hash: str,
+        document: ExtractedDocument,
+        report: IngestReport,
+    ) -> _Pending:
         t0 = time.perf_counter()
+        self.phase = "chunk"
         chunks = chunk_document(document, self.embedder.count_tokens, self.loader.chunk_tokens)
         breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
         embedded = [
@@ -207,9 +245,82 @@ class IngestPipeline:
         report.seconds["chunk"] += time.perf_counter() - t0
         return _Pending(entry, existing, content_hash, document, chunks, breadcrumbs, embedded)
 
+    def index_rows(
+        self,
+        source: SourceRecord,
+        rows: Iterable[RowDocument],
+        progress: ProgressCallback | None = None,
+    ) -> IngestReport:
+        """Bring the row documents of one tagged column up to date with its table.
+
+        ``rows`` is every current row (iterated once). A row whose text hash is unchanged is
+        neither re-chunked nor re-embedded; documents of rows no longer present are deleted.
+        If iterating ``rows`` fails, the error propagates before anything is deleted.
+        """
+        check_embedding_model(self.catalog, self.embedder)
+        report = IngestReport(source=source)
+        self.phase = "crawl"
+        t0 = time.perf_counter()
+        existing = self.catalog.documents_for_source(source)
+        report.seconds["list"] += time.perf_counter() - t0
+        if self.catalog.embedding_model() is None:
+            self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
+        state = IngestProgress(total_files=len(existing))
+        present: set[str] = set()
+        batch: list[_Pending] = []
+        batch_chunks = 0
+        iterator = iter(rows)
+        while True:
+            self.phase = "crawl"
+            t0 = time.perf_counter()
+            row = next(iterator, None)
+            report.seconds["read"] += time.perf_counter() - t0
+            if row is None:
+                break
+            report.bodies_read += 1
+            present.add(row.doc_id)
+            state.current = row.doc_id
+            content_hash = row.content_hash
+            token = f"row:{content_hash}"
+            old = existing.get(row.doc_id)
+            if old is not None and old.content_hash == content_hash:
+                report.unchanged += 1
+                state.done_files += 1
+                if progress:
+                    progress(state)
+                continue
+            self.phase = "extract"
+            document = ExtractedDocument(
+                row.doc_id,
+                tuple(Block(BlockKind.PARAGRAPH, p) for p in _paragraphs(row.text)),
+                "text/plain",
+            )
+            entry = FileEntry(row.doc_id, row.doc_id, len(row.text.encode()), token)
+            pending = self._chunked(entry, old, content_hash, document, report)
+            pending.doc_id = row.doc_id
+            pending.origin = row.origin
+            batch.append(pending)
+            batch_chunks += len(pending.chunks)
+            if batch_chunks >= self.embed_batch_chunks:
+                self._flush(batch, report, state, progress)
+                batch, batch_chunks = [], 0
+        self._flush(batch, report, state, progress)
+        t0 = time.perf_counter()
+        self.phase = "store"
+        for path, document_record in sorted(existing.items()):
+            if path not in present:
+                self.catalog.delete_document(document_record)
+                report.removed.append(path)
+        report.seconds["store"] += time.perf_counter() - t0
+        mark = getattr(self.catalog, "mark_indexed", None)
+        if callable(mark):
+            mark(source)
+        return report
+
     def _fail(self, report: IngestReport, entry: FileEntry, reason: str) -> None:
         log.warning("skipped %s/%s: %s", report.source.urn, entry.relative_path, reason)
         report.failed.append((entry.relative_path, reason))
+        report.failed_phases[entry.relative_path] = self.phase
         self.catalog.record_failure(report.source, entry.relative_path, reason)
 
     def _flush(
@@ -224,6 +335,7 @@ class IngestPipeline:
             return
         source = report.source
         t0 = time.perf_counter()
+        self.phase = "embed"
         reused: list[dict[str, np.ndarray]] = []
         to_embed: list[str] = []
         for pending in batch:
@@ -259,13 +371,15 @@ class IngestPipeline:
                        else np.zeros((0, self.embedder.dimension), dtype=np.float32))
             path = pending.entry.relative_path
             t1 = time.perf_counter()
+            self.phase = "entities"
             links = ([self.extractor.links(c.text) for c in pending.chunks]
                      if self.extractor is not None else [])
             entity_seconds += time.perf_counter() - t1
+            self.phase = "store"
             self.catalog.write_document(DocumentWrite(
                 source=source,
                 path=path,
-                doc_id=document_id(source.urn, path),
+                doc_id=pending.doc_id or document_id(source.urn, path),
                 title=pending.document.title,
                 content_hash=pending.content_hash,
                 change_token=pending.entry.change_token,
@@ -275,6 +389,7 @@ class IngestPipeline:
                 embedded_texts=pending.embedded_texts,
                 vectors=vectors,
                 entity_links=links,
+                origin=pending.origin,
             ))
             (report.updated if pending.existing is not None else report.added).append(path)
             report.chunks_written += len(pending.chunks)
@@ -284,3 +399,11 @@ class IngestPipeline:
                 progress(state)
         report.seconds["entities"] += entity_seconds
         report.seconds["store"] += time.perf_counter() - t0 - entity_seconds
+
+
+def _paragraphs(text: str) -> list[str]:
+    """Blank-line separated paragraphs of a row value, whitespace collapsed."""
+    import re
+
+    parts = (" ".join(p.split()) for p in re.split(r"\n\s*\n", text))
+    return [p for p in parts if p]

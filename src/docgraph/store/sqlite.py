@@ -352,7 +352,8 @@ class SQLiteCatalog:
     @staticmethod
     def _document(row: Sequence[object]) -> DocumentRecord:
         return DocumentRecord(
-            int(row[0]), str(row[1]), int(row[2]), str(row[3]), str(row[4]), str(row[5]),  # type: ignore[call-overload]
+            int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]),  # type: ignore[call-overload]
+            str(row[3]), str(row[4]), str(row[5]),
             str(row[6]), str(row[7]), str(row[8]), int(row[9]), float(row[10]),  # type: ignore[call-overload,arg-type]
         )
 

@@ -1,0 +1,481 @@
+"""The refresher: one global interval, a build per namespace, every phase's outcome recorded.
+
+:meth:`Refresher.run_once` builds every namespace: the live entity vocabulary of the
+``entity:<type>`` columns is loaded first (never stored), then each source of the namespace
+is crawled, extracted, chunked, embedded, entity-linked and stored (folders through
+:class:`FolderCrawler` with their credentials, tagged columns row by row), then the
+namespace's graph and communities are rebuilt if anything changed. Each phase's outcome is
+recorded per source in the catalog (:class:`BuildHistory`). A failing source is an error
+with its message - logged, recorded, never an empty source: nothing of it is deleted and
+its previously indexed content stays searchable - and the other sources still build.
+
+:meth:`Refresher.start` runs ``run_once`` in a background thread every
+``refresh.interval_seconds`` (one interval for all namespaces); :meth:`Refresher.stop` ends
+it cleanly after the namespace being built.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from docgraph.errors import DocgraphError
+from docgraph.graph.build import (
+    GraphBuilder,
+    GraphBuildReport,
+    extractor_fingerprint,
+)
+from docgraph.ingest.pipeline import (
+    IngestPipeline,
+    IngestReport,
+    ProgressCallback,
+    check_embedding_model,
+)
+from docgraph.lifecycle.history import (
+    NAMESPACE_WIDE,
+    PHASES,
+    BuildHistory,
+    NamespaceBuild,
+    Outcome,
+    PhaseOutcome,
+)
+from docgraph.lifecycle.vocabulary import live_vocabulary
+from docgraph.model import SourceRecord
+from docgraph.sources.folder import FolderCrawler
+from docgraph.sources.registry import ColumnTag, SourceRegistry
+
+if TYPE_CHECKING:
+    from docgraph.app import DocGraph
+
+log = logging.getLogger(__name__)
+
+_INGEST_PHASES = PHASES[:6]  # crawl .. store: per source
+_COMMUNITY_FRAMES = frozenset({"detect_communities", "_community_rows", "_write_report",
+                               "_embed_reports", "extractive_report", "llm_report"})
+
+
+@dataclass
+class RefreshResult:
+    """What one :meth:`Refresher.run_once` did: a build per namespace, ingest reports."""
+
+    builds: list[NamespaceBuild] = field(default_factory=list)
+    reports: list[IngestReport] = field(default_factory=list)
+    graph_reports: list[GraphBuildReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no namespace build had a failed phase."""
+        return all(b.outcome != "error" for b in self.builds)
+
+
+def _describe(exc: BaseException) -> str:
+    """The message of a deliberate docgraph error; ``Type: message`` for anything else."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, DocgraphError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _phases_after_failure(source: str, failed: str, message: str,
+                          done: dict[str, float]) -> list[PhaseOutcome]:
+    """``ok`` for the phases before ``failed``, ``error`` for it, ``skipped`` after it."""
+    out: list[PhaseOutcome] = []
+    reached = False
+    for phase in _INGEST_PHASES:
+        if phase == failed:
+            out.append(PhaseOutcome(source, phase, "error", message, 0, done.get(phase, 0.0)))
+            reached = True
+        elif reached:
+            out.append(PhaseOutcome(source, phase, "skipped", f"{failed} failed", 0, 0.0))
+        else:
+            out.append(PhaseOutcome(source, phase, "ok", "", 0, done.get(phase, 0.0)))
+    return out
+
+
+def _phases_of_report(source: str, report: IngestReport) -> list[PhaseOutcome]:
+    """Per-phase outcomes of a source build that ran to the end."""
+    sec = report.seconds
+    fetch_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) == "crawl"]
+    other_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) != "crawl"]
+    changed = len(report.added) + len(report.updated)
+    listed = changed + report.unchanged + len(report.failed)
+    crawl_message = f"{listed} listed, {report.bodies_read} fetched"
+    crawl: Outcome = "ok"
+    if fetch_failed:
+        crawl = "error"
+        reason = fetch_failed[0][1]
+        crawl_message += (f"; {len(fetch_failed)} could not be fetched (kept as indexed before),"
+                          f" first: {reason}")
+    extract: Outcome = "partial" if other_failed else "ok"
+    extract_message = f"{changed} extracted"
+    if other_failed:
+        extract_message += (f"; {len(other_failed)} skipped (kept as indexed before), first: "
+                            f"{other_failed[0][1]}")
+    return [
+        PhaseOutcome(source, "crawl", crawl, crawl_message, report.bodies_read,
+                     sec.get("list", 0.0) + sec.get("read", 0.0)),
+        PhaseOutcome(source, "extract", extract, extract_message, changed, sec.get("extract", 0.0)),
+        PhaseOutcome(source, "chunk", "ok", f"{report.chunks_written} chunks",
+                     report.chunks_written, sec.get("chunk", 0.0)),
+        PhaseOutcome(source, "embed", "ok",
+                     f"{report.chunks_embedded} embedded, {report.chunks_reused} reused",
+                     report.chunks_embedded, sec.get("embed", 0.0)),
+        PhaseOutcome(source, "entities", "ok", "", report.chunks_written,
+                     sec.get("entities", 0.0)),
+        PhaseOutcome(source, "store", "ok",
+                     f"{len(report.added)} added, {len(report.updated)} updated, "
+                     f"{len(report.removed)} removed, {report.unchanged} unchanged",
+                     changed + len(report.removed), sec.get("store", 0.0)),
+    ]
+
+
+def _graph_phase_of(exc: BaseException) -> str:
+    """``communities`` if the error was raised while detecting communities or writing their
+    reports, else ``graph``."""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.name in _COMMUNITY_FRAMES or any(f"{name}(" in (frame.line or "")
+                                                  for name in _COMMUNITY_FRAMES):
+            return "communities"
+    return "graph"
+
+
+class Refresher:
+    """Keeps every namespace of a :class:`DocGraph` fresh on one global interval."""
+
+    def __init__(self, graph: DocGraph, interval_seconds: float | None = None) -> None:
+        self.graph = graph
+        self._interval = interval_seconds
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._vocabulary_cache: dict[tuple[str, str, str, str, str], list[str]] = {}
+        self.last_result: RefreshResult | None = None
+        self.last_error: str | None = None
+        self.runs = 0
+
+    # -- configuration -----------------------------------------------------------
+
+    @property
+    def interval_seconds(self) -> float:
+        """The global interval: the override given at construction, else the setting (read
+        at every cycle, so an admin change applies without a restart)."""
+        if self._interval is not None:
+            return self._interval
+        return float(self.graph.settings.refresh.interval_seconds)
+
+    @property
+    def registry(self) -> SourceRegistry:
+        """The graph's source registry."""
+        return self.graph.sources
+
+    @property
+    def history(self) -> BuildHistory:
+        """The graph's build history."""
+        return self.graph.build_history
+
+    # -- one refresh ---------------------------------------------------------------
+
+    def run_once(
+        self,
+        progress: ProgressCallback | None = None,
+        *,
+        namespaces: Iterable[str] | None = None,
+        force_graph: bool = False,
+    ) -> RefreshResult:
+        """Build every namespace (or the given ones) once; returns what happened.
+
+        Raises only when nothing can be built at all (the configured embedding model does
+        not match the index); every per-source failure is recorded instead."""
+        graph = self.graph
+        result = RefreshResult()
+        with graph.build_lock:
+            check_embedding_model(graph.catalog, graph.embedder)
+            registry = self.registry
+            registry.sync_derived_sources()
+            vocabulary_phases, vocabulary_complete = self.load_vocabulary()
+            by_namespace: dict[str, list[SourceRecord]] = {}
+            for source in graph.catalog.list_sources():
+                by_namespace.setdefault(source.namespace, []).append(source)
+            dirty = set(graph.graph_store.dirty_namespaces())
+            if namespaces is None:
+                names = sorted(set(by_namespace) | dirty)
+            else:
+                names = sorted(set(namespaces))
+            for name in names:
+                if self._stop.is_set():
+                    log.info("refresher stopping: %d namespace(s) not built this round",
+                             len(names) - len(result.builds))
+                    break
+                build = self._build_namespace(
+                    name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
+                    progress, force_graph, result,
+                )
+                self.history.record(build, keep=graph.settings.refresh.keep_builds)
+                result.builds.append(build)
+                if build.outcome == "error":
+                    log.error("build of namespace %r failed: %s", name,
+                              "; ".join(f"{p.source} {p.phase}: {p.message}"
+                                        for p in build.phases if p.outcome == "error"))
+        graph.last_graph_reports = result.graph_reports
+        self.last_result = result
+        self.runs += 1
+        return result
+
+    def load_vocabulary(self) -> tuple[list[PhaseOutcome], bool]:
+        """Replace the live layer of the entity extractor's vocabulary with the
+        ``SELECT DISTINCT`` of every ``entity:<type>`` column (held in memory only; configured
+        and programmatically added terms stay).
+
+        A column whose query fails keeps the terms it had at its last successful query in
+        this process; returns the phase outcomes and whether the vocabulary is complete."""
+        extractor = self.graph.extractor
+        if extractor is None:
+            return [], True
+        tags = self.registry.entity_tags()
+        live: dict[str, list[str]] = {}
+        phases: list[PhaseOutcome] = []
+        complete = True
+        limit = self.graph.settings.sources.max_vocabulary_terms
+        by_source: dict[str, list[ColumnTag]] = {}
+        for tag in tags:
+            by_source.setdefault(tag.source, []).append(tag)
+        for source_name, source_tags in sorted(by_source.items()):
+            reader = None
+            try:
+                reader = self.registry.reader(source_name)
+            except Exception as exc:
+                reader_error: BaseException | None = exc
+            else:
+                reader_error = None
+            for item in source_tags:
+                key = (item.source, item.schema, item.table, item.column, item.tag)
+                label = f"{item.urn} ({item.tag})"
+                started = time.perf_counter()
+                try:
+                    if reader is None:
+                        assert reader_error is not None
+                        raise reader_error
+                    ref = reader.resolve(item.schema, item.table, item.column)
+                    terms = reader.distinct_values(ref, limit)
+                except Exception as exc:
+                    message = _describe(exc)
+                    cached = self._vocabulary_cache.get(key)
+                    if cached is None:
+                        complete = False
+                        message += "; no earlier terms in this process: graph rebuild deferred"
+                    else:
+                        message += f"; kept the {len(cached)} terms of the last good query"
+                    log.error("entity vocabulary %s failed: %s", label, message)
+                    phases.append(PhaseOutcome(label, "entities", "error", message, 0,
+                                               time.perf_counter() - started))
+                    terms = cached or []
+                else:
+                    self._vocabulary_cache[key] = terms
+                    phases.append(PhaseOutcome(label, "entities", "ok", f"{len(terms)} terms",
+                                               len(terms), time.perf_counter() - started))
+                entity_type = item.entity_type
+                assert entity_type is not None
+                live.setdefault(entity_type, []).extend(terms)
+            if reader is not None:
+                reader.close()
+        vocabulary = live_vocabulary(extractor)
+        if live or vocabulary.live_size:
+            vocabulary.replace_live(live)
+        return phases, complete
+
+    def _build_namespace(
+        self,
+        namespace: str,
+        sources: list[SourceRecord],
+        vocabulary_phases: list[PhaseOutcome],
+        vocabulary_complete: bool,
+        progress: ProgressCallback | None,
+        force_graph: bool,
+        result: RefreshResult,
+    ) -> NamespaceBuild:
+        build = NamespaceBuild(namespace, time.time())
+        for source in sources:
+            if source.scheme == "sql":
+                report, phases = self._ingest_table(source, progress)
+            else:
+                report, phases = self._ingest_folder(source, progress)
+            build.phases.extend(phases)
+            if report is not None:
+                result.reports.append(report)
+                build.documents_changed += (len(report.added) + len(report.updated)
+                                            + len(report.removed))
+                build.chunks_embedded += report.chunks_embedded
+                build.bodies_read += report.bodies_read
+        build.phases.extend(vocabulary_phases)
+        build.phases.extend(self._build_graph(namespace, vocabulary_complete, force_graph,
+                                              result))
+        build.finished_at = time.time()
+        return build
+
+    def _pipeline(self) -> IngestPipeline:
+        graph = self.graph
+        return IngestPipeline(graph.catalog, graph.embedder, graph.settings.loader,
+                              extractor=graph.extractor)
+
+    def _ingest_folder(
+        self, source: SourceRecord, progress: ProgressCallback | None
+    ) -> tuple[IngestReport | None, list[PhaseOutcome]]:
+        started = time.perf_counter()
+        try:
+            options = self.registry.credentials.storage_options(source.urn)
+            crawler = FolderCrawler(source.urn, self.graph.settings.loader.include, options)
+        except Exception as exc:
+            message = _describe(exc)
+            log.error("cannot open %s: %s", source.urn, message)
+            return None, _phases_after_failure(source.urn, "crawl", message,
+                                               {"crawl": time.perf_counter() - started})
+        pipeline = self._pipeline()
+        try:
+            report = pipeline.index_source(source, progress, crawler=crawler)
+        except Exception as exc:
+            message = _describe(exc)
+            log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
+                      exc_info=not isinstance(exc, DocgraphError))
+            return None, _phases_after_failure(source.urn, pipeline.phase, message, {})
+        finally:
+            crawler.close()
+        return report, _phases_of_report(source.urn, report)
+
+    def _ingest_table(
+        self, source: SourceRecord, progress: ProgressCallback | None
+    ) -> tuple[IngestReport | None, list[PhaseOutcome]]:
+        tag = self.registry.tag_for(source)
+        if tag is None:
+            return None, [PhaseOutcome(source.urn, "crawl", "skipped",
+                                       "no natural_language tag registered for this source")]
+        started = time.perf_counter()
+        try:
+            reader = self.registry.reader(tag.source)
+        except Exception as exc:
+            message = _describe(exc)
+            log.error("cannot open SQL source %s: %s", tag.source, message)
+            return None, _phases_after_failure(source.urn, "crawl", message,
+                                               {"crawl": time.perf_counter() - started})
+        pipeline = self._pipeline()
+        try:
+            ref = reader.resolve(tag.schema, tag.table, tag.column)
+            report = pipeline.index_rows(source, reader.scan_rows(ref), progress)
+        except Exception as exc:
+            message = _describe(exc)
+            log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
+                      exc_info=not isinstance(exc, DocgraphError))
+            return None, _phases_after_failure(source.urn, pipeline.phase, message, {})
+        finally:
+            reader.close()
+        return report, _phases_of_report(source.urn, report)
+
+    def _build_graph(
+        self, namespace: str, vocabulary_complete: bool, force: bool, result: RefreshResult
+    ) -> list[PhaseOutcome]:
+        graph = self.graph
+        extractor = graph.extractor
+        if extractor is None:
+            return []
+        store = graph.graph_store
+        recorded = store.vocabulary_hash(namespace)
+        relink = recorded not in ("", extractor_fingerprint(extractor))
+        if not (force or relink or namespace in store.dirty_namespaces()):
+            return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok", "up to date"),
+                    PhaseOutcome(NAMESPACE_WIDE, "communities", "ok", "up to date")]
+        if not vocabulary_complete:
+            message = "entity vocabulary incomplete (see entities errors); graph kept as it was"
+            return [PhaseOutcome(NAMESPACE_WIDE, "graph", "skipped", message),
+                    PhaseOutcome(NAMESPACE_WIDE, "communities", "skipped", message)]
+        builder = GraphBuilder(store, graph.embedder, graph.settings.graph, extractor,
+                               graph.chat_model)
+        started = time.perf_counter()
+        try:
+            report = builder.build(namespace)
+        except Exception as exc:
+            phase = _graph_phase_of(exc)
+            message = _describe(exc)
+            log.error("graph build of namespace %r failed in phase %s: %s", namespace, phase,
+                      message, exc_info=True)
+            elapsed = time.perf_counter() - started
+            if phase == "graph":
+                return [PhaseOutcome(NAMESPACE_WIDE, "graph", "error", message, 0, elapsed),
+                        PhaseOutcome(NAMESPACE_WIDE, "communities", "skipped", "graph failed")]
+            return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok", "", 0, 0.0),
+                    PhaseOutcome(NAMESPACE_WIDE, "communities", "error", message, 0, elapsed)]
+        result.graph_reports.append(report)
+        sec = report.seconds
+        return [
+            PhaseOutcome(NAMESPACE_WIDE, "graph", "ok",
+                         f"{report.entities} entities, {report.edges} edges, "
+                         f"{report.relinked_chunks} chunks relinked", report.entities,
+                         sec.get("relink", 0.0) + sec.get("load", 0.0) + sec.get("edges", 0.0)),
+            PhaseOutcome(NAMESPACE_WIDE, "communities", "ok",
+                         f"{report.communities} communities, {report.reports} reports "
+                         f"({report.reports_embedded} embedded)", report.communities,
+                         sec.get("communities", 0.0) + sec.get("reports", 0.0)
+                         + sec.get("store", 0.0)),
+        ]
+
+    # -- the background loop ---------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether the background loop is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Run :meth:`run_once` now and then every :attr:`interval_seconds`, in a daemon
+        thread, until :meth:`stop`."""
+        if self.running:
+            return
+        self._stop.clear()
+        self._wake.clear()
+        self._thread = threading.Thread(target=self._loop, name="docgraph-refresher",
+                                        daemon=True)
+        self._thread.start()
+
+    def trigger(self) -> None:
+        """Start the next refresh now instead of at the end of the interval."""
+        self._wake.set()
+
+    def stop(self, timeout: float | None = 60.0) -> bool:
+        """Stop the loop after the namespace being built; True once the thread ended."""
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+        self._thread = None
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                result = self.run_once()
+                self.last_error = None if result.ok else "; ".join(
+                    f"{b.namespace}: {p.source} {p.phase}: {p.message}"
+                    for b in result.builds for p in b.phases if p.outcome == "error")
+            except Exception as exc:  # e.g. embedding model mismatch: nothing was built
+                self.last_error = _describe(exc)
+                log.exception("refresh failed")
+            if self._stop.is_set():
+                break
+            wait = max(0.0, self.interval_seconds - (time.monotonic() - started))
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def __enter__(self) -> Refresher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
