@@ -1,0 +1,129 @@
+"""The thin search port of the evidence pipeline (seed 000, decision D6).
+
+``KnowledgeSearchPort.search(KnowledgeSearchRequest) -> list[KnowledgeSearchHit]`` is all the
+evidence layer knows about retrieval. :class:`DocgraphSearchPort` is the default adapter over
+docgraph's own hybrid search; nothing store-specific passes through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from docgraph.app import DocGraph
+from docgraph.errors import InvalidQuery
+from docgraph.evidence.labels import ScoreLabel, canonicalize
+from docgraph.model import SearchHit, SearchModeName
+from docgraph.store.base import require_namespaces
+
+#: Metadata keys the default adapter fills (all optional for other adapters).
+META_NAMESPACE = "namespace"
+META_TITLE = "title"
+META_SOURCE = "source"
+META_SECTION_PATH = "section_path"
+META_LANES = "lanes"
+META_LEXICAL_SCORE = "lexical_score"
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSearchRequest:
+    """One search: ``top_k`` wide, optionally narrowed to a category, in one mode.
+
+    ``category_filter`` is a set of categories (namespaces for the default adapter) that
+    narrows the caller's allowed set; ``None`` means no category filter. It never widens it.
+    """
+
+    query: str
+    top_k: int
+    category_filter: frozenset[str] | None = None
+    mode: SearchModeName = "hybrid"
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise InvalidQuery(f"top_k must be at least 1, got {self.top_k!r}")
+        if self.mode not in ("hybrid", "dense"):
+            raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {self.mode!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSearchHit:
+    """One hit as the evidence layer sees it.
+
+    ``score`` follows ``score_label`` (``dense``: L2 distance; ``hybrid``: the fused score);
+    ``raw_score`` is the engine's own score, kept as reported (for ``hybrid`` the fused
+    score, never overwritten by a dense distance). ``original_rank`` is the 1-based order
+    retrieval returned. ``doc_id``/``chunk_index``/``vector_id`` are the identity fields when
+    known; ``dense_similarity`` is the cosine similarity to the query when the dense lane saw
+    the hit (``None`` for a BM25-only hybrid hit).
+    """
+
+    id: str
+    content: str
+    score: float
+    raw_score: float | None
+    score_label: ScoreLabel
+    original_rank: int
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    doc_id: str | None = None
+    chunk_index: int | None = None
+    vector_id: str | None = None
+    dense_similarity: float | None = None
+
+
+@runtime_checkable
+class KnowledgeSearchPort(Protocol):
+    """Anything that answers a :class:`KnowledgeSearchRequest` with ranked hits."""
+
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+        """Hits in retrieval order (``original_rank`` 1, 2, ...)."""
+        ...
+
+
+def hit_from_search_hit(hit: SearchHit) -> KnowledgeSearchHit:
+    """Map docgraph's :class:`~docgraph.model.SearchHit` onto the port's hit type."""
+    return KnowledgeSearchHit(
+        id=hit.chunk_id,
+        content=hit.text,
+        score=hit.score,
+        raw_score=hit.score,
+        score_label=canonicalize(hit.score_label),
+        original_rank=hit.original_rank,
+        metadata={
+            META_NAMESPACE: hit.namespace,
+            META_TITLE: hit.title,
+            META_SOURCE: hit.source_path,
+            META_SECTION_PATH: tuple(hit.section_path),
+            META_LANES: tuple(hit.lanes),
+            META_LEXICAL_SCORE: hit.lexical_score,
+        },
+        doc_id=hit.doc_id or None,
+        chunk_index=hit.chunk_index,
+        vector_id=str(hit.rowid) if hit.rowid else None,
+        dense_similarity=hit.dense_similarity,
+    )
+
+
+class DocgraphSearchPort:
+    """The default adapter: docgraph's own search over a fixed, allowed namespace set.
+
+    The allowed set comes from configuration (later: from the caller's entitlements), never
+    from the agent. A request's category filter narrows it; a filter that leaves nothing
+    allowed returns no hits rather than searching anything else.
+    """
+
+    def __init__(self, graph: DocGraph, namespaces: Iterable[str]) -> None:
+        self.graph = graph
+        self.namespaces = require_namespaces(namespaces)
+
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+        """Search the allowed namespaces (narrowed by the category filter, if any)."""
+        allowed = self.namespaces
+        if request.category_filter is not None:
+            allowed = allowed & request.category_filter
+            if not allowed:
+                return []
+        hits = self.graph.search(
+            request.query, namespaces=allowed, k=request.top_k, mode=request.mode
+        )
+        return [hit_from_search_hit(h) for h in hits]
