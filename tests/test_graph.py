@@ -179,3 +179,9 @@ def test_leiden_is_deterministic_and_hierarchical():
     for child in (c for c in first if c.level == 1):
         assert child.parent is not None
         assert set(child.nodes) <= set(first[child.parent].nodes)
+
+
+def test_document_listing_leaves_out_community_reports(built):
+    docs = built.documents({"ops"})
+    assert docs and not any(d.doc_id.startswith("community://") for d in docs)
+    assert {d.path for d in docs} == {"incident.md", "tickets.csv", "dock.txt"}

@@ -163,11 +163,7 @@ class GraphBuilder:
             sorted(range(len(communities)), key=lambda i: (-len(communities[i].nodes), i))
             [: self.settings.max_reports]
         )
-        # Edges by node pair, for each community's internal relationships.
-        pair_chunks = {
-            (int(s), int(t)): int(c)
-            for s, t, c in zip(graph.sources, graph.targets, graph.chunks, strict=True)
-        }
+        in_community = np.zeros(len(node_ids), dtype=bool)
         inputs: dict[int, ReportInput] = {}
         wanted_chunks: dict[int, list[int]] = {}
         for index, community in enumerate(communities):
@@ -193,12 +189,13 @@ class GraphBuilder:
             ]
             text: str | None = None
             if index in with_report:
-                node_set = set(community.nodes)
-                rels = sorted(
-                    ((a, b, n) for (a, b), n in pair_chunks.items()
-                     if a in node_set and b in node_set),
-                    key=lambda r: (-r[2], r[0], r[1]),
-                )
+                in_community[:] = False
+                in_community[list(community.nodes)] = True
+                inner = np.flatnonzero(in_community[graph.sources] & in_community[graph.targets])
+                top = inner[np.lexsort((graph.targets[inner], graph.sources[inner],
+                                        -graph.chunks[inner]))][:8]
+                rels = [(int(graph.sources[i]), int(graph.targets[i]), int(graph.chunks[i]))
+                        for i in top]
                 name = {n: infos[int(node_ids[n])].name for n in community.nodes}
                 inputs[index] = ReportInput(
                     members, [(name[a], name[b], n) for a, b, n in rels],

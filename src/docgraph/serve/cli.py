@@ -110,12 +110,62 @@ def index(
 
 
 @app.command()
-def refresh() -> None:
-    """Bring every registered folder up to date."""
+def refresh(
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep refreshing every refresh.interval_seconds "
+                                          "until interrupted.")
+    ] = False,
+) -> None:
+    """Bring every registered source up to date; failed phases are listed (exit code 1)."""
     with _open() as dg:
+        if watch:
+            _watch(dg)
+            return
         started = time.perf_counter()
-        reports = _run_build(dg.refresh)
+        results: list[Any] = []
+
+        def build(cb: Any) -> list[IngestReport]:
+            results.append(dg.refresher.run_once(cb))
+            return list(results[-1].reports)
+
+        reports = _run_build(build)
         _print_reports(reports, time.perf_counter() - started)
+        failed = _print_build_errors(results[0].builds)
+    if failed:
+        raise typer.Exit(1)
+
+
+def _print_build_errors(builds: list[Any]) -> bool:
+    failed = False
+    for build in builds:
+        for phase in build.phases:
+            if phase.outcome in ("error", "partial"):
+                failed = failed or phase.outcome == "error"
+                colour = "red" if phase.outcome == "error" else "yellow"
+                err.print(f"[{colour}]{phase.outcome}[/] {escape(build.namespace)} "
+                          f"{escape(phase.source)} {phase.phase}: {escape(phase.message)}")
+    return failed
+
+
+def _watch(dg: DocGraph) -> None:
+    refresher = dg.refresher
+    err.print(f"refreshing every {refresher.interval_seconds:.0f}s; Ctrl-C stops")
+    refresher.start()
+    seen = 0
+    try:
+        while refresher.running:
+            time.sleep(0.5)
+            if refresher.runs != seen and refresher.last_result is not None:
+                seen = refresher.runs
+                result = refresher.last_result
+                changed = sum(b.documents_changed for b in result.builds)
+                console.print(f"{time.strftime('%H:%M:%S')} refreshed {len(result.builds)} "
+                              f"namespace(s), {changed} document(s) changed")
+                _print_build_errors(result.builds)
+    except KeyboardInterrupt:
+        err.print("stopping after the namespace being built ...")
+    finally:
+        refresher.stop()
 
 
 @app.command()
@@ -139,7 +189,10 @@ def reindex(
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", "--k", help="Number of results.")] = 5,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid or dense.")] = "hybrid",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help="hybrid, dense, vector_first, graph_first or global."),
+    ] = "hybrid",
     namespace: Annotated[
         list[str] | None,
         typer.Option("--namespace", "-n", help="Limit to these namespaces (default: all)."),
@@ -185,21 +238,340 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
             "sources": [{"urn": s.urn, "namespace": s.namespace} for s in info.sources],
             "failures": [{"source": f.source_urn, "path": f.path, "reason": f.reason}
                          for f in info.failures],
+            "builds": [b.to_dict() for b in info.builds],
         }
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return
     model = info.embedding_model
     console.print(f"index [bold]{escape(info.path)}[/], model "
                   f"{escape(model[0]) + f' ({model[1]}-d)' if model else '(none yet)'}")
-    table = Table("namespace", "sources", "documents", "chunks", "failures", "last indexed")
+    table = Table("namespace", "sources", "documents", "chunks", "entities", "communities",
+                  "failures", "last indexed")
     for ns in info.namespaces:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns.last_indexed_at)) \
             if ns.last_indexed_at else "never"
         table.add_row(ns.namespace, str(ns.sources), str(ns.documents), str(ns.chunks),
-                      str(ns.failures), when)
+                      str(ns.entities), str(ns.communities), str(ns.failures), when)
     console.print(table)
+    if info.builds:
+        builds = Table("namespace", "last refresh", "outcome", "stale for", "documents", "chunks",
+                       "errors")
+        for b in info.builds:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b.last_build_at)) \
+                if b.last_build_at else "never"
+            stale = "never built" if b.staleness_seconds is None \
+                else f"{b.staleness_seconds:.0f}s" + (" (overdue)" if b.overdue else "")
+            builds.add_row(b.namespace, when, b.last_outcome or "-", stale, str(b.documents),
+                           str(b.chunks), str(len(b.errors)))
+        console.print(builds)
+        for b in info.builds:
+            for p in b.errors:
+                err.print(f"[red]{p.outcome}[/] {escape(b.namespace)} {escape(p.source)} "
+                          f"{p.phase}: {escape(p.message)}")
     for f in info.failures:
         err.print(f"[yellow]failed[/] {escape(f.source_urn)}/{escape(f.path)}: {escape(f.reason)}")
+
+
+@app.command()
+def trace(
+    trace_id: Annotated[str, typer.Argument(help="A trace id, or 'last'.")] = "last",
+) -> None:
+    """Show a stored retrieval trace (lanes, timings, entities, provenance) as JSON."""
+    with _open() as dg:
+        found = dg.traces.get(trace_id)
+    if found is None:
+        err.print(f"no trace {trace_id!r} (traces are kept for the most recent searches)")
+        raise typer.Exit(1)
+    sys.stdout.write(json.dumps(found, indent=2, ensure_ascii=False) + "\n")
+
+
+@app.command()
+def context(
+    query: Annotated[str, typer.Argument(help="What the context is for.")],
+    budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 3000,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option("--namespace", "-n", help="Limit to these namespaces (default: all)."),
+    ] = None,
+) -> None:
+    """Print GraphRAG-style context: Entities | Relationships | Community Reports | Source Text."""
+    with _open() as dg:
+        names = namespace or dg.namespaces()
+        if not names:
+            err.print("the index is empty: run `docgraph index PATH` first")
+            raise typer.Exit(1)
+        assembled = dg.context(query, namespaces=names, token_budget=budget)
+    sys.stdout.write(assembled.text)
+
+
+graph_app = typer.Typer(help="Explore the entity graph.", no_args_is_help=True)
+app.add_typer(graph_app, name="graph")
+
+NamespaceOption = Annotated[
+    list[str] | None,
+    typer.Option("--namespace", "-n", help="Limit to these namespaces (default: all)."),
+]
+
+
+def _namespaces(dg: DocGraph, namespace: list[str] | None) -> list[str]:
+    names = namespace or dg.namespaces()
+    if not names:
+        err.print("the index is empty: run `docgraph index PATH` first")
+        raise typer.Exit(1)
+    return names
+
+
+@app.command()
+def entities(
+    query: Annotated[str | None, typer.Argument(help="Part of an entity name.")] = None,
+    namespace: NamespaceOption = None,
+    entity_type: Annotated[
+        str | None, typer.Option("--type", "-t", help="Entity type, e.g. ticket or code.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most entities to list.")] = 30,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List entities (most mentioned first), filtered by name and type."""
+    with _open() as dg:
+        found = dg.entities(_namespaces(dg, namespace), query, entity_type, limit)
+    if as_json:
+        sys.stdout.write(json.dumps([dataclasses.asdict(e) for e in found], indent=2,
+                                    ensure_ascii=False) + "\n")
+        return
+    table = Table("entity", "type", "chunks", "namespace")
+    for e in found:
+        table.add_row(escape(e.name), e.type, str(e.chunk_count), escape(e.namespace))
+    console.print(table)
+
+
+@graph_app.command("neighbors")
+def graph_neighbors(
+    entity: Annotated[str, typer.Argument(help="Entity name or key, e.g. E-417.")],
+    namespace: NamespaceOption = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most neighbours to list.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Entities that co-occur with ENTITY, strongest (NPMI) first."""
+    with _open() as dg:
+        found = dg.neighbors(entity, _namespaces(dg, namespace), limit)
+    if as_json:
+        sys.stdout.write(json.dumps([dataclasses.asdict(n) for n in found], indent=2,
+                                    ensure_ascii=False) + "\n")
+        return
+    if not found:
+        console.print(f"no neighbours for {escape(entity)!r}")
+        return
+    table = Table("neighbour", "type", "npmi", "shared chunks", "namespace")
+    for n in found:
+        table.add_row(escape(n.entity.name), n.entity.type, f"{n.weight:.3f}", str(n.chunks),
+                      escape(n.entity.namespace))
+    console.print(table)
+
+
+@app.command()
+def communities(
+    namespace: NamespaceOption = None,
+    level: Annotated[int | None, typer.Option("--level", help="Hierarchy level (0 = top).")]
+    = None,
+    limit: Annotated[int, typer.Option("--limit", help="Most communities to list.")] = 30,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List entity communities (largest first) with their key members."""
+    with _open() as dg:
+        found = dg.communities(_namespaces(dg, namespace), level, limit)
+    if as_json:
+        sys.stdout.write(json.dumps([dataclasses.asdict(c) for c in found], indent=2,
+                                    ensure_ascii=False) + "\n")
+        return
+    table = Table("level", "size", "title", "members", "namespace")
+    for c in found:
+        table.add_row(str(c.level), str(c.size), escape(c.title),
+                      escape(", ".join(c.members[:6])), escape(c.namespace))
+    console.print(table)
+
+
+@graph_app.command("build")
+def graph_build(namespace: NamespaceOption = None) -> None:
+    """Rebuild the graph, communities and reports (default: namespaces that changed)."""
+    with _open() as dg:
+        reports = dg.build_graph(namespace or None)
+    for r in reports:
+        console.print(f"[cyan]{escape(r.namespace)}[/]: {r.entities} entities, {r.edges} edges, "
+                      f"{r.communities} communities, {r.reports} reports "
+                      f"({r.reports_embedded} embedded) in {sum(r.seconds.values()):.1f}s")
+    if not reports:
+        console.print("graph is up to date")
+
+
+sources_app = typer.Typer(
+    help="Document folders (kind documents), SQL sources (kind relational) and the table "
+    "sources derived from column tags (read-only).", no_args_is_help=True)
+app.add_typer(sources_app, name="sources")
+DomainOption = Annotated[str, typer.Option("--domain", "-d", help="Domain (= namespace).")]
+
+
+@sources_app.command("add")
+def sources_add(
+    urn: Annotated[str, typer.Argument(help="Folder: local path, file://, s3://, sftp://, "
+                                            "ftp:// or hdfs:// URN (no credentials).")],
+    domain: DomainOption,
+) -> None:
+    """Register a document folder in a domain (indexed by the next `docgraph refresh`)."""
+    with _open() as dg:
+        record = dg.sources.add_folder(urn, domain)
+    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]")
+
+
+@sources_app.command("remove")
+def sources_remove(
+    urn: Annotated[str, typer.Argument(help="The folder as registered (any spelling).")],
+    domain: DomainOption,
+) -> None:
+    """Unregister a folder from a domain and delete everything indexed from it."""
+    with _open() as dg:
+        removed = dg.remove_folder(urn, domain)
+    console.print(f"removed; {removed} document(s) deleted")
+
+
+@sources_app.command("list")
+def sources_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+                 ) -> None:
+    """Every source: folders, SQL sources and derived (read-only) table sources."""
+    with _open() as dg:
+        found = dg.sources.list()
+    if as_json:
+        sys.stdout.write(json.dumps([dataclasses.asdict(s) for s in found], indent=2) + "\n")
+        return
+    table = Table("kind", "type", "urn", "domain", "read-only", "credentials from")
+    for s in found:
+        table.add_row(s.kind, s.type, escape(s.urn), escape(s.domain or "-"),
+                      "yes" if s.read_only else "", escape((s.credential_env or "") + "*"
+                                                           if s.credential_env else ""))
+    console.print(table)
+
+
+@sources_app.command("add-sql")
+def sources_add_sql(
+    name: Annotated[str, typer.Argument(help="Name of the SQL source, e.g. crm.")],
+    url: Annotated[str, typer.Argument(help="SQLAlchemy URL; the password is not stored.")],
+) -> None:
+    """Register a SQL database whose columns can be tagged (kind relational)."""
+    with _open() as dg:
+        source = dg.sources.add_sql_source(name, url)
+    console.print(f"[bold]{escape(source.name)}[/] = {escape(source.url)}; credentials from "
+                  f"{source.credential_env}* or the secrets file")
+
+
+@sources_app.command("remove-sql")
+def sources_remove_sql(name: Annotated[str, typer.Argument(help="SQL source name.")]) -> None:
+    """Unregister a SQL source, its tags and the documents derived from them."""
+    with _open() as dg:
+        removed = dg.sources.remove_sql_source(name)
+    console.print(f"removed; {removed} document(s) deleted")
+
+
+tags_app = typer.Typer(help="Column tags: natural_language (one document per row) and "
+                       "entity:<type> (live entity vocabulary).", no_args_is_help=True)
+app.add_typer(tags_app, name="tags")
+
+
+def _column(spec: str) -> tuple[str | None, str, str]:
+    parts = spec.split(".")
+    if len(parts) == 2:
+        return None, parts[0], parts[1]
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    raise typer.BadParameter(f"{spec!r}: use [schema.]table.column")
+
+
+@tags_app.command("set")
+def tags_set(
+    source: Annotated[str, typer.Argument(help="SQL source name.")],
+    column: Annotated[str, typer.Argument(help="[schema.]table.column")],
+    tag: Annotated[str, typer.Argument(help="natural_language or entity:<type>")],
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="Domain of natural_language rows.")
+    ] = None,
+) -> None:
+    """Tag a column (checked against the database now)."""
+    schema, table, name = _column(column)
+    with _open() as dg:
+        found = dg.sources.set_tag(source, table, name, tag, schema=schema, domain=domain)
+    console.print(f"{escape(found.label())} tagged {found.tag}"
+                  + (f" in domain {escape(found.domain)}" if found.domain else ""))
+
+
+@tags_app.command("remove")
+def tags_remove(
+    source: Annotated[str, typer.Argument(help="SQL source name.")],
+    column: Annotated[str, typer.Argument(help="[schema.]table.column")],
+    tag: Annotated[str, typer.Argument(help="natural_language or entity:<type>")],
+    domain: Annotated[str | None, typer.Option("--domain", "-d", help="Domain.")] = None,
+) -> None:
+    """Remove a tag; removing natural_language deletes its row documents."""
+    schema, table, name = _column(column)
+    with _open() as dg:
+        removed = dg.sources.remove_tag(source, table, name, tag, schema=schema, domain=domain)
+    console.print(f"removed; {removed} document(s) deleted")
+
+
+@tags_app.command("list")
+def tags_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+              ) -> None:
+    """Every column tag."""
+    with _open() as dg:
+        found = dg.sources.tags()
+    if as_json:
+        sys.stdout.write(json.dumps([dataclasses.asdict(t) for t in found], indent=2) + "\n")
+        return
+    table = Table("source", "column", "tag", "domain", "primary key")
+    for t in found:
+        table.add_row(escape(t.source), escape(f"{t.schema}.{t.table}.{t.column}"), t.tag,
+                      escape(t.domain or "-"), escape(t.pk_column or "-"))
+    console.print(table)
+
+
+admin_app = typer.Typer(help="Admin settings: store, loader, index, refresh interval.",
+                        no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
+
+
+@admin_app.command("show")
+def admin_show() -> None:
+    """Print the admin settings as JSON."""
+    with _open() as dg:
+        view = dg.admin.view()
+    sys.stdout.write(json.dumps(view, indent=2) + "\n")
+
+
+@admin_app.command("set")
+def admin_set(
+    assignments: Annotated[list[str], typer.Argument(help="section.key=value ...")],
+    full_reindex: Annotated[
+        bool, typer.Option("--full-reindex", help="Allow an embed.model change: drops and "
+                                                 "re-embeds every chunk.")
+    ] = False,
+) -> None:
+    """Change admin settings (validated, applied, written to the settings file)."""
+    changes: dict[str, str] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            raise typer.BadParameter(f"{item!r}: use section.key=value")
+        changes[key.strip()] = value
+    with _open() as dg:
+        result = dg.admin.update(changes, is_admin=True, full_reindex=full_reindex)
+    for section, values in result.changed.items():
+        for key, value in values.items():
+            console.print(f"{section}.{key} = {escape(json.dumps(value))}")
+    if not result.changed:
+        console.print("nothing changed")
+    if result.written_to:
+        console.print(f"written to {escape(str(result.written_to))}")
+    for note in result.warnings:
+        err.print(f"[yellow]warning:[/] {escape(note)}")
+    if result.restart_required:
+        err.print(f"restart to apply: {', '.join(result.restart_required)}")
 
 
 def main() -> None:
@@ -209,3 +581,135 @@ def main() -> None:
     except DocgraphError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(1)
+
+
+@app.command()
+def lookup(
+    query: Annotated[str, typer.Argument(help="The question, as an agent would ask it.")],
+    trace: Annotated[
+        bool, typer.Option("--trace", help="Add the internal trace under \"trace\".")
+    ] = False,
+) -> None:
+    """Agent-facing evidence lookup over all namespaces; prints the projected JSON."""
+    from docgraph.evidence import KnowledgeService
+
+    with _open() as dg:
+        namespaces = dg.namespaces()
+        if not namespaces:
+            err.print("the index is empty: run `docgraph index PATH` first")
+            raise typer.Exit(1)
+        result = KnowledgeService.for_graph(dg, namespaces).lookup_knowledge(query)
+    payload = result.to_dict()
+    if trace:
+        payload["trace"] = result.trace.to_dict()
+    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+
+@app.command("serve")
+def serve_http(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Interface to bind (default serve.host, "
+                                              "127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default serve.port, 8765).")
+    ] = None,
+) -> None:
+    """Serve MCP (streamable HTTP at /mcp) and the JSON API (/api/v1, /openapi.json).
+
+    Every request needs a bearer token (`docgraph token add USER`); callers see only their
+    entitled namespaces (governance.policy_file or governance.sql_url)."""
+    from docgraph.serve.auth import TokenStore
+    from docgraph.serve.http import serve
+    from docgraph.serve.setup import build_tools
+
+    with _open() as dg:
+        settings = dg.settings.serve
+        tokens = TokenStore(settings.tokens_file)
+        if not tokens.entries():
+            err.print(f"no bearer tokens in {escape(str(settings.tokens_file))}: create one "
+                      "with [bold]docgraph token add USER[/]")
+            raise typer.Exit(1)
+        tools = build_tools(dg)
+        bind = host or settings.host
+        bind_port = settings.port if port is None else port
+        if bind not in ("127.0.0.1", "localhost", "::1"):
+            err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
+                      "from the network; put TLS in front of it")
+        err.print(f"MCP at http://{escape(bind)}:{bind_port}/mcp, JSON API at "
+                  f"http://{escape(bind)}:{bind_port}/api/v1 (OpenAPI: /openapi.json); "
+                  "Ctrl-C stops")
+        serve(tools, tokens, host=bind, port=bind_port)
+
+
+@app.command("mcp")
+def mcp_stdio(
+    user: Annotated[
+        str | None, typer.Option("--user", help="Caller (default serve.stdio_user).")
+    ] = None,
+    role: Annotated[
+        str | None, typer.Option("--role", help="Active role (default serve.stdio_role).")
+    ] = None,
+) -> None:
+    """Serve MCP over stdin/stdout as the configured caller (for agent hosts that spawn it)."""
+    import anyio
+
+    from docgraph.serve.mcp import run_stdio
+    from docgraph.serve.setup import build_tools, stdio_caller
+
+    with _open() as dg:
+        caller = stdio_caller(dg.settings.serve, user, role)
+        tools = build_tools(dg)
+        anyio.run(run_stdio, tools, caller)
+
+
+token_app = typer.Typer(help="Bearer tokens of `docgraph serve` (stored as sha256 only).",
+                        no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+def _token_store() -> Any:
+    from docgraph.config import load_settings
+    from docgraph.serve.auth import TokenStore
+
+    return TokenStore(load_settings(_state.get("config")).serve.tokens_file)
+
+
+@token_app.command("add")
+def token_add(
+    user: Annotated[str, typer.Argument(help="The user the token authenticates.")],
+    role: Annotated[
+        str | None, typer.Option("--role", "-r", help="Act only in this role.")
+    ] = None,
+) -> None:
+    """Create a token for USER; prints it once (only its sha256 is stored)."""
+    store = _token_store()
+    token = store.add(user, role)
+    sys.stdout.write(token + "\n")
+    err.print(f"token for {escape(user)}{' as ' + escape(role) if role else ''} stored (as its "
+              f"sha256) in {escape(str(store.path))}; it is not shown again")
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """Token ids (digest prefixes), users and roles; never the tokens."""
+    table = Table("token id", "user", "role")
+    for entry in _token_store().entries():
+        table.add_row(entry.token_id, escape(entry.user), escape(entry.role or "-"))
+    console.print(table)
+
+
+@token_app.command("remove")
+def token_remove(
+    token_id: Annotated[str, typer.Argument(help="Token id from `docgraph token list`.")],
+) -> None:
+    """Revoke the token(s) whose id starts with TOKEN_ID."""
+    removed = _token_store().remove(token_id)
+    console.print(f"removed {removed} token(s)")
+    if not removed:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    main()

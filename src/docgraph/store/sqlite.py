@@ -375,7 +375,7 @@ class SQLiteCatalog:
         rows = self.connection().execute(
             f"SELECT {self._DOC_COLUMNS} FROM documents d "
             f"JOIN namespaces n ON n.id = d.namespace_id WHERE n.name IN ({marks}) "
-            "AND d.id > ? ORDER BY d.id LIMIT ?",
+            "AND d.kind = 'document' AND d.id > ? ORDER BY d.id LIMIT ?",
             [*names, after_id, limit],
         ).fetchall()
         return [self._document(r) for r in rows]

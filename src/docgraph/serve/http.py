@@ -1,0 +1,238 @@
+"""``docgraph serve``: MCP over streamable HTTP plus the same operations as a JSON HTTP API.
+
+Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured otherwise):
+
+- ``/mcp``                 MCP streamable HTTP (bearer token required)
+- ``POST /api/v1/<tool>``  the tool with a JSON object of arguments (bearer token required);
+  ``GET`` also works for ``list_documents`` and ``index_status`` (query parameters)
+- ``GET /openapi.json``    the OpenAPI 3.1 document of the JSON API
+- ``GET /healthz``         liveness (no token, no data)
+
+Every request without a valid ``Authorization: Bearer <token>`` gets 401. Tokens map to
+callers (:mod:`docgraph.serve.auth`); the caller is never taken from the request body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    BearerAuthBackend,
+    RequireAuthMiddleware,
+)
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from docgraph import __version__
+from docgraph.errors import DocgraphError, InvalidQuery
+from docgraph.governance import AccessDenied, Caller
+from docgraph.serve.auth import StoreTokenVerifier, TokenStore, caller_from_access_token
+from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.tools import TOOLS, DocgraphTools
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1"
+MAX_BODY_BYTES = 64 * 1024
+#: Tools that may also be called with GET and query parameters (no free text involved).
+GET_TOOLS = ("list_documents", "index_status")
+_UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer error="invalid_token", '
+                                             'error_description="Authentication required"'}
+
+
+def http_caller(ctx: Context[Any, Any]) -> Caller:
+    """The caller of an MCP request over HTTP: the user its bearer token maps to."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    if not isinstance(user, AuthenticatedUser):
+        raise ToolError("access denied: no authenticated caller")
+    return caller_from_access_token(user.access_token)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def _read_json(request: Request) -> dict[str, Any]:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise InvalidQuery(f"request body: larger than {MAX_BODY_BYTES} bytes")
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidQuery(f"request body: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise InvalidQuery("request body: must be a JSON object of arguments")
+    return data
+
+
+def create_app(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0.1",
+               stateless: bool = False) -> Starlette:
+    """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``."""
+    mcp_server = build_mcp_server(tools, http_caller)
+    # Builds the session manager (with DNS-rebinding protection on loopback hosts).
+    mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
+                                   stateless_http=stateless)
+    session_manager = mcp_server.session_manager
+    mcp_endpoint = RequireAuthMiddleware(StreamableHTTPASGIApp(session_manager), [], None)
+
+    async def call_api(request: Request) -> Response:
+        name = request.path_params["tool"]
+        if name not in TOOLS:
+            return _error(404, f"unknown operation {name!r}; operations are "
+                               f"{', '.join(TOOLS)}")
+        if request.method == "GET" and name not in GET_TOOLS:
+            return _error(405, f"{name} takes POST with a JSON body", {"Allow": "POST"})
+        user = request.scope.get("user")
+        if not isinstance(user, AuthenticatedUser):
+            return _error(401, "a valid bearer token is required", _UNAUTHORIZED_HEADERS)
+        try:
+            caller = caller_from_access_token(user.access_token)
+            if request.method == "GET":
+                arguments: dict[str, Any] = dict(request.query_params)
+            else:
+                arguments = await _read_json(request)
+            result = await anyio.to_thread.run_sync(
+                functools.partial(tools.call, name, caller, arguments))
+        except AccessDenied as exc:
+            return _error(403, f"access denied: {exc}")
+        except InvalidQuery as exc:
+            return _error(400, str(exc))
+        except DocgraphError as exc:
+            log.warning("%s failed: %s", name, exc)
+            return _error(500, str(exc))
+        except Exception:
+            log.exception("%s crashed", name)
+            return _error(500, "internal error (logged on the server)")
+        return JSONResponse(result)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with session_manager.run():
+            yield
+
+    routes = [
+        Route("/mcp", endpoint=mcp_endpoint),
+        Route(API_PREFIX + "/{tool}", endpoint=call_api, methods=["GET", "POST"]),
+        Route("/openapi.json", endpoint=openapi, methods=["GET"]),
+        Route("/healthz", endpoint=healthz, methods=["GET"]),
+    ]
+    middleware = [
+        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StoreTokenVerifier(tokens))),
+        Middleware(AuthContextMiddleware),
+    ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the JSON API (one operation per tool)."""
+    schemas: dict[str, Any] = {
+        "Error": {"type": "object", "properties": {"error": {"type": "string"}},
+                  "required": ["error"]},
+    }
+    errors = {
+        "400": "Invalid arguments (the message names each bad argument).",
+        "401": "Missing or invalid bearer token.",
+        "403": "The caller is denied (no entitled namespace, or a role it does not hold).",
+        "500": "Server-side failure (the message says which).",
+    }
+    error_responses = {
+        code: {"description": text, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}}
+        for code, text in errors.items()
+    }
+    paths: dict[str, Any] = {}
+    for name, spec in TOOLS.items():
+        schema = spec.args.model_json_schema(ref_template="#/components/schemas/{model}")
+        for key, value in schema.pop("$defs", {}).items():
+            schemas[key] = value
+        schemas[spec.args.__name__] = schema
+        ok = {"description": f"The {name} result.", "content": {"application/json": {
+            "schema": {"type": "object", "additionalProperties": True}}}}
+        operation: dict[str, Any] = {
+            "operationId": name,
+            "summary": spec.title,
+            "description": spec.description,
+            "tags": ["tools"],
+            "security": [{"bearerAuth": []}],
+            "requestBody": {
+                "required": bool(schema.get("required")),
+                "content": {"application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{spec.args.__name__}"}}},
+            },
+            "responses": {"200": ok, **error_responses},
+        }
+        item: dict[str, Any] = {"post": operation}
+        if name in GET_TOOLS:
+            item["get"] = {
+                "operationId": f"{name}_get",
+                "summary": spec.title,
+                "description": spec.description,
+                "tags": ["tools"],
+                "security": [{"bearerAuth": []}],
+                "parameters": [
+                    {"name": field, "in": "query", "required": False,
+                     "schema": schema["properties"][field]}
+                    for field in schema.get("properties", {})
+                ],
+                "responses": {"200": ok, **error_responses},
+            }
+        paths[f"{API_PREFIX}/{name}"] = item
+    paths["/healthz"] = {"get": {"operationId": "healthz", "summary": "Liveness",
+                                 "security": [],
+                                 "responses": {"200": {"description": "The server is up."}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "docgraph",
+            "version": __version__,
+            "description": "The docgraph agent tools as a JSON API (the same operations the "
+                           "MCP server at /mcp exposes). Every call runs as the caller its "
+                           "bearer token maps to, within that caller's namespaces.\n\n"
+                           + INSTRUCTIONS,
+        },
+        "security": [{"bearerAuth": []}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def serve(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0.1",
+          port: int = 8765, log_level: str = "warning") -> None:
+    """Run the HTTP server until interrupted (blocking)."""
+    import uvicorn
+
+    app = create_app(tools, tokens, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                            server_header=False, timeout_graceful_shutdown=5)
+    uvicorn.Server(config).run()

@@ -1,0 +1,171 @@
+"""The MCP server (official ``mcp`` SDK): eight governed tools over one docgraph index.
+
+Transports: stdio (``docgraph mcp``; the caller comes from configuration) and streamable HTTP
+(``docgraph serve``, see :mod:`docgraph.serve.http`; the caller comes from the bearer token).
+No tool takes a namespace, domain or role: the caller is resolved by the transport and every
+call goes through :class:`~docgraph.governance.Governance`. Blocking work runs in worker
+threads, so one slow search never stalls other sessions.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import BaseModel, ValidationError
+
+from docgraph import __version__
+from docgraph.errors import DocgraphError
+from docgraph.governance import AccessDenied, Caller
+from docgraph.serve.tools import (
+    GUIDANCE,
+    TOOLS,
+    Cursor,
+    DocgraphTools,
+    DocumentContextArgs,
+    ExploreTopicsArgs,
+    IndexStatusArgs,
+    ListDocumentsArgs,
+    LookupKnowledgeArgs,
+    Mode,
+    OptionalQueryText,
+    PageLimit,
+    QueryText,
+    SearchDocumentsArgs,
+    SearchEntitiesArgs,
+    TokenBudget,
+    TopK,
+    TraceConnectionsArgs,
+    format_validation_error,
+)
+
+log = logging.getLogger(__name__)
+
+#: Resolves the caller of one request from its MCP context (transport-specific).
+CallerResolver = Callable[[Context[Any, Any]], Caller]
+
+INSTRUCTIONS = (
+    "docgraph answers questions from an indexed document corpus you are entitled to. "
+    "Pick the tool by question type: lookup_knowledge for a factual question (start here); "
+    "search_documents for ranked passages with provenance (mode graph_first or global when "
+    "relationships or themes matter); trace_connections for how named entities relate; "
+    "explore_topics for corpus-wide themes; document_context for a compact briefing within "
+    "a token budget; search_entities to find exact entity names and where they occur; "
+    "list_documents and index_status to see what is indexed and how fresh it is. "
+    + GUIDANCE
+)
+
+
+class DocgraphMCPServer(MCPServer[Any]):
+    """An :class:`MCPServer` whose argument errors read ``argument: problem``."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Call a tool; invalid arguments become a tool error naming each bad argument."""
+        spec = TOOLS.get(name)
+        unknown = sorted(set(arguments) - set(spec.args.model_fields)) if spec else []
+        if unknown:
+            raise ToolError(
+                f"invalid arguments for {name}: unexpected argument(s) {', '.join(unknown)}"
+                " (tools take no namespace, domain or role: your entitlements decide what "
+                "you can see)"
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(
+                    f"invalid arguments for {name}: {format_validation_error(cause)}"
+                ) from cause
+            raise
+
+
+def fixed_caller(caller: Caller) -> CallerResolver:
+    """A resolver that always answers ``caller`` (the stdio transport)."""
+    def resolve(ctx: Context[Any, Any]) -> Caller:
+        return caller
+    return resolve
+
+
+def build_mcp_server(
+    tools: DocgraphTools, resolve_caller: CallerResolver, *, name: str = "docgraph"
+) -> DocgraphMCPServer:
+    """The MCP server exposing every operation of ``tools`` as a tool."""
+    server = DocgraphMCPServer(name, title="docgraph", instructions=INSTRUCTIONS,
+                               version=__version__, log_level="WARNING")
+
+    async def run(tool: str, ctx: Context[Any, Any], args: BaseModel) -> dict[str, Any]:
+        caller = resolve_caller(ctx)
+        spec = TOOLS[tool]
+        call = functools.partial(spec.run, tools, caller, args)
+        try:
+            result: dict[str, Any] = await anyio.to_thread.run_sync(call)
+        except AccessDenied as exc:
+            raise ToolError(f"access denied: {exc}") from exc
+        except DocgraphError as exc:
+            raise ToolError(str(exc)) from exc
+        return result
+
+    async def lookup_knowledge(query: QueryText, ctx: Context[Any, Any]) -> dict[str, Any]:
+        return await run("lookup_knowledge", ctx, LookupKnowledgeArgs(query=query))
+
+    async def search_documents(query_text: QueryText, ctx: Context[Any, Any], k: TopK = 10,
+                               mode: Mode = "vector_first") -> dict[str, Any]:
+        return await run("search_documents", ctx,
+                         SearchDocumentsArgs(query_text=query_text, k=k, mode=mode))
+
+    async def explore_topics(ctx: Context[Any, Any], query_text: OptionalQueryText = None,
+                             k: TopK = 5) -> dict[str, Any]:
+        return await run("explore_topics", ctx, ExploreTopicsArgs(query_text=query_text, k=k))
+
+    async def trace_connections(query_text: QueryText, ctx: Context[Any, Any],
+                                k: TopK = 10) -> dict[str, Any]:
+        return await run("trace_connections", ctx,
+                         TraceConnectionsArgs(query_text=query_text, k=k))
+
+    async def document_context(query_text: QueryText, ctx: Context[Any, Any],
+                               token_budget: TokenBudget = 4000) -> dict[str, Any]:
+        return await run("document_context", ctx,
+                         DocumentContextArgs(query_text=query_text, token_budget=token_budget))
+
+    async def search_entities(query_text: QueryText, ctx: Context[Any, Any],
+                              k: TopK = 10) -> dict[str, Any]:
+        return await run("search_entities", ctx, SearchEntitiesArgs(query_text=query_text, k=k))
+
+    async def list_documents(ctx: Context[Any, Any], cursor: Cursor = None,
+                             limit: PageLimit = 50) -> dict[str, Any]:
+        return await run("list_documents", ctx, ListDocumentsArgs(cursor=cursor, limit=limit))
+
+    async def index_status(ctx: Context[Any, Any]) -> dict[str, Any]:
+        return await run("index_status", ctx, IndexStatusArgs())
+
+    functions: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+        "lookup_knowledge": lookup_knowledge, "search_documents": search_documents,
+        "explore_topics": explore_topics, "trace_connections": trace_connections,
+        "document_context": document_context, "search_entities": search_entities,
+        "list_documents": list_documents, "index_status": index_status,
+    }
+    for tool_name, spec in TOOLS.items():
+        server.add_tool(
+            functions[tool_name], name=tool_name, title=spec.title,
+            description=spec.description,
+            annotations=ToolAnnotations(title=spec.title, read_only_hint=True,
+                                        destructive_hint=False, idempotent_hint=True,
+                                        open_world_hint=False),
+        )
+    return server
+
+
+async def run_stdio(tools: DocgraphTools, caller: Caller) -> None:
+    """Serve MCP over stdin/stdout as ``caller`` until the client disconnects."""
+    server = build_mcp_server(tools, fixed_caller(caller))
+    await server.run_stdio_async()

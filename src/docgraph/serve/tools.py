@@ -1,0 +1,578 @@
+"""The agent tools as plain, governed operations, shared by the MCP server and the HTTP API.
+
+Every operation takes a :class:`~docgraph.governance.Caller` resolved by the transport (never
+from the arguments) and validated arguments; it resolves the caller's namespaces through
+:class:`~docgraph.governance.Governance` (an empty set is an :class:`AccessDenied`), runs the
+governed search, and returns a JSON-ready dict. No operation accepts a namespace, domain or
+role argument. Operations are blocking: transports run them in worker threads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from docgraph.errors import InvalidQuery
+from docgraph.evidence import KnowledgeSearchHit, KnowledgeSearchRequest, KnowledgeService
+from docgraph.evidence.hints import QueryTransformer
+from docgraph.evidence.port import hit_from_search_hit
+from docgraph.evidence.settings import EvidenceSettings
+from docgraph.governance import AccessDenied, AuditRecord, Caller, Governance
+from docgraph.governance.rows import check_rows
+from docgraph.model import SearchHit
+from docgraph.retrieve.query_entities import find_query_entities
+from docgraph.store.sqlite_graph import EntityInfo
+
+MAX_K = 50
+MAX_QUERY_CHARS = 2000
+MIN_TOKEN_BUDGET = 200
+MAX_TOKEN_BUDGET = 16_000
+MAX_LIST_LIMIT = 200
+MAX_CURSOR_CHARS = 200
+#: The query explore_topics runs when the agent gives none.
+GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
+CHUNKS_PER_ENTITY = 3
+SNIPPET_CHARS = 240
+#: Document ids of community reports: derived from the graph, not source documents (and
+#: their titles name entities of rows a caller may not see), so never listed.
+REPORT_PREFIX = "community://"
+
+SearchModeArg = Literal["vector_first", "graph_first", "global"]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must contain more than whitespace")
+    return value
+
+
+QueryText = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_QUERY_CHARS,
+          description="One atomic question or search phrase; name entities explicitly "
+                      f"(at most {MAX_QUERY_CHARS} characters)."),
+    AfterValidator(_not_blank),
+]
+OptionalQueryText = Annotated[
+    str | None,
+    Field(default=None, max_length=MAX_QUERY_CHARS,
+          description="Optional focus for the themes; omit for the corpus-wide picture."),
+]
+TopK = Annotated[
+    int,
+    Field(ge=1, le=MAX_K, description=f"How many results to return (1-{MAX_K}). Widen it "
+                                      "before concluding the evidence is absent."),
+]
+TokenBudget = Annotated[
+    int,
+    Field(ge=MIN_TOKEN_BUDGET, le=MAX_TOKEN_BUDGET,
+          description="Token budget of the whole context "
+                      f"({MIN_TOKEN_BUDGET}-{MAX_TOKEN_BUDGET})."),
+]
+Cursor = Annotated[
+    str | None,
+    Field(default=None, max_length=MAX_CURSOR_CHARS,
+          description="Opaque cursor from the previous page's next_cursor; omit for page 1."),
+]
+PageLimit = Annotated[
+    int, Field(ge=1, le=MAX_LIST_LIMIT, description=f"Documents per page (1-{MAX_LIST_LIMIT}).")
+]
+Mode = Annotated[
+    SearchModeArg,
+    Field(description="vector_first (default): passages about the query, widened by "
+                      "neighbouring and entity-sharing chunks. graph_first: how named entities "
+                      "connect. global: community reports (corpus-wide themes)."),
+]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LookupKnowledgeArgs(_Args):
+    """Arguments of ``lookup_knowledge``."""
+
+    query: QueryText
+
+
+class SearchDocumentsArgs(_Args):
+    """Arguments of ``search_documents``."""
+
+    query_text: QueryText
+    k: TopK = 10
+    mode: Mode = "vector_first"
+
+
+class ExploreTopicsArgs(_Args):
+    """Arguments of ``explore_topics``."""
+
+    query_text: OptionalQueryText = None
+    k: TopK = 5
+
+
+class TraceConnectionsArgs(_Args):
+    """Arguments of ``trace_connections``."""
+
+    query_text: QueryText
+    k: TopK = 10
+
+
+class DocumentContextArgs(_Args):
+    """Arguments of ``document_context``."""
+
+    query_text: QueryText
+    token_budget: TokenBudget = 4000
+
+
+class SearchEntitiesArgs(_Args):
+    """Arguments of ``search_entities``."""
+
+    query_text: QueryText
+    k: TopK = 10
+
+
+class ListDocumentsArgs(_Args):
+    """Arguments of ``list_documents``."""
+
+    cursor: Cursor = None
+    limit: PageLimit = 50
+
+
+class IndexStatusArgs(_Args):
+    """``index_status`` takes no arguments."""
+
+
+# -- agent guidance -------------------------------------------------------------------------
+
+GUIDANCE = (
+    "How to query well: ask ONE atomic sub-question per call (split compound questions); "
+    "name the entities explicitly (product names, codes, customers, people) instead of "
+    "pronouns; say what kind of answer you expect (a date, a number, a procedure, a "
+    "person); if the evidence looks thin, widen k or rephrase before concluding the "
+    "information is absent. Results only ever come from the documents you are entitled "
+    "to; you cannot and need not choose namespaces."
+)
+
+DESCRIPTIONS: dict[str, str] = {
+    "lookup_knowledge": (
+        "Evidence for a question: the best passages, deduplicated and cut to excerpts, "
+        "each with a document_id you can cite, plus relevance_level and is_low_quality. "
+        "Start here for factual questions. If is_low_quality is true, rephrase with "
+        "explicit entity names or use search_documents with a larger k. " + GUIDANCE
+    ),
+    "search_documents": (
+        "Ranked chunks for query_text with score, source, section and the provenance lane "
+        "that found each one (seed = dense+BM25 match, structural = neighbouring section, "
+        "entity_adjacent / cluster_adjacent / graph = shares entities). Modes: vector_first "
+        "(default) for 'what do the documents say about X'; graph_first for 'how is X "
+        "related to Y'; global for corpus-wide themes. Exact names, codes and identifiers "
+        "are matched lexically, so include them verbatim. " + GUIDANCE
+    ),
+    "explore_topics": (
+        "Corpus-wide sensemaking: community reports (clusters of entities that occur "
+        "together) ranked for the optional query_text, and a map-reduced answer when a chat "
+        "model is configured. Use it for 'what themes run through these documents', "
+        "'what are the main issues', or to get oriented before precise searches. Omit "
+        "query_text for the overall picture. " + GUIDANCE
+    ),
+    "trace_connections": (
+        "How entities relate: graph-first retrieval that starts from the entities named in "
+        "query_text, walks the entity co-occurrence graph and returns the chunks that link "
+        "them, each with the entity paths that connect it (paths). Name at least one "
+        "entity explicitly, ideally two ('How is Nordhaven Logistics connected to error "
+        "E-417?'). query_entities lists the entities recognised; unmatched_entities those "
+        "not found in your documents. " + GUIDANCE
+    ),
+    "document_context": (
+        "A ready-to-read context for answering query_text within token_budget tokens, in "
+        "four sections: Entities, Relationships, Community Reports and Source Text (each "
+        "source row starts with its [chunk id] for citation). Use it when you want one "
+        "compact briefing rather than a ranked list. " + GUIDANCE
+    ),
+    "search_entities": (
+        "Entities (products, organisations, codes, people, ...) whose name contains "
+        "query_text or that query_text names, with their type, how many chunks mention "
+        "them, and the chunks they appear in (chunk id, source, snippet). Use it to check "
+        "the exact spelling of a name before searching, or to find where an entity is "
+        "discussed. " + GUIDANCE
+    ),
+    "list_documents": (
+        "The documents you can reach, page by page (pass next_cursor back as cursor), with "
+        "version state: content hash, change token, chunk count and last update. Use it to "
+        "see what the corpus contains, not to answer questions."
+    ),
+    "index_status": (
+        "Freshness of your part of the index: per namespace, the last build, its outcome, "
+        "staleness in seconds (and whether it is overdue), document and chunk counts, and "
+        "the errors of the last build. Check it when results seem out of date or missing."
+    ),
+}
+
+TITLES: dict[str, str] = {
+    "lookup_knowledge": "Look up evidence",
+    "search_documents": "Search documents",
+    "explore_topics": "Explore topics",
+    "trace_connections": "Trace connections",
+    "document_context": "Document context",
+    "search_entities": "Search entities",
+    "list_documents": "List documents",
+    "index_status": "Index status",
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def format_validation_error(exc: ValidationError) -> str:
+    """``argument: problem`` for every failed field, one per line (values are not echoed)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def encode_cursor(last_id: int) -> str:
+    """The opaque cursor for documents after internal id ``last_id``."""
+    return base64.urlsafe_b64encode(f"doc:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    """The internal id a cursor stands for (0 for the first page)."""
+    if cursor is None or cursor == "":
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        kind, _, value = raw.partition(":")
+        if kind != "doc" or not value.isdigit():
+            raise ValueError(raw)
+        return int(value)
+    except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
+        raise InvalidQuery("cursor: not a cursor returned by list_documents") from exc
+
+
+def _section(hit: SearchHit) -> str:
+    return " > ".join(hit.section_path)
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any]:
+    """A search result as agents see it."""
+    out: dict[str, Any] = {
+        "rank": hit.original_rank,
+        "chunk_id": hit.chunk_id,
+        "document": hit.doc_id,
+        "title": hit.title,
+        "source": hit.source_path,
+        "section": _section(hit),
+        "namespace": hit.namespace,
+        "score": round(float(hit.score), 6),
+        "score_label": hit.score_label,
+        "lane": hit.lanes[0] if hit.lanes else "seed",
+        "lanes": list(hit.lanes),
+        "text": hit.text,
+    }
+    if paths is not None:
+        out["paths"] = paths
+    return out
+
+
+class GovernedSearchPort:
+    """The evidence pipeline's search port for one caller.
+
+    Every search is :meth:`Governance.retrieve` in ``vector_first`` mode (dense + BM25 seeds
+    widened by the lanes, row re-check with over-fetch, audit) within the caller's
+    namespaces; a request's category filter can only narrow the result.
+    """
+
+    def __init__(self, governance: Governance, caller: Caller) -> None:
+        self.governance = governance
+        self.caller = caller
+
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+        """Governed hits in retrieval order."""
+        if request.mode != "hybrid":
+            raise InvalidQuery(f"the governed evidence port searches in hybrid mode only, "
+                               f"got {request.mode!r}")
+        hits = self.governance.search(self.caller, request.query, k=request.top_k,
+                                      mode="vector_first")
+        if request.category_filter is not None:
+            allowed = request.category_filter
+            hits = [h for h in hits if h.namespace in allowed]
+            hits = [replace(h, original_rank=i + 1) for i, h in enumerate(hits)]
+        return [hit_from_search_hit(h) for h in hits]
+
+
+# -- the operations ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One operation: name, agent-facing description, argument model and implementation."""
+
+    name: str
+    title: str
+    description: str
+    args: type[_Args]
+    run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]
+
+
+class DocgraphTools:
+    """The governed operations behind every tool and HTTP endpoint."""
+
+    def __init__(self, governance: Governance, evidence: EvidenceSettings | None = None) -> None:
+        self.governance = governance
+        self.graph = governance.graph
+        self.evidence = evidence or EvidenceSettings()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def call(self, name: str, caller: Caller,
+             arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate ``arguments`` for tool ``name`` and run it as ``caller``.
+
+        Raises :class:`InvalidQuery` (unknown tool, bad arguments, each named) or
+        :class:`AccessDenied`."""
+        spec = TOOLS.get(name)
+        if spec is None:
+            raise InvalidQuery(f"unknown tool {name!r}; tools are {', '.join(TOOLS)}")
+        try:
+            args = spec.args.model_validate(dict(arguments or {}))
+        except ValidationError as exc:
+            raise InvalidQuery(format_validation_error(exc)) from exc
+        return spec.run(self, caller, args)
+
+    def _entitled(self, caller: Caller, operation: str) -> frozenset[str]:
+        """The caller's namespaces; a denial is audited before it is raised."""
+        try:
+            return self.governance.namespaces(caller)
+        except AccessDenied as exc:
+            self._audit(caller, operation, outcome="denied", reason=str(exc))
+            raise
+
+    def _audit(self, caller: Caller, operation: str, *, outcome: str = "ok", reason: str = "",
+               namespaces: frozenset[str] = frozenset(), started: float | None = None) -> None:
+        record = AuditRecord(user_id=caller.user_id, operation=operation, outcome=outcome,
+                             role=caller.active_role, namespaces=sorted(namespaces),
+                             reason=reason)
+        if started is not None:
+            record.duration_ms = (time.perf_counter() - started) * 1000
+        self.governance.audit.write(record)
+
+    # -- tools ------------------------------------------------------------------------
+
+    def lookup_knowledge(self, caller: Caller, args: LookupKnowledgeArgs) -> dict[str, Any]:
+        """Projected evidence blocks for one question (the evidence pipeline, governed)."""
+        namespaces = self._entitled(caller, "lookup_knowledge")
+        service = KnowledgeService(
+            GovernedSearchPort(self.governance, caller),
+            rag=self.graph.settings.rag,
+            evidence=self.evidence,
+            transformer=QueryTransformer(namespaces, descriptions=self.governance.descriptions),
+        )
+        result = service.lookup_knowledge(args.query)
+        payload: dict[str, Any] = {"query": args.query, **result.to_dict()}
+        if not payload["evidence"]:
+            payload["note"] = ("no visible evidence matched; rephrase with explicit entity "
+                               "names or try search_documents with a larger k")
+        return payload
+
+    def search_documents(self, caller: Caller, args: SearchDocumentsArgs) -> dict[str, Any]:
+        """Ranked chunks with their provenance lane."""
+        result = self.governance.retrieve(caller, args.query_text, k=args.k, mode=args.mode)
+        out: dict[str, Any] = {
+            "query_text": args.query_text, "mode": args.mode, "k": args.k,
+            "count": len(result.hits),
+            "results": [hit_to_dict(h) for h in result.hits],
+        }
+        if not result.hits:
+            out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
+                           + ("build the graph for global mode" if args.mode == "global"
+                              else "raise k"))
+        return out
+
+    def explore_topics(self, caller: Caller, args: ExploreTopicsArgs) -> dict[str, Any]:
+        """Community reports (global mode) and, with a chat model, a map-reduced answer."""
+        query = args.query_text if args.query_text and args.query_text.strip() \
+            else GENERIC_THEMES_QUERY
+        result = self.governance.retrieve(caller, query, k=args.k, mode="global")
+        reports = [{
+            "rank": h.original_rank, "report_id": h.chunk_id, "title": h.title,
+            "namespace": h.namespace, "score": round(float(h.score), 6), "text": h.text,
+        } for h in result.hits]
+        out: dict[str, Any] = {
+            "query_text": args.query_text, "effective_query": query, "k": args.k,
+            "count": len(reports), "reports": reports, "answer": result.answer,
+        }
+        if result.answer is None:
+            out["answer_note"] = (
+                "no chat model is configured: reports are ranked by relevance and not "
+                "map-reduced into an answer; read them and synthesise yourself"
+                if self.graph.chat_model is None else "no report produced an answer")
+        if not reports:
+            out["note"] = "no community reports in reach (the entity graph is not built or empty)"
+        return out
+
+    def trace_connections(self, caller: Caller, args: TraceConnectionsArgs) -> dict[str, Any]:
+        """Graph-first results, each with the entity paths that link it to the query."""
+        result = self.governance.retrieve(caller, args.query_text, k=args.k,
+                                          mode="graph_first", return_trace=True)
+        trace = result.trace
+        out: dict[str, Any] = {
+            "query_text": args.query_text, "k": args.k,
+            "query_entities": list(trace.query_entities_found) if trace else [],
+            "unmatched_entities": list(trace.query_entities_missing) if trace else [],
+            "count": len(result.hits),
+            "results": [hit_to_dict(h, result.paths.get(h.chunk_id, [])) for h in result.hits],
+        }
+        if trace is not None and not trace.query_entities_found:
+            out["note"] = ("no known entity was recognised in query_text: name entities "
+                           "exactly (search_entities shows their spelling)")
+        return out
+
+    def document_context(self, caller: Caller, args: DocumentContextArgs) -> dict[str, Any]:
+        """Entities | Relationships | Community Reports | Source Text within the budget."""
+        context = self.governance.context(caller, args.query_text,
+                                          token_budget=args.token_budget)
+        return {
+            "query_text": args.query_text,
+            "token_budget": args.token_budget,
+            "tokens_used": dict(context.tokens),
+            "source_chunks": list(context.chunk_ids),
+            "sections": {name: list(rows) for name, rows in context.sections.items()},
+        }
+
+    def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
+        """Matching entities with the visible chunks that mention them."""
+        started = time.perf_counter()
+        query = args.query_text.strip()
+        found: list[EntityInfo] = self.governance.entities(caller, query=query, limit=args.k)
+        allowed = self._entitled(caller, "search_entities")
+        if len(found) < args.k:  # also the entities the query names (a sentence, not a name)
+            named, _ = find_query_entities(query, self.graph.extractor, self.graph.graph_store,
+                                           allowed)
+            seen = {e.id for e in found}
+            found += [e for e in named if e.id not in seen][:args.k * 2]
+        mentions = self._visible_mentions(caller, found, allowed)
+        entities = [{
+            "name": e.name, "type": e.type, "key": e.key, "namespace": e.namespace,
+            "chunk_count": e.chunk_count, "chunks": mentions[e.id],
+        } for e in found if mentions.get(e.id)][:args.k]
+        self._audit(caller, "search_entities:chunks", namespaces=allowed, started=started)
+        out: dict[str, Any] = {"query_text": args.query_text, "count": len(entities),
+                               "entities": entities}
+        if not entities:
+            out["note"] = ("no visible entity matched; try a shorter part of the name or "
+                           "search_documents for the surrounding text")
+        return out
+
+    def _visible_mentions(self, caller: Caller, entities: list[EntityInfo],
+                          allowed: frozenset[str]) -> dict[int, list[dict[str, Any]]]:
+        """Per entity, up to ``CHUNKS_PER_ENTITY`` chunks that mention it and the caller may
+        see (namespace pre-filter plus the row re-check)."""
+        store, catalog = self.graph.graph_store, self.graph.catalog
+        links = store.chunks_for_entities([e.id for e in entities], per_entity=12)
+        chunks = catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+        chunks = {r: c for r, c in chunks.items() if c.namespace in allowed}
+        origins = {c.doc_id: c.origin for c in chunks.values() if c.origin is not None}
+        denied = check_rows(caller, self.governance.row_authorizer, origins).denied_doc_ids
+        out: dict[int, list[dict[str, Any]]] = {}
+        for entity_id, rowid, _, _ in links:
+            chunk = chunks.get(rowid)
+            if chunk is None or chunk.doc_id in denied:
+                continue
+            rows = out.setdefault(entity_id, [])
+            if len(rows) < CHUNKS_PER_ENTITY:
+                rows.append({"chunk_id": chunk.chunk_id, "source": chunk.source_path,
+                             "section": " > ".join(chunk.section_path),
+                             "snippet": _snippet(chunk.text)})
+        return out
+
+    def list_documents(self, caller: Caller, args: ListDocumentsArgs) -> dict[str, Any]:
+        """One page of the source documents in reach, with version state (community reports
+        are derived from the graph and not listed)."""
+        after = decode_cursor(args.cursor)
+        allowed = self._entitled(caller, "list_documents")
+        documents: list[dict[str, Any]] = []
+        next_cursor: str | None = None
+        for _ in range(4):  # refill a page thinned by the row re-check, boundedly
+            want = args.limit - len(documents)
+            window = self.graph.documents(allowed, after, want)  # positions only
+            visible = self.governance.documents(caller, after, want)
+            documents += [{
+                "document": d.doc_id, "title": d.title, "namespace": d.namespace,
+                "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
+                "content_hash": d.content_hash[:16], "change_token": d.change_token,
+                "updated_at": d.updated_at,
+            } for d in visible if not d.doc_id.startswith(REPORT_PREFIX)]
+            if len(window) < want:
+                next_cursor = None
+                break
+            after = window[-1].id
+            next_cursor = encode_cursor(after)
+            if len(documents) >= args.limit:
+                break
+        return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}
+
+    def index_status(self, caller: Caller, args: IndexStatusArgs) -> dict[str, Any]:
+        """Freshness and counts of the caller's namespaces only."""
+        started = time.perf_counter()
+        allowed = self._entitled(caller, "index_status")
+        builds = [b for b in self.graph.index_status() if b.namespace in allowed]
+        stats = {s.namespace: s for s in self.graph.catalog.stats() if s.namespace in allowed}
+        failures = [f for f in self.graph.catalog.failures() if f.namespace in allowed]
+        model = self.graph.catalog.embedding_model()
+        namespaces = []
+        for b in builds:
+            s = stats.get(b.namespace)
+            namespaces.append({
+                "namespace": b.namespace,
+                "documents": b.documents, "chunks": b.chunks,
+                "entities": s.entities if s else 0,
+                "communities": s.communities if s else 0,
+                "last_build_at": b.last_build_at, "last_outcome": b.last_outcome,
+                "last_success_at": b.last_success_at,
+                "last_indexed_at": b.last_indexed_at,
+                "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
+                "failed_documents": b.failed_documents,
+                "errors": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
+                            "message": p.message} for p in b.errors],
+            })
+        self._audit(caller, "index_status", namespaces=allowed, started=started)
+        return {
+            "embedding_model": {"name": model[0], "dimension": model[1]} if model else None,
+            "refresh_interval_seconds": self.graph.settings.refresh.interval_seconds,
+            "namespaces": namespaces,
+            "failed_files": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
+                              "reason": f.reason, "at": f.at} for f in failures[:100]],
+        }
+
+
+def _spec(name: str, args: type[_Args],
+          run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]) -> ToolSpec:
+    return ToolSpec(name, TITLES[name], DESCRIPTIONS[name], args, run)
+
+
+#: Every tool, in the order agents see them.
+TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
+    _spec("lookup_knowledge", LookupKnowledgeArgs, DocgraphTools.lookup_knowledge),
+    _spec("search_documents", SearchDocumentsArgs, DocgraphTools.search_documents),
+    _spec("explore_topics", ExploreTopicsArgs, DocgraphTools.explore_topics),
+    _spec("trace_connections", TraceConnectionsArgs, DocgraphTools.trace_connections),
+    _spec("document_context", DocumentContextArgs, DocgraphTools.document_context),
+    _spec("search_entities", SearchEntitiesArgs, DocgraphTools.search_entities),
+    _spec("list_documents", ListDocumentsArgs, DocgraphTools.list_documents),
+    _spec("index_status", IndexStatusArgs, DocgraphTools.index_status),
+)}
