@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 
@@ -68,6 +69,25 @@ def test_port_dense_score_is_the_l2_distance_in_ann_order(graph):
     for hit in hits:
         assert hit.dense_similarity is not None
         assert hit.score == pytest.approx(l2_from_cosine(hit.dense_similarity), abs=1e-6)
+
+
+def test_port_fills_the_similarity_of_bm25_only_hits(graph, monkeypatch):
+    query = "leave weeks days"
+    plain = graph.search(query, namespaces={"handbook", "support"}, k=5)
+    exact = {h.chunk_id: h.dense_similarity for h in plain}
+    # Ranks 2 and 4 come back as BM25-only hits (the dense lane did not return them).
+    engine = [dataclasses.replace(h, dense_similarity=None, lanes=("bm25",))
+              if h.original_rank in (2, 4) else h for h in plain]
+    monkeypatch.setattr(graph, "search", lambda *a, **k: list(engine))
+    hits = DocgraphSearchPort(graph, ["handbook", "support"]).search(
+        KnowledgeSearchRequest(query, top_k=5))
+    assert [h.id for h in hits] == [p.chunk_id for p in plain]  # order untouched
+    for hit, ref in zip(hits, engine, strict=True):
+        assert hit.dense_similarity == pytest.approx(exact[hit.id], abs=1e-5)
+        assert hit.metadata["lanes"] == ref.lanes and hit.score == ref.score
+    raw = DocgraphSearchPort(graph, ["handbook", "support"], fill_similarity=False).search(
+        KnowledgeSearchRequest(query, top_k=5))
+    assert [h.dense_similarity is None for h in raw] == [False, True, False, True, False]
 
 
 def test_category_filter_narrows_and_never_widens(graph):

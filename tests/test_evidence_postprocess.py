@@ -15,6 +15,7 @@ from docgraph.evidence import (
     ScoreLabel,
     evidence_key,
 )
+from docgraph.evidence.quality import l2_from_cosine
 from tests.test_evidence_helpers import make_hit
 
 
@@ -141,15 +142,44 @@ def test_dense_blocks_carry_the_l2_quality():
     result = EvidencePostProcessor(max_l2=2.0).process(hits)
     assert [b.quality_score for b in result.blocks] == pytest.approx([0.55, 0.4])
     assert result.top_quality == pytest.approx(0.55)
-    assert result.relevance_level is RelevanceLevel.PARTIAL
+    assert result.relevance_level is RelevanceLevel.PRECISE  # calibrated default 0.55
+    seed = EvidencePostProcessor.from_settings(evidence=EvidenceSettings.seed_contract("dense"))
+    assert seed.process(hits).relevance_level is RelevanceLevel.AMBIGUOUS  # seed 0.75 / 0.5
     assert not result.is_low_quality
 
 
-def test_hybrid_quality_uses_the_rank_within_the_retrieved_batch():
+def test_seed_rank_linear_quality_uses_the_rank_within_the_retrieved_batch():
     hits = [make_hit(r, f"d{r}", sim=0.1) for r in range(1, 11)]
-    result = EvidencePostProcessor(return_n=3).process(hits)
+    seed = EvidencePostProcessor(return_n=3, hybrid_quality="rank_linear")
+    result = seed.process(hits)
     assert [b.quality_score for b in result.blocks] == pytest.approx([1.0, 0.9, 0.8])
     assert result.relevance_level is RelevanceLevel.PRECISE  # rank-linear: top is always 1
+
+
+def test_default_hybrid_quality_flags_an_off_topic_batch():
+    # Same ranks; only the dense similarity to the query differs.
+    off_topic = [make_hit(r, f"d{r}", sim=0.1) for r in range(1, 11)]
+    on_topic = [make_hit(r, f"d{r}", sim=0.8) for r in range(1, 11)]
+    processor = EvidencePostProcessor()
+    low = processor.process(off_topic)
+    assert low.top_quality == pytest.approx(1 - l2_from_cosine(0.1) / 2)
+    assert low.relevance_level is RelevanceLevel.WEAK and low.is_low_quality
+    high = processor.process(on_topic)
+    assert high.relevance_level is RelevanceLevel.PRECISE and not high.is_low_quality
+    assert keys(low) == keys(high)  # the order is the retrieval order either way
+    # later blocks are capped by their rank quality (rank 5 of 10: 0.6 < dense 0.68)
+    assert high.blocks[0].quality_score == pytest.approx(1 - l2_from_cosine(0.8) / 2)
+    assert high.blocks[4].quality_score == pytest.approx(0.6)
+
+
+def test_shipped_defaults_and_seed_contract():
+    shipped = EvidenceSettings()
+    assert shipped.hybrid_quality is HybridQuality.MIN_RANK_DENSE
+    assert (shipped.max_l2, shipped.precise_threshold, shipped.low_quality_threshold) == \
+        (2.0, 0.55, 0.45)
+    seed = EvidenceSettings.seed_contract()
+    assert seed.hybrid_quality is HybridQuality.RANK_LINEAR
+    assert (seed.max_l2, seed.precise_threshold, seed.low_quality_threshold) == (2.0, 0.75, 0.5)
 
 
 def test_levels_depend_only_on_top_quality_and_thresholds():
@@ -157,10 +187,10 @@ def test_levels_depend_only_on_top_quality_and_thresholds():
     hits = [make_hit(1, "a", sim=0.5), make_hit(2, "b", sim=0.95)]
     result = EvidencePostProcessor(hybrid_quality=HybridQuality.MIN_RANK_DENSE).process(hits)
     assert result.top_quality == pytest.approx(0.5)
-    assert result.relevance_level is RelevanceLevel.PARTIAL
+    assert result.relevance_level is RelevanceLevel.AMBIGUOUS
     stricter = EvidencePostProcessor(hybrid_quality="min_rank_dense", low_quality_threshold=0.6,
                                      precise_threshold=0.8).process(hits)
-    assert stricter.relevance_level is RelevanceLevel.LOW and stricter.is_low_quality
+    assert stricter.relevance_level is RelevanceLevel.WEAK and stricter.is_low_quality
 
 
 def test_empty_batch_is_none_and_low_quality():

@@ -34,7 +34,7 @@ def test_projected_ids_are_evidence_keys_one_to_one_with_excerpts():
 
 def test_projector_dedups_by_document_id():
     block = blocks_of([make_hit(1, "a", 0)])[0]
-    projection = project([block, block], relevance_level=RelevanceLevel.PARTIAL,
+    projection = project([block, block], relevance_level=RelevanceLevel.AMBIGUOUS,
                          is_low_quality=False)
     assert [e.document_id for e in projection.evidence] == ["a#chunk-0"]
     assert [d.reason for d in projection.dropped] == [DropReason.PROJECTION_DUPLICATE]
@@ -42,9 +42,9 @@ def test_projector_dedups_by_document_id():
 
 def test_agent_payload_has_no_scores():
     hits = [make_hit(1, "a", 0, content="Alpha.")]
-    payload = project(blocks_of(hits), relevance_level=RelevanceLevel.LOW,
+    payload = project(blocks_of(hits), relevance_level=RelevanceLevel.WEAK,
                       is_low_quality=True).to_dict()
-    assert payload["relevance_level"] == "LOW" and payload["is_low_quality"] is True
+    assert payload["relevance_level"] == "WEAK" and payload["is_low_quality"] is True
     assert set(payload["evidence"][0]) == {"document_id", "source", "title", "section",
                                            "excerpt"}
 

@@ -113,10 +113,10 @@ def test_dense_aware_hybrid_rules():
         (None, RelevanceLevel.NONE, True),
         (1.0, RelevanceLevel.PRECISE, False),
         (0.75, RelevanceLevel.PRECISE, False),
-        (0.7499, RelevanceLevel.PARTIAL, False),
-        (0.5, RelevanceLevel.PARTIAL, False),
-        (0.4999, RelevanceLevel.LOW, True),
-        (0.0, RelevanceLevel.LOW, True),
+        (0.7499, RelevanceLevel.AMBIGUOUS, False),
+        (0.5, RelevanceLevel.AMBIGUOUS, False),
+        (0.4999, RelevanceLevel.WEAK, True),
+        (0.0, RelevanceLevel.WEAK, True),
     ],
 )
 def test_relevance_level_uses_only_the_top_quality_and_default_thresholds(top, level, low):
@@ -128,5 +128,5 @@ def test_relevance_thresholds_are_configurable():
     assert relevance_level(0.6, precise_threshold=0.55, low_quality_threshold=0.3) \
         is RelevanceLevel.PRECISE
     assert relevance_level(0.25, precise_threshold=0.55, low_quality_threshold=0.3) \
-        is RelevanceLevel.LOW
+        is RelevanceLevel.WEAK
     assert is_low_quality(0.45, low_quality_threshold=0.4) is False

@@ -93,3 +93,8 @@ def test_hostile_query_text_is_only_ever_data(graph, query):
 def test_bad_requests_are_rejected_with_a_clear_message(graph, kwargs, message):
     with pytest.raises(InvalidQuery, match=message):
         graph.search(namespaces={"ops"}, **kwargs)
+
+
+def test_every_hybrid_hit_reports_its_dense_similarity(graph):
+    hits = graph.search("CVE-2025-31337 E-417 parental", namespaces={"ops"}, k=3)
+    assert hits and all(h.dense_similarity is not None for h in hits)

@@ -7,7 +7,7 @@ docgraph's own hybrid search; nothing store-specific passes through it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,8 +80,14 @@ class KnowledgeSearchPort(Protocol):
         ...
 
 
-def hit_from_search_hit(hit: SearchHit) -> KnowledgeSearchHit:
-    """Map docgraph's :class:`~docgraph.model.SearchHit` onto the port's hit type."""
+def hit_from_search_hit(
+    hit: SearchHit, dense_similarity: float | None = None
+) -> KnowledgeSearchHit:
+    """Map docgraph's :class:`~docgraph.model.SearchHit` onto the port's hit type.
+
+    ``dense_similarity`` stands in for the hit's own when that is unknown.
+    """
+    similarity = hit.dense_similarity if hit.dense_similarity is not None else dense_similarity
     return KnowledgeSearchHit(
         id=hit.chunk_id,
         content=hit.text,
@@ -100,7 +106,7 @@ def hit_from_search_hit(hit: SearchHit) -> KnowledgeSearchHit:
         doc_id=hit.doc_id or None,
         chunk_index=hit.chunk_index,
         vector_id=str(hit.rowid) if hit.rowid else None,
-        dense_similarity=hit.dense_similarity,
+        dense_similarity=similarity,
     )
 
 
@@ -110,11 +116,18 @@ class DocgraphSearchPort:
     The allowed set comes from configuration (later: from the caller's entitlements), never
     from the agent. A request's category filter narrows it; a filter that leaves nothing
     allowed returns no hits rather than searching anything else.
+
+    ``fill_similarity``: a hybrid hit the dense lane did not return (BM25-only) gets its true
+    cosine similarity from its stored vector, so quality rules that use it never guess. The
+    hit's lanes, rank and scores are unchanged.
     """
 
-    def __init__(self, graph: DocGraph, namespaces: Iterable[str]) -> None:
+    def __init__(
+        self, graph: DocGraph, namespaces: Iterable[str], *, fill_similarity: bool = True
+    ) -> None:
         self.graph = graph
         self.namespaces = require_namespaces(namespaces)
+        self.fill_similarity = fill_similarity
 
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
         """Search the allowed namespaces (narrowed by the category filter, if any)."""
@@ -126,4 +139,26 @@ class DocgraphSearchPort:
         hits = self.graph.search(
             request.query, namespaces=allowed, k=request.top_k, mode=request.mode
         )
-        return [hit_from_search_hit(h) for h in hits]
+        similarity = missing_similarity(self.graph, request.query, hits) \
+            if self.fill_similarity else {}
+        return [hit_from_search_hit(h, similarity.get(h.rowid)) for h in hits]
+
+
+def missing_similarity(graph: DocGraph, query: str, hits: Sequence[SearchHit]) -> dict[int, float]:
+    """Cosine similarity to ``query`` of the hits that carry none (row id -> similarity).
+
+    A hybrid hit the dense lane did not return (BM25-only) has no similarity; this computes it
+    from the stored vector (one query embedding, one dot product per hit). Returns ``{}`` when
+    every hit has one or the chunk index cannot hand out vectors. Other ports over docgraph
+    search can use it to get the same ``dense_similarity`` semantics as
+    :class:`DocgraphSearchPort`.
+    """
+    missing = [h.rowid for h in hits if h.dense_similarity is None and h.rowid]
+    if not missing:
+        return {}
+    vectors_of = getattr(graph.chunk_index(), "vectors", None)
+    if not callable(vectors_of):
+        return {}
+    query_vector = graph.embedder.embed_query(query)
+    vectors: dict[int, Any] = vectors_of(missing)
+    return {rowid: float(vector @ query_vector) for rowid, vector in vectors.items()}

@@ -23,9 +23,6 @@ from docgraph.evidence.port import (
     KnowledgeSearchHit,
 )
 from docgraph.evidence.quality import (
-    DEFAULT_LOW_QUALITY_THRESHOLD,
-    DEFAULT_MAX_L2,
-    DEFAULT_PRECISE_THRESHOLD,
     HybridQuality,
     RelevanceLevel,
     is_low_quality,
@@ -33,6 +30,8 @@ from docgraph.evidence.quality import (
     to_quality_score,
 )
 from docgraph.evidence.settings import EvidenceSettings
+
+_DEFAULTS = EvidenceSettings()
 
 
 class DropReason(StrEnum):
@@ -164,7 +163,8 @@ class EvidencePostProcessor:
     Steps: quality score per hit, order by ``original_rank`` ascending (retrieval owns the
     order), dedup by evidence key (true duplicates merge their reasons; the higher-ranked
     content stays), at most ``max_chunks_per_document`` blocks per doc id (a hit without a doc
-    id is its own bucket), cut to ``return_n``. ``relevance_level`` and ``is_low_quality``
+    id is its own bucket), cut to ``return_n``. Scoring defaults are those of
+    :class:`EvidenceSettings`. ``relevance_level`` and ``is_low_quality``
     depend only on the top quality score (the quality of the first block in retrieval order)
     and the thresholds; hints never change the order or a score.
     """
@@ -174,10 +174,10 @@ class EvidencePostProcessor:
         *,
         return_n: int = 5,
         max_chunks_per_document: int = 2,
-        max_l2: float = DEFAULT_MAX_L2,
-        precise_threshold: float = DEFAULT_PRECISE_THRESHOLD,
-        low_quality_threshold: float = DEFAULT_LOW_QUALITY_THRESHOLD,
-        hybrid_quality: HybridQuality | str = HybridQuality.RANK_LINEAR,
+        max_l2: float = _DEFAULTS.max_l2,
+        precise_threshold: float = _DEFAULTS.precise_threshold,
+        low_quality_threshold: float = _DEFAULTS.low_quality_threshold,
+        hybrid_quality: HybridQuality | str = _DEFAULTS.hybrid_quality,
     ) -> None:
         if return_n < 1:
             raise ValueError(f"return_n must be at least 1, got {return_n!r}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from docgraph.evidence.quality import (
-    DEFAULT_LOW_QUALITY_THRESHOLD,
+    CALIBRATED_LOW_QUALITY_THRESHOLD,
+    CALIBRATED_PRECISE_THRESHOLD,
     DEFAULT_MAX_L2,
-    DEFAULT_PRECISE_THRESHOLD,
+    SEED_LOW_QUALITY_THRESHOLD,
+    SEED_PRECISE_THRESHOLD,
     HybridQuality,
 )
 from docgraph.model import SearchModeName
@@ -19,7 +21,7 @@ class EvidenceSettings:
 
     - ``mode``: search mode of the port (``hybrid`` is the main path, ``dense`` the control).
     - ``max_l2``: L2 distance that maps to quality 0 (``dense`` and the dense part of the
-      ``*_rank_dense`` hybrid rules).
+      ``*_rank_dense`` hybrid rules); 2.0 is the largest distance between unit vectors.
     - ``precise_threshold`` / ``low_quality_threshold``: top-quality gates of
       ``relevance_level``, ``is_low_quality`` and the category-unfiltered retry.
     - ``hybrid_quality``: how a hybrid hit's quality is computed (see :class:`HybridQuality`).
@@ -27,14 +29,19 @@ class EvidenceSettings:
       is low (never beyond the allowed namespace set).
     - ``category_from_domain_hints``: use the query's domain hints as the category filter.
     - ``excerpt_chars`` / ``total_chars``: projector budgets per excerpt and per payload;
-      ``min_excerpt_chars``: a block the remaining budget cannot give this much is dropped.
+      once less than ``min_excerpt_chars`` is left, the remaining blocks are dropped.
+
+    The defaults are calibrated on SciFact and 2Wiki with MiniLM (``bench/evidence.py``):
+    ``min_rank_dense`` with thresholds 0.55 / 0.45. Seed 003's configuration (rank-linear
+    hybrid quality, 0.75 / 0.5) is :meth:`seed_contract`; with it every hybrid lookup is
+    ``PRECISE``.
     """
 
     mode: SearchModeName = "hybrid"
     max_l2: float = DEFAULT_MAX_L2
-    precise_threshold: float = DEFAULT_PRECISE_THRESHOLD
-    low_quality_threshold: float = DEFAULT_LOW_QUALITY_THRESHOLD
-    hybrid_quality: HybridQuality = HybridQuality.RANK_LINEAR
+    precise_threshold: float = CALIBRATED_PRECISE_THRESHOLD
+    low_quality_threshold: float = CALIBRATED_LOW_QUALITY_THRESHOLD
+    hybrid_quality: HybridQuality = HybridQuality.MIN_RANK_DENSE
     retry_unfiltered: bool = True
     category_from_domain_hints: bool = False
     excerpt_chars: int = 700
@@ -56,3 +63,14 @@ class EvidenceSettings:
                 "budgets must satisfy 1 <= min_excerpt_chars <= excerpt_chars <= total_chars"
             )
         object.__setattr__(self, "hybrid_quality", HybridQuality(self.hybrid_quality))
+
+    @classmethod
+    def seed_contract(cls, mode: SearchModeName = "hybrid") -> EvidenceSettings:
+        """Seed 003's configuration: rank-linear hybrid quality, thresholds 0.75 / 0.5."""
+        return cls(
+            mode=mode,
+            max_l2=DEFAULT_MAX_L2,
+            precise_threshold=SEED_PRECISE_THRESHOLD,
+            low_quality_threshold=SEED_LOW_QUALITY_THRESHOLD,
+            hybrid_quality=HybridQuality.RANK_LINEAR,
+        )

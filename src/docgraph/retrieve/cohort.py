@@ -7,22 +7,39 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
 ========================  ==============================================================
 ``seed``                  dense + BM25 fused by reciprocal rank
 ``structural``            previous / next / parent-section chunks of the strongest seeds
+                          (off by default: no gain measured, see ``bench/ablation.py``)
 ``entity_adjacent``       chunks sharing an entity with the query or the strongest seeds,
-                          gated by similarity to the query
+                          gated by similarity to the query; among them the *hops* (below)
 ``graph``                 entity-graph traversal from the query's entities (off by default)
 ``cluster_adjacent``      chunks of entities in the same community, budget-limited
+                          (off by default: no gain measured)
 ========================  ==============================================================
 
-Relevance keeps lexical evidence: it is a reciprocal-rank fusion, over the whole pool, of the
-cosine ranking and the BM25 ranking (BM25 scored for every pool member, not only seeds).
+Relevance is the hybrid reciprocal-rank fusion of each pool member's rank in the dense and the
+BM25 candidate lists of the seed lane (the same fusion as ``DocGraph.search(mode="hybrid")``);
+a member beyond the dense list ranks after it by its own similarity, and one beyond the BM25
+list has no lexical evidence (scoring BM25 for arbitrary rows costs a full FTS5 query).
+
+Hops (multi-hop questions). A seed is *anchored* when it introduces an entity the query names:
+its document's title is named by the query, or it names a query entity within its first
+``hop_intro_position`` characters. A chunk of another document that introduces an entity such
+an anchored seed mentions (the document titled by the entity, or a chunk opening with it) is a
+*hop* of that seed: the second passage of "where was the director of film X born?". The most
+query-similar hop of each anchored seed (at least ``hop_min_ratio`` times the seed's
+similarity) is ranked just behind its seed, and only an introducing chunk covers a bridge
+entity (the seed itself mentions it). A query that names no entity makes no hop, so single-hop
+retrieval keeps its hybrid ranking.
+
 Modes: ``vector_first`` (seeds, then expansions), ``graph_first`` (entity traversal drives,
 similarity reranks) and ``global`` (community reports only).
 """
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -30,14 +47,16 @@ import numpy as np
 
 from docgraph.errors import InvalidQuery
 from docgraph.graph.extract import EntityExtractor
+from docgraph.graph.normalize import canonical_key
 from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
-from docgraph.retrieve.query_entities import find_query_entities
+from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace, TraceStore
 from docgraph.store.base import require_namespaces
+from docgraph.store.fts_query import STOPWORDS
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
 
@@ -48,14 +67,15 @@ LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent")
 @dataclass(frozen=True)
 class CohortSettings:
     """Every internal knob of cohort search, with defaults. Callers set only ``k``,
-    ``query_text`` and ``mode``; these exist for ablation benchmarks."""
+    ``query_text`` and ``mode``; these exist for ablation benchmarks (``bench/ablation.py``
+    has the numbers behind each default)."""
 
     # lanes
     seed_lane: bool = True
     structural_lane: bool = True
     entity_lane: bool = True
     graph_lane: bool = False
-    cluster_lane: bool = True
+    cluster_lane: bool = False
     completeness: bool = True
     # lane priorities
     seed_priority: float = 1.0
@@ -77,11 +97,19 @@ class CohortSettings:
     structural_from: int = 5
     # entity lane
     entity_from_seeds: int = 3
-    entities_per_seed: int = 4
+    entities_per_seed: int = 12
     chunks_per_entity: int = 8
     entity_max_df: float = 0.02
     entity_min_similarity: float = 0.15
     entity_budget: int = 40
+    entity_scan: int = 256  # links read per entity at most (bounds the cost of frequent ones)
+    # hops (see the module docstring)
+    hop_inherit: bool = True
+    hop_intro_position: int = 20  # "introduces": first mention within this many characters
+    hop_min_ratio: float = 0.4  # hop similarity >= ratio x its seed's similarity
+    hop_offset: int = 0  # places behind the seed
+    hops_per_seed: int = 1
+    bridge_needs_intro: bool = True  # a bridge entity is covered by its introducing chunk
     # graph lane
     graph_neighbors: int = 8
     graph_chunks_per_entity: int = 4
@@ -117,6 +145,13 @@ class _Candidate:
     reasons: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Hop:
+    source: int  # row id of the anchored seed whose entity the chunk introduces
+    source_position: int  # that seed's position among the seeds
+    entity: int
+
+
 @dataclass
 class CohortResult:
     """Ranked hits, the trace (when asked for) and, in global mode with a chat model, the
@@ -129,6 +164,151 @@ class CohortResult:
 
 
 ChunkFilter = Callable[[list[SearchHit]], list[SearchHit]]
+Link = tuple[int, float, int]  # (entity id, association score, first position)
+
+
+class _Reads:
+    """Bounded graph reads for the lanes, on the catalog's connection.
+
+    The graph store's general queries count or sort every link of an entity (a frequent
+    entity has thousands), which dominated lane latency at 100k chunks; these read at most
+    ``cap`` links per entity and skip the mention counts. Candidates for
+    :class:`SQLiteGraphStore` (an index on ``chunk_entities(entity_id, score)`` would make
+    the capped top-links query exact)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
+        """Chunks mentioning each entity, counted up to ``cap + 1``."""
+        out: dict[int, int] = {}
+        for e in dict.fromkeys(int(i) for i in entity_ids):
+            row = self.db.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM chunk_entities WHERE entity_id = ?"
+                " LIMIT ?)", (e, cap + 1)).fetchone()
+            out[e] = int(row[0])
+        return out
+
+    def links_of(self, rowids: Iterable[int], cache: dict[int, list[Link]]) -> None:
+        """Fill ``cache`` with each chunk's links, strongest first."""
+        ids = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in cache]
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for r in part:
+                cache[r] = []
+            for chunk_id, entity_id, score, first in self.db.execute(
+                "SELECT chunk_id, entity_id, score, first_position FROM chunk_entities"
+                f" WHERE chunk_id IN ({','.join('?' * len(part))})"
+                " ORDER BY chunk_id, score DESC, first_position, entity_id", part,
+            ):
+                cache[int(chunk_id)].append((int(entity_id), float(score), int(first)))
+
+    def chunks_of(self, entity_ids: Iterable[int], per_entity: int, scan: int
+                  ) -> list[tuple[int, int, float, int]]:
+        """(entity, chunk row id, score, first position): each entity's ``per_entity``
+        strongest links among the first ``scan`` it has."""
+        out: list[tuple[int, int, float, int]] = []
+        for e in dict.fromkeys(int(i) for i in entity_ids):
+            rows = self.db.execute(
+                "SELECT chunk_id, score, first_position FROM chunk_entities"
+                " WHERE entity_id = ? LIMIT ?", (e, scan)).fetchall()
+            rows.sort(key=lambda r: (-r[1], r[2], r[0]))
+            out.extend((e, int(r[0]), float(r[1]), int(r[2])) for r in rows[:per_entity])
+        return out
+
+    def documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
+        """(document row id, title) of each chunk."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, tuple[int, str]] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for rowid, document, title in self.db.execute(
+                "SELECT c.id, c.document_id, d.title FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id"
+                f" WHERE c.id IN ({','.join('?' * len(part))})", part,
+            ):
+                out[int(rowid)] = (int(document), str(title))
+        return out
+
+    def entities(self, keys: Sequence[str], namespace_ids: Sequence[int]
+                 ) -> list[tuple[int, str, str, str, str]]:
+        """(id, key, name, type, namespace) of entities with one of ``keys``."""
+        if not keys or not namespace_ids:
+            return []
+        rows = self.db.execute(
+            "SELECT e.id, e.key, e.name, e.type, n.name FROM entities e"
+            " JOIN namespaces n ON n.id = e.namespace_id"
+            f" WHERE e.namespace_id IN ({','.join('?' * len(namespace_ids))})"
+            f" AND e.key IN ({','.join('?' * len(keys))})",
+            [*namespace_ids, *keys],
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
+
+    def keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
+        ids = list(dict.fromkeys(int(i) for i in entity_ids))
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            out.update((int(a), str(b)) for a, b in self.db.execute(
+                f"SELECT id, key FROM entities WHERE id IN ({','.join('?' * len(part))})",
+                part))
+        return out
+
+
+@dataclass
+class _Query:
+    """Per-query working state (never stored on the engine)."""
+
+    text: str
+    vector: Vector
+    allowed: frozenset[str]
+    settings: CohortSettings
+    trace: RetrievalTrace
+    reads: _Reads
+    total_chunks: int
+    pool: dict[int, _Candidate] = field(default_factory=dict)
+    links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
+
+    @property
+    def hub_limit(self) -> int:
+        return int(max(self.settings.entity_max_df * self.total_chunks, 3))
+
+    def non_hub(self, entity_ids: Iterable[int]) -> list[int]:
+        wanted = list(dict.fromkeys(entity_ids))
+        missing = [e for e in wanted if e not in self.counts]
+        if missing:
+            self.counts.update(self.reads.counts(missing, self.hub_limit))
+        return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
+        self.reads.links_of(rowids, self.links)
+        return self.links
+
+
+_DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _title_key(title: str) -> str:
+    """Canonical key of a document title without a trailing disambiguation, ``Rex Ingram
+    (director)`` -> ``rex ingram``: the entity a document titled so is about."""
+    return canonical_key(_DISAMBIGUATION.sub("", title or ""))
+
+
+def _tokens(text: str) -> list[str]:
+    """Word tokens, each canonicalized on its own (case, possessive, plural)."""
+    return [canonical_key(w) for w in _WORD.findall(text)]
+
+
+def _names(query_tokens: list[str], title: str) -> bool:
+    """Whether the query names the title (its tokens as a contiguous run; a title of
+    stopwords only names nothing)."""
+    words = _tokens(_DISAMBIGUATION.sub("", title or ""))
+    if not words or all(w in STOPWORDS for w in words):
+        return False
+    n = len(words)
+    return any(query_tokens[i:i + n] == words for i in range(len(query_tokens) - n + 1))
 
 
 class CohortSearch:
@@ -198,27 +378,29 @@ class CohortSearch:
     # -- helpers ---------------------------------------------------------------
 
     def _seed_rows(
-        self, query: str, vector: Vector, allowed: frozenset[str], depth: int, kind: ChunkKind
+        self, query: str, vector: Vector, allowed: frozenset[str], depth: int, kind: ChunkKind,
+        rrf_k: int | None = None,
     ) -> list[ScoredRow]:
+        return self._seed_lists(query, vector, allowed, depth, kind, rrf_k)[0]
+
+    def _seed_lists(
+        self, query: str, vector: Vector, allowed: frozenset[str], depth: int, kind: ChunkKind,
+        rrf_k: int | None = None,
+    ) -> tuple[list[ScoredRow], list[ScoredRow], list[ScoredRow]]:
+        """(fused, dense, lexical) candidate lists, each ``depth`` deep."""
         dense = self.index.dense_search(vector, depth, allowed, kind=kind)
         lexical = self.index.lexical_search(query, depth, allowed, kind=kind)
-        return rrf_fuse([dense, lexical], k=self.settings.rrf_k)
+        fused = rrf_fuse([dense, lexical], k=self.settings.rrf_k if rrf_k is None else rrf_k)
+        return fused, dense, lexical
 
-    def _gated(
-        self,
-        rows: list[int],
-        query_vector: Vector,
-        floor: float,
-        budget: int,
-        pool: dict[int, _Candidate],
-    ) -> list[int]:
+    def _gated(self, rows: list[int], q: _Query, floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""
-        fresh = [r for r in dict.fromkeys(rows) if r not in pool]
-        if not fresh:
+        fresh = [r for r in dict.fromkeys(rows) if r not in q.pool]
+        if not fresh or budget <= 0:
             return []
         vectors = self.index.vectors(fresh)
         scored = sorted(
-            ((float(vectors[r] @ query_vector), r) for r in fresh if r in vectors),
+            ((float(vectors[r] @ q.vector), r) for r in fresh if r in vectors),
             key=lambda x: (-x[0], x[1]),
         )
         return [r for sim, r in scored if sim >= floor][:budget]
@@ -235,10 +417,35 @@ class CohortSearch:
         if s.priority(lane) > s.priority(candidate.lane):
             candidate.lane = lane
 
-    def _non_hub(self, entity_ids: list[int], total_chunks: int, s: CohortSettings) -> list[int]:
-        counts = self.graph.entity_chunk_counts(entity_ids)
-        limit = max(s.entity_max_df * total_chunks, 3)
-        return [e for e in entity_ids if counts.get(e, 0) <= limit]
+    def _chunk_total(self) -> int:
+        """Chunks the hub threshold is relative to: the loaded chunk index (all namespaces;
+        counting one namespace's chunks in SQL costs a table scan per query)."""
+        return len(self.index.dense)
+
+    def _query_entities(self, q: _Query) -> tuple[list[EntityInfo], list[str]]:
+        """(entities of the namespaces the query names, extractor-found names not in the
+        graph), as :func:`docgraph.retrieve.query_entities.find_query_entities` but without
+        counting every mention of each (``chunk_count`` is capped at the hub limit + 1).
+        Longer matches win: an entity whose key is inside a longer matched key is dropped."""
+        keys = query_entity_keys(q.text, self.extractor)
+        ns_ids = list(self.catalog.namespace_ids(sorted(q.allowed)).values())
+        found = q.reads.entities(keys, ns_ids)
+        matched = {key for _, key, _, _, _ in found}
+        kept = [f for f in found
+                if not any(f[1] != other and f" {f[1]} " in f" {other} " for other in matched)]
+        order = {key: i for i, key in enumerate(keys)}
+        kept.sort(key=lambda f: (order.get(f[1], 1 << 30), f[0]))
+        q.non_hub([f[0] for f in kept])
+        entities = [EntityInfo(i, key, name, etype, ns, q.counts.get(i, 0))
+                    for i, key, name, etype, ns in kept]
+        missing: list[str] = []
+        if self.extractor is not None:
+            for link in self.extractor.links(q.text):
+                if link.key not in matched and (
+                    link.type not in ("name", "acronym") or len(link.name.split()) > 1
+                ):
+                    missing.append(link.name)
+        return entities, list(dict.fromkeys(missing))
 
     # -- vector_first / graph_first ------------------------------------------------
 
@@ -254,34 +461,38 @@ class CohortSearch:
         t = time.perf_counter()
         query_vector = self.embedder.embed_query(query)
         trace.timings_ms["embed_query"] = (time.perf_counter() - t) * 1000
+        q = _Query(query, query_vector, allowed, s, trace, _Reads(self.catalog.connection()),
+                   self._chunk_total())
+        pool = q.pool
 
-        pool: dict[int, _Candidate] = {}
         t = time.perf_counter()
-        fused = self._seed_rows(query, query_vector, allowed, max(s.seed_candidates, k), "text")
+        fused, dense, lexical = self._seed_lists(query, query_vector, allowed,
+                                                 max(s.seed_candidates, k), "text", s.rrf_k)
         width = max(s.seed_pool, k) if s.seed_pool_grows_with_k else s.seed_pool
         seeds = [r.rowid for r in fused[:width]]
         trace.timings_ms["seed"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        query_entities, unknown = (
-            find_query_entities(query, self.extractor, self.graph, allowed)
-            if (s.entity_lane or s.graph_lane or s.cluster_lane or s.completeness or graph_first)
-            else ([], [])
-        )
-        total_chunks = self.graph.namespace_chunk_count(allowed)
-        seed_entities: list[int] = []
-        if seeds:
-            by_chunk = self.graph.entities_of_chunks(seeds[: s.entity_from_seeds])
-            for rowid in seeds[: s.entity_from_seeds]:
-                links = [e for e, _ in by_chunk.get(rowid, [])]
-                seed_entities.extend(self._non_hub(links, total_chunks, s)[: s.entities_per_seed])
+        expands = s.entity_lane or s.graph_lane or s.cluster_lane or graph_first
+        query_entities, unknown = (self._query_entities(q) if expands or s.completeness
+                                   else ([], []))
         query_ids = [e.id for e in query_entities]
+        sources = seeds[: s.entity_from_seeds]
+        seed_entities: list[int] = []
+        if sources and expands:
+            links = q.links_of(sources)
+            kept = set(q.non_hub(e for r in sources for e, _, _ in links[r]))
+            for rowid in sources:
+                seed_entities.extend(
+                    [e for e, _, _ in links[rowid] if e in kept][: s.entities_per_seed])
+        seed_entities = list(dict.fromkeys(seed_entities))
         trace.timings_ms["query_entities"] = (time.perf_counter() - t) * 1000
 
         paths: dict[int, list[str]] = {}
+        hops: dict[int, _Hop] = {}
         if graph_first:
-            self._graph_lane(query_ids or list(dict.fromkeys(seed_entities)), query_vector,
-                             pool, s, trace, paths, budget=max(s.graph_budget, 3 * k), floor=-1.0)
+            self._graph_lane(query_ids or seed_entities, q, paths,
+                             budget=max(s.graph_budget, 3 * k), floor=-1.0)
             if not query_ids:
                 trace.notes.append("graph_first: the query names no known entity; traversal "
                                    "started from the strongest seeds' entities")
@@ -293,72 +504,120 @@ class CohortSearch:
                     self._admit(pool, rowid, "seed", "seed", s)
             trace.add("seed", [str(r) for r in seeds])
             if s.structural_lane:
-                self._structural_lane(seeds[: s.structural_from], pool, s, trace)
+                self._structural_lane(seeds[: s.structural_from], q)
             if s.entity_lane:
-                self._entity_lane(query_ids + seed_entities, query_vector, total_chunks, pool, s,
-                                  trace)
+                hops = self._entity_lane(query_ids, seed_entities, sources, q)
             if s.graph_lane:
-                self._graph_lane(query_ids or seed_entities, query_vector, pool, s, trace, paths,
+                self._graph_lane(query_ids or seed_entities, q, paths,
                                  budget=s.graph_budget, floor=s.graph_min_similarity)
             if s.cluster_lane:
-                self._cluster_lane(query_ids or seed_entities, query_vector, pool, s, trace)
+                self._cluster_lane(query_ids or seed_entities, q)
 
         if s.completeness:
-            self._complete(query, query_entities, unknown, query_vector, allowed, pool, s, trace)
+            self._complete(query_entities, unknown, q)
         else:
             trace.query_entities_found = [e.name for e in query_entities]
         trace.pool_size = len(pool)
 
         t = time.perf_counter()
-        bridge = [e for e in dict.fromkeys(seed_entities) if e not in set(query_ids)]
-        selected = self._rank(query, query_vector, allowed, k, pool, s, query_ids,
-                              bridge[: s.max_bridge_entities])
+        bridge = [e for e in seed_entities if e not in set(query_ids)]
+        selected = self._rank(q, k, query_ids, bridge[: s.max_bridge_entities], dense,
+                              lexical, hops)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
         hits = self._hits(selected, pool)
-        for hit in hits:
-            trace.candidates.setdefault("_returned", []).append(hit.chunk_id)
         # Replace internal row ids in the lane lists by chunk ids for readability.
+        known = {h.rowid: h.chunk_id for h in hits}
         ids = self.catalog.chunks_by_rowid(
-            [int(r) for lane in trace.candidates.values() for r in lane if r.isdigit()]
+            [int(r) for lane in trace.candidates.values() for r in lane
+             if r.isdigit() and int(r) not in known]
         )
+        known.update((r, c.chunk_id) for r, c in ids.items())
         trace.candidates = {
-            lane: [ids[int(r)].chunk_id if r.isdigit() and int(r) in ids else r for r in rows]
-            for lane, rows in trace.candidates.items() if lane != "_returned"
+            lane: [known.get(int(r), r) if r.isdigit() else r for r in rows]
+            for lane, rows in trace.candidates.items()
         }
         chunk_paths = {h.chunk_id: paths[h.rowid] for h in hits if h.rowid in paths}
         return CohortResult(hits, paths=chunk_paths)
 
-    def _structural_lane(self, seeds: list[int], pool: dict[int, _Candidate],
-                         s: CohortSettings, trace: RetrievalTrace) -> None:
+    def _structural_lane(self, seeds: list[int], q: _Query) -> None:
         t = time.perf_counter()
         added: list[str] = []
         for source, neighbour, relation in self.catalog.structural_neighbours(seeds):
-            if neighbour not in pool:
+            if neighbour not in q.pool:
                 added.append(str(neighbour))
-            self._admit(pool, neighbour, "structural", f"{relation} of {source}", s)
-        trace.add("structural", added)
-        trace.timings_ms["structural"] = (time.perf_counter() - t) * 1000
+            self._admit(q.pool, neighbour, "structural", f"{relation} of {source}", q.settings)
+        q.trace.add("structural", added)
+        q.trace.timings_ms["structural"] = (time.perf_counter() - t) * 1000
 
-    def _entity_lane(self, entity_ids: list[int], query_vector: Vector, total_chunks: int,
-                     pool: dict[int, _Candidate], s: CohortSettings,
-                     trace: RetrievalTrace) -> None:
+    def _entity_lane(self, query_ids: list[int], seed_entities: list[int], sources: list[int],
+                     q: _Query) -> dict[int, _Hop]:
+        """Chunks sharing an entity with the query or the strongest seeds, and the hops of
+        the anchored seeds (see the module docstring). Returns the hops by row id (pool
+        members or not)."""
         t = time.perf_counter()
-        entities = self._non_hub(list(dict.fromkeys(entity_ids)), total_chunks, s)
-        links = self.graph.chunks_for_entities(entities, s.chunks_per_entity)
+        s = q.settings
+        entities = q.non_hub(query_ids + seed_entities)
+        links = q.reads.chunks_of(entities, s.chunks_per_entity, s.entity_scan)
         via: dict[int, int] = {}
         for entity_id, rowid, _, _ in links:
             via.setdefault(rowid, entity_id)
-        chosen = self._gated([r for _, r, _, _ in links], query_vector, s.entity_min_similarity,
-                             s.entity_budget, pool)
-        for rowid in chosen:
-            self._admit(pool, rowid, "entity_adjacent", f"shares entity {via[rowid]}", s)
-        trace.add("entity_adjacent", [str(r) for r in chosen])
-        trace.timings_ms["entity_adjacent"] = (time.perf_counter() - t) * 1000
+        hops = self._hops(query_ids, sources, q) if s.hop_inherit else {}
+        chosen = self._gated([r for _, r, _, _ in links], q, s.entity_min_similarity,
+                             s.entity_budget)
+        # Hops are admitted beyond the budget (still gated by similarity).
+        extra = self._gated([r for r in hops if r not in chosen], q, s.entity_min_similarity,
+                            len(hops))
+        for rowid in [*chosen, *extra]:
+            hop = hops.get(rowid)
+            reason = (f"introduces entity {hop.entity} of seed {hop.source}" if hop
+                      else f"shares entity {via[rowid]}")
+            self._admit(q.pool, rowid, "entity_adjacent", reason, s)
+        q.trace.add("entity_adjacent", [str(r) for r in [*chosen, *extra]])
+        q.trace.timings_ms["entity_adjacent"] = (time.perf_counter() - t) * 1000
+        return hops
 
-    def _graph_lane(self, start: list[int], query_vector: Vector, pool: dict[int, _Candidate],
-                    s: CohortSettings, trace: RetrievalTrace, paths: dict[int, list[str]],
+    def _hops(self, query_ids: list[int], sources: list[int], q: _Query) -> dict[int, _Hop]:
+        """Chunks of other documents introducing an entity of an anchored seed."""
+        s = q.settings
+        links = q.links_of(sources)
+        docs = q.reads.documents(sources)
+        query_tokens = _tokens(q.text)
+        wanted = set(query_ids)
+        entity_source: dict[int, int] = {}
+        for position, rowid in enumerate(sources):
+            anchored = (_names(query_tokens, docs.get(rowid, (0, ""))[1])
+                        or any(e in wanted and first <= s.hop_intro_position
+                               for e, _, first in links[rowid]))
+            if not anchored:
+                continue
+            bridges = q.non_hub(e for e, _, _ in links[rowid] if e not in wanted)
+            for e in bridges[: s.entities_per_seed]:
+                entity_source.setdefault(e, position)
+        if not entity_source:
+            return {}
+        candidates = [x for x in q.reads.chunks_of(entity_source, s.chunks_per_entity,
+                                                   s.entity_scan) if x[1] not in set(sources)]
+        if not candidates:
+            return {}
+        keys = q.reads.keys(entity_source)
+        docs.update(q.reads.documents(x[1] for x in candidates))
+        hops: dict[int, _Hop] = {}
+        for entity_id, rowid, _, first in candidates:
+            position = entity_source[entity_id]
+            document, title = docs.get(rowid, (0, ""))
+            if document == docs.get(sources[position], (-1, ""))[0]:
+                continue  # the seed's own document: the structural lane's business
+            if first > s.hop_intro_position and _title_key(title) != keys.get(entity_id):
+                continue  # mentions the entity, does not introduce it
+            known = hops.get(rowid)
+            if known is None or position < known.source_position:
+                hops[rowid] = _Hop(sources[position], position, entity_id)
+        return hops
+
+    def _graph_lane(self, start: list[int], q: _Query, paths: dict[int, list[str]],
                     budget: int, floor: float) -> None:
         t = time.perf_counter()
+        s = q.settings
         start = list(dict.fromkeys(start))
         names = {e.id: e.name for e in self.graph.entities_by_id(start).values()}
         rows: list[int] = []
@@ -371,56 +630,57 @@ class CohortSearch:
                 for rowid in self.graph.edge_support(a, b, s.graph_chunks_per_entity):
                     rows.append(rowid)
                     row_paths.setdefault(rowid, []).append(path)
-        for entity_id, rowid, _, _ in self.graph.chunks_for_entities(
-                start, s.graph_chunks_per_entity):
+        for entity_id, rowid, _, _ in q.reads.chunks_of(start, s.graph_chunks_per_entity,
+                                                        s.entity_scan):
             rows.append(rowid)
             row_paths.setdefault(rowid, []).append(f"mentions {names.get(entity_id, entity_id)}")
-        chosen = self._gated(rows, query_vector, floor, budget, pool)
+        chosen = self._gated(rows, q, floor, budget)
         for rowid in chosen:
-            self._admit(pool, rowid, "graph", "; ".join(row_paths[rowid][:3]), s)
+            self._admit(q.pool, rowid, "graph", "; ".join(row_paths[rowid][:3]), s)
             paths[rowid] = row_paths[rowid][:5]
-        trace.add("graph", [str(r) for r in chosen])
-        trace.timings_ms["graph"] = (time.perf_counter() - t) * 1000
+        q.trace.add("graph", [str(r) for r in chosen])
+        q.trace.timings_ms["graph"] = (time.perf_counter() - t) * 1000
 
-    def _cluster_lane(self, start: list[int], query_vector: Vector, pool: dict[int, _Candidate],
-                      s: CohortSettings, trace: RetrievalTrace) -> None:
+    def _cluster_lane(self, start: list[int], q: _Query) -> None:
         t = time.perf_counter()
-        peers = self.graph.community_peers(start, s.cluster_peers)
-        links = self.graph.chunks_for_entities(peers, s.cluster_chunks_per_entity)
-        chosen = self._gated([r for _, r, _, _ in links], query_vector, s.cluster_min_similarity,
-                             s.cluster_budget, pool)
+        s = q.settings
+        peers = q.non_hub(self.graph.community_peers(start, s.cluster_peers))
+        links = q.reads.chunks_of(peers, s.cluster_chunks_per_entity, s.entity_scan)
+        chosen = self._gated([r for _, r, _, _ in links], q, s.cluster_min_similarity,
+                             s.cluster_budget)
         for rowid in chosen:
-            self._admit(pool, rowid, "cluster_adjacent", "community peer", s)
-        trace.add("cluster_adjacent", [str(r) for r in chosen])
-        trace.timings_ms["cluster_adjacent"] = (time.perf_counter() - t) * 1000
+            self._admit(q.pool, rowid, "cluster_adjacent", "community peer", s)
+        q.trace.add("cluster_adjacent", [str(r) for r in chosen])
+        q.trace.timings_ms["cluster_adjacent"] = (time.perf_counter() - t) * 1000
 
-    def _complete(self, query: str, query_entities: list[EntityInfo], unknown: list[str],
-                  query_vector: Vector, allowed: frozenset[str], pool: dict[int, _Candidate],
-                  s: CohortSettings, trace: RetrievalTrace) -> None:
+    def _complete(self, query_entities: list[EntityInfo], unknown: list[str],
+                  q: _Query) -> None:
         """Make sure each entity the query names is represented in the pool."""
         t = time.perf_counter()
-        present = self.graph.entities_of_chunks(list(pool))
-        in_pool = {e for links in present.values() for e, _ in links}
+        s, trace = q.settings, q.trace
+        present = q.links_of(list(q.pool))
+        in_pool = {e for r in q.pool for e, _, _ in present.get(r, [])}
         for entity in query_entities:
             if entity.id in in_pool:
                 trace.completeness[entity.name] = "in cohort"
                 continue
-            links = self.graph.chunks_for_entities([entity.id], 4 * s.completeness_per_entity)
-            chosen = self._gated([r for _, r, _, _ in links], query_vector, -1.0,
-                                 s.completeness_per_entity, pool)
+            links = q.reads.chunks_of([entity.id], 4 * s.completeness_per_entity,
+                                      s.entity_scan)
+            chosen = self._gated([r for _, r, _, _ in links], q, -1.0,
+                                 s.completeness_per_entity)
             for rowid in chosen:
-                self._admit(pool, rowid, "entity_adjacent", f"completeness: {entity.name}", s)
+                self._admit(q.pool, rowid, "entity_adjacent", f"completeness: {entity.name}", s)
             trace.add("entity_adjacent", [str(r) for r in chosen])
             trace.completeness[entity.name] = "entity lookup" if chosen else "not found"
         for name in unknown:  # named by the query, unknown to the graph: search for it
-            rows = self.index.lexical_search(name, 4 * s.completeness_per_entity, allowed)
+            rows = self.index.lexical_search(name, 4 * s.completeness_per_entity, q.allowed)
             texts = self.catalog.chunks_by_rowid([r.rowid for r in rows])
             folded = name.casefold()
             containing = [r.rowid for r in rows
                           if r.rowid in texts and folded in texts[r.rowid].text.casefold()]
-            fresh = [r for r in containing if r not in pool][: s.completeness_per_entity]
+            fresh = [r for r in containing if r not in q.pool][: s.completeness_per_entity]
             for rowid in fresh:
-                self._admit(pool, rowid, "entity_adjacent", f"completeness search: {name}", s)
+                self._admit(q.pool, rowid, "entity_adjacent", f"completeness search: {name}", s)
             trace.add("entity_adjacent", [str(r) for r in fresh])
             trace.completeness[name] = "per-entity search" if containing else "not found"
         trace.query_entities_found = [n for n, how in trace.completeness.items()
@@ -431,55 +691,100 @@ class CohortSearch:
 
     # -- ranking ------------------------------------------------------------------
 
-    def _rank(self, query: str, query_vector: Vector, allowed: frozenset[str], k: int,
-              pool: dict[int, _Candidate], s: CohortSettings, query_ids: list[int],
-              bridge_ids: list[int]) -> list[tuple[int, float, float, float | None]]:
-        """Greedy composite + MMR selection; returns (rowid, score, similarity, bm25)."""
+    def _rank(self, q: _Query, k: int, query_ids: list[int], bridge_ids: list[int],
+              dense: list[ScoredRow], lexical: list[ScoredRow], hops: dict[int, _Hop],
+              ) -> list[tuple[int, float, float, float | None]]:
+        """Greedy composite + MMR selection; returns (rowid, score, similarity, bm25).
+
+        Relevance is the hybrid reciprocal-rank fusion of the pool member's rank in the
+        dense and the BM25 candidate lists (normalized so rank 1 in both is 1); a hop
+        inherits the base score of its seed, just behind it."""
+        s, pool = q.settings, q.pool
         vectors = self.index.vectors(list(pool))
         rows = [r for r in pool if r in vectors]
         if not rows:
             return []
+        n = len(rows)
+        row_ids = np.array(rows, dtype=np.int64)
         matrix = np.stack([vectors[r] for r in rows])
-        sims = matrix @ query_vector
-        lexical = self.index.lexical_scores(query, rows, allowed)
-        dense_rank = {r: i for i, r in enumerate(
-            sorted(rows, key=lambda r: (-float(sims[rows.index(r)]), r)))}
-        lex_rank = {r: i for i, r in enumerate(
-            sorted(lexical, key=lambda r: (-lexical[r], r)))}
+        sims = (matrix @ q.vector).astype(np.float64)
+        dense_pos = {r.rowid: i for i, r in enumerate(dense)}
+        lex_pos = {r.rowid: i for i, r in enumerate(lexical)}
+        lex_score = {r.rowid: r.score for r in lexical}
+        dense_rank = np.array([dense_pos.get(r, -1) for r in rows], dtype=np.float64)
+        outside = np.flatnonzero(dense_rank < 0)
+        if len(outside):  # beyond the dense list: after it, by own similarity
+            order = outside[np.lexsort((row_ids[outside], -sims[outside]))]
+            dense_rank[order] = len(dense) + np.arange(len(order))
+        lex_rank = np.array([lex_pos.get(r, -1) for r in rows], dtype=np.float64)
         best = 2.0 / (s.rrf_k + 1)
-        relevance = np.array([
-            (1.0 / (s.rrf_k + 1 + dense_rank[r])
-             + (1.0 / (s.rrf_k + 1 + lex_rank[r]) if r in lex_rank else 0.0)) / best
-            for r in rows
-        ])
+        relevance = (1.0 / (s.rrf_k + 1 + dense_rank)
+                     + np.where(lex_rank >= 0, 1.0 / (s.rrf_k + 1 + lex_rank), 0.0)) / best
         priority = np.array([s.priority(pool[r].lane) for r in rows])
+        base = s.relevance_weight * relevance + s.priority_weight * priority
+        if hops and s.hop_inherit:
+            base = self._inherit(base, rows, sims, hops, s)
         weights: dict[int, float] = {e: 1.0 for e in query_ids}
         for e in bridge_ids:
             weights.setdefault(e, s.bridge_weight)
         total_weight = sum(weights.values())
-        chunk_entities = self.graph.entities_of_chunks(rows) if weights else {}
-        covers = [
-            {e for e, _ in chunk_entities.get(r, []) if e in weights} for r in rows
-        ]
-        base = s.relevance_weight * relevance + s.priority_weight * priority
-        max_sim = np.zeros(len(rows))
-        covered: set[int] = set()
-        taken = np.zeros(len(rows), dtype=bool)
+        entity_order = list(weights)
+        column = {e: j for j, e in enumerate(entity_order)}
+        covers = np.zeros((n, len(entity_order)), dtype=np.float64)
+        if weights:
+            chunk_links = q.links_of(rows)
+            bridge = set(bridge_ids) - set(query_ids)
+            for i, r in enumerate(rows):
+                for e, _, _ in chunk_links.get(r, []):
+                    j = column.get(e)
+                    # a bridge entity is covered by the chunk that introduces it, not by
+                    # every chunk that mentions it (its own seed mentions it)
+                    if j is not None and (e not in bridge or not s.bridge_needs_intro
+                                          or (r in hops and hops[r].entity == e)):
+                        covers[i, j] = 1.0
+        weight_vector = np.array([weights[e] for e in entity_order], dtype=np.float64)
+        uncovered = np.ones(len(entity_order), dtype=np.float64)
+        max_sim = np.zeros(n)
+        taken = np.zeros(n, dtype=bool)
+        tie = np.lexsort((row_ids, -relevance))  # tie-break order: relevance, then row id
+        position = np.empty(n, dtype=np.int64)
+        position[tie] = np.arange(n)
         out: list[tuple[int, float, float, float | None]] = []
-        for _ in range(min(k, len(rows))):
-            gain = np.array([
-                sum(weights[e] for e in c - covered) / total_weight if total_weight else 0.0
-                for c in covers
-            ])
+        for _ in range(min(k, n)):
+            gain = ((covers @ (weight_vector * uncovered)) / total_weight if total_weight
+                    else np.zeros(n))
             score = base + s.coverage_weight * gain - s.redundancy_penalty * max_sim
             score[taken] = -np.inf
-            order = np.lexsort((np.array(rows), -relevance, -score))
-            pick = int(order[0])
+            top = np.flatnonzero(score == score.max())
+            pick = int(top[np.argmin(position[top])])
             taken[pick] = True
-            covered |= covers[pick]
+            uncovered[covers[pick] > 0] = 0.0
             max_sim = np.maximum(max_sim, matrix @ matrix[pick])
             r = rows[pick]
-            out.append((r, float(score[pick]), float(sims[pick]), lexical.get(r)))
+            out.append((r, float(score[pick]), float(sims[pick]), lex_score.get(r)))
+        return out
+
+    @staticmethod
+    def _inherit(base: np.ndarray, rows: list[int], sims: np.ndarray, hops: dict[int, _Hop],
+                 s: CohortSettings) -> np.ndarray:
+        """Each seed's best hops (by similarity to the query, at least ``hop_min_ratio``
+        times the seed's) take the base score of the candidate ``hop_offset`` places behind
+        the seed (the j-th hop ``j`` places further), minus a hair."""
+        index = {r: i for i, r in enumerate(rows)}
+        ordered = np.sort(base)[::-1]
+        rank_of = {rows[i]: p for p, i in enumerate(np.argsort(-base, kind="stable"))}
+        by_source: dict[int, list[int]] = {}
+        for rowid, hop in hops.items():
+            i, j = index.get(rowid), index.get(hop.source)
+            if i is None or j is None or sims[i] < s.hop_min_ratio * sims[j]:
+                continue
+            by_source.setdefault(hop.source, []).append(i)
+        out = base.copy()
+        for source, members in by_source.items():
+            members.sort(key=lambda i: (-sims[i], rows[i]))
+            for j, i in enumerate(members[: s.hops_per_seed]):
+                target = min(rank_of[source] + s.hop_offset + j, len(ordered) - 1)
+                out[i] = max(out[i], ordered[target] - 1e-6 * (j + 1))
         return out
 
     def _hits(self, selected: list[tuple[int, float, float, float | None]],
@@ -502,7 +807,7 @@ class CohortSearch:
         t = time.perf_counter()
         vector = self.embedder.embed_query(query)
         fused = self._seed_rows(query, vector, allowed, max(s.seed_candidates, k),
-                                "community_report")
+                                "community_report", s.rrf_k)
         depth = k if self.chat_model is None else max(k, 8)
         rows = fused[:depth]
         chunks = self.catalog.chunks_by_rowid([r.rowid for r in rows])
@@ -564,5 +869,5 @@ def _hit(chunk: StoredChunk, score: float, rank: int, similarity: float | None,
         namespace=chunk.namespace, text=chunk.text, title=chunk.title,
         source_path=chunk.source_path, section_path=chunk.section_path, score=score,
         score_label="hybrid", original_rank=rank, dense_similarity=similarity,
-        lexical_score=lexical, lanes=lanes, rowid=chunk.rowid,
+        lexical_score=lexical, lanes=lanes, rowid=chunk.rowid, origin=chunk.origin,
     )

@@ -70,6 +70,11 @@ class HybridSearcher:
             lexical_scores = {r.rowid: r.score for r in lexical}
             ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k)[:k]
         chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
+        # BM25-only hits get their real cosine too, so every hit reports its similarity.
+        unscored = [r.rowid for r in ranked if r.rowid not in similarity]
+        if unscored:
+            for rowid, vector in self.index.vectors(unscored).items():
+                similarity[rowid] = float(vector @ query_vector)
         hits: list[SearchHit] = []
         for row in ranked:
             chunk = chunks.get(row.rowid)

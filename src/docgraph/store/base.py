@@ -177,3 +177,7 @@ class ChunkIndex(Protocol):
     ) -> list[ScoredRow]:
         """Top ``k`` chunks of ``kind`` by BM25 among the given namespaces."""
         ...
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Unit vectors of the given chunks (absent: deleted)."""
+        ...

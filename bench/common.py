@@ -1,0 +1,206 @@
+"""Shared benchmark helpers: data location, BEIR loading, retrieval metrics, result files.
+
+Data is read from ``$DOCGRAPH_DATA`` or, by default, ``../shared/data`` next to the repository
+(see that folder's README). Results go to ``bench/results/<name>.json``; the embedding cache
+lives in ``bench/.cache/embeddings.sqlite``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from docgraph.ingest.embed import Embedder
+from docgraph.ingest.embed_cache import CachedEmbedder
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+CACHE_PATH = BENCH_DIR / ".cache" / "embeddings.sqlite"
+
+Qrels = dict[str, dict[str, int]]
+Run = Mapping[str, Sequence[str]]
+
+
+def data_dir() -> Path:
+    """``$DOCGRAPH_DATA`` if set, else ``<repo>/../shared/data``."""
+    env = os.environ.get("DOCGRAPH_DATA")
+    root = Path(env) if env else REPO_ROOT / ".." / "shared" / "data"
+    root = root.resolve()
+    if not root.is_dir():
+        raise SystemExit(f"benchmark data not found at {root} (set DOCGRAPH_DATA)")
+    return root
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    """A BEIR dataset: corpus ``{id: {"title", "text"}}``, test queries, graded qrels."""
+
+    name: str
+    corpus: dict[str, dict[str, str]]
+    queries: dict[str, str]
+    qrels: Qrels
+
+    def doc_text(self, doc_id: str) -> str:
+        """Title and text joined by one space (the BEIR / sentence-transformers convention)."""
+        doc = self.corpus[doc_id]
+        return f"{doc['title']} {doc['text']}".strip()
+
+
+def _read_jsonl(path: Path) -> Iterable[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def load_beir(name: str, split: str = "test") -> BeirDataset:
+    """Load ``<data>/<name>``; queries are restricted to those with qrels in ``split``."""
+    root = data_dir() / name
+    qrels: Qrels = {}
+    with (root / "qrels" / f"{split}.tsv").open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        header = next(reader)
+        if [h.strip().lower() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
+            raise ValueError(f"unexpected qrels header in {name}: {header}")
+        for row in reader:
+            if row:
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    corpus = {
+        str(d["_id"]): {"title": d.get("title") or "", "text": d.get("text") or ""}
+        for d in _read_jsonl(root / "corpus.jsonl")
+    }
+    queries = {
+        str(q["_id"]): q["text"] for q in _read_jsonl(root / "queries.jsonl")
+        if str(q["_id"]) in qrels
+    }
+    missing = set(qrels) - set(queries)
+    if missing:
+        raise ValueError(f"{name}: {len(missing)} qrels queries have no text")
+    return BeirDataset(name=name, corpus=corpus, queries=queries, qrels=qrels)
+
+
+# ---------------------------------------------------------------- metrics (pytrec_eval style)
+
+def ndcg_at_k(run: Run, qrels: Qrels, k: int) -> float:
+    """Mean nDCG@k over the queries in ``qrels`` (trec_eval ``ndcg_cut``).
+
+    Gain is the graded relevance from qrels (linear, not ``2**rel - 1``), discount
+    ``log2(rank + 1)`` with ranks from 1; the ideal ranking sorts all judged documents by
+    relevance. Queries absent from ``run`` score 0; queries without a positive judgement
+    are skipped, as trec_eval does.
+    """
+    scores: list[float] = []
+    for qid, judged in qrels.items():
+        ideal = sorted((r for r in judged.values() if r > 0), reverse=True)[:k]
+        if not ideal:
+            continue
+        idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
+        ranked = run.get(qid, ())[:k]
+        dcg = sum(judged.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked)
+                  if judged.get(doc, 0) > 0)
+        scores.append(dcg / idcg)
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def recall_at_k(run: Run, qrels: Qrels, k: int) -> float:
+    """Mean fraction of each query's relevant (score > 0) documents found in its top k."""
+    scores: list[float] = []
+    for qid, judged in qrels.items():
+        relevant = {doc for doc, rel in judged.items() if rel > 0}
+        if not relevant:
+            continue
+        found = relevant.intersection(run.get(qid, ())[:k])
+        scores.append(len(found) / len(relevant))
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Linear-interpolated percentile (numpy's default method) of a non-empty sequence."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of an empty sequence")
+    pos = (len(ordered) - 1) * pct / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+# ---------------------------------------------------------------- embeddings and results
+
+def cached_embedder(embedder: Embedder) -> CachedEmbedder:
+    """``embedder`` behind the shared passage cache in ``bench/.cache/embeddings.sqlite``."""
+    return CachedEmbedder(embedder, CACHE_PATH)
+
+
+def machine_info() -> dict[str, Any]:
+    """What the timings were measured on."""
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    if hasattr(os, "getloadavg"):
+        info["loadavg_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+    if value is None:
+        return "-"
+    return str(value)
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], title: str = "") -> None:
+    """Print scalar fields of ``rows`` as an aligned text table (nested values skipped)."""
+    if not rows:
+        return
+    columns: list[str] = []
+    for row in rows:
+        for key, value in row.items():
+            if key not in columns and not isinstance(value, dict | list):
+                columns.append(key)
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    if title:
+        print(title)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+
+
+def write_result(name: str, payload: Mapping[str, Any]) -> Path:
+    """Write ``bench/results/<name>.json`` (payload + timestamp + machine) and print a table.
+
+    The table shows ``payload["results"]`` when it is a list of row dicts, otherwise the
+    payload's scalar fields.
+    """
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    document = {
+        "benchmark": name,
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        **payload,
+    }
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    rows = payload.get("results")
+    if isinstance(rows, list) and rows and all(isinstance(r, Mapping) for r in rows):
+        print_table(rows, title=f"\n{name}")
+    else:
+        print_table([{k: v for k, v in payload.items()}], title=f"\n{name}")
+    print(f"\nwrote {path.relative_to(REPO_ROOT)}")
+    return path

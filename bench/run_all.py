@@ -1,0 +1,73 @@
+"""Run every benchmark in sequence: embedders.py (if present), quality.py, speed.py.
+
+    python bench/run_all.py [--quick] [--only quality,speed]
+
+Each benchmark runs as a subprocess of this interpreter and writes its own
+``bench/results/<name>.json``. ``--quick`` passes a small ``--limit`` to each for a smoke run
+(minutes instead of hours; the numbers are then not comparable with full runs). Exits
+non-zero when any benchmark fails (the remaining ones still run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+ORDER = ("embedders", "quality", "speed")
+QUICK_LIMIT = {"embedders": 400, "quality": 20, "speed": 40}
+# Quick runs write their results beside the real ones instead of overwriting them.
+QUICK_NAME = {"embedders": "embedders_quick", "quality": "quality_quick", "speed": "speed_quick"}
+
+
+def command(name: str, quick: bool) -> list[str]:
+    cmd = [sys.executable, str(BENCH_DIR / f"{name}.py")]
+    if quick:
+        cmd += ["--limit", str(QUICK_LIMIT[name]), "--name", QUICK_NAME[name]]
+    return cmd
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small --limit smoke run")
+    parser.add_argument("--only", default=",".join(ORDER),
+                        help="comma-separated subset of " + ", ".join(ORDER))
+    args = parser.parse_args(argv)
+
+    wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = set(wanted) - set(ORDER)
+    if unknown:
+        parser.error(f"unknown benchmark(s) {sorted(unknown)}; choose from {', '.join(ORDER)}")
+
+    outcomes: list[tuple[str, str, float]] = []
+    for name in ORDER:
+        if name not in wanted:
+            continue
+        script = BENCH_DIR / f"{name}.py"
+        if not script.is_file():
+            if name == "embedders":
+                outcomes.append((name, "absent, skipped", 0.0))
+                continue
+            outcomes.append((name, "MISSING", 0.0))
+            continue
+        cmd = command(name, args.quick)
+        print(f"\n=== {name}: {' '.join(Path(c).name if i < 2 else c for i, c in enumerate(cmd))}",
+              flush=True)
+        started = time.perf_counter()
+        code = subprocess.call(cmd, cwd=BENCH_DIR.parent)
+        seconds = time.perf_counter() - started
+        outcomes.append((name, "ok" if code == 0 else f"FAILED (exit {code})", seconds))
+
+    print("\nbenchmark   outcome            minutes")
+    for name, outcome, seconds in outcomes:
+        print(f"{name:<11} {outcome:<18} {seconds / 60:7.1f}")
+    failed = [n for n, o, _ in outcomes if o not in ("ok", "absent, skipped")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
