@@ -1,4 +1,5 @@
-"""Run every benchmark in sequence: embedders.py (if present), quality.py, speed.py.
+"""Run every benchmark in sequence: embedders, quality, speed, evidence, graph, ablation,
+refresh and serve_load.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -18,16 +19,25 @@ from collections.abc import Sequence
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-ORDER = ("embedders", "quality", "speed")
-QUICK_LIMIT = {"embedders": 400, "quality": 20, "speed": 40}
-# Quick runs write their results beside the real ones instead of overwriting them.
-QUICK_NAME = {"embedders": "embedders_quick", "quality": "quality_quick", "speed": "speed_quick"}
+ORDER = ("embedders", "quality", "speed", "evidence", "graph", "ablation", "refresh",
+         "serve_load")
+# Quick-run arguments per benchmark (small sizes; results go beside the real ones).
+QUICK_ARGS = {
+    "embedders": ["--limit", "400", "--name", "embedders_quick"],
+    "quality": ["--limit", "20", "--name", "quality_quick"],
+    "speed": ["--limit", "40", "--name", "speed_quick"],
+    "evidence": ["--limit", "40", "--name", "evidence_quick"],
+    "graph": ["--limit", "300", "--synthetic", "2000"],
+    "ablation": ["--limit", "40", "--name", "ablation_quick"],
+    "refresh": ["--docs", "500", "--sftp-docs", "50", "--name", "refresh_quick"],
+    "serve_load": ["--clients", "4", "--calls", "20", "--name", "serve_load_quick"],
+}
 
 
 def command(name: str, quick: bool) -> list[str]:
     cmd = [sys.executable, str(BENCH_DIR / f"{name}.py")]
     if quick:
-        cmd += ["--limit", str(QUICK_LIMIT[name]), "--name", QUICK_NAME[name]]
+        cmd += QUICK_ARGS[name]
     return cmd
 
 
