@@ -20,7 +20,9 @@ Configurations (``CohortSettings`` overrides on top of the engine defaults):
 * ``+structural``, ``+entity``, ``+graph``, ``+cluster``, ``+completeness`` - seed plus one lane;
 * ``all_lanes`` - every lane and completeness on;
 * ``full`` - the engine defaults (``DocGraph.retrieve()``);
-* ``full-<lane>`` - the defaults with one lane off (leave-one-out: what that lane pays);
+* ``full-<lane>`` / ``full+<lane>`` - the defaults with one default-on lane off, or one
+  default-off lane on (leave-one-out / add-one-in: what that lane pays);
+* ``full-hops`` - the defaults with the entity lane's hop ranking off;
 * ``graph_first`` - ``mode="graph_first"`` with the defaults.
 
 Latency: ``DocGraph.retrieve()`` (query embedding, trace storage included) one query at a
@@ -28,8 +30,11 @@ time, p50/p95 per configuration, on synthetic indexes of ``--sizes`` chunks writ
 ``SQLiteCatalog.write_document`` like ``speed.py`` (SciFact-vocabulary Zipf text, random unit
 vectors) plus entity links drawn from a Zipf law over an entity vocabulary (SciFact words and
 bigrams, so query n-grams name entities too), then ``DocGraph.build_graph()``; queries are
-SciFact queries. The real indexes' query timings are reported too. Medians over the stated
-repeats; the machine is small and shared (load average recorded).
+SciFact queries. ``lanes_p50_ms`` is the part of the engine's own trace total that is not the
+query embedding or the seed lane's dense + BM25 search (which ``DocGraph.search`` pays too).
+Synthetic indexes are cached under ``bench/.cache/ablation/`` (seeded, so reruns reuse them).
+The real indexes' search timings (no embedding, no trace storage) are in the quality rows.
+Medians over the stated repeats; the machine is small and shared (load average recorded).
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
@@ -59,6 +64,7 @@ from common import (
     write_result,
 )
 from docgraph.app import DocGraph
+from docgraph.config import Settings, load_settings
 from docgraph.ingest.embed import Embedder, MiniLMEmbedder
 from docgraph.model import ChunkDraft, EntityLink, SearchHit, Vector
 from docgraph.retrieve.cohort import CohortSettings
@@ -66,7 +72,7 @@ from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog
 from quality import make_settings, progress_printer, score_run, select_subset, write_corpus_folder
-from speed import VOCAB_SIZE, WORDS_PER_CHUNK, settings_for, zipf_vocabulary
+from speed import VOCAB_SIZE, WORDS_PER_CHUNK, zipf_vocabulary
 
 NAMESPACE = "bench"
 WORKDIR = BENCH_DIR / ".cache" / "ablation"
@@ -78,6 +84,7 @@ SYNTH_CHUNKS_PER_DOC = 20
 SYNTH_ENTITY_VOCAB = 20_000
 SYNTH_ENTITIES_PER_CHUNK = (2, 8)
 SYNTH_ZIPF_S = 1.0
+SYNTH_MAX_REPORTS = 100
 
 TARGETS = {
     "2wiki_recall@5_gain_over_hybrid": 0.10,
@@ -122,9 +129,16 @@ def configurations(defaults: CohortSettings) -> list[Config]:
     on = [lane for lane, flag in LANE_FLAGS.items() if getattr(defaults, flag)]
     out.append(Config("full", defaults, note="engine defaults: " + ("seed+" + "+".join(on)
                                                                    if on else "seed only")))
-    for lane in on:
-        out.append(Config(f"full-{lane}", replace(defaults, **{LANE_FLAGS[lane]: False}),
-                          note=f"defaults without {lane}"))
+    for lane, flag in LANE_FLAGS.items():
+        if lane in on:
+            out.append(Config(f"full-{lane}", replace(defaults, **{flag: False}),
+                              note=f"defaults without {lane}"))
+        else:
+            out.append(Config(f"full+{lane}", replace(defaults, **{flag: True}),
+                              note=f"defaults plus {lane} (off by default)"))
+    if defaults.entity_lane and defaults.hop_inherit:
+        out.append(Config("full-hops", replace(defaults, hop_inherit=False),
+                          note="defaults, entity lane without hop ranking"))
     out.append(Config("graph_first", defaults, "graph_first", "mode='graph_first', defaults"))
     return out
 
@@ -172,7 +186,7 @@ class QueryVectorCache:
         return vector
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)  # type: ignore[attr-defined, no-any-return]
+        return self.inner.count_tokens(texts)
 
 
 # ---------------------------------------------------------------- real indexes
@@ -188,6 +202,10 @@ def open_dataset_index(data: BeirDataset, doc_ids: list[str], embedder: Embedder
     if not (workdir / "files.json").is_file():
         write_corpus_folder(data, doc_ids, folder)
     db = workdir / "index.db"
+    if db.is_file() and not readable(db, embedder):
+        log(f"  {tag}: the cached index predates the current store schema; rebuilding")
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
     graph = DocGraph(make_settings(db, CHUNK_TOKENS, BREADCRUMB), embedder)
     started = time.perf_counter()
     report = graph.index(folder, NAMESPACE, progress=progress_printer(tag))
@@ -203,6 +221,25 @@ def open_dataset_index(data: BeirDataset, doc_ids: list[str], embedder: Embedder
     info.update(chunks=len(chunk_doc), entities=sum(s.entities for s in stats),
                 communities=sum(s.communities for s in stats))
     return graph, chunk_doc, info
+
+
+def readable(db: Path, embedder: Embedder) -> bool:
+    """Whether the current store code can read a cached index (its schema may have grown
+    columns since the index was built; the store does not migrate)."""
+    try:
+        graph = DocGraph(make_settings(db, CHUNK_TOKENS, BREADCRUMB), embedder)
+    except Exception:  # any failure to open it means: rebuild
+        return False
+    try:
+        db_rows = graph.catalog.connection().execute(
+            "SELECT id FROM chunks WHERE kind = 'text' LIMIT 3").fetchall()
+        graph.catalog.chunks_by_rowid([int(r[0]) for r in db_rows])
+        graph.catalog.list_documents([NAMESPACE], 0, 3)
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        graph.close()
 
 
 def to_documents(rowids: Sequence[int], chunk_doc: dict[int, str]) -> list[str]:
@@ -404,6 +441,8 @@ def time_configs(graph: DocGraph, configs: list[Config], queries: list[str],
     defaults = graph.cohort_settings
     timings: dict[str, list[float]] = {c.name: [] for c in configs}
     phases: dict[str, dict[str, list[float]]] = {c.name: {} for c in configs}
+    # per query: everything but the query embedding and the seed lane's dense + BM25 search
+    lanes: dict[str, list[float]] = {c.name: [] for c in configs}
 
     def once(config: Config, q: str) -> float:
         started = time.perf_counter()
@@ -414,8 +453,11 @@ def time_configs(graph: DocGraph, configs: list[Config], queries: list[str],
             result = graph.retrieve(q, namespaces=ns, k=LATENCY_K,
                                     mode=config.mode, return_trace=True)  # type: ignore[arg-type]
             if result.trace is not None:
-                for phase, ms in result.trace.timings_ms.items():
+                timings = result.trace.timings_ms
+                for phase, ms in timings.items():
                     phases[config.name].setdefault(phase, []).append(ms)
+                lanes[config.name].append(timings.get("total", 0.0) - timings.get("seed", 0.0)
+                                          - timings.get("embed_query", 0.0))
         return (time.perf_counter() - started) * 1000
 
     try:
@@ -446,47 +488,86 @@ def time_configs(graph: DocGraph, configs: list[Config], queries: list[str],
             "mean_ms": round(statistics.fmean(values), 2), "n": len(values),
             "phase_p50_ms": {p: round(percentile(v, 50), 2)
                              for p, v in phases[config.name].items()},
+            "lanes_p50_ms": round(percentile(lanes[config.name], 50), 2)
+            if lanes[config.name] else None,
         })
     return rows
 
 
+def synthetic_index(size: int, data: BeirDataset, embedder: Embedder, rebuild: bool
+                    ) -> tuple[Path, dict[str, Any]]:
+    """The synthetic index of ``size`` chunks, cached under ``bench/.cache/ablation/`` (it is
+    deterministic: seeded text, vectors and links); built and its graph built if missing."""
+    WORKDIR.mkdir(parents=True, exist_ok=True)
+    db = WORKDIR / f"synthetic-{size}.db"
+    info_path = WORKDIR / f"synthetic-{size}.json"
+    if not rebuild and db.is_file() and info_path.is_file() and readable_synthetic(db):
+        return db, dict(json.loads(info_path.read_text("utf-8")))
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    log(f"  building the synthetic index of {size} chunks")
+    build = build_synthetic(db, size, data)
+    graph = DocGraph(synthetic_settings(db), embedder)
+    try:
+        started = time.perf_counter()
+        reports = graph.build_graph([NAMESPACE])
+        build["graph_build_s"] = round(time.perf_counter() - started, 1)
+        if reports:
+            build.update(entities=reports[0].entities, edges=reports[0].edges,
+                         communities=reports[0].communities, reports=reports[0].reports)
+    finally:
+        graph.close()
+    info_path.write_text(json.dumps(build), encoding="utf-8")
+    return db, build
+
+
+def synthetic_settings(db: Path) -> Settings:
+    # Community reports only serve mode="global"; 100 (not 500) keeps the build short.
+    return load_settings(store={"path": db}, graph={"max_reports": SYNTH_MAX_REPORTS})
+
+
+def readable_synthetic(db: Path) -> bool:
+    try:
+        catalog = SQLiteCatalog(db)
+    except Exception:  # any failure to open it means: rebuild
+        return False
+    try:
+        rows = catalog.connection().execute("SELECT id FROM chunks LIMIT 3").fetchall()
+        catalog.chunks_by_rowid([int(r[0]) for r in rows])
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        catalog.close()
+
+
 def measure_latency(sizes: list[int], n_queries: int, repeats: int, budget_s: float,
-                    wanted: set[str] | None) -> list[dict[str, Any]]:
+                    wanted: set[str] | None, rebuild: bool) -> list[dict[str, Any]]:
     data = load_beir("scifact")
     queries = list(data.queries.values())[:n_queries]
-    model = MiniLMEmbedder(threads=1)
+    model = cached_embedder(MiniLMEmbedder(threads=1))   # passages cached, queries never
     out: list[dict[str, Any]] = []
-    workdir = Path(tempfile.mkdtemp(prefix="docgraph-ablation-"))
     try:
         for size in sizes:
-            db = workdir / f"synthetic-{size}.db"
             log(f"== latency: synthetic index of {size} chunks")
-            build = build_synthetic(db, size, data)
-            graph = DocGraph(settings_for(db), cached_embedder(model))
+            db, build = synthetic_index(size, data, model, rebuild)
+            graph = DocGraph(synthetic_settings(db), model)
             try:
-                started = time.perf_counter()
-                reports = graph.build_graph([NAMESPACE])
-                build["graph_build_s"] = round(time.perf_counter() - started, 1)
-                build["entities"] = reports[0].entities if reports else 0
-                build["edges"] = reports[0].edges if reports else 0
-                build["communities"] = reports[0].communities if reports else 0
                 started = time.perf_counter()
                 graph.chunk_index()
                 build["cold_load_s"] = round(time.perf_counter() - started, 2)
-                log(f"  built: {build}")
+                log(f"  index: {build}")
                 configs = [c for c in configurations(graph.cohort_settings)
                            if not wanted or c.name in wanted]
                 rows = time_configs(graph, configs, queries, repeats, budget_s)
                 for row in rows:
                     log(f"  {row['config']:<18} p50 {row['p50_ms']:7.2f} ms  "
-                        f"p95 {row['p95_ms']:7.2f} ms")
+                        f"p95 {row['p95_ms']:7.2f} ms  lanes p50 {row['lanes_p50_ms']} ms")
                 out.append({"chunks": size, "build": build, "results": rows})
             finally:
                 graph.close()
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{db}{suffix}").unlink(missing_ok=True)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        model.close()
     return out
 
 
@@ -549,7 +630,8 @@ def table_rows(quality: dict[str, Any], latency: list[dict[str, Any]]) -> list[d
             for r in entry["results"]:
                 if r["config"] == config:
                     label = f"{entry['chunks'] // 1000}k"
-                    row.update({f"p50_{label}": r["p50_ms"], f"p95_{label}": r["p95_ms"]})
+                    row.update({f"p50_{label}": r["p50_ms"], f"p95_{label}": r["p95_ms"],
+                                f"lanes_p50_{label}": r.get("lanes_p50_ms")})
         rows.append(row)
     return rows
 
@@ -587,7 +669,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.limit:
             sizes = [min(s, 20 * args.limit) for s in sizes]
         latency = measure_latency(sizes, args.latency_queries, args.repeats, args.budget,
-                                  wanted)
+                                  wanted, args.rebuild)
     rows = table_rows(quality, latency)
     write_result(args.name, {
         "protocol": {

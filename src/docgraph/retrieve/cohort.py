@@ -7,12 +7,13 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
 ========================  ==============================================================
 ``seed``                  dense + BM25 fused by reciprocal rank
 ``structural``            previous / next / parent-section chunks of the strongest seeds
-                          (off by default: no gain measured, see ``bench/ablation.py``)
+                          (context for answers; no retrieval gain measured)
 ``entity_adjacent``       chunks sharing an entity with the query or the strongest seeds,
                           gated by similarity to the query; among them the *hops* (below)
-``graph``                 entity-graph traversal from the query's entities (off by default)
-``cluster_adjacent``      chunks of entities in the same community, budget-limited
-                          (off by default: no gain measured)
+``graph``                 entity-graph traversal from the query's entities (off by default:
+                          no gain measured, see ``bench/ablation.py``)
+``cluster_adjacent``      chunks of entities in the same community, budget-limited (off by
+                          default: no gain measured)
 ========================  ==============================================================
 
 Relevance is the hybrid reciprocal-rank fusion of each pool member's rank in the dense and the
@@ -86,7 +87,7 @@ class CohortSettings:
     # composite ranking
     relevance_weight: float = 0.5
     priority_weight: float = 0.2
-    coverage_weight: float = 0.3
+    coverage_weight: float = 0.15
     redundancy_penalty: float = 0.1
     rrf_k: int = 60
     # seed lane
@@ -106,7 +107,7 @@ class CohortSettings:
     # hops (see the module docstring)
     hop_inherit: bool = True
     hop_intro_position: int = 20  # "introduces": first mention within this many characters
-    hop_min_ratio: float = 0.4  # hop similarity >= ratio x its seed's similarity
+    hop_min_ratio: float = 0.3  # hop similarity >= ratio x its seed's similarity
     hop_offset: int = 0  # places behind the seed
     hops_per_seed: int = 1
     bridge_needs_intro: bool = True  # a bridge entity is covered by its introducing chunk
@@ -122,8 +123,9 @@ class CohortSettings:
     cluster_min_similarity: float = 0.25
     # completeness
     completeness_per_entity: int = 3
+    query_names_capitalized: bool = True  # a one-word name counts only if the query capitalizes it
     # coverage targets
-    bridge_weight: float = 0.5
+    bridge_weight: float = 0.0  # hops replace bridge coverage (see bench/ablation.py)
     max_bridge_entities: int = 10
 
     def priority(self, lane: str) -> float:
@@ -430,6 +432,14 @@ class CohortSearch:
         keys = query_entity_keys(q.text, self.extractor)
         ns_ids = list(self.catalog.namespace_ids(sorted(q.allowed)).values())
         found = q.reads.entities(keys, ns_ids)
+        if q.settings.query_names_capitalized:
+            # A heuristic proper name is found capitalized in text; a single query word
+            # written in lower case only ("place of birth") is the common noun, not it.
+            words = _WORD.findall(q.text)
+            lower = {canonical_key(w) for w in words if w == w.lower()}
+            lower -= {canonical_key(w) for w in words if w != w.lower()}
+            found = [f for f in found
+                     if not (f[3] == "name" and " " not in f[1] and f[1] in lower)]
         matched = {key for _, key, _, _, _ in found}
         kept = [f for f in found
                 if not any(f[1] != other and f" {f[1]} " in f" {other} " for other in matched)]
