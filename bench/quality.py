@@ -10,15 +10,14 @@ embedding cache (``bench/.cache/embeddings.sqlite``: reruns embed nothing). Each
 asks for ``k=300`` chunks and chunk hits are folded to documents by first occurrence (the
 best-ranked chunk speaks for its document):
 
-* ``hybrid``: ``DocGraph.search(mode="hybrid")`` (RRF of dense + FTS5 BM25, product settings);
+* ``hybrid``: ``DocGraph.search(mode="hybrid")`` (RRF of dense + BM25, product settings);
 * ``dense``: ``DocGraph.search(mode="dense")``;
 * ``bm25``: ``graph.chunk_index().lexical_search()`` (no bm25-only API mode exists).
 
 ``loader.breadcrumb`` changes the embedded text, so each (chunk_tokens, breadcrumb) pair gets
 its own index. Besides the product numbers, the same per-query lanes are re-fused offline
-with the product's own ``rrf_fuse`` to sweep cheap levers one at a time: FTS5 bm25 column
-weights (breadcrumb vs text; measured with our own SQL against the catalog, the product SQL
-is untouched), ``index.rrf_k`` and the per-lane candidate depth (``index.candidates``; note
+with the product's own ``rrf_fuse`` to sweep cheap levers one at a time: ``index.rrf_k`` and
+the per-lane candidate depth (``index.candidates``; note
 that the product uses ``max(candidates, k)``, so a ``k=300`` search always fuses 300-deep
 lanes, while a typical ``k<=100`` search fuses 100-deep lanes). The offline fusion is checked
 against the product's own hybrid ranking query by query.
@@ -34,7 +33,6 @@ import json
 import random
 import re
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -62,20 +60,12 @@ from docgraph.ingest.embed_cache import CachedEmbedder
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
-from docgraph.store.fts_query import fts5_terms, to_fts5_query
 
 NAMESPACE = "bench"
 SEARCH_K = 300            # chunks asked of every search
 LANE_DEPTH_MAX = 1000     # offline lanes are fetched this deep once, then truncated
-PRODUCT_BM25_WEIGHTS = (0.5, 1.0)   # bm25(chunks_fts, breadcrumb, text) in the product SQL
-BM25_WEIGHT_VARIANTS = [(0.5, 1.0), (0.0, 1.0), (0.25, 1.0), (1.0, 1.0), (2.0, 1.0)]
-# Query terms found in more than this share of text chunks are dropped from the OR query
-# (their BM25 idf is near zero, but they make the longest posting lists); see speed.py.
-MAX_DF_VARIANTS = [0.5, 0.25, 0.1]
 RRF_K_VARIANTS = [10, 20, 30, 60, 100, 200]
 DEPTH_VARIANTS = [50, 100, 200, 300, 500, 1000]
-# Post-hoc pairs of the two levers that looked best one at a time (flagged "combined").
-COMBINED_VARIANTS = [("w=1,1", 10), ("w=1,1", 20), ("w=2,1", 10), ("w=2,1", 20)]
 BOOTSTRAP_SAMPLES = 2000
 
 # Headline metric per dataset, and the targets of the brief (hybrid, default settings).
@@ -139,65 +129,6 @@ def select_subset(
 
 # ---------------------------------------------------------------- lanes and scoring
 
-def quote_terms(terms: Sequence[str]) -> str:
-    """The product's FTS5 expression for already-extracted terms: quoted, OR-ed."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-def count_matches(db: sqlite3.Connection, term: str, cap: int) -> int:
-    """Rows of ``chunks_fts`` matching one term, counted up to ``cap + 1`` (early stop)."""
-    row = db.execute(
-        "SELECT count(*) FROM (SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-        (quote_terms([term]), cap + 1),
-    ).fetchone()
-    return int(row[0])
-
-
-class DfPruner:
-    """Drops query terms that match more than ``max_df`` of the rows (keeps the rarest one if
-    every term is that common). Counts are cached per term; counting stops at the cap."""
-
-    def __init__(self, db: sqlite3.Connection, n_rows: int, max_share: float) -> None:
-        self.db = db
-        self.n_rows = n_rows
-        self.cap = int(max_share * n_rows)
-        self.counts: dict[str, int] = {}
-
-    def expression(self, query: str, max_df: float) -> str | None:
-        terms = fts5_terms(query)
-        if not terms:
-            return None
-        for t in terms:
-            if t not in self.counts:
-                self.counts[t] = count_matches(self.db, t, self.cap)
-        limit = max_df * self.n_rows
-        kept = [t for t in terms if self.counts[t] <= limit]
-        return quote_terms(kept or [min(terms, key=lambda t: self.counts[t])])
-
-
-def lexical_rows(
-    graph: DocGraph, expression: str | None, k: int, ns_ids: list[int],
-    weights: tuple[float, float],
-) -> list[ScoredRow]:
-    """FTS5 BM25 like ``EmbeddedChunkIndex.lexical_search`` but with our column weights and
-    our MATCH expression (``to_fts5_query(query)`` reproduces the product's)."""
-    if expression is None or not ns_ids:
-        return []
-    db = graph.catalog.connection()
-    marks = ",".join("?" * len(ns_ids))
-    # Text chunks only, like the product (other kinds, e.g. community reports, share the table).
-    has_kind = any(r[1] == "kind" for r in db.execute("PRAGMA table_info(chunks)"))
-    kind_filter = " AND c.kind = 'text'" if has_kind else ""
-    rows = db.execute(
-        "SELECT c.id, bm25(chunks_fts, ?, ?) AS score FROM chunks_fts"
-        " JOIN chunks c ON c.id = chunks_fts.rowid"
-        f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({marks}){kind_filter}"
-        " ORDER BY score, c.id LIMIT ?",
-        [weights[0], weights[1], expression, *ns_ids, k],
-    ).fetchall()
-    return [ScoredRow(int(r[0]), -float(r[1])) for r in rows]
-
-
 def to_documents(rowids: Sequence[int], chunk_doc: dict[int, str]) -> list[str]:
     """Corpus ids in order of their best-ranked chunk."""
     return list(dict.fromkeys(chunk_doc[r] for r in rowids if r in chunk_doc))
@@ -242,31 +173,10 @@ class QueryLanes:
     product_dense: list[int]
     product_bm25: list[int]
     dense: list[ScoredRow]              # LANE_DEPTH_MAX deep
-    bm25: dict[str, list[ScoredRow]]    # per lexical variant label (see lexical_variants)
+    bm25: list[ScoredRow]               # LANE_DEPTH_MAX deep
 
 
-def weights_label(weights: tuple[float, float]) -> str:
-    return f"w={weights[0]:g},{weights[1]:g}"
-
-
-PRODUCT_LEX = weights_label(PRODUCT_BM25_WEIGHTS)
-
-
-def lexical_variants(
-    graph: DocGraph, query: str, ns_ids: list[int], pruner: DfPruner
-) -> dict[str, list[ScoredRow]]:
-    """Every lexical variant's ranking for one query, ``LANE_DEPTH_MAX`` deep."""
-    plain = to_fts5_query(query)
-    out = {weights_label(w): lexical_rows(graph, plain, LANE_DEPTH_MAX, ns_ids, w)
-           for w in BM25_WEIGHT_VARIANTS}
-    for max_df in MAX_DF_VARIANTS:
-        out[f"maxdf={max_df:g}"] = lexical_rows(
-            graph, pruner.expression(query, max_df), LANE_DEPTH_MAX, ns_ids,
-            PRODUCT_BM25_WEIGHTS)
-    return out
-
-
-def fetch_lanes(graph: DocGraph, query: str, ns_ids: list[int], pruner: DfPruner) -> QueryLanes:
+def fetch_lanes(graph: DocGraph, query: str) -> QueryLanes:
     ns = frozenset({NAMESPACE})
     hybrid = graph.search(query, namespaces=ns, k=SEARCH_K, mode="hybrid")
     dense_hits = graph.search(query, namespaces=ns, k=SEARCH_K, mode="dense")
@@ -278,14 +188,13 @@ def fetch_lanes(graph: DocGraph, query: str, ns_ids: list[int], pruner: DfPruner
         product_dense=[h.rowid for h in dense_hits],
         product_bm25=[r.rowid for r in bm25],
         dense=index.dense_search(vector, LANE_DEPTH_MAX, ns),
-        bm25=lexical_variants(graph, query, ns_ids, pruner),
+        bm25=index.lexical_search(query, LANE_DEPTH_MAX, ns),
     )
 
 
-def fused(lanes: QueryLanes, lexical: str, rrf_k: int, depth: int,
-          k: int = SEARCH_K) -> list[int]:
+def fused(lanes: QueryLanes, rrf_k: int, depth: int, k: int = SEARCH_K) -> list[int]:
     """The product's hybrid ranking recomputed offline (``rrf_fuse`` of truncated lanes)."""
-    rows = rrf_fuse([lanes.dense[:depth], lanes.bm25[lexical][:depth]], k=rrf_k)[:k]
+    rows = rrf_fuse([lanes.dense[:depth], lanes.bm25[:depth]], k=rrf_k)[:k]
     return [r.rowid for r in rows]
 
 
@@ -366,14 +275,10 @@ def evaluate_config(
                      if c.source_path in file_to_id}
         other_chunks = sorted({c.source_path.split("/")[0] for rid, c in stored.items()
                                if rid not in chunk_doc})
-        ns_ids = list(graph.catalog.namespace_ids([NAMESPACE]).values())
 
         qids = list(queries)
         started = time.perf_counter()
-        db = graph.catalog.connection()
-        fts_rows = int(db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0])
-        pruner = DfPruner(db, fts_rows, max(MAX_DF_VARIANTS))
-        lanes = {q: fetch_lanes(graph, queries[q], ns_ids, pruner) for q in qids}
+        lanes = {q: fetch_lanes(graph, queries[q]) for q in qids}
         query_seconds = time.perf_counter() - started
 
         def run_of(ranking: Callable[[QueryLanes], list[int]]) -> dict[str, list[str]]:
@@ -384,17 +289,16 @@ def evaluate_config(
             "dense": run_of(lambda x: x.product_dense),
             "hybrid": run_of(lambda x: x.product_hybrid),
         }
-        w0 = PRODUCT_LEX
         cfg = graph.settings.index
         checks = {
             "offline_hybrid_equals_product": sum(
-                fused(lanes[q], w0, cfg.rrf_k, max(cfg.candidates, SEARCH_K))
+                fused(lanes[q], cfg.rrf_k, max(cfg.candidates, SEARCH_K))
                 == lanes[q].product_hybrid for q in qids),
             "offline_dense_equals_product": sum(
                 [r.rowid for r in lanes[q].dense[:SEARCH_K]] == lanes[q].product_dense
                 for q in qids),
-            "own_bm25_sql_equals_product": sum(
-                [r.rowid for r in lanes[q].bm25[w0][:SEARCH_K]] == lanes[q].product_bm25
+            "offline_bm25_equals_product": sum(
+                [r.rowid for r in lanes[q].bm25[:SEARCH_K]] == lanes[q].product_bm25
                 for q in qids),
             "queries": len(qids),
         }
@@ -408,10 +312,10 @@ def evaluate_config(
         headline = DATASETS[data.name]["metrics"] if data.name in DATASETS else ["ndcg@10"]
         base = {m: per_query(product["hybrid"], data, qids, m) for m in headline}
 
-        def add_variant(lane: str, lexical: str, rrf_k: int | None,
+        def add_variant(lane: str, rrf_k: int | None,
                         depth: int | None, run: dict[str, list[str]], note: str = "") -> None:
             row: dict[str, Any] = {
-                "lane": lane, "lexical": lexical,
+                "lane": lane,
                 "rrf_k": rrf_k, "depth": depth, **score_run(run, data, qids),
                 # versus the product's hybrid with the same index (paired, per query)
                 "vs_product_hybrid": {m: paired_delta(per_query(run, data, qids, m), base[m])
@@ -421,33 +325,18 @@ def evaluate_config(
                 row["note"] = note
             variants.append(row)
 
-        lexical_labels = list(next(iter(lanes.values())).bm25) if lanes else [w0]
-        for w in lexical_labels:
-            add_variant("bm25", w, None, SEARCH_K,
-                        run_of(lambda x, w=w: [r.rowid for r in x.bm25[w][:SEARCH_K]]))
-        for w in lexical_labels:
-            for depth in (100, SEARCH_K):
-                add_variant("hybrid", w, cfg.rrf_k, depth,
-                            run_of(lambda x, w=w, d=depth: fused(x, w, cfg.rrf_k, d)))
         for rrf_k in RRF_K_VARIANTS:
             for depth in (100, SEARCH_K):
-                add_variant("hybrid", w0, rrf_k, depth,
-                            run_of(lambda x, r=rrf_k, d=depth: fused(x, w0, r, d)))
+                add_variant("hybrid", rrf_k, depth,
+                            run_of(lambda x, r=rrf_k, d=depth: fused(x, r, d)))
         for depth in DEPTH_VARIANTS:
-            add_variant("hybrid", w0, cfg.rrf_k, depth,
-                        run_of(lambda x, d=depth: fused(x, w0, cfg.rrf_k, d)),
+            add_variant("hybrid", cfg.rrf_k, depth,
+                        run_of(lambda x, d=depth: fused(x, cfg.rrf_k, d)),
                         note="depth = max(index.candidates, k)")
-        for lex, rrf_k in COMBINED_VARIANTS:
-            if lex not in lexical_labels:
-                continue
-            for depth in (100, SEARCH_K):
-                add_variant("hybrid", lex, rrf_k, depth,
-                            run_of(lambda x, w=lex, r=rrf_k, d=depth: fused(x, w, r, d)),
-                            note="combined (post-hoc)")
         # de-duplicate rows produced by more than one sweep
         unique: dict[str, dict[str, Any]] = {}
         for row in variants:
-            unique.setdefault(json.dumps([row["lane"], row["lexical"], row["rrf_k"],
+            unique.setdefault(json.dumps([row["lane"], row["rrf_k"],
                                           row["depth"]]), row)
 
         n_docs = len(doc_ids)
@@ -465,9 +354,6 @@ def evaluate_config(
             "settings": {"index": cfg.model_dump(), "loader": {
                 "chunk_tokens": chunk_tokens, "breadcrumb": breadcrumb}},
             "checks": checks,
-            "df_pruning": {"fts_rows": fts_rows, "terms_counted": len(pruner.counts),
-                           "terms_over_0.1": sum(c > 0.1 * fts_rows
-                                                 for c in pruner.counts.values())},
             "min_docs_per_query_at_k300": docs_per_query,
             "lanes": lanes_scores,
             "variants": list(unique.values()),
@@ -558,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                  "chunks": result["chunks"]})
                 for v in result["variants"]:
                     variant_rows.append({"dataset": name, "chunk_tokens": ct, "breadcrumb": crumb,
-                                         **{k: v[k] for k in ("lane", "lexical", "rrf_k",
+                                         **{k: v[k] for k in ("lane", "rrf_k",
                                                               "depth")},
                                          **{m: v[m] for m in metrics},
                                          "delta_vs_product (95% CI)": delta_text(v, name)})
@@ -582,9 +468,8 @@ PROTOCOL = {
               "occurrence; chunks that are not corpus files (community reports) are skipped",
     "lanes": "hybrid/dense = DocGraph.search(mode=...); bm25 = chunk_index().lexical_search()",
     "variants": "offline rrf_fuse of the same per-query lanes (dense via dense_search, bm25 via "
-                "our own FTS5 SQL: other column weights w=breadcrumb,text, or maxdf=X: query "
-                "terms matching more than X of the FTS rows dropped); depth = per-lane "
-                "candidates (product: max(index.candidates, k)); checks.* count queries where "
+                "lexical_search); depth = per-lane candidates (product: "
+                "max(index.candidates, k)); checks.* count queries where "
                 "the offline ranking equals the product's",
     "caveat": "variants are tuned on the test queries themselves: treat a gain as a lead only "
               "if it holds on both datasets",

@@ -48,7 +48,7 @@ from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog
-from quality import PRODUCT_BM25_WEIGHTS, DfPruner, lexical_rows, write_corpus_folder
+from quality import write_corpus_folder
 
 NAMESPACE = "bench"
 EMBED_SAMPLE = 300
@@ -60,7 +60,6 @@ WORDS_PER_CHUNK = 60
 VOCAB_SIZE = 30_000
 ZIPF_S = 1.0
 SIZE_BUDGET_S = 300.0   # stop measuring one index size after this many seconds of queries
-MAX_DF_VARIANTS = [0.25, 0.1]   # lexical lane with query terms above this chunk share dropped
 FLOOR_QUERIES = 50
 
 TARGETS = {
@@ -240,16 +239,6 @@ def measure_latency(graph: DocGraph, queries: list[str], budget_s: float,
         "hybrid_search": [], "dense_search_call": [], "embed_query": [], "dense_lane": [],
         "lexical_lane": [],
     }
-    # Experiment (not product code): the lexical lane without very common query terms.
-    db = graph.catalog.connection()
-    ns_ids = list(graph.catalog.namespace_ids([NAMESPACE]).values())
-    fts_rows = int(db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0])
-    pruner = DfPruner(db, fts_rows, max(MAX_DF_VARIANTS))
-    t0 = time.perf_counter()
-    expressions = {m: [pruner.expression(q, m) for q in queries] for m in MAX_DF_VARIANTS}
-    df_seconds = time.perf_counter() - t0
-    for m in MAX_DF_VARIANTS:
-        timings[f"lexical_lane_maxdf_{m:g}"] = []
     if one_thread is not None:
         timings["embed_query_1_thread"] = []
         one_thread.embed_query(queries[0])
@@ -269,11 +258,6 @@ def measure_latency(graph: DocGraph, queries: list[str], budget_s: float,
         for key, value in zip(list(timings)[:5], (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4),
                               strict=True):
             timings[key].append(value * 1000)
-        i = len(timings["embed_query"]) - 1
-        for m in MAX_DF_VARIANTS:
-            t6 = time.perf_counter()
-            lexical_rows(graph, expressions[m][i], depth, ns_ids, PRODUCT_BM25_WEIGHTS)
-            timings[f"lexical_lane_maxdf_{m:g}"].append((time.perf_counter() - t6) * 1000)
         if one_thread is not None:
             t7 = time.perf_counter()
             one_thread.embed_query(q)
@@ -287,13 +271,6 @@ def measure_latency(graph: DocGraph, queries: list[str], budget_s: float,
         timings["hybrid_search"], timings["embed_query"], timings["dense_lane"],
         timings["lexical_lane"], strict=True)]
     out["hybrid_other_ms_median"] = round(statistics.median(rest), 2)
-    out["maxdf_experiment"] = {
-        "fts_rows": fts_rows, "distinct_query_terms": len(pruner.counts),
-        "df_counting_s": round(df_seconds, 2),
-        "terms_dropped": {f"{m:g}": sum(c > m * fts_rows for c in pruner.counts.values())
-                          for m in MAX_DF_VARIANTS},
-        "note": "lexical_lane_maxdf_*: same SQL and weights, query terms matching more than "
-                "that share of rows dropped (df counted once per term, not timed)"}
     out["dense_floor"] = dense_floor(index_size(graph), graph.embedder.dimension)
     out["candidate_depth"] = depth
     out["k"] = SEARCH_K

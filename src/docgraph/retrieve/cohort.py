@@ -19,7 +19,7 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
 Relevance is the hybrid reciprocal-rank fusion of each pool member's rank in the dense and the
 BM25 candidate lists of the seed lane (the same fusion as ``DocGraph.search(mode="hybrid")``);
 a member beyond the dense list ranks after it by its own similarity, and one beyond the BM25
-list has no lexical evidence (scoring BM25 for arbitrary rows costs a full FTS5 query).
+list has no lexical evidence.
 
 Hops (multi-hop questions). A seed is *anchored* when it introduces an entity the query names:
 its document's title is named by the query, or it names a query entity within its first
@@ -57,7 +57,7 @@ from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace, TraceStore
 from docgraph.store.base import require_namespaces
-from docgraph.store.fts_query import STOPWORDS
+from docgraph.store.lexical import STOPWORDS
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
 

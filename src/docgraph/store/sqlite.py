@@ -1,5 +1,5 @@
 """The embedded default store: a SQLite (WAL) catalog, and a chunk index derived from it
-(exact dense search in memory + BM25 through SQLite FTS5 in the same file).
+(exact dense search and BM25 posting lists, both in memory, following the catalog).
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from docgraph.store.base import (
     require_namespaces,
 )
 from docgraph.store.dense import DenseMatrix
-from docgraph.store.fts_query import to_fts5_query
+from docgraph.store.lexical import PostingIndex, TermDictionary, query_terms
+from docgraph.store.lexical import term_ids as stored_term_ids
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -92,23 +93,17 @@ CREATE TABLE IF NOT EXISTS chunks (
     parent_index INTEGER,
     embed_hash TEXT NOT NULL,
     vector BLOB NOT NULL,
+    terms BLOB NOT NULL DEFAULT x'',
+    term_count INTEGER NOT NULL DEFAULT 0,
     UNIQUE (document_id, chunk_index)
 );
+CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
 CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace_id);
 CREATE TABLE IF NOT EXISTS chunk_tombstones (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    breadcrumb, text, content='chunks', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, breadcrumb, text) VALUES (new.id, new.breadcrumb, new.text);
-END;
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, breadcrumb, text)
-        VALUES ('delete', old.id, old.breadcrumb, old.text);
     INSERT INTO chunk_tombstones(chunk_id) VALUES (old.id);
 END;
 CREATE TABLE IF NOT EXISTS entities (
@@ -186,6 +181,7 @@ class SQLiteCatalog:
         except OSError as exc:
             raise StoreError(f"cannot create index directory {self.path.parent}: {exc}") from exc
         self._local = threading.local()
+        self.terms = TermDictionary()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         db = self.connection()
@@ -201,6 +197,8 @@ class SQLiteCatalog:
                 db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
+            elif int(row[0]) == 1:
+                _migrate_1_to_2(db, self.terms)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: index schema version {row[0]} is not supported "
@@ -423,19 +421,25 @@ class SQLiteCatalog:
             if len(links) != len(chunks):
                 raise StoreError(f"{write.doc_id}: entity links for {len(links)} of "
                                  f"{len(chunks)} chunks")
-            for chunk, crumb, embedded, vector, chunk_links in zip(
-                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, links, strict=True
+            encoded, learnt = self.terms.encode(
+                db, [(crumb, chunk.text) for chunk, crumb in zip(chunks, write.breadcrumbs,
+                                                                  strict=True)])
+            for chunk, crumb, embedded, vector, chunk_links, lexical in zip(
+                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, links, encoded,
+                strict=True,
             ):
                 if vector.shape != (write.vectors.shape[1],) or not np.isfinite(vector).all():
                     raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
                 inserted = db.execute(
                     "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
                     " section_path, token_count, prev_index, next_index, parent_index,"
-                    " embed_hash, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " embed_hash, vector, terms, term_count)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (document_id, ns_id, chunk.index, chunk.text, crumb,
                      json.dumps(list(chunk.section_path), ensure_ascii=False), chunk.token_count,
                      chunk.prev_index, chunk.next_index, chunk.parent_index,
-                     text_hash(embedded), np.asarray(vector, dtype=np.float32).tobytes()),
+                     text_hash(embedded), np.asarray(vector, dtype=np.float32).tobytes(),
+                     lexical.blob, lexical.length),
                 )
                 if chunk_links:
                     self._write_links(db, ns_id, int(inserted.lastrowid or 0), chunk_links)
@@ -443,6 +447,7 @@ class SQLiteCatalog:
                 "DELETE FROM failures WHERE source_id = ? AND path = ?",
                 (write.source.id, write.path),
             )
+        self.terms.committed(learnt)
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
@@ -624,16 +629,18 @@ class SQLiteCatalog:
 
 
 class EmbeddedChunkIndex:
-    """Dense (in-memory exact matrix) + lexical (FTS5 BM25) search over a :class:`SQLiteCatalog`.
+    """Dense (exact, in-memory matrix) + lexical (BM25 posting lists in memory, see
+    :mod:`docgraph.store.lexical`) search over a :class:`SQLiteCatalog`.
 
-    The dense matrix follows the catalog lazily: each search first applies rows added and
-    deleted since the last one (cheap when nothing changed), so writes from another process
-    (a CLI build while a server runs) become visible on the next query.
+    Both follow the catalog lazily: each search first applies rows added and deleted since
+    the last one (cheap when nothing changed), so writes from another process (a CLI build
+    while a server runs) become visible on the next query.
     """
 
     def __init__(self, catalog: SQLiteCatalog, dimension: int) -> None:
         self.catalog = catalog
         self.dense = DenseMatrix(dimension)
+        self.postings = PostingIndex()
         self._tombstone_seq = 0
         self._sync_lock = threading.Lock()
         self._synced_marks: tuple[int, int] | None = None
@@ -647,7 +654,7 @@ class EmbeddedChunkIndex:
         return int(rows.get("chunks", 0)), int(rows.get("chunk_tombstones", 0))
 
     def sync(self) -> None:
-        """Apply catalog changes since the last sync to the dense matrix."""
+        """Apply catalog changes since the last sync to the dense matrix and posting lists."""
         db = self.catalog.connection()
         if self._synced_marks is not None and self._marks(db) == self._synced_marks:
             return
@@ -658,7 +665,8 @@ class EmbeddedChunkIndex:
                 if marks == self._synced_marks:
                     return
                 rows = db.execute(
-                    "SELECT id, namespace_id, vector, kind FROM chunks WHERE id > ? ORDER BY id",
+                    "SELECT id, namespace_id, vector, kind, terms, term_count FROM chunks"
+                    " WHERE id > ? ORDER BY id",
                     (self.dense.max_rowid,),
                 ).fetchall()
                 dead = db.execute(
@@ -674,35 +682,42 @@ class EmbeddedChunkIndex:
                     raise StoreError(
                         f"{self.catalog.path}: stored vectors do not have dimension {dim}"
                     )
-                self.dense.append(
-                    np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                    np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
-                    vectors.reshape(len(rows), dim),
-                    np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
-                                count=len(rows)),
+                rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                namespaces = np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows))
+                kinds = np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
+                                    count=len(rows))
+                self.dense.append(rowids, namespaces, vectors.reshape(len(rows), dim), kinds)
+                self.postings.append(
+                    rowids, namespaces, kinds, [r[4] for r in rows],
+                    np.fromiter((r[5] for r in rows), dtype=np.float32, count=len(rows)),
                 )
             if dead:
-                self.dense.remove(np.array(sorted(r[1] for r in dead), dtype=np.int64))
+                removed = np.array(sorted(r[1] for r in dead), dtype=np.int64)
+                self.dense.remove(removed)
+                self.postings.remove(removed)
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
+
+    def _term_ids(self, text: str) -> list[int]:
+        terms = query_terms(text)
+        if not terms:
+            return []
+        found = stored_term_ids(self.catalog.connection(), terms)
+        return [found[t] for t in terms if t in found]
 
     def lexical_scores(
         self, text: str, rowids: Sequence[int], namespaces: frozenset[str]
     ) -> dict[int, float]:
         """BM25 scores of ``text`` for the given chunks only (absent: no term matched)."""
         ns_ids = self._namespace_ids(namespaces)
-        expression = to_fts5_query(text)
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        if expression is None or not ids or not ns_ids:
+        ids = np.array(list(dict.fromkeys(int(r) for r in rowids)), dtype=np.int64)
+        if not ns_ids or len(ids) == 0:
             return {}
-        rows = self.catalog.connection().execute(
-            "SELECT c.id, bm25(chunks_fts, 0.5, 1.0) FROM chunks_fts"
-            " JOIN chunks c ON c.id = chunks_fts.rowid"
-            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({','.join('?' * len(ns_ids))})"
-            f" AND c.id IN ({','.join('?' * len(ids))})",
-            [expression, *ns_ids, *ids],
-        ).fetchall()
-        return {int(r[0]): -float(r[1]) for r in rows}
+        self.sync()
+        term_ids = self._term_ids(text)
+        if not term_ids:
+            return {}
+        return self.postings.scores_for(term_ids, ids, ns_ids)
 
     def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
         """Unit vectors of the given chunks (as loaded in the dense matrix)."""
@@ -724,20 +739,41 @@ class EmbeddedChunkIndex:
     def lexical_search(
         self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
     ) -> list[ScoredRow]:
-        """Top ``k`` chunks of the allowed namespaces by FTS5 BM25 (breadcrumb + text)."""
+        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text."""
         ns_ids = self._namespace_ids(namespaces)
-        expression = to_fts5_query(text)
-        if expression is None or not ns_ids or k <= 0:
+        if not ns_ids or k <= 0:
             return []
-        marks = ",".join("?" * len(ns_ids))
-        rows = self.catalog.connection().execute(
-            "SELECT c.id, bm25(chunks_fts, 0.5, 1.0) AS score FROM chunks_fts"
-            " JOIN chunks c ON c.id = chunks_fts.rowid"
-            f" WHERE chunks_fts MATCH ? AND c.namespace_id IN ({marks}) AND c.kind = ?"
-            " ORDER BY score, c.id LIMIT ?",
-            [expression, *ns_ids, kind, k],
-        ).fetchall()
-        return [ScoredRow(int(r[0]), -float(r[1])) for r in rows]
+        self.sync()
+        term_ids = self._term_ids(text)
+        if not term_ids:
+            return []
+        return [ScoredRow(rowid, score) for rowid, score in
+                self.postings.search(term_ids, k, ns_ids, CHUNK_KINDS.index(kind))]
+
+
+def _migrate_1_to_2(db: sqlite3.Connection, terms: TermDictionary) -> None:
+    """Schema 1 -> 2 (inside the caller's transaction): BM25 moves from an FTS5 table to term
+    ids stored with each chunk; every chunk is tokenized once here."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)").fetchall()}
+    if "terms" not in columns:
+        db.execute("ALTER TABLE chunks ADD COLUMN terms BLOB NOT NULL DEFAULT x''")
+        db.execute("ALTER TABLE chunks ADD COLUMN term_count INTEGER NOT NULL DEFAULT 0")
+    db.execute("DROP TRIGGER IF EXISTS chunks_ai")
+    db.execute("DROP TRIGGER IF EXISTS chunks_ad")
+    db.execute("DROP TABLE IF EXISTS chunks_fts")
+    db.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN"
+               " INSERT INTO chunk_tombstones(chunk_id) VALUES (old.id); END")
+    last = 0
+    while True:
+        rows = db.execute("SELECT id, breadcrumb, text FROM chunks WHERE id > ? ORDER BY id"
+                          " LIMIT 2000", (last,)).fetchall()
+        if not rows:
+            break
+        encoded, _ = terms.encode(db, [(r[1], r[2]) for r in rows])
+        db.executemany("UPDATE chunks SET terms = ?, term_count = ? WHERE id = ?",
+                       [(e.blob, e.length, r[0]) for e, r in zip(encoded, rows, strict=True)])
+        last = int(rows[-1][0])
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
 
 _blas_limited = False

@@ -221,7 +221,13 @@ class SQLiteGraphStore:
             db.execute("DELETE FROM communities WHERE namespace_id = ?", (ns_id,))
             stored_ids: list[int] = []
             now = time.time()
-            for community in communities:
+            reported = [i for i, c in enumerate(communities)
+                        if c.report_text is not None and c.report_vector is not None]
+            encoded, learnt = self.catalog.terms.encode(
+                db, [(_report_crumb(communities[i].title), communities[i].report_text or "")
+                     for i in reported])
+            lexical = dict(zip(reported, encoded, strict=True))
+            for position, community in enumerate(communities):
                 parent = stored_ids[community.parent] if community.parent is not None else None
                 doc_id = (f"community://{namespace}/L{community.level}/C{community.ordinal}"
                           if community.report_text is not None else None)
@@ -246,22 +252,25 @@ class SQLiteGraphStore:
                     (ns_id, doc_id, doc_id, community.title, text_hash(community.report_text),
                      now),
                 )
-                crumb = f"[Community report > {community.title}]"
                 db.execute(
                     "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
                     " breadcrumb, section_path, token_count, prev_index, next_index,"
-                    " parent_index, embed_hash, vector)"
-                    " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?)",
-                    (int(doc.lastrowid or 0), ns_id, community.report_text, crumb,
+                    " parent_index, embed_hash, vector, terms, term_count)"
+                    " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?,"
+                    " ?, ?)",
+                    (int(doc.lastrowid or 0), ns_id, community.report_text,
+                     _report_crumb(community.title),
                      json.dumps(["Community report", community.title]),
                      text_hash(community.report_text),
-                     np.asarray(community.report_vector, dtype=np.float32).tobytes()),
+                     np.asarray(community.report_vector, dtype=np.float32).tobytes(),
+                     lexical[position].blob, lexical[position].length),
                 )
             db.execute(
                 "UPDATE namespaces SET graph_dirty = 0, graph_built_at = ?, vocab_hash = ?"
                 " WHERE id = ?",
                 (now, vocab_hash, ns_id),
             )
+        self.catalog.terms.committed(learnt)
 
     # -- queries --------------------------------------------------------------
 
@@ -491,3 +500,7 @@ class SQLiteGraphStore:
         return sorted(
             (min(a, b), max(a, b), round(float(w), 6), int(c)) for a, b, w, c in rows
         )
+
+
+def _report_crumb(title: str) -> str:
+    return f"[Community report > {title}]"
