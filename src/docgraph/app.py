@@ -24,7 +24,7 @@ from docgraph.lifecycle.admin import AdminSettings
 from docgraph.lifecycle.history import BuildHistory
 from docgraph.lifecycle.refresher import Refresher
 from docgraph.lifecycle.status import NamespaceStatus, index_status
-from docgraph.llm import ChatModel
+from docgraph.llm import ChatModel, OpenAIChatModel
 from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
 from docgraph.retrieve.cohort import CohortMode, CohortResult, CohortSearch, CohortSettings
 from docgraph.retrieve.context import GraphContext, assemble_context
@@ -69,7 +69,11 @@ class DocGraph:
         self.extractor: EntityExtractor | None = (
             make_extractor(self.settings.graph) if self.settings.graph.enabled else None
         )
-        self.chat_model: ChatModel | None = None
+        llm = self.settings.llm
+        self.chat_model: ChatModel | None = (
+            OpenAIChatModel(llm.base_url, llm.model, llm.api_key_env, llm.timeout_s)
+            if llm.base_url is not None and llm.model is not None else None
+        )
         self.last_graph_reports: list[GraphBuildReport] = []
         self.cohort_settings = CohortSettings()
         self.traces = TraceStore(self.catalog)

@@ -199,6 +199,25 @@ class GovernanceSettings(_Section):
                              description="Session setting for row_identity=session_setting.")
 
 
+class LlmSettings(_Section):
+    """An optional OpenAI-compatible chat model (``POST {base_url}/chat/completions``). When
+    set, community reports are written by it and ``mode="global"`` map-reduces over the
+    selected reports with it; when unset, both stay extractive and say so."""
+
+    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(default=None, description="Model name the server expects.")
+    api_key_env: str = Field(default="OPENAI_API_KEY",
+                             description="Environment variable holding the API key.")
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> LlmSettings:
+        if (self.base_url is None) != (self.model is None):
+            raise ValueError("llm.base_url and llm.model must be set together "
+                             f"(got base_url={self.base_url!r}, model={self.model!r})")
+        return self
+
+
 class ServeSettings(_Section):
     """The MCP server and JSON HTTP API (``docgraph serve``, ``docgraph mcp``)."""
 
@@ -232,6 +251,7 @@ class Settings(BaseSettings):
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
 
     @classmethod
     def settings_customise_sources(
