@@ -48,7 +48,8 @@ def test_hybrid_hits_carry_identity_rank_and_label(graph):
     assert top.source_path == "support/faq.txt"
     assert top.score_label == "hybrid"
     assert [h.original_rank for h in hits] == [1, 2, 3]
-    assert top.score == pytest.approx(1 / 61 + 1 / 61)  # first in both lists
+    k = graph.settings.index.rrf_k
+    assert top.score == pytest.approx(2 / (k + 1))  # first in both lists
     assert set(top.lanes) == {"dense", "bm25"}
     assert top.chunk_id == f"{top.doc_id}#chunk-{top.chunk_index}"
     assert top.namespace == "ops"
