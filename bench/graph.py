@@ -46,7 +46,15 @@ EMBEDDER = HashingEmbedder()
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (MB)."""
+    """Peak resident memory of this process so far (MB): the kernel's high-water mark of
+    this process image (``VmHWM``; ``ru_maxrss`` would include the parent's peak from before
+    the exec of a spawned build process), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
