@@ -7,9 +7,11 @@ namespace's edges, communities and community reports, in one transaction.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -66,13 +68,16 @@ class NamespaceLinks:
 
 
 @dataclass(frozen=True, slots=True)
-class EdgeRow:
-    """One undirected edge, ``source < target`` by entity id."""
+class EdgeTable:
+    """Undirected edges as parallel arrays, ``source < target`` by entity id."""
 
-    source: int
-    target: int
-    weight: float
-    chunks: int
+    source: npt.NDArray[np.int64]
+    target: npt.NDArray[np.int64]
+    weight: npt.NDArray[np.float64]
+    chunks: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +164,15 @@ class SQLiteGraphStore:
                 (vocab_hash, ns_id),
             )
 
+    def entity_names(self, namespace: str) -> dict[int, tuple[str, str, str]]:
+        """(key, name, type) of every entity of the namespace by id, in one query."""
+        rows = self.catalog.connection().execute(
+            "SELECT e.id, e.key, e.name, e.type FROM entities e"
+            " JOIN namespaces n ON n.id = e.namespace_id WHERE n.name = ?",
+            (namespace,),
+        ).fetchall()
+        return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
+
     def entities_by_id(self, ids: Iterable[int]) -> dict[int, EntityInfo]:
         """Entities (with chunk counts) by internal id."""
         wanted = list(dict.fromkeys(int(i) for i in ids))
@@ -192,14 +206,19 @@ class SQLiteGraphStore:
     def replace_graph(
         self,
         namespace: str,
-        edges: Sequence[EdgeRow],
+        edges: EdgeTable,
         communities: Sequence[CommunityRow],
         vocab_hash: str,
     ) -> None:
-        """Replace the namespace's orphan entities, edges, communities and reports at once."""
+        """Replace the namespace's orphan entities, edges, communities and reports at once.
+
+        Bulk writes: edges go in sorted by primary key (appends to the B-tree), communities
+        get their ids up front so every community and member row is one ``executemany``.
+        """
         ns_id = self.namespace_id(namespace)
         if ns_id is None:
             return
+        order = np.lexsort((edges.target, edges.source))
         with self.catalog.transaction() as db:
             db.execute(
                 "DELETE FROM entities WHERE namespace_id = ? AND NOT EXISTS"
@@ -209,7 +228,8 @@ class SQLiteGraphStore:
             db.execute("DELETE FROM entity_edges WHERE namespace_id = ?", (ns_id,))
             db.executemany(
                 "INSERT INTO entity_edges VALUES (?, ?, ?, ?, ?)",
-                [(ns_id, e.source, e.target, e.weight, e.chunks) for e in edges],
+                zip(repeat(ns_id), edges.source[order].tolist(), edges.target[order].tolist(),
+                    edges.weight[order].tolist(), edges.chunks[order].tolist()),
             )
             db.execute(
                 "DELETE FROM chunks WHERE namespace_id = ? AND kind = 'community_report'", (ns_id,)
@@ -219,49 +239,58 @@ class SQLiteGraphStore:
                 (ns_id,),
             )
             db.execute("DELETE FROM communities WHERE namespace_id = ?", (ns_id,))
-            stored_ids: list[int] = []
+            first_id = int(db.execute(
+                "SELECT coalesce(max(id), 0) + 1 FROM communities").fetchone()[0])
+            doc_ids = [
+                f"community://{namespace}/L{c.level}/C{c.ordinal}"
+                if c.report_text is not None else None
+                for c in communities
+            ]
+            db.executemany(
+                "INSERT INTO communities(id, namespace_id, level, ordinal, parent_id, size, title,"
+                " report_doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(first_id + i, ns_id, c.level, c.ordinal,
+                  None if c.parent is None else first_id + c.parent, len(c.members), c.title,
+                  doc_ids[i]) for i, c in enumerate(communities)],
+            )
+            db.executemany(
+                "INSERT INTO community_members VALUES (?, ?, ?)",
+                [(first_id + i, entity_id, centrality) for i, c in enumerate(communities)
+                 for entity_id, centrality in c.members],
+            )
             now = time.time()
-            for community in communities:
-                parent = stored_ids[community.parent] if community.parent is not None else None
-                doc_id = (f"community://{namespace}/L{community.level}/C{community.ordinal}"
-                          if community.report_text is not None else None)
-                cursor = db.execute(
-                    "INSERT INTO communities(namespace_id, level, ordinal, parent_id, size, title,"
-                    " report_doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (ns_id, community.level, community.ordinal, parent, len(community.members),
-                     community.title, doc_id),
-                )
-                community_id = int(cursor.lastrowid or 0)
-                stored_ids.append(community_id)
-                db.executemany(
-                    "INSERT INTO community_members VALUES (?, ?, ?)",
-                    [(community_id, entity_id, c) for entity_id, c in community.members],
-                )
+            for community, doc_id in zip(communities, doc_ids, strict=True):
                 if community.report_text is None or community.report_vector is None or not doc_id:
                     continue
-                doc = db.execute(
-                    "INSERT INTO documents(source_id, kind, namespace_id, doc_id, path, title,"
-                    " content_hash, change_token, media_type, chunk_count, updated_at)"
-                    " VALUES (NULL, 'community_report', ?, ?, ?, ?, ?, '', 'text/markdown', 1, ?)",
-                    (ns_id, doc_id, doc_id, community.title, text_hash(community.report_text),
-                     now),
-                )
-                crumb = f"[Community report > {community.title}]"
-                db.execute(
-                    "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
-                    " breadcrumb, section_path, token_count, prev_index, next_index,"
-                    " parent_index, embed_hash, vector)"
-                    " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?)",
-                    (int(doc.lastrowid or 0), ns_id, community.report_text, crumb,
-                     json.dumps(["Community report", community.title]),
-                     text_hash(community.report_text),
-                     np.asarray(community.report_vector, dtype=np.float32).tobytes()),
-                )
+                self._insert_report(db, ns_id, doc_id, community.title, community.report_text,
+                                    community.report_vector, now)
             db.execute(
                 "UPDATE namespaces SET graph_dirty = 0, graph_built_at = ?, vocab_hash = ?"
                 " WHERE id = ?",
                 (now, vocab_hash, ns_id),
             )
+
+    @staticmethod
+    def _insert_report(
+        db: sqlite3.Connection, ns_id: int, doc_id: str, title: str, text: str,
+        vector: Vector, now: float,
+    ) -> None:
+        """One community report: a document of kind ``community_report`` with one chunk."""
+        doc = db.execute(
+            "INSERT INTO documents(source_id, kind, namespace_id, doc_id, path, title,"
+            " content_hash, change_token, media_type, chunk_count, updated_at)"
+            " VALUES (NULL, 'community_report', ?, ?, ?, ?, ?, '', 'text/markdown', 1, ?)",
+            (ns_id, doc_id, doc_id, title, text_hash(text), now),
+        )
+        db.execute(
+            "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
+            " breadcrumb, section_path, token_count, prev_index, next_index,"
+            " parent_index, embed_hash, vector)"
+            " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?)",
+            (int(doc.lastrowid or 0), ns_id, text, f"[Community report > {title}]",
+             json.dumps(["Community report", title]), text_hash(text),
+             np.asarray(vector, dtype=np.float32).tobytes()),
+        )
 
     # -- queries --------------------------------------------------------------
 
