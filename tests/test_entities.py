@@ -125,9 +125,20 @@ def test_proper_names_split_runs_at_title_label_and_coordination_boundaries(text
     assert _names(text) == expected
 
 
-def test_proper_names_never_span_a_line_break():
+def test_proper_names_end_at_a_short_line_but_go_on_in_wrapped_prose():
     assert _names("Signed by Joost van Dijk\nSite Operations Manager") == [
         "Joost van Dijk", "Site Operations Manager"]
+    wrapped = ("Escalations go to tier 2 or the duty manager. Benelux: Lukas Becker (Senior Field\n"
+               "Service Engineer). UK: Gareth Pryce.")
+    assert _names(wrapped) == ["Lukas Becker", "Senior Field Service Engineer", "Gareth Pryce"]
+    rows = ("Activity: Release scope and schedule; Responsible: Tomasz Nowak; Consulted: Hannah "
+            "Lindqvist\nActivity: Security fixes")
+    assert _names(rows) == ["Tomasz Nowak", "Hannah Lindqvist"]
+
+
+def test_greetings_and_markup_do_not_become_part_of_names():
+    assert _names("Dear Joost,\nthanks. Hi Niamh, see below.\n- **Upgrade Roost Fleet "
+                  "Manager to 3.8.2.**") == ["Joost", "Niamh", "Roost Fleet Manager"]
 
 
 def test_product_names_ending_in_a_title_word_stay_whole():

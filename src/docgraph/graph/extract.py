@@ -148,9 +148,11 @@ class PatternExtractor:
 
 
 _CAP_WORD = r"(?:[A-Z][\w'’&.-]*[\w]|[A-Z])"
-# Words of a run are separated by spaces or tabs, never by a line break.
+# Words of a run are separated by spaces or tabs and at most one line break (whether a line
+# break ends a name is decided by ``split_run``).
+_GAP = r"(?:[ \t]+|[ \t]*\n[ \t]*)"
 _NAME_RUN = re.compile(
-    rf"{_CAP_WORD}(?:[ \t]+(?:(?:of|de|van|von|der|la|du|and|&)[ \t]+)?{_CAP_WORD})*"
+    rf"{_CAP_WORD}(?:{_GAP}(?:(?:of|de|van|von|der|la|du|and|&){_GAP})?{_CAP_WORD})*"
 )
 _WORD = re.compile(r"\S+")
 _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9&]{1,5}s?\b")
@@ -165,7 +167,8 @@ _NOT_NAMES = frozenset(
     there here what which who whom whose why how jan feb mar apr jun jul aug sep sept oct
     nov dec mon tue wed thu fri sat sun subject cc bcc re fwd sent date then later
     yesterday today tomorrow also so thus meanwhile first next finally once since until
-    because although though instead otherwise other another""".split()
+    because although though instead otherwise other another dear hi hello hey thanks thank
+    regards cheers welcome morning afternoon evening i'm i'll i've i'd""".split()
 )
 
 
@@ -204,7 +207,9 @@ class ProperNameExtractor:
     def _name(text: str, segment: list[tuple[int, int, str]]) -> Mention | None:
         """The mention of one name segment, or None when it is not a name."""
         start = segment[0][0]
-        surface = re.sub(r"['’]s?$", "", text[start:segment[-1][1]].rstrip(".,;:"))
+        raw = re.sub(r"['’]s?$", "", text[start:segment[-1][1]].rstrip(".,;:"))
+        end = start + len(raw)
+        surface = " ".join(raw.split())  # a name wrapped onto the next line
         if len(surface) < 2:
             return None
         if len(segment) == 1 and at_sentence_start(text, start):
@@ -213,8 +218,7 @@ class ProperNameExtractor:
             return None  # acronyms are handled separately; all-caps runs are shouted headings
         if len(segment) == 1 and len(surface) < 3:
             return None
-        return Mention(start, start + len(surface), surface, "name",
-                       canonical_key(surface, "name"))
+        return Mention(start, end, surface, "name", canonical_key(surface, "name"))
 
 
 @dataclass

@@ -13,6 +13,7 @@ cuts such a run at the boundaries a reader would see:
   followed by something that is not part of the title (``Roost Platform Lead | Author``), and
   before a trailing title of two or more words when two or more words remain for the person
   (``Joost van Dijk | Site Operations Manager``);
+- a line break after a short line (a signature, a heading, a form field);
 - a word repeated at the boundary of a heading and its text (``Policy Policy``);
 - field labels: a label word before a colon (``Caller:``) or opening a run (``Author``);
 - units and currencies next to a number (``600 MB Mei Tanaka``, ``Leeds GBP 130``);
@@ -89,7 +90,10 @@ _SENTENCE_VERBS = frozenset(
 _POSSESSIVE_END = re.compile(r"['’]s?$")
 _UNIT_BEFORE = re.compile(r"\d[ \t]*$")
 _NUMBER_AFTER = re.compile(r"^[ \t]*\d")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*•]\s+|\"\s*)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s|\n|[-*•]\s|\")[\s*_#>`(\[]*$")
+# A line break inside a run ends a name when the line before it is short (a signature, a
+# heading, a form field); a long line is wrapped prose that goes on.
+_WRAPPED_LINE = 50
 
 
 def _fold(word: str) -> str:
@@ -102,8 +106,21 @@ def _is_upper_word(word: str) -> bool:
 
 
 def at_sentence_start(text: str, position: int) -> bool:
-    """Whether ``position`` opens a sentence, line or list item."""
-    return _SENTENCE_START.search(text[max(0, position - 3):position]) is not None
+    """Whether ``position`` opens a sentence, line or list item (markup like ``**`` or
+    ``## `` in between is allowed)."""
+    return _SENTENCE_START.search(text[max(0, position - 8):position]) is not None
+
+
+def _breaks_line(text: str, previous: Token, token: Token) -> bool:
+    """Whether a line break between two words of a run ends a name there."""
+    gap = text[previous[1]:token[0]]
+    if "\n" not in gap:
+        return False
+    if text[token[1]:token[1] + 1] == ":":
+        return True  # the next line opens with a field label ("Activity: ...")
+    newline = previous[1] + gap.index("\n")
+    line_start = text.rfind("\n", 0, previous[1]) + 1
+    return newline - line_start < _WRAPPED_LINE
 
 
 def split_run(text: str, tokens: list[Token], stop_words: frozenset[str]) -> list[list[Token]]:
@@ -125,6 +142,8 @@ def split_run(text: str, tokens: list[Token], stop_words: frozenset[str]) -> lis
         word = token[2]
         folded = _fold(word)
         following = tokens[index + 1][2] if index + 1 < len(tokens) else ""
+        if current and _breaks_line(text, current[-1], token):
+            close()  # "Joost van Dijk" / "Site Operations Manager" on the next line
         if word[:1].isupper() and folded in stop_words:
             close()  # "Safety The Heron H7": a function word is never part of a name
             continue
