@@ -21,7 +21,6 @@ from docgraph.model import EntityLink, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.sqlite import SQLiteCatalog
 
-
 # Secondary indexes of entity_edges (as created by the catalog schema), rebuilt around bulk
 # edge writes.
 _EDGE_INDEXES = (("entity_edges_target", "target, source"),
