@@ -202,3 +202,12 @@ def test_document_listing_leaves_out_community_reports(built):
     docs = built.documents({"ops"})
     assert docs and not any(d.doc_id.startswith("community://") for d in docs)
     assert {d.path for d in docs} == {"incident.md", "tickets.csv", "dock.txt"}
+
+
+def test_new_extraction_heuristics_relink_an_existing_index(tmp_path, make_graph, monkeypatch):
+    graph = make_graph("h.db")
+    graph.index(write_files(tmp_path / "ops", OPS), namespace="ops")
+    assert graph.build_graph(["ops"])[0].relinked_chunks == 0
+    monkeypatch.setattr("docgraph.graph.build.EXTRACTION_VERSION", 999)
+    assert graph.build_graph(["ops"])[0].relinked_chunks > 0
+    assert graph.build_graph(["ops"])[0].relinked_chunks == 0

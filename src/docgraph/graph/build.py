@@ -68,10 +68,17 @@ def make_extractor(settings: GraphSettings) -> EntityExtractor:
     )
 
 
+# Bumped whenever the extraction heuristics change what they find in the same text, so stored
+# links are re-extracted (without re-embedding) at the next build. 2: proper-name runs are cut
+# at titles, labels, coordination and line breaks.
+EXTRACTION_VERSION = 2
+
+
 def extractor_fingerprint(extractor: EntityExtractor) -> str:
     """Changes whenever extraction of the same text could change."""
     return (f"{extractor.vocabulary.fingerprint()}:{int(extractor.patterns)}"
-            f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}")
+            f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}"
+            f":v{EXTRACTION_VERSION}")
 
 
 class GraphBuilder:
