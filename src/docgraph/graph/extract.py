@@ -184,8 +184,11 @@ class ProperNameExtractor:
         """Spans that look like names of people, places, products or organisations."""
         found: list[Mention] = []
         for m in _NAME_RUN.finditer(text):
-            tokens = [(m.start() + w.start(), m.start() + w.end(), w.group(0))
-                      for w in _WORD.finditer(m.group(0))]
+            run = m.group(0)
+            tokens = ([(m.start(), m.end(), run)] if " " not in run and "\t" not in run
+                      and "\n" not in run else
+                      [(m.start() + w.start(), m.start() + w.end(), w.group(0))
+                       for w in _WORD.finditer(run)])
             for segment in split_run(text, tokens, _NOT_NAMES):
                 mention = self._name(text, segment)
                 if mention is not None:

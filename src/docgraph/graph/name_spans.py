@@ -125,8 +125,8 @@ def _breaks_line(text: str, previous: Token, token: Token) -> bool:
 
 def split_run(text: str, tokens: list[Token], stop_words: frozenset[str]) -> list[list[Token]]:
     """The name segments of one capitalized run (``tokens`` are its words in order)."""
-    if not tokens:
-        return []
+    if len(tokens) <= 1:  # most runs are one word: nothing to cut
+        return [tokens] if tokens and _fold(tokens[0][2]) not in stop_words else []
     tokens = _drop_edges(text, tokens)
     keep_and = bool(tokens) and _fold(tokens[-1][2]) in _TITLED_HEADS
     segments: list[list[Token]] = []
