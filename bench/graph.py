@@ -9,20 +9,25 @@ Figures:
   mention a question entity.
 
 Passages are written straight into a catalog (one chunk each, random vectors): embedding is
-not what is measured here. Community reports are embedded with the hashing embedder.
+not what is measured here. Community reports are embedded with the hashing embedder. Each
+build runs ``--repeats`` times, every time on a fresh copy of the written catalog and in a
+fresh interpreter (so peak memory is the build's own); times are the median of the runs.
 
-    python bench/graph.py [--limit N] [--synthetic 100000]
+    python bench/graph.py [--limit N] [--synthetic 100000] [--datasets synthetic] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +46,15 @@ EMBEDDER = HashingEmbedder()
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (MB)."""
+    """Peak resident memory of this process so far (MB): the kernel's high-water mark of
+    this process image (``VmHWM``; ``ru_maxrss`` would include the parent's peak from before
+    the exec of a spawned build process), else ``ru_maxrss``."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -67,25 +80,57 @@ def write_passages(catalog: SQLiteCatalog, namespace: str,
     return time.perf_counter() - started
 
 
-def build(catalog: SQLiteCatalog, namespace: str, settings: GraphSettings) -> dict[str, object]:
+def _build_once(path: str, namespace: str, settings: GraphSettings) -> dict[str, Any]:
+    """One graph build of ``namespace`` in the catalog at ``path`` (run in a fresh process)."""
+    catalog = SQLiteCatalog(Path(path))
     store = SQLiteGraphStore(catalog)
     builder = GraphBuilder(store, EMBEDDER, settings, make_extractor(settings))
     rss_before = peak_rss_mb()
     started = time.perf_counter()
     report = builder.build(namespace)
     seconds = time.perf_counter() - started
+    catalog.close()
     return {
-        "build_s": round(seconds, 2),
-        "build_without_reports_s": round(seconds - report.seconds.get("reports", 0.0), 2),
-        "phases_s": {k: round(v, 2) for k, v in report.seconds.items()},
+        "build_s": seconds, "phases_s": report.seconds,
         "entities": report.entities, "edges": report.edges,
         "communities": report.communities, "reports": report.reports,
-        "peak_rss_mb": round(peak_rss_mb(), 1), "peak_rss_before_mb": round(rss_before, 1),
+        "peak_rss_mb": peak_rss_mb(), "rss_before_build_mb": rss_before,
+    }
+
+
+def build(catalog: SQLiteCatalog, namespace: str, settings: GraphSettings,
+          repeats: int) -> dict[str, object]:
+    """Median of ``repeats`` builds, each on a fresh copy of the catalog in a new process."""
+    catalog.close()
+    runs: list[dict[str, Any]] = []
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(repeats):
+        copy = catalog.path.with_name(f"{catalog.path.stem}-build{attempt}.db")
+        shutil.copyfile(catalog.path, copy)
+        with context.Pool(1) as pool:
+            runs.append(pool.apply(_build_once, (str(copy), namespace, settings)))
+        if attempt < repeats - 1:
+            copy.unlink()
+    shutil.copyfile(copy, catalog.path)  # later steps (linkage) read the built graph
+    last = runs[-1]
+    phases = {k: round(statistics.median(r["phases_s"][k] for r in runs), 2)
+              for k in last["phases_s"]}
+    build_s = statistics.median(r["build_s"] for r in runs)
+    return {
+        "build_s": round(build_s, 2),
+        "build_runs_s": [round(r["build_s"], 2) for r in runs],
+        "build_without_reports_s": round(statistics.median(
+            r["build_s"] - r["phases_s"].get("reports", 0.0) for r in runs), 2),
+        "phases_s": phases,
+        "entities": last["entities"], "edges": last["edges"],
+        "communities": last["communities"], "reports": last["reports"],
+        "peak_rss_mb": round(max(r["peak_rss_mb"] for r in runs), 1),
+        "rss_before_build_mb": round(max(r["rss_before_build_mb"] for r in runs), 1),
     }
 
 
 def real_dataset(name: str, limit: int | None, settings: GraphSettings,
-                 workdir: Path) -> dict[str, object]:
+                 workdir: Path, repeats: int) -> dict[str, object]:
     data = load_beir(name)
     ids = list(data.corpus)[:limit] if limit else list(data.corpus)
     extractor = make_extractor(settings)
@@ -106,9 +151,10 @@ def real_dataset(name: str, limit: int | None, settings: GraphSettings,
         "extraction_chunks_per_s_median": round(statistics.median(runs), 1),
         "links_per_chunk": round(sum(len(p[2]) for p in passages) / max(len(passages), 1), 2),
         "write_s": round(write_s, 1),
-        **build(catalog, name, settings),
+        **build(catalog, name, settings, repeats),
     }
     if name == "2wiki":
+        catalog = SQLiteCatalog(workdir / f"{name}.db")
         result.update(linkage_share(data, catalog, extractor, name))
     catalog.close()
     return result
@@ -149,7 +195,8 @@ def linkage_share(data, catalog: SQLiteCatalog, extractor, namespace: str) -> di
     }
 
 
-def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path) -> dict[str, object]:
+def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path,
+              repeats: int) -> dict[str, object]:
     """``n_chunks`` chunks with Zipf-distributed entities (3-12 per chunk, 50k vocabulary)."""
     rng = np.random.default_rng(7)
     vocabulary = 50_000
@@ -164,7 +211,7 @@ def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path) -> dict[str
     catalog.set_embedding_model(EMBEDDER.name, EMBEDDER.dimension)
     write_s = write_passages(catalog, "synthetic", passages, per_doc=100)
     result: dict[str, object] = {"chunks": n_chunks, "write_s": round(write_s, 1),
-                                 **build(catalog, "synthetic", settings)}
+                                 **build(catalog, "synthetic", settings, repeats)}
     catalog.close()
     return result
 
@@ -173,20 +220,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="passages per dataset")
     parser.add_argument("--synthetic", type=int, default=100_000, help="synthetic chunks")
+    parser.add_argument("--datasets", default="scifact,2wiki,synthetic",
+                        help="comma-separated subset of scifact,2wiki,synthetic")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="builds per dataset (fresh copy each); times are medians")
+    parser.add_argument("--output", default=None,
+                        help="result name (default: graph, or graph_smoke with --limit)")
     args = parser.parse_args()
+    wanted = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    unknown = set(wanted) - {"scifact", "2wiki", "synthetic"}
+    if unknown:
+        parser.error(f"unknown datasets: {', '.join(sorted(unknown))}")
     settings = GraphSettings()
-    results: dict[str, object] = {"settings": settings.model_dump(mode="json")}
+    results: dict[str, object] = {"settings": settings.model_dump(mode="json"),
+                                  "repeats": args.repeats}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for name in ("scifact", "2wiki"):
-            results[name] = real_dataset(name, args.limit, settings, workdir)
+            if name not in wanted:
+                continue
+            results[name] = real_dataset(name, args.limit, settings, workdir, args.repeats)
             print_table([{"dataset": name, **{k: v for k, v in results[name].items()  # type: ignore[union-attr]
                                                  if not isinstance(v, dict)}}], name)
-        if args.synthetic:
-            results["synthetic"] = synthetic(args.synthetic, settings, workdir)
+        if args.synthetic and "synthetic" in wanted:
+            results["synthetic"] = synthetic(args.synthetic, settings, workdir, args.repeats)
             print_table([{k: v for k, v in results["synthetic"].items()  # type: ignore[union-attr]
                           if not isinstance(v, dict)}], f"synthetic {args.synthetic}")
-    write_result("graph" if not args.limit else "graph_smoke", results)
+    write_result(args.output or ("graph" if not args.limit else "graph_smoke"), results)
 
 
 if __name__ == "__main__":

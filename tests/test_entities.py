@@ -87,6 +87,65 @@ def test_proper_names_drop_possessives_and_shouted_headings():
     assert not any("FIRMWARE" in t for t, _ in found)
 
 
+def _names(text):
+    return [m.text for m in ProperNameExtractor().find(text) if m.type == "name"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a signature whose line break was lost in extraction
+        ("Regards, Joost van Dijk Site Operations Manager, Rotterdam Maasvlakte DC",
+         ["Joost van Dijk", "Site Operations Manager", "Rotterdam Maasvlakte DC"]),
+        ("We met Priya Raman Head of Customer Support and Oliver Hughes Sales Director.",
+         ["Priya Raman", "Head of Customer Support", "Oliver Hughes", "Sales Director"]),
+        # table cells run together: a title, a field label, a person
+        ("Incident commander Mei Tanaka, Roost Platform Lead Author Mei Tanaka, reviewed",
+         ["Mei Tanaka", "Roost Platform Lead", "Mei Tanaka"]),
+        # coordination splits, titled things with "and" stay whole
+        ("The Travel and Expense Policy covers Heron H7 and Plover P2 trips.",
+         ["Travel and Expense Policy", "Heron H7", "Plover P2"]),
+        # a capitalized function word inside a run, a possessive
+        ("It is supported. Safety The Heron H7 complies, said Halyard's Firmware Release Manager "
+         "agreed.", ["Heron H7", "Halyard", "Firmware Release Manager"]),
+        # field labels before a colon, units and currencies next to numbers
+        ("Customer: Brightwell Grocers - Daventry DC Caller: Dev Patel",
+         ["Brightwell Grocers", "Daventry DC", "Dev Patel"]),
+        ("alert above 600 MB Mei Tanaka, in Corby and Leeds GBP 130 per night",
+         ["Mei Tanaka", "Corby", "Leeds"]),
+        # a verb opening a sentence or list item
+        ("Done. Describes Roost Fleet Manager 3.8.2.\n- Informed Oliver Hughes today",
+         ["Roost Fleet Manager", "Oliver Hughes"]),
+        # a heading repeated by the text under it
+        ("Travel and Expense Policy Policy owner: Ruben Claes",
+         ["Travel and Expense Policy", "Ruben Claes"]),
+    ],
+)
+def test_proper_names_split_runs_at_title_label_and_coordination_boundaries(text, expected):
+    assert _names(text) == expected
+
+
+def test_proper_names_end_at_a_short_line_but_go_on_in_wrapped_prose():
+    assert _names("Signed by Joost van Dijk\nSite Operations Manager") == [
+        "Joost van Dijk", "Site Operations Manager"]
+    wrapped = ("Escalations go to tier 2 or the duty manager. Benelux: Lukas Becker (Senior Field\n"
+               "Service Engineer). UK: Gareth Pryce.")
+    assert _names(wrapped) == ["Lukas Becker", "Senior Field Service Engineer", "Gareth Pryce"]
+    rows = ("Activity: Release scope and schedule; Responsible: Tomasz Nowak; Consulted: Hannah "
+            "Lindqvist\nActivity: Security fixes")
+    assert _names(rows) == ["Tomasz Nowak", "Hannah Lindqvist"]
+
+
+def test_greetings_and_markup_do_not_become_part_of_names():
+    assert _names("Dear Joost,\nthanks. Hi Niamh, see below.\n- **Upgrade Roost Fleet "
+                  "Manager to 3.8.2.**") == ["Joost", "Niamh", "Roost Fleet Manager"]
+
+
+def test_product_names_ending_in_a_title_word_stay_whole():
+    assert _names("We upgraded the Roost Fleet Manager and the Firmware Release Manager.") == [
+        "Roost Fleet Manager", "Firmware Release Manager"]
+
+
 def test_extractor_prefers_vocabulary_then_patterns_over_names():
     extractor = EntityExtractor()
     extractor.vocabulary.add("product", ["Tern T3"])

@@ -121,6 +121,23 @@ def test_incremental_update_equals_a_fresh_build(tmp_path, make_graph):
             == {e.key: e.chunk_count for e in fresh.entities({"ops"}, limit=1000)})
 
 
+def test_bulk_edge_write_rebuilds_the_edge_indexes_with_the_same_graph(
+        tmp_path, make_graph, monkeypatch):
+    folder = write_files(tmp_path / "ops", OPS)
+    row_by_row = make_graph("row-by-row.db")
+    row_by_row.index(folder, namespace="ops")
+    monkeypatch.setattr("docgraph.store.sqlite_graph.INDEX_REBUILD_MIN_EDGES", 0)
+    bulk = make_graph("bulk.db")
+    bulk.index(folder, namespace="ops")
+    bulk.index(write_files(tmp_path / "hr", HR), namespace="hr")  # fewer edges: row by row
+    assert bulk.graph_store.edge_signature("ops") == row_by_row.graph_store.edge_signature("ops")
+    indexes = {r[0] for r in bulk.catalog.connection().execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'entity_edges'")}
+    assert {"entity_edges_target", "entity_edges_namespace"} <= indexes
+    ops = bulk.entities({"ops"}, query="nordhaven")[0]
+    assert bulk.graph_store.neighbors([ops.id])  # edges are reachable from either end
+
+
 def test_deleting_a_document_cascades_to_links_edges_and_reports(tmp_path, built):
     assert "sup-4502" in {e.key for e in built.entities({"ops"}, limit=500)}
     (tmp_path / "ops" / "tickets.csv").unlink()
@@ -185,3 +202,12 @@ def test_document_listing_leaves_out_community_reports(built):
     docs = built.documents({"ops"})
     assert docs and not any(d.doc_id.startswith("community://") for d in docs)
     assert {d.path for d in docs} == {"incident.md", "tickets.csv", "dock.txt"}
+
+
+def test_new_extraction_heuristics_relink_an_existing_index(tmp_path, make_graph, monkeypatch):
+    graph = make_graph("h.db")
+    graph.index(write_files(tmp_path / "ops", OPS), namespace="ops")
+    assert graph.build_graph(["ops"])[0].relinked_chunks == 0
+    monkeypatch.setattr("docgraph.graph.build.EXTRACTION_VERSION", 999)
+    assert graph.build_graph(["ops"])[0].relinked_chunks > 0
+    assert graph.build_graph(["ops"])[0].relinked_chunks == 0

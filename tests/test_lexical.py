@@ -17,8 +17,10 @@ from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import (
+    BREADCRUMB_WEIGHT,
     MAX_QUERY_TERMS,
     STOPWORDS,
+    TEXT_WEIGHT,
     PostingIndex,
     TermDictionary,
     index_terms,
@@ -192,7 +194,8 @@ def fts5_scores(query: str) -> dict[int, float]:
     plain = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS]  # FTS5 stems them
     expression = " OR ".join(f'"{w}"' for w in plain)
     return {int(r): -float(s) for r, s in db.execute(
-        "SELECT rowid, bm25(f, 0.5, 1.0) FROM f WHERE f MATCH ?", (expression,))}
+        "SELECT rowid, bm25(f, ?, ?) FROM f WHERE f MATCH ?",
+        (BREADCRUMB_WEIGHT, TEXT_WEIGHT, expression))}
 
 
 @pytest.mark.parametrize("query", QUERIES)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from docgraph.config import GraphSettings
 from docgraph.errors import ConfigError
@@ -25,7 +28,7 @@ from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
 from docgraph.model import Vector
-from docgraph.store.sqlite_graph import CommunityRow, EdgeRow, EntityInfo, SQLiteGraphStore
+from docgraph.store.sqlite_graph import CommunityRow, EdgeTable, EntityInfo, SQLiteGraphStore
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +68,17 @@ def make_extractor(settings: GraphSettings) -> EntityExtractor:
     )
 
 
+# Bumped whenever the extraction heuristics change what they find in the same text, so stored
+# links are re-extracted (without re-embedding) at the next build. 2: proper-name runs are cut
+# at titles, labels, coordination and line breaks.
+EXTRACTION_VERSION = 2
+
+
 def extractor_fingerprint(extractor: EntityExtractor) -> str:
     """Changes whenever extraction of the same text could change."""
     return (f"{extractor.vocabulary.fingerprint()}:{int(extractor.patterns)}"
-            f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}")
+            f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}"
+            f":v{EXTRACTION_VERSION}")
 
 
 class GraphBuilder:
@@ -109,8 +119,12 @@ class GraphBuilder:
 
         t0 = time.perf_counter()
         links = self.store.links(namespace)
-        entity_ids = np.unique(links.entity_ids)
-        infos = self.store.entities_by_id(entity_ids.tolist())
+        entity_ids, chunk_counts = np.unique(links.entity_ids, return_counts=True)
+        names = self.store.entity_names(namespace)
+        infos = {
+            int(e): EntityInfo(int(e), *names[int(e)], namespace, int(n))
+            for e, n in zip(entity_ids.tolist(), chunk_counts.tolist(), strict=True)
+        }
         node_order = np.array(sorted(infos, key=lambda i: infos[i].key), dtype=np.int64)
         report.seconds["load"] = time.perf_counter() - t0
         report.entities = len(node_order)
@@ -120,19 +134,14 @@ class GraphBuilder:
             links.chunk_rowids, links.entity_ids, node_order,
             self.settings.min_cooccurrence, self.settings.max_edges_per_entity,
         )
-        node_ids = graph.entity_ids
-        edges = [
-            EdgeRow(int(min(node_ids[s], node_ids[t])), int(max(node_ids[s], node_ids[t])),
-                    float(w), int(c))
-            for s, t, w, c in zip(graph.sources, graph.targets, graph.weights, graph.chunks,
-                                  strict=True)
-        ]
+        ends = (graph.entity_ids[graph.sources], graph.entity_ids[graph.targets])
+        edges = EdgeTable(np.minimum(*ends), np.maximum(*ends), graph.weights, graph.chunks)
         report.edges = len(edges)
         report.seconds["edges"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         communities = detect_communities(
-            len(node_ids), graph.sources, graph.targets, graph.weights,
+            len(graph.entity_ids), graph.sources, graph.targets, graph.weights,
             levels=self.settings.levels, resolution=self.settings.resolution,
             split_above=self.settings.split_above, min_size=self.settings.min_community_size,
             seed=self.settings.seed,
@@ -157,67 +166,50 @@ class GraphBuilder:
         infos: dict[int, EntityInfo],
         report: GraphBuildReport,
     ) -> list[CommunityRow]:
-        node_ids = graph.entity_ids
-        incidence = graph.incidence.tocsc()
-        with_report = set(
+        node_ids = graph.entity_ids.tolist()
+        node_info = [infos[e] for e in node_ids]
+        with_report = sorted(
             sorted(range(len(communities)), key=lambda i: (-len(communities[i].nodes), i))
             [: self.settings.max_reports]
         )
-        in_community = np.zeros(len(node_ids), dtype=bool)
-        inputs: dict[int, ReportInput] = {}
-        wanted_chunks: dict[int, list[int]] = {}
-        for index, community in enumerate(communities):
-            if index not in with_report:
-                continue
-            nodes = list(community.nodes)
-            indicator = np.zeros(len(node_ids))
-            indicator[nodes] = 1.0
-            per_chunk = incidence @ indicator
-            top = np.argsort(-per_chunk, kind="stable")[:6]
-            wanted_chunks[index] = [int(graph.chunk_rowids[i]) for i in top if per_chunk[i] >= 1]
+        wanted_chunks = _central_chunks(graph, [communities[i].nodes for i in with_report])
+        relationships = _strongest_inner_edges(graph, communities, with_report)
         texts = self.store.catalog.chunks_by_rowid(
-            [r for rows in wanted_chunks.values() for r in rows]
+            [r for rows in wanted_chunks for r in rows]
         )
-        out: list[CommunityRow] = []
         existing = self.store.report_vectors(namespace)
-        pending: list[tuple[int, str]] = []
+        report_text: dict[int, str] = {}
+        for index, chunk_rows in zip(with_report, wanted_chunks, strict=True):
+            community = communities[index]
+            members = [(node_info[n].name, node_info[n].type, node_info[n].chunk_count, c)
+                       for n, c in zip(community.nodes, community.centrality, strict=True)]
+            report_text[index] = self._write_report(ReportInput(
+                members,
+                [(node_info[a].name, node_info[b].name, n) for a, b, n in relationships[index]],
+                [texts[r].text for r in chunk_rows if r in texts],
+            ))
+        pending = sorted(report_text.items())
+        vectors = dict(zip(
+            (i for i, _ in pending),
+            self._embed_reports([t for _, t in pending], existing, report),
+            strict=True,
+        ))
+        out: list[CommunityRow] = []
+        ordinals: Counter[int] = Counter()
         for index, community in enumerate(communities):
-            members = [
-                (infos[int(node_ids[n])].name, infos[int(node_ids[n])].type,
-                 infos[int(node_ids[n])].chunk_count, c)
-                for n, c in zip(community.nodes, community.centrality, strict=True)
-            ]
-            text: str | None = None
-            if index in with_report:
-                in_community[:] = False
-                in_community[list(community.nodes)] = True
-                inner = np.flatnonzero(in_community[graph.sources] & in_community[graph.targets])
-                top = inner[np.lexsort((graph.targets[inner], graph.sources[inner],
-                                        -graph.chunks[inner]))][:8]
-                rels = [(int(graph.sources[i]), int(graph.targets[i]), int(graph.chunks[i]))
-                        for i in top]
-                name = {n: infos[int(node_ids[n])].name for n in community.nodes}
-                inputs[index] = ReportInput(
-                    members, [(name[a], name[b], n) for a, b, n in rels],
-                    [texts[r].text for r in wanted_chunks[index] if r in texts],
-                )
-                text = self._write_report(inputs[index])
-                pending.append((index, text))
+            members = [(node_info[n].name, node_info[n].type, node_info[n].chunk_count, c)
+                       for n, c in zip(community.nodes, community.centrality, strict=True)]
             out.append(CommunityRow(
                 level=community.level,
-                ordinal=sum(1 for c in communities[:index] if c.level == community.level),
+                ordinal=ordinals[community.level],
                 parent=community.parent,
                 title=community_title(members),
-                members=[(int(node_ids[n]), c) for n, c in
+                members=[(node_ids[n], c) for n, c in
                          zip(community.nodes, community.centrality, strict=True)],
-                report_text=text,
-                report_vector=None,
+                report_text=report_text.get(index),
+                report_vector=vectors.get(index),
             ))
-        vectors = self._embed_reports([t for _, t in pending], existing, report)
-        for (index, text), vector in zip(pending, vectors, strict=True):
-            row = out[index]
-            out[index] = CommunityRow(row.level, row.ordinal, row.parent, row.title, row.members,
-                                      text, vector)
+            ordinals[community.level] += 1
         report.reports = len(pending)
         return out
 
@@ -241,3 +233,51 @@ class GraphBuilder:
             by_index = dict(zip(missing, fresh, strict=True))
         report.reports_embedded = len(missing)
         return [existing[h] if h in existing else by_index[i] for i, h in enumerate(hashes)]
+
+
+def _central_chunks(
+    graph: CooccurrenceGraph, groups: Sequence[Sequence[int]], per_group: int = 6
+) -> list[list[int]]:
+    """Row ids of the chunks mentioning the most members of each group (ties: lower row id
+    first), ``per_group`` at most; one sparse product for all groups."""
+    if not groups:
+        return []
+    columns = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    rows = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
+    indicator = sp.csr_matrix((np.ones(len(rows)), (rows, columns)),
+                              shape=(graph.incidence.shape[1], len(groups)))
+    per_chunk = sp.csc_matrix(graph.incidence @ indicator)
+    per_chunk.sort_indices()
+    out: list[list[int]] = []
+    for g in range(len(groups)):
+        lo, hi = per_chunk.indptr[g], per_chunk.indptr[g + 1]
+        chunk_index, hits = per_chunk.indices[lo:hi], per_chunk.data[lo:hi]
+        top = chunk_index[np.lexsort((chunk_index, -hits))[:per_group]]
+        out.append(graph.chunk_rowids[top].tolist())
+    return out
+
+
+def _strongest_inner_edges(
+    graph: CooccurrenceGraph, communities: Sequence[Community], wanted: Sequence[int],
+    per_community: int = 8,
+) -> dict[int, list[tuple[int, int, int]]]:
+    """(node a, node b, shared chunks) of the edges inside each wanted community, most
+    shared chunks first (ties: lower node indices first); one pass per level."""
+    out: dict[int, list[tuple[int, int, int]]] = {i: [] for i in wanted}
+    n_nodes = len(graph.entity_ids)
+    for level in sorted({communities[i].level for i in wanted}):
+        label = np.full(n_nodes, -1, dtype=np.int64)
+        for i in wanted:
+            if communities[i].level == level:
+                label[list(communities[i].nodes)] = i
+        src_label = label[graph.sources]
+        inner = np.flatnonzero((src_label == label[graph.targets]) & (src_label >= 0))
+        order = inner[np.lexsort((graph.targets[inner], graph.sources[inner],
+                                  -graph.chunks[inner], src_label[inner]))]
+        labels = src_label[order]
+        first = np.searchsorted(labels, labels, side="left")
+        rank = np.arange(len(order)) - first
+        for e in order[rank < per_community].tolist():
+            out[int(label[graph.sources[e]])].append(
+                (int(graph.sources[e]), int(graph.targets[e]), int(graph.chunks[e])))
+    return out

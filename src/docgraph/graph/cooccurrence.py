@@ -42,9 +42,8 @@ def build_cooccurrence(
     key, so equal inputs give equal graphs whatever the database ids are).
     """
     chunk_values, chunk_index = np.unique(chunk_rowids, return_inverse=True)
-    node_of = {int(e): i for i, e in enumerate(node_order)}
-    node_index = np.fromiter((node_of[int(e)] for e in entity_ids), dtype=np.int64,
-                             count=len(entity_ids))
+    node_index = _positions(np.asarray(node_order, dtype=np.int64),
+                            np.asarray(entity_ids, dtype=np.int64))
     n_chunks, n_nodes = len(chunk_values), len(node_order)
     incidence = sp.csr_matrix(
         (np.ones(len(node_index), dtype=np.float64), (chunk_index, node_index)),
@@ -72,6 +71,18 @@ def build_cooccurrence(
         incidence=incidence,
         chunk_rowids=chunk_values.astype(np.int64),
     )
+
+
+def _positions(
+    order: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Index in ``order`` of every value (vectorized lookup; every value must occur)."""
+    by_value = np.argsort(order, kind="stable")
+    found = np.searchsorted(order[by_value], values)
+    found = np.minimum(found, max(len(order) - 1, 0))
+    if len(values) and (not len(order) or not np.array_equal(order[by_value][found], values)):
+        raise ValueError("an entity id is missing from the node order")
+    return by_value[found].astype(np.int64)
 
 
 def _top_per_node(

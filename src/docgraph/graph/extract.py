@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import ahocorasick
 
+from docgraph.graph.name_spans import at_sentence_start, split_run
 from docgraph.graph.normalize import canonical_key, identifier_aliases
 from docgraph.model import EntityLink
 
@@ -147,10 +148,15 @@ class PatternExtractor:
 
 
 _CAP_WORD = r"(?:[A-Z][\w'’&.-]*[\w]|[A-Z])"
-_NAME_RUN = re.compile(rf"{_CAP_WORD}(?:\s+(?:(?:of|de|van|von|der|la|du|and|&)\s+)?{_CAP_WORD})*")
+# Words of a run are separated by spaces or tabs and at most one line break (whether a line
+# break ends a name is decided by ``split_run``).
+_GAP = r"(?:[ \t]+|[ \t]*\n[ \t]*)"
+_NAME_RUN = re.compile(
+    rf"{_CAP_WORD}(?:{_GAP}(?:(?:of|de|van|von|der|la|du|and|&){_GAP})?{_CAP_WORD})*"
+)
+_WORD = re.compile(r"\S+")
 _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9&]{1,5}s?\b")
 _SHOUTED_NEIGHBOUR = re.compile(r"(?:\b[A-Z]{2,}\s+$)|(?:^\s+[A-Z]{2,}\b)")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*|[-*•]\s+|\"\s*)$")
 _NOT_NAMES = frozenset(
     """the a an this that these those it its we our you your they their he she his her i
     if when while after before during for from with without in on at by to of and or but
@@ -161,37 +167,32 @@ _NOT_NAMES = frozenset(
     there here what which who whom whose why how jan feb mar apr jun jul aug sep sept oct
     nov dec mon tue wed thu fri sat sun subject cc bcc re fwd sent date then later
     yesterday today tomorrow also so thus meanwhile first next finally once since until
-    because although though instead otherwise""".split()
+    because although though instead otherwise other another dear hi hello hey thanks thank
+    regards cheers welcome morning afternoon evening i'm i'll i've i'd""".split()
 )
 
 
 class ProperNameExtractor:
-    """Heuristic proper names (capitalized runs) and acronyms; type ``name`` / ``acronym``."""
+    """Heuristic proper names (capitalized runs) and acronyms; type ``name`` / ``acronym``.
+
+    A run of capitalized words is cut into the names it holds by
+    :func:`docgraph.graph.name_spans.split_run` (function words, coordination, possessives,
+    job titles, field labels, units, sentence-opening verbs).
+    """
 
     def find(self, text: str) -> list[Mention]:
         """Spans that look like names of people, places, products or organisations."""
         found: list[Mention] = []
         for m in _NAME_RUN.finditer(text):
-            words = m.group(0).split()
-            while words and words[0].casefold().strip(".,") in _NOT_NAMES:
-                words.pop(0)
-            while words and words[-1].casefold().strip(".,") in _NOT_NAMES:
-                words.pop()
-            if not words:
-                continue
-            surface = re.sub(r"['’]s?$", "", " ".join(words).rstrip(".,;:"))
-            start = text.find(surface, m.start())
-            if start < 0 or len(surface) < 2:
-                continue
-            at_sentence_start = _SENTENCE_START.search(text[max(0, start - 3):start]) is not None
-            if at_sentence_start and len(words) == 1:
-                continue  # "Restart the unit." - a capital only because a sentence starts
-            if surface.replace(" ", "").isupper():
-                continue  # acronyms are handled below; all-caps runs are shouted headings
-            if len(words) == 1 and len(surface) < 3:
-                continue
-            found.append(Mention(start, start + len(surface), surface, "name",
-                                 canonical_key(surface, "name")))
+            run = m.group(0)
+            tokens = ([(m.start(), m.end(), run)] if " " not in run and "\t" not in run
+                      and "\n" not in run else
+                      [(m.start() + w.start(), m.start() + w.end(), w.group(0))
+                       for w in _WORD.finditer(run)])
+            for segment in split_run(text, tokens, _NOT_NAMES):
+                mention = self._name(text, segment)
+                if mention is not None:
+                    found.append(mention)
         for m in _ACRONYM.finditer(text):
             surface = m.group(0)
             if surface.casefold() in _NOT_NAMES or sum(c.isupper() for c in surface) < 2:
@@ -204,6 +205,23 @@ class ProperNameExtractor:
                                                and surface[:-1].isupper() else surface,
                                                "acronym")))
         return found
+
+    @staticmethod
+    def _name(text: str, segment: list[tuple[int, int, str]]) -> Mention | None:
+        """The mention of one name segment, or None when it is not a name."""
+        start = segment[0][0]
+        raw = re.sub(r"['’]s?$", "", text[start:segment[-1][1]].rstrip(".,;:"))
+        end = start + len(raw)
+        surface = " ".join(raw.split())  # a name wrapped onto the next line
+        if len(surface) < 2:
+            return None
+        if len(segment) == 1 and at_sentence_start(text, start):
+            return None  # "Restart the unit." - a capital only because a sentence starts
+        if surface.replace(" ", "").isupper():
+            return None  # acronyms are handled separately; all-caps runs are shouted headings
+        if len(segment) == 1 and len(surface) < 3:
+            return None
+        return Mention(start, end, surface, "name", canonical_key(surface, "name"))
 
 
 @dataclass

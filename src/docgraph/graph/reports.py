@@ -62,8 +62,8 @@ def central_sentences(
 
 def extractive_report(data: ReportInput, sentences: int = 4) -> str:
     """A Markdown report built only from the community's own entities and text."""
-    title = community_title(data.members)
     ranked = rank_members(data.members)
+    title = community_title(ranked)  # already ranked: sorting again keeps the order
     lines = [f"# {title}", ""]
     lines.append("Key entities: " + "; ".join(
         f"{name} ({etype}, {count} chunks)" for name, etype, count, _ in ranked[:10]

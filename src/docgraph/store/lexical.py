@@ -7,8 +7,8 @@ took ~200 ms (``bench/speed.py``). Here each chunk's terms are tokenized once, a
 into integer term ids stored with the chunk (``chunks.terms``), and a search walks only the
 posting lists of the query's terms with numpy: a few milliseconds at 100k chunks.
 
-The scoring reproduces FTS5's ``bm25(chunks_fts, 0.5, 1.0)`` exactly: k1 = 1.2, b = 0.75,
-``idf = log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, term frequency = 0.5 x occurrences
+The scoring reproduces FTS5's ``bm25(fts, 1.0, 1.0)`` exactly: k1 = 1.2, b = 0.75,
+``idf = log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, term frequency = occurrences
 in the breadcrumb + occurrences in the text, document length = all tokens of both columns,
 and N, n and the average length over every live chunk of the index. Tokens are FTS5's
 ``porter unicode61 remove_diacritics 2``: Unicode letters and digits, diacritics removed,

@@ -7,9 +7,12 @@ namespace's edges, communities and community reports, in one transaction.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +20,14 @@ import numpy.typing as npt
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.model import EntityLink, Vector
 from docgraph.store.base import require_namespaces
+from docgraph.store.lexical import EncodedTerms
 from docgraph.store.sqlite import SQLiteCatalog
+
+# Secondary indexes of entity_edges (as created by the catalog schema), rebuilt around bulk
+# edge writes.
+_EDGE_INDEXES = (("entity_edges_target", "target, source"),
+                 ("entity_edges_namespace", "namespace_id"))
+INDEX_REBUILD_MIN_EDGES = 10_000  # below this, updating the indexes row by row is as fast
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +76,16 @@ class NamespaceLinks:
 
 
 @dataclass(frozen=True, slots=True)
-class EdgeRow:
-    """One undirected edge, ``source < target`` by entity id."""
+class EdgeTable:
+    """Undirected edges as parallel arrays, ``source < target`` by entity id."""
 
-    source: int
-    target: int
-    weight: float
-    chunks: int
+    source: npt.NDArray[np.int64]
+    target: npt.NDArray[np.int64]
+    weight: npt.NDArray[np.float64]
+    chunks: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return len(self.source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,20 +130,22 @@ class SQLiteGraphStore:
     # -- links ---------------------------------------------------------------
 
     def links(self, namespace: str) -> NamespaceLinks:
-        """Every chunk-entity link of the namespace's text chunks."""
-        rows = self.catalog.connection().execute(
+        """Every chunk-entity link of the namespace's text chunks, by chunk then entity.
+
+        Rows stream straight into one array and are sorted there: an ``ORDER BY`` would make
+        SQLite build a temporary B-tree of every link first.
+        """
+        cursor = self.catalog.connection().execute(
             "SELECT ce.chunk_id, ce.entity_id, ce.score FROM chunk_entities ce"
             " JOIN chunks c ON c.id = ce.chunk_id JOIN namespaces n ON n.id = c.namespace_id"
-            " WHERE n.name = ? AND c.kind = 'text' ORDER BY ce.chunk_id, ce.entity_id",
+            " WHERE n.name = ? AND c.kind = 'text'",
             (namespace,),
-        ).fetchall()
-        if not rows:
-            empty = np.zeros(0, dtype=np.int64)
-            return NamespaceLinks(empty, empty.copy(), np.zeros(0, dtype=np.float32))
-        data = np.array(rows, dtype=np.float64)
-        return NamespaceLinks(
-            data[:, 0].astype(np.int64), data[:, 1].astype(np.int64), data[:, 2].astype(np.float32)
         )
+        data = np.fromiter(chain.from_iterable(cursor), dtype=np.float64).reshape(-1, 3)
+        chunk_ids, entity_ids = data[:, 0].astype(np.int64), data[:, 1].astype(np.int64)
+        order = np.lexsort((entity_ids, chunk_ids))
+        return NamespaceLinks(chunk_ids[order], entity_ids[order],
+                              data[order, 2].astype(np.float32))
 
     def chunk_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(row id, text) of every text chunk of the namespace, for re-extraction."""
@@ -158,6 +173,15 @@ class SQLiteGraphStore:
                 "UPDATE namespaces SET vocab_hash = ?, graph_dirty = 1 WHERE id = ?",
                 (vocab_hash, ns_id),
             )
+
+    def entity_names(self, namespace: str) -> dict[int, tuple[str, str, str]]:
+        """(key, name, type) of every entity of the namespace by id, in one query."""
+        rows = self.catalog.connection().execute(
+            "SELECT e.id, e.key, e.name, e.type FROM entities e"
+            " JOIN namespaces n ON n.id = e.namespace_id WHERE n.name = ?",
+            (namespace,),
+        ).fetchall()
+        return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
 
     def entities_by_id(self, ids: Iterable[int]) -> dict[int, EntityInfo]:
         """Entities (with chunk counts) by internal id."""
@@ -192,14 +216,19 @@ class SQLiteGraphStore:
     def replace_graph(
         self,
         namespace: str,
-        edges: Sequence[EdgeRow],
+        edges: EdgeTable,
         communities: Sequence[CommunityRow],
         vocab_hash: str,
     ) -> None:
-        """Replace the namespace's orphan entities, edges, communities and reports at once."""
+        """Replace the namespace's orphan entities, edges, communities and reports at once.
+
+        Bulk writes: edges go in sorted by primary key (appends to the B-tree), communities
+        get their ids up front so every community and member row is one ``executemany``.
+        """
         ns_id = self.namespace_id(namespace)
         if ns_id is None:
             return
+        order = np.lexsort((edges.target, edges.source))
         with self.catalog.transaction() as db:
             db.execute(
                 "DELETE FROM entities WHERE namespace_id = ? AND NOT EXISTS"
@@ -207,10 +236,21 @@ class SQLiteGraphStore:
                 (ns_id,),
             )
             db.execute("DELETE FROM entity_edges WHERE namespace_id = ?", (ns_id,))
+            others = int(db.execute("SELECT count(*) FROM entity_edges").fetchone()[0])
+            # Rebuilding the secondary indexes in one sort beats updating them row by row
+            # when this namespace brings most of the table's edges.
+            rebuild = len(edges) > max(others, INDEX_REBUILD_MIN_EDGES)
+            if rebuild:
+                for name, _ in _EDGE_INDEXES:
+                    db.execute(f"DROP INDEX IF EXISTS {name}")
             db.executemany(
                 "INSERT INTO entity_edges VALUES (?, ?, ?, ?, ?)",
-                [(ns_id, e.source, e.target, e.weight, e.chunks) for e in edges],
+                zip(repeat(ns_id), edges.source[order].tolist(), edges.target[order].tolist(),
+                    edges.weight[order].tolist(), edges.chunks[order].tolist()),
             )
+            if rebuild:
+                for name, columns in _EDGE_INDEXES:
+                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON entity_edges({columns})")
             db.execute(
                 "DELETE FROM chunks WHERE namespace_id = ? AND kind = 'community_report'", (ns_id,)
             )
@@ -219,58 +259,64 @@ class SQLiteGraphStore:
                 (ns_id,),
             )
             db.execute("DELETE FROM communities WHERE namespace_id = ?", (ns_id,))
-            stored_ids: list[int] = []
+            first_id = int(db.execute(
+                "SELECT coalesce(max(id), 0) + 1 FROM communities").fetchone()[0])
+            doc_ids = [
+                f"community://{namespace}/L{c.level}/C{c.ordinal}"
+                if c.report_text is not None else None
+                for c in communities
+            ]
+            db.executemany(
+                "INSERT INTO communities(id, namespace_id, level, ordinal, parent_id, size, title,"
+                " report_doc_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(first_id + i, ns_id, c.level, c.ordinal,
+                  None if c.parent is None else first_id + c.parent, len(c.members), c.title,
+                  doc_ids[i]) for i, c in enumerate(communities)],
+            )
+            db.executemany(
+                "INSERT INTO community_members VALUES (?, ?, ?)",
+                [(first_id + i, entity_id, centrality) for i, c in enumerate(communities)
+                 for entity_id, centrality in c.members],
+            )
             now = time.time()
-            reported = [i for i, c in enumerate(communities)
-                        if c.report_text is not None and c.report_vector is not None]
+            reported = [i for i, (c, doc_id) in enumerate(zip(communities, doc_ids, strict=True))
+                        if c.report_text is not None and c.report_vector is not None and doc_id]
             encoded, learnt = self.catalog.terms.encode(
                 db, [(_report_crumb(communities[i].title), communities[i].report_text or "")
                      for i in reported])
-            lexical = dict(zip(reported, encoded, strict=True))
-            for position, community in enumerate(communities):
-                parent = stored_ids[community.parent] if community.parent is not None else None
-                doc_id = (f"community://{namespace}/L{community.level}/C{community.ordinal}"
-                          if community.report_text is not None else None)
-                cursor = db.execute(
-                    "INSERT INTO communities(namespace_id, level, ordinal, parent_id, size, title,"
-                    " report_doc_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (ns_id, community.level, community.ordinal, parent, len(community.members),
-                     community.title, doc_id),
-                )
-                community_id = int(cursor.lastrowid or 0)
-                stored_ids.append(community_id)
-                db.executemany(
-                    "INSERT INTO community_members VALUES (?, ?, ?)",
-                    [(community_id, entity_id, c) for entity_id, c in community.members],
-                )
-                if community.report_text is None or community.report_vector is None or not doc_id:
-                    continue
-                doc = db.execute(
-                    "INSERT INTO documents(source_id, kind, namespace_id, doc_id, path, title,"
-                    " content_hash, change_token, media_type, chunk_count, updated_at)"
-                    " VALUES (NULL, 'community_report', ?, ?, ?, ?, ?, '', 'text/markdown', 1, ?)",
-                    (ns_id, doc_id, doc_id, community.title, text_hash(community.report_text),
-                     now),
-                )
-                db.execute(
-                    "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
-                    " breadcrumb, section_path, token_count, prev_index, next_index,"
-                    " parent_index, embed_hash, vector, terms, term_count)"
-                    " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?,"
-                    " ?, ?)",
-                    (int(doc.lastrowid or 0), ns_id, community.report_text,
-                     _report_crumb(community.title),
-                     json.dumps(["Community report", community.title]),
-                     text_hash(community.report_text),
-                     np.asarray(community.report_vector, dtype=np.float32).tobytes(),
-                     lexical[position].blob, lexical[position].length),
-                )
+            for i, lexical in zip(reported, encoded, strict=True):
+                community = communities[i]
+                self._insert_report(db, ns_id, doc_ids[i] or "", community.title,
+                                    community.report_text or "",
+                                    cast(Vector, community.report_vector), lexical, now)
             db.execute(
                 "UPDATE namespaces SET graph_dirty = 0, graph_built_at = ?, vocab_hash = ?"
                 " WHERE id = ?",
                 (now, vocab_hash, ns_id),
             )
         self.catalog.terms.committed(learnt)
+
+    @staticmethod
+    def _insert_report(
+        db: sqlite3.Connection, ns_id: int, doc_id: str, title: str, text: str,
+        vector: Vector, lexical: EncodedTerms, now: float,
+    ) -> None:
+        """One community report: a document of kind ``community_report`` with one chunk."""
+        doc = db.execute(
+            "INSERT INTO documents(source_id, kind, namespace_id, doc_id, path, title,"
+            " content_hash, change_token, media_type, chunk_count, updated_at)"
+            " VALUES (NULL, 'community_report', ?, ?, ?, ?, ?, '', 'text/markdown', 1, ?)",
+            (ns_id, doc_id, doc_id, title, text_hash(text), now),
+        )
+        db.execute(
+            "INSERT INTO chunks(document_id, namespace_id, chunk_index, kind, text,"
+            " breadcrumb, section_path, token_count, prev_index, next_index,"
+            " parent_index, embed_hash, vector, terms, term_count)"
+            " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?, ?, ?)",
+            (int(doc.lastrowid or 0), ns_id, text, _report_crumb(title),
+             json.dumps(["Community report", title]), text_hash(text),
+             np.asarray(vector, dtype=np.float32).tobytes(), lexical.blob, lexical.length),
+        )
 
     # -- queries --------------------------------------------------------------
 
