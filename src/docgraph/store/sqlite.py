@@ -686,6 +686,10 @@ class EmbeddedChunkIndex:
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
 
+    def __len__(self) -> int:
+        """Live chunks loaded (all namespaces and kinds)."""
+        return len(self.dense)
+
     def lexical_scores(
         self, text: str, rowids: Sequence[int], namespaces: frozenset[str]
     ) -> dict[int, float]:
