@@ -12,19 +12,19 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from milvus_lite.server_manager import server_manager_instance  # noqa: E402
+from milvus_lite.server_manager import server_manager_instance
 
-from docgraph import DocGraph  # noqa: E402
-from docgraph.config import load_settings  # noqa: E402
-from docgraph.errors import ConfigError, InvalidQuery, StoreError  # noqa: E402
-from docgraph.model import ChunkDraft, SourceRecord  # noqa: E402
-from docgraph.retrieve.fusion import rrf_fuse  # noqa: E402
-from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
-from docgraph.store.base import DocumentWrite  # noqa: E402
-from docgraph.store.milvus import MilvusChunkIndex  # noqa: E402
-from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
-from tests.conftest import SAMPLE_CORPUS  # noqa: E402
-from tests.helpers import CountingEmbedder  # noqa: E402
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from docgraph.errors import ConfigError, InvalidQuery, StoreError
+from docgraph.model import ChunkDraft, SourceRecord
+from docgraph.retrieve.fusion import rrf_fuse
+from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store.base import DocumentWrite
+from docgraph.store.milvus import MilvusChunkIndex
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from tests.conftest import SAMPLE_CORPUS
+from tests.helpers import CountingEmbedder
 
 DIM = 8
 
