@@ -159,8 +159,13 @@ class MilvusChunkIndex:
         with self._sync_lock:
             if marks == self._synced_marks:
                 return
+            applied = False
             while self.feed.apply_next(SYNC_BATCH, self._apply):
-                pass
+                applied = True
+            if applied:
+                # Seal what was written into segments: searches then use each segment's
+                # built indexes instead of scanning the growing buffer.
+                self._milvus(lambda: self.client.flush(self.collection))
             self._live = self.feed.live_chunks()
             self._synced_marks = marks
 
