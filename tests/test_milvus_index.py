@@ -196,10 +196,12 @@ def test_hostile_query_text_is_only_ever_data(tmp_path, lite_uri, query):
 def test_engine_rrf_hybrid_search_matches_docgraph_fusion(tmp_path, lite_uri):
     catalog, index, target = _two_namespaces(tmp_path, lite_uri)
     ns = frozenset({"small", "big"})
+    # "calibration" matches one chunk and random vectors do not tie: every rank is unique.
     dense = index.dense_search(target, 50, ns)
-    lexical = index.lexical_search("lidar calibration", 50, ns)
+    lexical = index.lexical_search("calibration", 50, ns)
+    assert len(lexical) == 1
     ours = rrf_fuse([dense, lexical], k=60)[:10]
-    engine = index.hybrid_search("lidar calibration", target, 10, ns, depth=50, rrf_k=60)
+    engine = index.hybrid_search("calibration", target, 10, ns, depth=50, rrf_k=60)
     assert [r.rowid for r in engine] == [r.rowid for r in ours]
     assert [r.score for r in engine] == pytest.approx([r.score for r in ours], rel=1e-5)
     index.close()
@@ -224,12 +226,12 @@ def twin_graphs(tmp_path_factory) -> Iterator[tuple[DocGraph, DocGraph]]:
 
 
 QUERIES = [
-    "What caused the Rotterdam outage?",
-    "What does error E-417 mean?",
-    "parental leave policy",
-    "firmware release process",
-    "security advisory",
-    "travel expenses",
+    ("What caused the Rotterdam outage?", "eng"),
+    ("What does error E-417 mean?", "eng"),
+    ("firmware release process", "eng"),
+    ("security advisory", "eng"),
+    ("parental leave policy", "people"),
+    ("travel expenses", "people"),
 ]
 
 
@@ -248,10 +250,13 @@ def test_docgraph_selects_the_milvus_index(twin_graphs):
                for h in milvus.search("parental leave policy", namespaces={"eng"}, k=10))
 
 
-@pytest.mark.parametrize("query", QUERIES)
-def test_milvus_agrees_with_the_embedded_index(twin_graphs, query):
+@pytest.mark.parametrize(("query", "namespace"), QUERIES)
+def test_milvus_agrees_with_the_embedded_index(twin_graphs, query, namespace):
+    # One namespace per query: Milvus Lite keeps BM25 statistics per sealed segment, and
+    # each namespace (partition key) is sealed apart, so BM25 scores of two namespaces are not
+    # on one scale there (see docs/milvus.md); FTS5 and a Milvus server use global statistics.
     embedded, milvus = twin_graphs
-    ns = frozenset({"eng", "people"})
+    ns = frozenset({namespace})
     e_index, m_index = embedded.chunk_index(), milvus.chunk_index()
     assert isinstance(e_index, EmbeddedChunkIndex)
     vector = embedded.embedder.embed_query(query)
