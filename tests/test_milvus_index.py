@@ -286,3 +286,10 @@ def test_store_settings_choose_and_validate_the_milvus_uri(tmp_path):
         load_settings(store={"milvus_collection": "chunks; drop"})
     with pytest.raises(ConfigError, match="index"):
         load_settings(store={"index": "faiss"})
+
+
+def test_an_unreachable_server_is_a_store_error_naming_it(tmp_path):
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    with pytest.raises(StoreError, match=r"cannot connect to Milvus at http://127\.0\.0\.1:9"):
+        MilvusChunkIndex(catalog, DIM, "http://127.0.0.1:9", timeout_s=3)
+    catalog.close()

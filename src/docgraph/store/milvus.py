@@ -79,6 +79,7 @@ class MilvusChunkIndex:
         collection: str = "docgraph_chunks",
         token: str = "",
         consistency_level: str = "Strong",
+        timeout_s: float = 10.0,
     ) -> None:
         self.catalog = catalog
         self.dimension = dimension
@@ -87,10 +88,8 @@ class MilvusChunkIndex:
         self.consistency_level = consistency_level
         self.feed = ChangeFeed(catalog, f"milvus:{collection}", dimension)
         try:
-            self.client = MilvusClient(uri=uri, token=token)
-        except MilvusException as exc:
-            raise StoreError(f"cannot connect to Milvus at {uri}: {exc}") from exc
-        except Exception as exc:  # pymilvus raises plain errors for unreachable servers
+            self.client = MilvusClient(uri=uri, token=token, timeout=timeout_s)
+        except Exception as exc:  # MilvusException, or plain errors for unreachable servers
             raise StoreError(f"cannot connect to Milvus at {uri}: {exc}") from exc
         self._sync_lock = threading.Lock()
         self._synced_marks: tuple[int, int] | None = None
