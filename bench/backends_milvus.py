@@ -11,6 +11,8 @@
     ``quality.py``), the BM25 lane alone, and for Milvus also the engine-side fusion
     (``MilvusChunkIndex.hybrid_search``: one request, ``RRFRanker(rrf_k)``). The entity graph is
     off: hybrid search ranks ``text`` chunks only, so it does not change these numbers.
+    Experiment: FTS5 tokenized like Milvus Lite's analyzer (no stemming) over one field, alone
+    and fused with the embedded dense lane, to attribute the BM25 difference.
 (b) Hybrid latency on synthetic indexes of ``--sizes`` chunks (built like ``speed.py``: random
     unit 384-d vectors, Zipf words), one query at a time over SciFact queries: the whole
     ``DocGraph.search`` (query embedding included) and the index part alone (dense + BM25 lane
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -36,7 +39,9 @@ from common import BeirDataset, cached_embedder, load_beir, write_result
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
 from docgraph.ingest.embed import Embedder, MiniLMEmbedder
+from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
+from docgraph.store.fts_query import to_fts5_query
 from docgraph.store.milvus import MilvusChunkIndex
 from quality import score_run, select_subset, to_documents, write_corpus_folder
 from speed import (
@@ -120,6 +125,14 @@ def measure_quality(data: BeirDataset, limit: int | None, workdir: Path) -> dict
             fused = rrf_fuse([m_index.dense_search(vector, depth, ns),
                               m_index.lexical_search(text, depth, ns)], k=cfg.rrf_k)[:SEARCH_K]
             add("milvus/hybrid_docgraph_rrf_same_depth", qid, [r.rowid for r in fused])
+        unstemmed = UnstemmedBm25(embedded)
+        for qid, text in queries.items():
+            vector = embedder.embed_query(text)
+            lexical = unstemmed.search(text, depth)
+            add("embedded_unstemmed_one_field/bm25", qid, [r.rowid for r in lexical])
+            fused = rrf_fuse([e_index.dense_search(vector, depth, ns), lexical],
+                             k=cfg.rrf_k)[:SEARCH_K]
+            add("embedded_unstemmed_one_field/hybrid", qid, [r.rowid for r in fused])
         qids = list(queries)
         scores = {name: score_run(run, data, qids) for name, run in runs.items()}
         base = scores["embedded/hybrid"]["ndcg@10"]
@@ -131,6 +144,30 @@ def measure_quality(data: BeirDataset, limit: int | None, workdir: Path) -> dict
     finally:
         milvus.close()
         embedded.close()
+
+
+class UnstemmedBm25:
+    """Experiment (not product code): FTS5 BM25 tokenized as Milvus Lite's analyzer does
+    (``\\w+`` words, lower case, no stemming, no diacritics folding) over one field of
+    breadcrumb + text, as the Milvus ``text`` field holds. It separates what the Milvus
+    integration changes from what Lite's analyzer changes."""
+
+    def __init__(self, graph: DocGraph) -> None:
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE t USING fts5(body,"
+                        " tokenize='unicode61 remove_diacritics 0')")
+        rows = graph.catalog.connection().execute(
+            "SELECT id, breadcrumb, text FROM chunks WHERE kind = 'text'").fetchall()
+        self.db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
+                            [(r, f"{b}\n{t}" if b else t) for r, b, t in rows])
+
+    def search(self, text: str, k: int) -> list[ScoredRow]:
+        expression = to_fts5_query(text)
+        if expression is None:
+            return []
+        rows = self.db.execute("SELECT rowid, bm25(t) AS s FROM t WHERE t MATCH ?"
+                               " ORDER BY s, rowid LIMIT ?", (expression, k)).fetchall()
+        return [ScoredRow(int(r), -float(s)) for r, s in rows]
 
 
 _ROWID_CACHE: dict[int, dict[str, int]] = {}
