@@ -194,14 +194,22 @@ def test_hostile_query_text_is_only_ever_data(tmp_path, lite_uri, query):
 
 
 def test_engine_rrf_hybrid_search_matches_docgraph_fusion(tmp_path, lite_uri):
-    catalog, index, target = _two_namespaces(tmp_path, lite_uri)
-    ns = frozenset({"small", "big"})
-    # "calibration" matches one chunk and random vectors do not tie: every rank is unique.
-    dense = index.dense_search(target, 50, ns)
+    # Spread-out random vectors and one lexical match: no near-ties, so every rank is unique
+    # (chunks clustered around the query would swap places on float noise).
+    rng = np.random.default_rng(8)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    vectors = _unit(rng, 60)
+    _write(catalog, source, "a.txt", [f"note {i}" for i in range(59)] + ["lidar calibration"],
+           vectors)
+    index = MilvusChunkIndex(catalog, DIM, lite_uri)
+    ns = frozenset({"ns"})
+    query = _unit(rng, 1)[0]
+    dense = index.dense_search(query, 50, ns)
     lexical = index.lexical_search("calibration", 50, ns)
     assert len(lexical) == 1
     ours = rrf_fuse([dense, lexical], k=60)[:10]
-    engine = index.hybrid_search("calibration", target, 10, ns, depth=50, rrf_k=60)
+    engine = index.hybrid_search("calibration", query, 10, ns, depth=50, rrf_k=60)
     assert [r.rowid for r in engine] == [r.rowid for r in ours]
     assert [r.score for r in engine] == pytest.approx([r.score for r in ours], rel=1e-5)
     index.close()
