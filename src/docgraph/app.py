@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import SourceError
+from docgraph.errors import ConfigError, SourceError
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder, make_embedder
@@ -34,7 +35,7 @@ from docgraph.sources.credentials import Credentials
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.registry import SourceRegistry
 from docgraph.sources.urn import normalize_urn
-from docgraph.store.base import FailureRecord, NamespaceStats
+from docgraph.store.base import ChunkIndex, FailureRecord, NamespaceStats
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
 
@@ -77,7 +78,7 @@ class DocGraph:
         self.last_graph_reports: list[GraphBuildReport] = []
         self.cohort_settings = CohortSettings()
         self.traces = TraceStore(self.catalog)
-        self._index: EmbeddedChunkIndex | None = None
+        self._index: ChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
         self.config_file: Path | None = None
@@ -168,7 +169,8 @@ class DocGraph:
         with self._build_lock:
             self.catalog.clear_all_chunks()
             with self._index_lock:
-                self._index = None
+                index, self._index = self._index, None
+            _close_index(index)
         return self.refresher.run_once(progress, force_graph=True).reports
 
     def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
@@ -212,13 +214,30 @@ class DocGraph:
 
     # -- querying ------------------------------------------------------------
 
-    def chunk_index(self) -> EmbeddedChunkIndex:
-        """The chunk index (created on first use, then kept in step with the catalog)."""
+    def chunk_index(self) -> ChunkIndex:
+        """The chunk index chosen by ``[store] index`` (created on first use, then kept in
+        step with the catalog)."""
         with self._index_lock:
             if self._index is None:
                 check_embedding_model(self.catalog, self.embedder)
-                self._index = EmbeddedChunkIndex(self.catalog, self.embedder.dimension)
+                self._index = self._open_index()
             return self._index
+
+    def _open_index(self) -> ChunkIndex:
+        store = self.settings.store
+        if store.index == "embedded":
+            return EmbeddedChunkIndex(self.catalog, self.embedder.dimension)
+        try:
+            from docgraph.store.milvus import MilvusChunkIndex
+        except ImportError as exc:
+            raise ConfigError(
+                "[store] index = 'milvus' needs pymilvus: pip install 'docgraph[milvus]'"
+            ) from exc
+        return MilvusChunkIndex(
+            self.catalog, self.embedder.dimension, store.resolved_milvus_uri(),
+            collection=store.milvus_collection,
+            token=os.environ.get(store.milvus_token_env, ""),
+        )
 
     def searcher(self) -> HybridSearcher:
         """A hybrid searcher over this index."""
@@ -318,7 +337,10 @@ class DocGraph:
         )
 
     def close(self) -> None:
-        """Close database connections."""
+        """Close database connections (and the Milvus client, if one is open)."""
+        with self._index_lock:
+            index, self._index = self._index, None
+        _close_index(index)
         self.catalog.close()
 
     def __enter__(self) -> DocGraph:
@@ -328,3 +350,8 @@ class DocGraph:
         self.close()
 
 
+def _close_index(index: ChunkIndex | None) -> None:
+    """Release an index's connections (a Milvus client); the embedded index has none."""
+    close = getattr(index, "close", None)
+    if callable(close):
+        close()

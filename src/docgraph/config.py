@@ -34,6 +34,43 @@ class StoreSettings(_Section):
 
     backend: Literal["embedded"] = "embedded"
     path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
+    index: Literal["embedded", "milvus"] = Field(
+        default="embedded",
+        description="Chunk index: 'embedded' (in-memory dense + FTS5 in the catalog file) or "
+        "'milvus' (a Milvus collection following the catalog; extra 'milvus').",
+    )
+    milvus_uri: str | None = Field(
+        default=None,
+        description="Milvus Lite file ('*.db') or server URL ('http://host:19530'); default: "
+        "a Milvus Lite file beside the catalog.",
+    )
+    milvus_collection: str = Field(
+        default="docgraph_chunks", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$",
+        description="Collection name; one per catalog.",
+    )
+    milvus_token_env: str = Field(
+        default="MILVUS_TOKEN",
+        description="Environment variable holding the server token ('user:password' or an "
+        "API key); unset means no authentication.",
+    )
+
+    @model_validator(mode="after")
+    def _milvus_uri_kind(self) -> StoreSettings:
+        uri = self.milvus_uri
+        if uri is not None and not (
+            uri.startswith(("http://", "https://", "tcp://", "unix:")) or uri.endswith(".db")
+        ):
+            raise ValueError(
+                f"store.milvus_uri must be a Milvus Lite file ending in '.db' or a server URL "
+                f"(http://, https://, tcp://, unix:), got {uri!r}"
+            )
+        return self
+
+    def resolved_milvus_uri(self) -> str:
+        """The Milvus URI to connect to (a Lite file beside the catalog by default)."""
+        if self.milvus_uri is not None:
+            return self.milvus_uri
+        return str(self.path.with_name(self.path.stem + ".milvus.db"))
 
 
 class LoaderSettings(_Section):

@@ -56,9 +56,9 @@ from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace, TraceStore
-from docgraph.store.base import require_namespaces
+from docgraph.store.base import ChunkIndex, require_namespaces
 from docgraph.store.lexical import STOPWORDS
-from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite import SQLiteCatalog
 from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
 
 CohortMode = Literal["vector_first", "graph_first", "global"]
@@ -319,7 +319,7 @@ class CohortSearch:
     def __init__(
         self,
         catalog: SQLiteCatalog,
-        index: EmbeddedChunkIndex,
+        index: ChunkIndex,
         graph: SQLiteGraphStore,
         embedder: Embedder,
         extractor: EntityExtractor | None,
@@ -422,7 +422,7 @@ class CohortSearch:
     def _chunk_total(self) -> int:
         """Chunks the hub threshold is relative to: the loaded chunk index (all namespaces;
         counting one namespace's chunks in SQL costs a table scan per query)."""
-        return len(self.index.dense)
+        return len(self.index)
 
     def _query_entities(self, q: _Query) -> tuple[list[EntityInfo], list[str]]:
         """(entities of the namespaces the query names, extractor-found names not in the

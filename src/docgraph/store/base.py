@@ -181,3 +181,7 @@ class ChunkIndex(Protocol):
     def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
         """Unit vectors of the given chunks (absent: deleted)."""
         ...
+
+    def __len__(self) -> int:
+        """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
+        ...

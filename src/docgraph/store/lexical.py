@@ -92,6 +92,13 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(_stem_words(kept)))[:MAX_QUERY_TERMS]
 
 
+def plain_query_words(text: str) -> list[str]:
+    """The distinct words of a query for an engine with its own analyzer (Milvus, PostgreSQL):
+    NFKC, lower case, no stemming, diacritics kept, stopwords dropped, at most 64."""
+    tokens = _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+    return [t for t in dict.fromkeys(tokens) if t not in STOPWORDS][:MAX_QUERY_TERMS]
+
+
 # ---------------------------------------------------------------- term dictionary (catalog)
 
 

@@ -698,6 +698,10 @@ class EmbeddedChunkIndex:
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
 
+    def __len__(self) -> int:
+        """Live chunks loaded (all namespaces and kinds)."""
+        return len(self.dense)
+
     def _term_ids(self, text: str) -> list[int]:
         terms = query_terms(text)
         if not terms:

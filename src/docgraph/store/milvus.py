@@ -1,0 +1,339 @@
+"""A chunk index in Milvus (a cluster, or Milvus Lite in a local file) that follows the
+SQLite catalog.
+
+One collection holds every chunk: ``id`` (the catalog's chunk row id, primary key),
+``namespace_id`` (the **partition key**, so a namespace filter prunes partitions), ``kind``,
+the unit ``vector`` (HNSW, cosine) and ``text`` (breadcrumb + chunk text) with an analyzer,
+from which the engine's BM25 Function derives the ``sparse`` vector that full-text search
+ranks. Filters are built only from integers the catalog returned (namespace ids, kind codes,
+row ids); query text is only ever search *data*, never part of an expression.
+
+The catalog stays the system of record: the index follows it through
+:class:`~docgraph.store.feed.ChangeFeed` (row ids above the cursor are upserted, logged
+tombstones are deleted), so a document replace or delete in the catalog becomes visible in
+Milvus at the next search. The collection records a *generation* (a collection property)
+that must match the catalog's cursor, so an index is never mixed with chunks of another
+catalog; a collection of this catalog whose vector dimension no longer matches the
+embedding model is dropped and rebuilt from the catalog.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from pymilvus import (
+    AnnSearchRequest,
+    DataType,
+    Function,
+    FunctionType,
+    MilvusClient,
+    MilvusException,
+    RRFRanker,
+)
+
+from docgraph.errors import InvalidQuery, StoreError
+from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
+from docgraph.store.base import require_namespaces
+from docgraph.store.feed import ChangeFeed, FeedBatch
+from docgraph.store.lexical import STOPWORDS, plain_query_words
+from docgraph.store.sqlite import SQLiteCatalog
+
+GENERATION_PROPERTY = "docgraph.generation"
+MAX_TEXT_BYTES = 65_535          # Milvus VARCHAR limit
+MAX_TOPK = 16_384                # Milvus search limit
+HNSW_PARAMS = {"M": 16, "efConstruction": 200}
+HNSW_MIN_EF = 200                # search-time candidate list; at least k
+BM25_PARAMS = {"bm25_k1": 1.2, "bm25_b": 0.75}    # FTS5's constants
+_T = TypeVar("_T")
+
+SYNC_BATCH = 2_000
+DELETE_BATCH = 5_000
+
+# English analysis on a Milvus server: standard tokenizer, lower case, Snowball stemming,
+# docgraph's stopwords. (Milvus Lite's analyzer applies the tokenizer, lower case and the stop
+# filter and ignores the stemmer: see docs/milvus.md.)
+ANALYZER_PARAMS: dict[str, Any] = {
+    "tokenizer": "standard",
+    "filter": [
+        "lowercase",
+        {"type": "stemmer", "language": "english"},
+        {"type": "stop", "stop_words": sorted(STOPWORDS)},
+    ],
+}
+
+
+class MilvusChunkIndex:
+    """Dense (HNSW, cosine) and lexical (BM25 Function) search in one Milvus collection,
+    kept in step with a :class:`SQLiteCatalog`. Thread-safe; syncs are serialized."""
+
+    def __init__(
+        self,
+        catalog: SQLiteCatalog,
+        dimension: int,
+        uri: str,
+        *,
+        collection: str = "docgraph_chunks",
+        token: str = "",
+        consistency_level: str = "Strong",
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.catalog = catalog
+        self.dimension = dimension
+        self.uri = uri
+        self.collection = collection
+        self.consistency_level = consistency_level
+        self.feed = ChangeFeed(catalog, f"milvus:{collection}", dimension)
+        try:
+            self.client = MilvusClient(uri=uri, token=token, timeout=timeout_s)
+        except Exception as exc:  # MilvusException, or plain errors for unreachable servers
+            raise StoreError(f"cannot connect to Milvus at {uri}: {exc}") from exc
+        self._sync_lock = threading.Lock()
+        self._synced_marks: tuple[int, int] | None = None
+        self._live = 0
+        self._milvus(self._open_collection)
+        self.sync()
+
+    # -- collection -----------------------------------------------------------
+
+    def _open_collection(self) -> None:
+        cursor = self.feed.cursor()
+        if self.client.has_collection(self.collection):
+            info = self.client.describe_collection(self.collection)
+            generation = str(info.get("properties", {}).get(GENERATION_PROPERTY, ""))
+            if cursor is None or not generation or cursor.generation != generation:
+                raise StoreError(
+                    f"Milvus collection {self.collection!r} at {self.uri} was not built from "
+                    f"the catalog {self.catalog.path}; set [store] milvus_collection to another "
+                    "name, or drop that collection if it is stale"
+                )
+            if _vector_dimension(info) == self.dimension:
+                self.client.load_collection(self.collection)
+                return
+            self.client.drop_collection(self.collection)  # ours, derived: rebuilt below
+        self._create_collection()
+
+    def _create_collection(self) -> None:
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("namespace_id", DataType.INT64, is_partition_key=True)
+        schema.add_field("kind", DataType.INT8)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dimension)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES,
+                         enable_analyzer=True, analyzer_params=ANALYZER_PARAMS)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(Function(
+            name="text_bm25", function_type=FunctionType.BM25,
+            input_field_names=["text"], output_field_names=["sparse"],
+        ))
+        index = self.client.prepare_index_params()
+        index.add_index("vector", index_type="HNSW", metric_type="COSINE", params=HNSW_PARAMS)
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                        params=BM25_PARAMS)
+        generation = uuid.uuid4().hex
+        self.client.create_collection(
+            self.collection, schema=schema, index_params=index,
+            consistency_level=self.consistency_level,
+        )
+        self.client.alter_collection_properties(
+            self.collection, properties={GENERATION_PROPERTY: generation}
+        )
+        self.client.load_collection(self.collection)
+        self.feed.reset(generation)
+
+    def close(self) -> None:
+        """Close the client connection."""
+        self.client.close()
+
+    # -- following the catalog ------------------------------------------------
+
+    def sync(self) -> None:
+        """Apply catalog changes since the last sync (one tiny query when there are none)."""
+        marks = self.feed.marks()
+        if marks == self._synced_marks:
+            return
+        with self._sync_lock:
+            if marks == self._synced_marks:
+                return
+            applied = False
+            while self.feed.apply_next(SYNC_BATCH, self._apply):
+                applied = True
+            if applied:
+                # Seal what was written into segments: searches then use each segment's
+                # built indexes instead of scanning the growing buffer.
+                self._milvus(lambda: self.client.flush(self.collection))
+            self._live = self.feed.live_chunks()
+            self._synced_marks = marks
+
+    def _apply(self, batch: FeedBatch) -> None:
+        def write() -> None:
+            for start in range(0, len(batch.deleted), DELETE_BATCH):
+                self.client.delete(self.collection, ids=batch.deleted[start:start + DELETE_BATCH])
+            if batch.rows:
+                self.client.upsert(self.collection, data=[
+                    {"id": r.rowid, "namespace_id": r.namespace_id, "kind": r.kind,
+                     "vector": r.vector.tolist(), "text": _clip_utf8(r.text, MAX_TEXT_BYTES)}
+                    for r in batch.rows
+                ])
+        self._milvus(write)
+
+    def __len__(self) -> int:
+        """Live chunks (all namespaces and kinds) as of the last sync."""
+        self.sync()
+        return self._live
+
+    # -- search ---------------------------------------------------------------
+
+    def dense_search(
+        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of ``kind`` in ``namespaces`` by cosine similarity (HNSW)."""
+        expression = self._filter(namespaces, kind)
+        if expression is None or k <= 0:
+            return []
+        self.sync()
+        limit = min(k, MAX_TOPK)
+        hits = self._milvus(lambda: self.client.search(
+            self.collection, data=[_floats(vector)], anns_field="vector", limit=limit,
+            filter=expression, output_fields=["id"],
+            search_params={"metric_type": "COSINE", "params": {"ef": max(limit, HNSW_MIN_EF)}},
+        ))
+        return _rows(hits[0], lexical=False)
+
+    def lexical_search(
+        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of ``kind`` in ``namespaces`` by BM25 over breadcrumb + text."""
+        expression = self._filter(namespaces, kind)
+        query = _query_text(text)
+        if expression is None or query is None or k <= 0:
+            return []
+        self.sync()
+        hits = self._milvus(lambda: self.client.search(
+            self.collection, data=[query], anns_field="sparse", limit=min(k, MAX_TOPK),
+            filter=expression, output_fields=["id"], search_params={"metric_type": "BM25"},
+        ))
+        return _rows(hits[0], lexical=True)
+
+    def lexical_scores(
+        self, text: str, rowids: Sequence[int], namespaces: frozenset[str]
+    ) -> dict[int, float]:
+        """BM25 scores of ``text`` for the given chunks only (absent: no term matched)."""
+        ns_ids = self._namespace_ids(namespaces)
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        query = _query_text(text)
+        if not ns_ids or not ids or query is None:
+            return {}
+        self.sync()
+        expression = f"namespace_id in {_int_list(ns_ids)} and id in {_int_list(ids)}"
+        hits = self._milvus(lambda: self.client.search(
+            self.collection, data=[query], anns_field="sparse", limit=min(len(ids), MAX_TOPK),
+            filter=expression, output_fields=["id"], search_params={"metric_type": "BM25"},
+        ))
+        return {r.rowid: r.score for r in _rows(hits[0], lexical=True)}
+
+    def hybrid_search(
+        self, text: str, vector: Vector, k: int, namespaces: frozenset[str], *,
+        depth: int = 100, rrf_k: int = 60, kind: ChunkKind = "text",
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks by Milvus' own RRF (``RRFRanker(rrf_k)``) of a dense and a BM25
+        search, each ``depth`` deep, in one request. Scores are the fused RRF scores; the
+        per-lane similarities are not returned (see :class:`MilvusChunkIndex` docs)."""
+        expression = self._filter(namespaces, kind)
+        if expression is None or k <= 0:
+            return []
+        query = _query_text(text)
+        depth = min(max(depth, k), MAX_TOPK)
+        requests = [AnnSearchRequest(
+            data=[_floats(vector)], anns_field="vector", limit=depth, expr=expression,
+            param={"metric_type": "COSINE", "params": {"ef": max(depth, HNSW_MIN_EF)}},
+        )]
+        if query is not None:
+            requests.append(AnnSearchRequest(
+                data=[query], anns_field="sparse", limit=depth, expr=expression,
+                param={"metric_type": "BM25"},
+            ))
+        self.sync()
+        hits = self._milvus(lambda: self.client.hybrid_search(
+            self.collection, requests, ranker=RRFRanker(rrf_k), limit=min(k, MAX_TOPK),
+            output_fields=["id"],
+        ))
+        return _rows(hits[0], lexical=False)
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Unit vectors of the given chunks, read from the catalog (the system of record
+        holds the same vectors; absent: deleted)."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, Vector] = {}
+        db = self.catalog.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for rowid, blob in db.execute(
+                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+            ):
+                out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    # -- helpers --------------------------------------------------------------
+
+    def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
+        return sorted(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
+
+    def _filter(self, namespaces: frozenset[str], kind: ChunkKind) -> str | None:
+        """The pre-filter expression, from catalog ids and a kind code only (None: no
+        allowed namespace exists, so nothing may match)."""
+        ns_ids = self._namespace_ids(namespaces)
+        if kind not in CHUNK_KINDS:
+            raise InvalidQuery(f"kind must be one of {CHUNK_KINDS}, got {kind!r}")
+        if not ns_ids:
+            return None
+        return f"namespace_id in {_int_list(ns_ids)} and kind == {CHUNK_KINDS.index(kind)}"
+
+    def _milvus(self, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except MilvusException as exc:
+            raise StoreError(f"Milvus ({self.uri}, {self.collection}): {exc.message}") from exc
+
+
+def _int_list(values: Sequence[int]) -> str:
+    return "[" + ", ".join(str(int(v)) for v in values) + "]"
+
+
+def _floats(vector: Vector) -> list[float]:
+    return [float(x) for x in np.asarray(vector, dtype=np.float32)]
+
+
+def _query_text(text: str) -> str | None:
+    """The query's searchable terms as plain text (data for the analyzer), or None."""
+    terms = plain_query_words(text)
+    return " ".join(terms) if terms else None
+
+
+def _rows(hits: Any, *, lexical: bool) -> list[ScoredRow]:
+    """Hits as rows, best first, ties by row id. BM25 hits carry a positive score on a
+    server and its negation on Milvus Lite: the magnitude is the BM25 score either way."""
+    rows = [
+        ScoredRow(int(h["id"]), abs(float(h["distance"])) if lexical else float(h["distance"]))
+        for h in hits
+    ]
+    rows.sort(key=lambda r: (-r.score, r.rowid))
+    return rows
+
+
+def _vector_dimension(info: dict[str, Any]) -> int | None:
+    for field in info.get("fields", []):
+        if field.get("name") == "vector":
+            return int(field.get("params", {}).get("dim", 0))
+    return None
+
+
+def _clip_utf8(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes at a character boundary."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", errors="ignore")
