@@ -99,6 +99,47 @@ def test_batch_write_failure_keeps_that_document_old_and_earlier_ones_new(tmp_pa
     assert texts == ["a.txt renewed", "b.txt original", "c.txt original"]
     dirty = catalog.connection().execute("SELECT graph_dirty FROM namespaces").fetchone()[0]
     assert dirty == 1
+    _assert_fts_consistent(catalog)
+    catalog.close()
+
+
+def _assert_fts_consistent(catalog):
+    db = catalog.connection()
+    db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+    assert db.execute("SELECT count(*) FROM meta WHERE key = 'fts_deferred'").fetchone()[0] == 0
+
+
+def test_index_with_the_old_fts_trigger_is_migrated_and_every_writer_is_indexed(tmp_path):
+    rng = np.random.default_rng(4)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    _write(catalog, source, "old.txt", ["written before the upgrade"], _unit(rng, 1, 8))
+    catalog.connection().executescript(  # the trigger of indexes from before the upgrade
+        "DROP TRIGGER chunks_ai; CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN"
+        " INSERT INTO chunks_fts(rowid, breadcrumb, text)"
+        " VALUES (new.id, new.breadcrumb, new.text); END;")
+    catalog.close()
+
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    sql = catalog.connection().execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'chunks_ai'").fetchone()[0]
+    assert "fts_deferred" in sql
+    _write(catalog, source, "new.txt", ["written after the upgrade"], _unit(rng, 1, 8))
+    with catalog.transaction() as db:  # a plain insert (as community reports are written)
+        doc = db.execute("SELECT id, namespace_id FROM documents WHERE path = 'new.txt'")
+        doc_id, ns_id = doc.fetchone()
+        db.execute("INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
+                   " section_path, token_count, embed_hash, vector)"
+                   " VALUES (?, ?, 1, 'inserted by another writer', '', '[]', 4, '', ?)",
+                   (doc_id, ns_id, _unit(rng, 1, 8)[0].tobytes()))
+    index = EmbeddedChunkIndex(catalog, 8)
+    ns = frozenset({"ns"})
+    for word in ("before", "after", "another"):
+        assert len(index.lexical_search(word, 10, ns)) == 1, word
+    _write(catalog, source, "new.txt", ["rewritten after the upgrade"], _unit(rng, 1, 8))
+    assert index.lexical_search("another", 10, ns) == []
+    assert len(index.lexical_search("rewritten", 10, ns)) == 1
+    _assert_fts_consistent(catalog)
     catalog.close()
 
 

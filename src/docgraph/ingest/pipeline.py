@@ -366,17 +366,21 @@ class IngestPipeline:
         cursor = 0
         for pending, found, doc_hashes, doc_links in zip(batch, reused, hashes, links,
                                                          strict=True):
-            rows = []
-            for h in doc_hashes:
-                if h in found:
-                    rows.append(found[h])
-                    report.chunks_reused += 1
-                else:
-                    assert fresh is not None
-                    rows.append(fresh[cursor])
-                    cursor += 1
-            vectors = (np.stack(rows).astype(np.float32) if rows
-                       else np.zeros((0, self.embedder.dimension), dtype=np.float32))
+            if not found and fresh is not None:  # nothing reused: a slice, no copy
+                vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
+                cursor += len(doc_hashes)
+            else:
+                rows = []
+                for h in doc_hashes:
+                    if h in found:
+                        rows.append(found[h])
+                        report.chunks_reused += 1
+                    else:
+                        assert fresh is not None
+                        rows.append(fresh[cursor])
+                        cursor += 1
+                vectors = (np.stack(rows).astype(np.float32) if rows
+                           else np.zeros((0, self.embedder.dimension), dtype=np.float32))
             path = pending.entry.relative_path
             writes.append(DocumentWrite(
                 source=source,

@@ -56,6 +56,12 @@ class WordPieceCounter:
             else:
                 split.append(None)
                 direct.append(text)
+        if not direct:
+            get = memo.__getitem__
+            try:  # the common case once the memo is warm: every word known
+                return [sum(map(get, words)) for words in split if words is not None]
+            except KeyError:
+                pass
         unseen = list({w for words in split if words for w in words if w not in memo})
         if unseen:
             memo.update(zip(unseen, self._encode(unseen), strict=True))

@@ -38,6 +38,20 @@ from docgraph.store.fts_query import to_fts5_query
 
 SCHEMA_VERSION = 1
 
+# The FTS5 insert trigger stands aside while a bulk write holds the 'fts_deferred' meta key
+# (only ever inside that write's transaction): SQLiteCatalog.write_documents then indexes
+# all its new chunks with one INSERT ... SELECT (measured ~4x cheaper than one trigger
+# statement per chunk, with or without per-document savepoints). Every other writer, and
+# older docgraph versions, get the trigger as before.
+_FTS_DEFERRED_KEY = "fts_deferred"
+
+_INSERT_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks
+WHEN NOT EXISTS (SELECT 1 FROM meta WHERE key = '{_FTS_DEFERRED_KEY}') BEGIN
+    INSERT INTO chunks_fts(rowid, breadcrumb, text) VALUES (new.id, new.breadcrumb, new.text);
+END;
+"""
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS namespaces (
@@ -103,9 +117,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     breadcrumb, text, content='chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, breadcrumb, text) VALUES (new.id, new.breadcrumb, new.text);
-END;
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
     INSERT INTO chunks_fts(chunks_fts, rowid, breadcrumb, text)
         VALUES ('delete', old.id, old.breadcrumb, old.text);
@@ -172,6 +183,15 @@ def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
     return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
 
 
+def _migrate_insert_trigger(db: sqlite3.Connection) -> str:
+    """SQL that replaces an index's FTS insert trigger from before bulk writes deferred it
+    (the new trigger behaves the same for every writer that does not defer)."""
+    row = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'chunks_ai'"
+    ).fetchone()
+    return "" if row is None or _FTS_DEFERRED_KEY in row[0] else "DROP TRIGGER IF EXISTS chunks_ai;"
+
+
 def _check_write(write: DocumentWrite) -> None:
     """Reject a write whose parts do not line up or whose vectors are not finite."""
     n = len(write.chunks)
@@ -205,7 +225,8 @@ class SQLiteCatalog:
         self._connections_lock = threading.Lock()
         db = self.connection()
         try:
-            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + _migrate_insert_trigger(db)
+                             + _INSERT_TRIGGER + "COMMIT;")
         except sqlite3.DatabaseError as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -415,10 +436,16 @@ class SQLiteCatalog:
             return []
         for write in writes:
             _check_write(write)
+        if len({(w.source.id, w.path) for w in writes}) < len(writes):
+            raise StoreError("a batch of document writes names one document twice")
         now = time.time()
         done: list[DocumentRecord] = []
         failure: Exception | None = None
         with self.transaction() as db:
+            # New chunks get their FTS rows in one statement at the end (see _INSERT_TRIGGER);
+            # every row above this id is new, as chunk ids only grow.
+            (newest,) = db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()
+            db.execute("INSERT INTO meta VALUES (?, '1')", (_FTS_DEFERRED_KEY,))
             ns_ids: dict[str, int] = {}
             for write in writes:
                 namespace = write.source.namespace
@@ -433,6 +460,11 @@ class SQLiteCatalog:
                     failure = exc
                     break
                 db.execute("RELEASE document")
+            db.execute(
+                "INSERT INTO chunks_fts(rowid, breadcrumb, text)"
+                " SELECT id, breadcrumb, text FROM chunks WHERE id > ? ORDER BY id", (newest,)
+            )
+            db.execute("DELETE FROM meta WHERE key = ?", (_FTS_DEFERRED_KEY,))
             db.executemany("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?",
                            [(ns_ids[n],) for n in dict.fromkeys(d.namespace for d in done)])
         if failure is not None:
@@ -465,12 +497,17 @@ class SQLiteCatalog:
         ).fetchone()
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+        paths: dict[tuple[str, ...], str] = {}  # chunks of a document share section paths
+        for chunk in chunks:
+            if chunk.section_path not in paths:
+                paths[chunk.section_path] = json.dumps(list(chunk.section_path),
+                                                       ensure_ascii=False)
         db.executemany(
             "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
             " section_path, token_count, prev_index, next_index, parent_index,"
             " embed_hash, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(document_id, ns_id, chunk.index, chunk.text, crumb,
-              json.dumps(list(chunk.section_path), ensure_ascii=False), chunk.token_count,
+              paths[chunk.section_path], chunk.token_count,
               chunk.prev_index, chunk.next_index, chunk.parent_index,
               text_hash(embedded), vector.tobytes())
              for chunk, crumb, embedded, vector in zip(
