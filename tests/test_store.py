@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -10,6 +13,7 @@ from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.dense import DenseMatrix
+from docgraph.store.lexical import count_terms, decode_terms
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from tests.helpers import write_files
 
@@ -52,6 +56,105 @@ def test_failure_mid_document_keeps_old_version_searchable(tmp_path):
     docs = catalog.documents_for_source(source)
     assert docs["a.txt"].chunk_count == 2
     catalog.close()
+
+
+def _draft(source, path, texts, vectors):
+    chunks = [ChunkDraft(i, t, (), len(t.split()), None, None, None) for i, t in enumerate(texts)]
+    return DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+        content_hash=str(hash(tuple(texts))), change_token="t", media_type="text/plain",
+        chunks=chunks, breadcrumbs=[f"[{path}]"] * len(texts), embedded_texts=texts,
+        vectors=vectors,
+    )
+
+
+def test_batch_write_failure_keeps_that_document_old_and_earlier_ones_new(tmp_path):
+    rng = np.random.default_rng(2)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    for path in ("a.txt", "b.txt", "c.txt"):
+        _write(catalog, source, path, [f"{path} original"], _unit(rng, 1, 8))
+    index = EmbeddedChunkIndex(catalog, 8)
+    catalog.connection().execute("UPDATE namespaces SET graph_dirty = 0")
+
+    bad = _unit(rng, 2, 8)
+    bad[1, 3] = np.inf
+    writes = [_draft(source, "a.txt", ["a.txt renewed"], _unit(rng, 1, 8)),
+              _draft(source, "b.txt", ["b.txt renewed", "b.txt second"], bad),
+              _draft(source, "c.txt", ["c.txt renewed"], _unit(rng, 1, 8))]
+    with pytest.raises(StoreError, match=r"b\.txt#chunk-1"):
+        catalog.write_documents(writes)
+    # validation happens before anything is written: every document keeps its old version
+    ns = frozenset({"ns"})
+    assert len(index.lexical_search("original", 10, ns)) == 3
+    assert index.lexical_search("renewed", 10, ns) == []
+
+    # a failure inside the transaction (here: b.txt's identity claimed under an unknown
+    # source id) rolls back only that document; c.txt after it is not written
+    orphan = _draft(source, "b.txt", ["b.txt renewed"], _unit(rng, 1, 8))
+    writes[1] = dataclasses.replace(orphan, source=dataclasses.replace(source, id=10**6))
+    with pytest.raises(sqlite3.IntegrityError, match="constraint failed"):
+        catalog.write_documents(writes)
+    texts = sorted(c.text for c in catalog.chunks_by_rowid(
+        [r.rowid for r in index.lexical_search("txt", 10, ns)]).values())
+    assert texts == ["a.txt renewed", "b.txt original", "c.txt original"]
+    dirty = catalog.connection().execute("SELECT graph_dirty FROM namespaces").fetchone()[0]
+    assert dirty == 1
+    _assert_terms_consistent(catalog)
+    catalog.close()
+
+
+def _assert_terms_consistent(catalog):
+    """Every chunk's stored BM25 terms are exactly the terms of its breadcrumb and text."""
+    db = catalog.connection()
+    names = dict(db.execute("SELECT id, term FROM terms").fetchall())
+    for blob, crumb, text in db.execute("SELECT terms, breadcrumb, text FROM chunks"):
+        ids, weights = decode_terms(blob)
+        ((tf, _),) = count_terms([(crumb, text)])
+        assert {names[int(i)]: float(w) for i, w in zip(ids, weights, strict=True)} == tf
+
+
+def test_terms_rolled_back_with_a_failed_document_get_fresh_ids_later(tmp_path):
+    rng = np.random.default_rng(5)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    # b.txt fails inside the transaction after its new terms were inserted (two chunks with
+    # one index violate UNIQUE): its terms roll back with it and must not stay cached.
+    broken = _draft(source, "b.txt", ["another zeppelin airship", "twice"], _unit(rng, 2, 8))
+    broken = dataclasses.replace(broken, chunks=[dataclasses.replace(c, index=0)
+                                                 for c in broken.chunks])
+    writes = [_draft(source, "a.txt", ["kestrel zeppelin"], _unit(rng, 1, 8)), broken]
+    with pytest.raises(sqlite3.IntegrityError):
+        catalog.write_documents(writes[1:])
+    assert catalog.connection().execute("SELECT count(*) FROM terms").fetchone()[0] == 0
+    catalog.write_documents(writes[:1])
+    _write(catalog, source, "c.txt", ["airship hangar"], _unit(rng, 1, 8))
+    index = EmbeddedChunkIndex(catalog, 8)
+    ns = frozenset({"ns"})
+    assert [catalog.chunks_by_rowid([h.rowid])[h.rowid].text
+            for h in index.lexical_search("airship", 5, ns)] == ["airship hangar"]
+    assert len(index.lexical_search("zeppelin", 5, ns)) == 1
+    _assert_terms_consistent(catalog)
+    catalog.close()
+
+
+def test_batch_write_equals_one_by_one(tmp_path):
+    rng = np.random.default_rng(3)
+    vectors = [_unit(rng, 2, 8) for _ in range(3)]
+    dumps = []
+    for name, batched in (("one.db", False), ("many.db", True)):
+        catalog = SQLiteCatalog(tmp_path / name)
+        source = catalog.add_source(normalize_urn(tmp_path), "ns")
+        writes = [_draft(source, f"{i}.txt", [f"doc {i} first", f"doc {i} second"], v)
+                  for i, v in enumerate(vectors)]
+        records = (catalog.write_documents(writes) if batched
+                   else [catalog.write_document(w) for w in writes])
+        assert [r.chunk_count for r in records] == [2, 2, 2]
+        dumps.append(catalog.connection().execute(
+            "SELECT d.path, c.chunk_index, c.text, c.breadcrumb, c.embed_hash, c.vector"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id ORDER BY c.id").fetchall())
+        catalog.close()
+    assert dumps[0] == dumps[1]
 
 
 def test_dense_index_follows_writes_from_another_connection(tmp_path):

@@ -7,6 +7,7 @@ stripping their punctuation would merge distinct identifiers.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -32,9 +33,11 @@ def _singular(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def canonical_key(name: str, entity_type: str = "") -> str:
     """The canonical id of an entity name: NFKC, casefold, possessive and edge punctuation
-    stripped, whitespace collapsed, last word singularized (for non-identifier types)."""
+    stripped, whitespace collapsed, last word singularized (for non-identifier types).
+    Memoized: ingest asks for the same names over and over."""
     text = unicodedata.normalize("NFKC", name).strip()
     if entity_type in IDENTIFIER_TYPES:
         key = _SPACES.sub(" ", text.casefold()).strip(" .,;:")

@@ -20,6 +20,7 @@ import numpy as np
 
 from docgraph.config import EmbedSettings
 from docgraph.errors import ConfigError, EmbeddingError
+from docgraph.ingest.token_count import WordPieceCounter
 from docgraph.model import Vector
 
 
@@ -108,7 +109,7 @@ class MiniLMEmbedder:
                 str(model), sess_options=options, providers=["CPUExecutionProvider"]
             )
             self._input_names = {i.name for i in session.get_inputs()}
-            self._tokenizer, self._counter = tokenizer, counter
+            self._tokenizer, self._counter = tokenizer, WordPieceCounter(counter)
             self._session = session
 
     def _encode(self, texts: Sequence[str]) -> Vector:
@@ -142,10 +143,10 @@ class MiniLMEmbedder:
         return vector
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """WordPiece tokens per text, without [CLS]/[SEP]."""
+        """WordPiece tokens per text, without [CLS]/[SEP] (memoized per word, exact)."""
         self._load()
-        encodings = self._counter.encode_batch(list(texts), add_special_tokens=False)
-        return [len(e.ids) for e in encodings]
+        counts: list[int] = self._counter.count(texts)
+        return counts
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -8,6 +8,7 @@ of one over-long block), so structure here decides where chunks end.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import posixpath
@@ -64,12 +65,88 @@ def extract_text(data: bytes, name: str) -> ExtractedDocument:
     return ExtractedDocument(_title_from_name(name), tuple(_paragraph_blocks(text)), "text/plain")
 
 
-def extract_markdown(data: bytes, name: str) -> ExtractedDocument:
-    """Markdown via markdown-it: headings, paragraphs, list items, table rows, code."""
+@functools.cache
+def _markdown_parser() -> Any:
+    """One CommonMark + tables parser for the process (building one costs ~1 ms; parsing
+    keeps its state per call, so sharing it is safe)."""
     from markdown_it import MarkdownIt
 
+    return MarkdownIt("commonmark").enable("table")
+
+
+def extract_markdown(data: bytes, name: str) -> ExtractedDocument:
+    """Markdown via markdown-it: headings, paragraphs, list items, table rows, code.
+
+    A text of only ATX headings and plain paragraphs (the common case for notes and
+    abstracts) takes an exact fast path instead of the parser (see :func:`_plain_markdown`).
+    """
     text = _decode(data, name)
-    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    plain = _plain_markdown(text)
+    if plain is not None:
+        blocks, title = plain
+        return ExtractedDocument(title or _title_from_name(name), tuple(blocks), "text/markdown")
+    return _parsed_markdown(text, name)
+
+
+# First characters (after up to three spaces) of a line that may open a block other than a
+# paragraph: lists, quotes, fences, thematic breaks, setext underlines, HTML, link
+# reference definitions, table delimiter rows; '#' is handled as an ATX heading.
+_MD_OTHER_BLOCK = frozenset("*+-=_`~<>|:[")
+_MD_ORDERED_ITEM = re.compile(r"\d{1,9}[.)](?:[ \t]|$)")
+_MD_ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*))?$")
+
+
+def _plain_markdown(text: str) -> tuple[list[Block], str | None] | None:
+    """Blocks and title of a Markdown text made only of ATX headings and paragraphs,
+    exactly as :func:`_parsed_markdown` gives them; None if any line could be anything
+    else (then the real parser decides). Paragraph content is its lines joined by
+    newlines, as markdown-it's inline token content is."""
+    if "\r" in text or "\0" in text:
+        return None  # markdown-it normalizes these first
+    blocks: list[Block] = []
+    title: str | None = None
+    paragraph: list[str] = []
+
+    def end_paragraph() -> None:
+        if paragraph:
+            content = _clean("\n".join(paragraph).strip())
+            if content:
+                blocks.append(Block(BlockKind.PARAGRAPH, content))
+            paragraph.clear()
+
+    for line in text.split("\n"):
+        stripped = line.lstrip(" ")
+        if not stripped.strip(" \t"):
+            end_paragraph()
+            continue
+        first = stripped[0]
+        if len(line) - len(stripped) > 3 or first == "\t":
+            return None  # indented code, or indentation measured with tabs
+        if first == "#":
+            match = _MD_ATX_HEADING.match(stripped)
+            if match is None:
+                return None
+            content = (match.group(2) or "").strip()
+            if content.endswith("#"):
+                return None  # a closing sequence, or a literal '#': leave it to the parser
+            end_paragraph()
+            content = _clean(content)
+            if content:
+                level = len(match.group(1))
+                blocks.append(Block(BlockKind.HEADING, content, level))
+                if title is None and level == 1:
+                    title = content
+        elif first in _MD_OTHER_BLOCK or _MD_ORDERED_ITEM.match(stripped):
+            return None
+        else:
+            paragraph.append(line)
+    end_paragraph()
+    return blocks, title
+
+
+def _parsed_markdown(text: str, name: str) -> ExtractedDocument:
+    """The general path: markdown-it tokens to blocks."""
+    tokens = _markdown_parser().parse(text)
     blocks: list[Block] = []
     title: str | None = None
     i = 0

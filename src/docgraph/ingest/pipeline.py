@@ -330,22 +330,23 @@ class IngestPipeline:
         state: IngestProgress,
         progress: ProgressCallback | None,
     ) -> None:
-        """Embed the chunks of a batch of documents at once, then write each document."""
+        """Embed the chunks of a batch of documents at once, then write them all in one
+        transaction (each document atomic on its own)."""
         if not batch:
             return
         source = report.source
         t0 = time.perf_counter()
         self.phase = "embed"
+        hashes = [[text_hash(t) for t in pending.embedded_texts] for pending in batch]
         reused: list[dict[str, np.ndarray]] = []
         to_embed: list[str] = []
-        for pending in batch:
-            hashes = [text_hash(t) for t in pending.embedded_texts]
+        for pending, doc_hashes in zip(batch, hashes, strict=True):
             found: dict[str, np.ndarray] = {}
             if pending.existing is not None:
                 found = dict(self.catalog.reusable_vectors(
-                    source.namespace, pending.existing.doc_id, hashes))
+                    source.namespace, pending.existing.doc_id, doc_hashes))
             reused.append(found)
-            to_embed.extend(t for t, h in zip(pending.embedded_texts, hashes, strict=True)
+            to_embed.extend(t for t, h in zip(pending.embedded_texts, doc_hashes, strict=True)
                             if h not in found)
         report.seconds["store"] += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -354,29 +355,34 @@ class IngestPipeline:
         report.chunks_embedded += len(to_embed)
 
         t0 = time.perf_counter()
-        entity_seconds = 0.0
+        self.phase = "entities"
+        links = [[self.extractor.links(c.text) for c in pending.chunks]
+                 if self.extractor is not None else [] for pending in batch]
+        report.seconds["entities"] += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self.phase = "store"
+        writes: list[DocumentWrite] = []
         cursor = 0
-        for pending, found in zip(batch, reused, strict=True):
-            rows = []
-            for text in pending.embedded_texts:
-                h = text_hash(text)
-                if h in found:
-                    rows.append(found[h])
-                    report.chunks_reused += 1
-                else:
-                    assert fresh is not None
-                    rows.append(fresh[cursor])
-                    cursor += 1
-            vectors = (np.stack(rows).astype(np.float32) if rows
-                       else np.zeros((0, self.embedder.dimension), dtype=np.float32))
+        for pending, found, doc_hashes, doc_links in zip(batch, reused, hashes, links,
+                                                         strict=True):
+            if not found and fresh is not None:  # nothing reused: a slice, no copy
+                vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
+                cursor += len(doc_hashes)
+            else:
+                rows = []
+                for h in doc_hashes:
+                    if h in found:
+                        rows.append(found[h])
+                        report.chunks_reused += 1
+                    else:
+                        assert fresh is not None
+                        rows.append(fresh[cursor])
+                        cursor += 1
+                vectors = (np.stack(rows).astype(np.float32) if rows
+                           else np.zeros((0, self.embedder.dimension), dtype=np.float32))
             path = pending.entry.relative_path
-            t1 = time.perf_counter()
-            self.phase = "entities"
-            links = ([self.extractor.links(c.text) for c in pending.chunks]
-                     if self.extractor is not None else [])
-            entity_seconds += time.perf_counter() - t1
-            self.phase = "store"
-            self.catalog.write_document(DocumentWrite(
+            writes.append(DocumentWrite(
                 source=source,
                 path=path,
                 doc_id=pending.doc_id or document_id(source.urn, path),
@@ -388,17 +394,19 @@ class IngestPipeline:
                 breadcrumbs=pending.breadcrumbs,
                 embedded_texts=pending.embedded_texts,
                 vectors=vectors,
-                entity_links=links,
+                entity_links=doc_links,
                 origin=pending.origin,
             ))
+        self.catalog.write_documents(writes)  # one transaction, each document atomic
+        report.seconds["store"] += time.perf_counter() - t0
+        for pending in batch:
+            path = pending.entry.relative_path
             (report.updated if pending.existing is not None else report.added).append(path)
             report.chunks_written += len(pending.chunks)
             state.done_files += 1
             state.chunks_written += len(pending.chunks)
             if progress:
                 progress(state)
-        report.seconds["entities"] += entity_seconds
-        report.seconds["store"] += time.perf_counter() - t0 - entity_seconds
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -124,6 +124,12 @@ class Catalog(Protocol):
         """Insert or replace a document and all its chunks atomically."""
         ...
 
+    def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
+        """Insert or replace several documents, each atomically, in order. If one fails it
+        keeps its old version, those before it stay written, those after it are not
+        written, and the error propagates."""
+        ...
+
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
         """Record a new change token for a document whose content did not change."""
         ...

@@ -118,6 +118,25 @@ def decode_terms(blob: bytes) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.flo
             np.frombuffer(blob, dtype=np.float32, count=n, offset=4 * n))
 
 
+CountedTerms = tuple[dict[str, float], int]
+
+
+def count_terms(columns: Sequence[tuple[str, str]]) -> list[CountedTerms]:
+    """Per (breadcrumb, text) pair: weighted frequency of each indexed term, and the token
+    count of both columns."""
+    counted: list[CountedTerms] = []
+    for crumb, text in columns:
+        crumb_terms, crumb_len = index_terms(crumb)
+        text_terms, text_len = index_terms(text)
+        tf: dict[str, float] = {}
+        for term in crumb_terms:
+            tf[term] = tf.get(term, 0.0) + BREADCRUMB_WEIGHT
+        for term in text_terms:
+            tf[term] = tf.get(term, 0.0) + TEXT_WEIGHT
+        counted.append((tf, crumb_len + text_len))
+    return counted
+
+
 class TermDictionary:
     """Term -> id, persisted in the catalog's ``terms`` table (ids never change once
     committed). Writers call :meth:`encode` inside their transaction and :meth:`committed`
@@ -134,16 +153,13 @@ class TermDictionary:
         """Encode (breadcrumb, text) pairs; new terms are inserted through ``db`` (which must
         be in a write transaction). Returns the encodings and the ids learnt in this
         transaction, to pass to :meth:`committed` once it has committed."""
-        counted: list[tuple[dict[str, float], int]] = []
-        for crumb, text in columns:
-            crumb_terms, crumb_len = index_terms(crumb)
-            text_terms, text_len = index_terms(text)
-            tf: dict[str, float] = {}
-            for term in crumb_terms:
-                tf[term] = tf.get(term, 0.0) + BREADCRUMB_WEIGHT
-            for term in text_terms:
-                tf[term] = tf.get(term, 0.0) + TEXT_WEIGHT
-            counted.append((tf, crumb_len + text_len))
+        return self.encode_counted(db, count_terms(columns))
+
+    def encode_counted(
+        self, db: sqlite3.Connection, counted: Sequence[CountedTerms]
+    ) -> tuple[list[EncodedTerms], dict[str, int]]:
+        """:meth:`encode` for chunks already counted by :func:`count_terms` (tokenizing is
+        the costly part and needs no transaction)."""
         ids = self._ids
         unknown = sorted({t for tf, _ in counted for t in tf if t not in ids})
         pending: dict[str, int] = {}

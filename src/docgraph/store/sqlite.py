@@ -34,7 +34,13 @@ from docgraph.store.base import (
     require_namespaces,
 )
 from docgraph.store.dense import DenseMatrix
-from docgraph.store.lexical import PostingIndex, TermDictionary, query_terms
+from docgraph.store.lexical import (
+    CountedTerms,
+    PostingIndex,
+    TermDictionary,
+    count_terms,
+    query_terms,
+)
 from docgraph.store.lexical import term_ids as stored_term_ids
 
 SCHEMA_VERSION = 2
@@ -165,6 +171,21 @@ def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
     if origin is None:
         return (None, None, None, None, None)
     return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
+
+
+def _check_write(write: DocumentWrite) -> None:
+    """Reject a write whose parts do not line up or whose vectors are not finite."""
+    n = len(write.chunks)
+    if not (n == len(write.breadcrumbs) == len(write.embedded_texts) == len(write.vectors)):
+        raise StoreError(f"{write.doc_id}: {n} chunks but {len(write.vectors)} vectors")
+    if write.entity_links and len(write.entity_links) != n:
+        raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
+                         f"{n} chunks")
+    if n and (write.vectors.ndim != 2 or not np.isfinite(write.vectors).all()):
+        finite = (np.isfinite(write.vectors).reshape(n, -1).all(axis=1)
+                  if write.vectors.ndim >= 1 else np.zeros(n, dtype=bool))
+        bad = int(np.flatnonzero(~finite)[0]) if not finite.all() else 0
+        raise StoreError(f"{write.doc_id}#chunk-{write.chunks[bad].index}: invalid vector")
 
 
 class SQLiteCatalog:
@@ -383,98 +404,145 @@ class SQLiteCatalog:
 
         Either the new version is fully stored or, on any error, the old version stays.
         """
-        chunks = list(write.chunks)
-        if not (len(chunks) == len(write.breadcrumbs) == len(write.embedded_texts)
-                == len(write.vectors)):
-            raise StoreError(
-                f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
-            )
+        return self.write_documents([write])[0]
+
+    def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
+        """Replace several documents in one transaction, each one atomically.
+
+        Every document is written inside its own savepoint. If one fails, it keeps its old
+        version, the documents before it are committed, the ones after it are not written,
+        and the error propagates. A crash before the commit leaves every old version.
+        One transaction per batch (instead of per document) is what makes bulk ingest fast:
+        the commit and the statement setup are paid once.
+        """
+        if not writes:
+            return []
+        for write in writes:
+            _check_write(write)
+        if len({(w.source.id, w.path) for w in writes}) < len(writes):
+            raise StoreError("a batch of document writes names one document twice")
+        # BM25 terms are counted before the write lock is taken (the costly part).
+        counted = [count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks),
+                                        strict=True))) for w in writes]
+        now = time.time()
+        done: list[DocumentRecord] = []
+        failure: Exception | None = None
+        learnt: dict[str, int] = {}
+        with self.transaction() as db:
+            ns_ids: dict[str, int] = {}
+            for write, terms in zip(writes, counted, strict=True):
+                namespace = write.source.namespace
+                if namespace not in ns_ids:
+                    ns_ids[namespace] = self._namespace_id(db, namespace)
+                db.execute("SAVEPOINT document")
+                try:
+                    record, new_terms = self._write_one(db, ns_ids[namespace], write, terms, now)
+                except Exception as exc:  # this document keeps its old version
+                    db.execute("ROLLBACK TO document")
+                    db.execute("RELEASE document")
+                    failure = exc
+                    break
+                db.execute("RELEASE document")
+                done.append(record)
+                learnt.update(new_terms)  # only once its savepoint is released
+            db.executemany("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?",
+                           [(ns_ids[n],) for n in dict.fromkeys(d.namespace for d in done)])
+        self.terms.committed(learnt)
+        if failure is not None:
+            raise failure
+        return done
+
+    def _write_one(
+        self, db: sqlite3.Connection, ns_id: int, write: DocumentWrite,
+        terms: Sequence[CountedTerms], now: float,
+    ) -> tuple[DocumentRecord, dict[str, int]]:
+        """The statements of one document write (inside the caller's savepoint); returns the
+        record and the term ids it added."""
         from docgraph.ingest.embed_cache import text_hash
 
-        now = time.time()
-        with self.transaction() as db:
-            ns_id = self._namespace_id(db, write.source.namespace)
-            db.execute(
-                "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
-                " change_token, media_type, chunk_count, updated_at, origin_source,"
-                " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(source_id, path) DO UPDATE SET title = excluded.title,"
-                " content_hash = excluded.content_hash, change_token = excluded.change_token,"
-                " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-                " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
-                " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
-                " origin_pk_column = excluded.origin_pk_column,"
-                " origin_pk_value = excluded.origin_pk_value",
-                (write.source.id, ns_id, write.doc_id, write.path, write.title,
-                 write.content_hash, write.change_token, write.media_type, len(chunks), now,
-                 *(_origin_columns(write.origin))),
-            )
-            doc_row = db.execute(
-                "SELECT id FROM documents WHERE source_id = ? AND path = ?",
-                (write.source.id, write.path),
-            ).fetchone()
-            document_id = int(doc_row[0])
-            db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
-            db.execute("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?", (ns_id,))
-            links = list(write.entity_links) or [()] * len(chunks)
-            if len(links) != len(chunks):
-                raise StoreError(f"{write.doc_id}: entity links for {len(links)} of "
-                                 f"{len(chunks)} chunks")
-            encoded, learnt = self.terms.encode(
-                db, [(crumb, chunk.text) for chunk, crumb in zip(chunks, write.breadcrumbs,
-                                                                  strict=True)])
-            for chunk, crumb, embedded, vector, chunk_links, lexical in zip(
-                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, links, encoded,
-                strict=True,
-            ):
-                if vector.shape != (write.vectors.shape[1],) or not np.isfinite(vector).all():
-                    raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
-                inserted = db.execute(
-                    "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
-                    " section_path, token_count, prev_index, next_index, parent_index,"
-                    " embed_hash, vector, terms, term_count)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (document_id, ns_id, chunk.index, chunk.text, crumb,
-                     json.dumps(list(chunk.section_path), ensure_ascii=False), chunk.token_count,
-                     chunk.prev_index, chunk.next_index, chunk.parent_index,
-                     text_hash(embedded), np.asarray(vector, dtype=np.float32).tobytes(),
-                     lexical.blob, lexical.length),
-                )
-                if chunk_links:
-                    self._write_links(db, ns_id, int(inserted.lastrowid or 0), chunk_links)
-            db.execute(
-                "DELETE FROM failures WHERE source_id = ? AND path = ?",
-                (write.source.id, write.path),
-            )
-        self.terms.committed(learnt)
+        chunks = list(write.chunks)
+        (document_id,) = db.execute(
+            "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
+            " change_token, media_type, chunk_count, updated_at, origin_source,"
+            " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT(source_id, path) DO UPDATE SET title = excluded.title,"
+            " content_hash = excluded.content_hash, change_token = excluded.change_token,"
+            " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
+            " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
+            " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
+            " origin_pk_column = excluded.origin_pk_column,"
+            " origin_pk_value = excluded.origin_pk_value"
+            " RETURNING id",
+            (write.source.id, ns_id, write.doc_id, write.path, write.title,
+             write.content_hash, write.change_token, write.media_type, len(chunks), now,
+             *(_origin_columns(write.origin))),
+        ).fetchone()
+        db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+        vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
+        paths: dict[tuple[str, ...], str] = {}  # chunks of a document share section paths
+        for chunk in chunks:
+            if chunk.section_path not in paths:
+                paths[chunk.section_path] = json.dumps(list(chunk.section_path),
+                                                       ensure_ascii=False)
+        encoded, learnt = self.terms.encode_counted(db, terms)
+        db.executemany(
+            "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
+            " section_path, token_count, prev_index, next_index, parent_index,"
+            " embed_hash, vector, terms, term_count)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(document_id, ns_id, chunk.index, chunk.text, crumb,
+              paths[chunk.section_path], chunk.token_count,
+              chunk.prev_index, chunk.next_index, chunk.parent_index,
+              text_hash(embedded), vector.tobytes(), lexical.blob, lexical.length)
+             for chunk, crumb, embedded, vector, lexical in zip(
+                 chunks, write.breadcrumbs, write.embedded_texts, vectors, encoded,
+                 strict=True)],
+        )
+        if any(write.entity_links):
+            rowids = dict(db.execute(
+                "SELECT chunk_index, id FROM chunks WHERE document_id = ?", (document_id,)
+            ).fetchall())
+            self._write_links(db, ns_id, [
+                (rowids[chunk.index], link)
+                for chunk, links in zip(chunks, write.entity_links, strict=True)
+                for link in links
+            ])
+        db.execute(
+            "DELETE FROM failures WHERE source_id = ? AND path = ?",
+            (write.source.id, write.path),
+        )
         return DocumentRecord(
-            document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
+            int(document_id), write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
             now,
-        )
+        ), learnt
 
     @staticmethod
     def _write_links(
-        db: sqlite3.Connection, ns_id: int, chunk_rowid: int, links: Sequence[EntityLink]
+        db: sqlite3.Connection, ns_id: int, links: Sequence[tuple[int, EntityLink]]
     ) -> None:
+        """Upsert the entities of (chunk row id, link) pairs, in order, and link them."""
         db.executemany(
             "INSERT INTO entities(namespace_id, key, name, type) VALUES (?, ?, ?, ?)"
             " ON CONFLICT(namespace_id, key) DO UPDATE SET type = excluded.type,"
             " name = excluded.name WHERE entities.type IN ('name', 'acronym')"
             " AND excluded.type NOT IN ('name', 'acronym')",
-            [(ns_id, link.key, link.name, link.type) for link in links],
+            [(ns_id, link.key, link.name, link.type) for _, link in links],
         )
-        keys = [link.key for link in links]
-        marks = ",".join("?" * len(keys))
-        ids = dict(db.execute(
-            f"SELECT key, id FROM entities WHERE namespace_id = ? AND key IN ({marks})",
-            [ns_id, *keys],
-        ).fetchall())
+        keys = list(dict.fromkeys(link.key for _, link in links))
+        ids: dict[str, int] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start:start + 500]
+            ids.update(db.execute(
+                "SELECT key, id FROM entities WHERE namespace_id = ?"
+                f" AND key IN ({','.join('?' * len(part))})",
+                [ns_id, *part],
+            ).fetchall())
         db.executemany(
             "INSERT OR REPLACE INTO chunk_entities VALUES (?, ?, ?, ?, ?)",
-            [(chunk_rowid, ids[link.key], link.frequency, link.first_position, link.score)
-             for link in links],
+            [(rowid, ids[link.key], link.frequency, link.first_position, link.score)
+             for rowid, link in links],
         )
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:

@@ -165,10 +165,12 @@ class SQLiteGraphStore:
         if ns_id is None:
             return
         with self.catalog.transaction() as db:
-            for chunk_rowid, chunk_links in links:
-                db.execute("DELETE FROM chunk_entities WHERE chunk_id = ?", (chunk_rowid,))
-                if chunk_links:
-                    self.catalog._write_links(db, ns_id, chunk_rowid, chunk_links)
+            db.executemany("DELETE FROM chunk_entities WHERE chunk_id = ?",
+                           [(chunk_rowid,) for chunk_rowid, _ in links])
+            pairs = [(chunk_rowid, link) for chunk_rowid, chunk_links in links
+                     for link in chunk_links]
+            if pairs:
+                self.catalog._write_links(db, ns_id, pairs)
             db.execute(
                 "UPDATE namespaces SET vocab_hash = ?, graph_dirty = 1 WHERE id = ?",
                 (vocab_hash, ns_id),
