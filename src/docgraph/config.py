@@ -32,8 +32,23 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """Where the index lives and which backend holds it."""
 
-    backend: Literal["embedded"] = "embedded"
+    backend: Literal["embedded", "postgres"] = Field(
+        default="embedded",
+        description="'embedded' (SQLite file + in-process index) or 'postgres' (catalog and "
+        "chunk index in PostgreSQL with pgvector; needs the 'postgres' extra and store.url).",
+    )
     path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
+    url: str | None = Field(
+        default=None,
+        description="PostgreSQL connection URL for backend = 'postgres' "
+        "(postgresql://user@host:5432/db; put the password in PGPASSWORD or ~/.pgpass).",
+    )
+
+    @model_validator(mode="after")
+    def _url_for_server_backends(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.url:
+            raise ValueError("store.backend = 'postgres' needs store.url (postgresql://...)")
+        return self
 
 
 class LoaderSettings(_Section):
