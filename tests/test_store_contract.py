@@ -105,8 +105,8 @@ def test_term_statistics_follow_writes_and_deletes(store: StoreHandle, tmp_path:
     alone = store.index.lexical_search("quokka", 1, frozenset({"ns"}))[0].score
     other = _write(store, source, "b.txt", [f"quokka number {i}" for i in range(6)],
                    _unit(rng, 6))
-    crowded = [r for r in store.index.lexical_search("quokka", 10, frozenset({"ns"}))
-               if _texts(store, [r]) == ["the quokka sleeps"]][0].score
+    crowded = next(r for r in store.index.lexical_search("quokka", 10, frozenset({"ns"}))
+                   if _texts(store, [r]) == ["the quokka sleeps"]).score
     assert crowded < alone  # the term got common: lower IDF
     store.catalog.delete_document(other)  # type: ignore[arg-type]
     again = store.index.lexical_search("quokka", 1, frozenset({"ns"}))[0].score

@@ -19,8 +19,8 @@ from tests.helpers import CountingEmbedder, write_files
 from tests.pg import PostgresServer, pgvector_server  # noqa: F401
 
 pytest.importorskip("psycopg")
-from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex  # noqa: E402
-from docgraph.store.postgres_schema import SCHEMA_VERSION  # noqa: E402
+from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+from docgraph.store.postgres_schema import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
 
 
 def test_postgres_backend_needs_a_url() -> None:
-    with pytest.raises((ConfigError, ValueError), match="store.url"):
+    with pytest.raises((ConfigError, ValueError), match=r"store\.url"):
         load_settings(store={"backend": "postgres"})
 
 
