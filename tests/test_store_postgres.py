@@ -150,3 +150,48 @@ def test_docgraph_names_features_the_postgres_backend_lacks(pg_url: str,
         assert graph.remove_folder(tmp_path / "docs", namespace="zoo") == 1
     finally:
         graph.close()
+
+
+def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
+                                                               tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from docgraph.serve.cli import app
+    from tests.conftest import SAMPLE_CORPUS
+
+    index_path = tmp_path / "index.db"
+    embedder = CountingEmbedder()
+    queries = ["What caused the Rotterdam outage?", "What does error E-417 mean?",
+               "parental leave", "badge reader certificate"]
+    embedded = DocGraph(load_settings(store={"path": index_path}), embedder)
+    try:
+        built = embedded.index(SAMPLE_CORPUS, namespace="demo")
+        write_files(tmp_path / "more", {"x.md": "# Extra\n\nA second namespace.\n"})
+        embedded.index(tmp_path / "more", namespace="extra")
+        before = {(q, m): [(h.chunk_id, round(h.score, 4)) for h in
+                           embedded.search(q, namespaces={"demo"}, k=5, mode=m)]
+                  for q in queries for m in ("dense", "hybrid")}
+    finally:
+        embedded.close()
+
+    result = CliRunner().invoke(app, ["--index", str(index_path), "migrate", "--to", pg_url])
+    assert result.exit_code == 0, result.output
+    assert f"{built.chunks_written + 1} chunks" in result.output
+
+    count = embedder.embedded
+    moved = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url}), embedder)
+    try:
+        assert sorted(moved.namespaces()) == ["demo", "extra"]
+        for (query, mode), hits in before.items():
+            after = moved.search(query, namespaces={"demo"}, k=5, mode=mode)  # type: ignore[arg-type]
+            if mode == "dense":
+                assert [(h.chunk_id, round(h.score, 4)) for h in after] == hits, query
+            else:  # BM25 differs in tokenization details; the fused top hit must not
+                assert after[0].chunk_id == hits[0][0], query
+        again = moved.index(SAMPLE_CORPUS, namespace="demo")
+        assert again.chunks_embedded == 0 and not again.added and not again.updated
+    finally:
+        moved.close()
+    assert embedder.embedded == count + len(before)  # only the query embeddings
+    rerun = CliRunner().invoke(app, ["--index", str(index_path), "migrate", "--to", pg_url])
+    assert isinstance(rerun.exception, StoreError) and "already holds" in str(rerun.exception)

@@ -324,8 +324,14 @@ class PostgresCatalog:
         Either the new version is fully stored or, on any error, the old version stays."""
         from docgraph.ingest.embed_cache import text_hash
 
+        return self.import_document(write, [text_hash(t) for t in write.embedded_texts])
+
+    def import_document(self, write: DocumentWrite, embed_hashes: Sequence[str]) -> DocumentRecord:
+        """:meth:`write_document` with the embedded-text hashes given instead of computed
+        (``write.embedded_texts`` is ignored): for copying an index whose embedded texts
+        are known only by hash."""
         chunks = list(write.chunks)
-        if not (len(chunks) == len(write.breadcrumbs) == len(write.embedded_texts)
+        if not (len(chunks) == len(write.breadcrumbs) == len(embed_hashes)
                 == len(write.vectors)):
             raise StoreError(
                 f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
@@ -358,15 +364,15 @@ class PostgresCatalog:
             document_id = int(row[0])
             db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
             rows: list[tuple[Any, ...]] = []
-            for chunk, crumb, embedded, vector in zip(
-                chunks, write.breadcrumbs, write.embedded_texts, write.vectors, strict=True
+            for chunk, crumb, embed_hash, vector in zip(
+                chunks, write.breadcrumbs, embed_hashes, write.vectors, strict=True
             ):
                 if vector.shape != (dimension,) or not np.isfinite(vector).all():
                     raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
                 rows.append((
                     document_id, ns_id, chunk.index, chunk.text, crumb,
                     _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
-                    chunk.next_index, chunk.parent_index, text_hash(embedded),
+                    chunk.next_index, chunk.parent_index, embed_hash,
                     np.asarray(vector, dtype=np.float32),
                 ))
                 if len(rows) >= _INSERT_BATCH:
