@@ -86,8 +86,9 @@ def _free_port() -> int:
 class PostgresServer:
     """One PostgreSQL cluster in a temporary directory, reachable on 127.0.0.1:``port``."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, options: str = "") -> None:
         self.bindir = bindir
+        self.options = options  # extra server options, e.g. "-c shared_buffers=512MB"
         self.port = 0
         self.base = Path(tempfile.mkdtemp(prefix="docgraph-pg-"))
         self.data = self.base / "data"
@@ -150,7 +151,7 @@ class PostgresServer:
             self.port = _free_port()
             options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
                        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                       "-c max_connections=50")
+                       f"-c max_connections=50 {self.options}")
             try:
                 self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
                           "-w", "-t", str(_START_TIMEOUT_S), "start")

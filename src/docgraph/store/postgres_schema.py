@@ -13,6 +13,9 @@ triggers with transition tables, in the same transaction as the chunk write:
   (the column weights the embedded FTS5 ranking uses), ``doc_len`` is the chunk's token count.
 * ``terms(term, df)``: how many chunks contain each lexeme.
 * ``corpus_stats(n, total_len)``: number of chunks and their summed length (for avgdl).
+
+Both triggers first lock the single ``corpus_stats`` row, so concurrent chunk writers queue
+there instead of deadlocking on ``terms`` rows locked in different orders.
 """
 
 from __future__ import annotations
@@ -111,46 +114,56 @@ _V1: Final[tuple[str, ...]] = (
         at double precision NOT NULL,
         PRIMARY KEY (source_id, path)
     )""",
+    # One statement: the lexemes of the new chunks are unnested once (tf = positions, a
+    # breadcrumb position counting 0.5), then postings, document frequencies and totals.
     """CREATE FUNCTION docgraph_chunks_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        INSERT INTO postings (term, namespace_id, kind, chunk_id, tf, doc_len)
-            SELECT u.lexeme, c.namespace_id, c.kind, c.id,
-                   (SELECT sum(CASE WHEN w = 'A' THEN 0.5 ELSE 1.0 END)
-                      FROM unnest(u.weights) AS w),
-                   (SELECT coalesce(sum(array_length(v.positions, 1)), 0)
-                      FROM unnest(c.lexemes) AS v)
-            FROM new_chunks c, unnest(c.lexemes) AS u;
-        INSERT INTO terms (term, df)
-            SELECT u.lexeme, count(*) FROM new_chunks c, unnest(c.lexemes) AS u
-            GROUP BY u.lexeme ORDER BY u.lexeme
-            ON CONFLICT (term) DO UPDATE SET df = terms.df + excluded.df;
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions)
+                   - 0.5 * cardinality(array_positions(u.weights, 'A')) AS tf,
+                   cardinality(u.positions) AS n
+            FROM new_chunks c, unnest(c.lexemes) AS u
+        ), lens AS (
+            SELECT chunk_id, sum(n)::integer AS len FROM t GROUP BY chunk_id
+        ), posted AS (
+            INSERT INTO postings (term, namespace_id, kind, chunk_id, tf, doc_len)
+            SELECT t.term, t.namespace_id, t.kind, t.chunk_id, t.tf, lens.len
+            FROM t JOIN lens USING (chunk_id)
+        ), counted AS (
+            INSERT INTO terms (term, df)
+            SELECT term, count(*) FROM t GROUP BY term ORDER BY term
+            ON CONFLICT (term) DO UPDATE SET df = terms.df + excluded.df
+        )
         UPDATE corpus_stats SET
             n = n + (SELECT count(*) FROM new_chunks),
-            total_len = total_len + (SELECT coalesce(sum(array_length(v.positions, 1)), 0)
-                                     FROM new_chunks c, unnest(c.lexemes) AS v)
-            WHERE id = 1;
+            total_len = total_len + (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
         RETURN NULL;
     END $$""",
     """CREATE FUNCTION docgraph_chunks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        DELETE FROM postings p USING old_chunks c, unnest(c.lexemes) AS u
-            WHERE p.term = u.lexeme AND p.namespace_id = c.namespace_id
-              AND p.kind = c.kind AND p.chunk_id = c.id;
-        WITH gone AS (
-            SELECT u.lexeme AS term, count(*) AS n FROM old_chunks c, unnest(c.lexemes) AS u
-            GROUP BY u.lexeme
-        ), locked AS (
-            SELECT t.term FROM terms t JOIN gone g ON g.term = t.term
-            ORDER BY t.term FOR UPDATE
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions) AS n
+            FROM old_chunks c, unnest(c.lexemes) AS u
+        ), unposted AS (
+            DELETE FROM postings p USING t
+            WHERE p.term = t.term AND p.namespace_id = t.namespace_id
+              AND p.kind = t.kind AND p.chunk_id = t.chunk_id
+        ), gone AS (
+            SELECT term, count(*) AS df FROM t GROUP BY term
+        ), uncounted AS (
+            UPDATE terms SET df = terms.df - gone.df FROM gone WHERE terms.term = gone.term
         )
-        UPDATE terms t SET df = t.df - g.n FROM gone g, locked l
-            WHERE t.term = g.term AND l.term = g.term;
-        DELETE FROM terms WHERE df <= 0;
         UPDATE corpus_stats SET
             n = n - (SELECT count(*) FROM old_chunks),
-            total_len = total_len - (SELECT coalesce(sum(array_length(v.positions, 1)), 0)
-                                     FROM old_chunks c, unnest(c.lexemes) AS v)
-            WHERE id = 1;
+            total_len = total_len - (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
+        DELETE FROM terms WHERE df <= 0 AND term IN
+            (SELECT u.lexeme FROM old_chunks c, unnest(c.lexemes) AS u);
         RETURN NULL;
     END $$""",
     """CREATE TRIGGER chunks_inserted AFTER INSERT ON chunks
