@@ -5,6 +5,7 @@ too, so the next build there skips unchanged files) with its chunks and their st
 vectors, and recorded failures. Not copied: the entity graph and community reports (the
 PostgreSQL backend does not hold them yet), traces, build history and audit records.
 Each document is one transaction on the target; the target must not hold documents yet.
+The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 """
 
 from __future__ import annotations
@@ -52,14 +53,15 @@ def migrate_to_postgres(
                          f"the index was built with {model}")
     target.set_embedding_model(*model)
     report = MigrationReport(model=model)
-    for source in embedded.list_sources():
-        copy = target.add_source(source.urn, source.namespace)
-        report.sources += 1
-        for path in sorted(embedded.documents_for_source(source)):
-            report.chunks += _copy_document(embedded, target, source, copy, path)
-            report.documents += 1
-            if progress is not None:
-                progress(report)
+    with target.bulk_load():
+        for source in embedded.list_sources():
+            copy = target.add_source(source.urn, source.namespace)
+            report.sources += 1
+            for path in sorted(embedded.documents_for_source(source)):
+                report.chunks += _copy_document(embedded, target, source, copy, path)
+                report.documents += 1
+                if progress is not None:
+                    progress(report)
     for failure in embedded.failures():
         for copy in target.list_sources():
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:

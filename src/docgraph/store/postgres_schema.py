@@ -118,6 +118,9 @@ _V1: Final[tuple[str, ...]] = (
     # breadcrumb position counting 0.5), then postings, document frequencies and totals.
     """CREATE FUNCTION docgraph_chunks_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
+        IF NOT EXISTS (SELECT 1 FROM new_chunks) THEN
+            RETURN NULL;
+        END IF;
         PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
         WITH t AS MATERIALIZED (
             SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
@@ -144,6 +147,9 @@ _V1: Final[tuple[str, ...]] = (
     END $$""",
     """CREATE FUNCTION docgraph_chunks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
+        IF NOT EXISTS (SELECT 1 FROM old_chunks) THEN
+            RETURN NULL;  -- a document's first write deletes nothing
+        END IF;
         PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
         WITH t AS MATERIALIZED (
             SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
@@ -162,8 +168,9 @@ _V1: Final[tuple[str, ...]] = (
             n = n - (SELECT count(*) FROM old_chunks),
             total_len = total_len - (SELECT coalesce(sum(n), 0) FROM t)
         WHERE id = 1;
-        DELETE FROM terms WHERE df <= 0 AND term IN
-            (SELECT u.lexeme FROM old_chunks c, unnest(c.lexemes) AS u);
+        DELETE FROM terms t USING (
+            SELECT DISTINCT u.lexeme FROM old_chunks c, unnest(c.lexemes) AS u
+        ) g WHERE t.term = g.lexeme AND t.df <= 0;
         RETURN NULL;
     END $$""",
     """CREATE TRIGGER chunks_inserted AFTER INSERT ON chunks
