@@ -1,5 +1,5 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, graph, ablation,
-refresh and serve_load.
+refresh, serve_load and backends.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "graph", "ablation", "refresh",
-         "serve_load")
+         "serve_load", "backends")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -31,6 +31,8 @@ QUICK_ARGS = {
     "ablation": ["--limit", "40", "--name", "ablation_quick"],
     "refresh": ["--docs", "500", "--sftp-docs", "50", "--name", "refresh_quick"],
     "serve_load": ["--clients", "4", "--calls", "20", "--name", "serve_load_quick"],
+    "backends": ["--sizes", "3000", "--queries", "60", "--scifact-limit", "30",
+                 "--name", "backends_quick"],
 }
 
 

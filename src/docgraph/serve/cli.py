@@ -186,6 +186,40 @@ def reindex(
 
 
 @app.command()
+def migrate(
+    to: Annotated[str, typer.Option(
+        "--to", help="PostgreSQL URL of an empty database (postgresql://user@host/db; the "
+        "password from PGPASSWORD or ~/.pgpass).")],
+) -> None:
+    """Copy the embedded index (sources, documents, chunks with their vectors, embedding
+    model) into PostgreSQL without re-embedding; then set store.backend = "postgres"."""
+    from docgraph.config import load_settings
+    from docgraph.store.migrate import migrate_to_postgres
+    from docgraph.store.postgres import PostgresCatalog
+    from docgraph.store.sqlite import SQLiteCatalog
+
+    path = _state.get("index") or load_settings(_state.get("config")).store.path
+    if not Path(path).is_file():
+        err.print(f"no embedded index at {escape(str(path))}")
+        raise typer.Exit(1)
+    started = time.perf_counter()
+    source, target = SQLiteCatalog(path), PostgresCatalog(to)
+    try:
+        report = migrate_to_postgres(source, target)
+    finally:
+        source.close()
+        target.close()
+    console.print(
+        f"copied {report.sources} sources, {report.documents} documents, {report.chunks} "
+        f"chunks ({report.model[0]}, {report.model[1]}-d vectors, none re-embedded) and "
+        f"{report.failures} failures to {escape(target.display_url)} in "
+        f"{time.perf_counter() - started:.1f}s"
+    )
+    console.print(escape(f'next: in [store] set backend = "postgres" and '
+                         f'url = "{target.display_url}"'))
+
+
+@app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     k: Annotated[int, typer.Option("-k", "--k", help="Number of results.")] = 5,

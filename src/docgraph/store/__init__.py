@@ -1,6 +1,12 @@
 """Storage: the catalog (system of record) and the chunk index (search accelerators)."""
 
-from docgraph.store.base import Catalog, ChunkIndex, DocumentWrite, require_namespaces
+from docgraph.store.base import (
+    Catalog,
+    ChunkIndex,
+    DocumentWrite,
+    StoreCatalog,
+    require_namespaces,
+)
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 
 __all__ = [
@@ -9,5 +15,6 @@ __all__ = [
     "DocumentWrite",
     "EmbeddedChunkIndex",
     "SQLiteCatalog",
+    "StoreCatalog",
     "require_namespaces",
 ]

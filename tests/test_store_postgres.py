@@ -1,0 +1,197 @@
+"""PostgreSQL-only behaviour: versioned migrations, exact term statistics, the HNSW index,
+and clear errors for features that still need the embedded store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from docgraph.errors import ConfigError, StoreError, UnsupportedByBackend
+from docgraph.model import ChunkDraft
+from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store.base import DocumentWrite
+from tests.helpers import CountingEmbedder, write_files
+from tests.pg import PostgresServer, pgvector_server  # noqa: F401
+
+pytest.importorskip("psycopg")
+from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+from docgraph.store.postgres_schema import SCHEMA_VERSION
+
+
+@pytest.fixture
+def pg_url(pgvector_server: PostgresServer) -> Iterator[str]:  # noqa: F811
+    import uuid
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = pgvector_server.create_database(name)
+    try:
+        yield url
+    finally:
+        pgvector_server.drop_database(name)
+
+
+def test_migrations_are_versioned_idempotent_and_refuse_newer_schemas(pg_url: str) -> None:
+    first = PostgresCatalog(pg_url)
+    assert first.schema_version() == SCHEMA_VERSION
+    second = PostgresCatalog(pg_url)  # re-opening applies nothing
+    assert second.schema_version() == SCHEMA_VERSION
+    with first.transaction() as db:
+        db.execute("INSERT INTO schema_migrations VALUES (%s, 0)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="newer"):
+        PostgresCatalog(pg_url)
+    first.close()
+    second.close()
+
+
+def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
+    with pytest.raises(StoreError, match="cannot connect") as caught:
+        PostgresCatalog("postgresql://u:secret@127.0.0.1:1/db")
+    assert "secret" not in str(caught.value)
+
+
+def test_postgres_backend_needs_a_url() -> None:
+    with pytest.raises((ConfigError, ValueError), match=r"store\.url"):
+        load_settings(store={"backend": "postgres"})
+
+
+def test_term_statistics_equal_a_recount_after_writes_and_deletes(pg_url: str,
+                                                                  tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    catalog = PostgresCatalog(pg_url)
+    catalog.set_embedding_model("m", 8)
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    words = ["otter", "badger", "crane", "heron", "Straße", "café", "running", "runs"]
+    docs = []
+    for round_ in range(6):
+        for d in range(4):
+            texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 9))))
+                     for _ in range(int(rng.integers(1, 5)))]
+            vectors = rng.normal(size=(len(texts), 8)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            path = f"d{d}.txt"
+            docs.append(catalog.write_document(DocumentWrite(
+                source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+                content_hash=f"{round_}", change_token="t", media_type="text/plain",
+                chunks=[ChunkDraft(i, t, ("Sect",), 3, None, None, None)
+                        for i, t in enumerate(texts)],
+                breadcrumbs=[f"[{path} > Sect]"] * len(texts), embedded_texts=texts,
+                vectors=vectors)))
+        if round_ % 2:
+            catalog.delete_document(docs[-1])
+    db = catalog.connection()
+    kept = dict(db.execute("SELECT term, df FROM terms").fetchall())
+    recount = dict(db.execute(
+        "SELECT u.lexeme, count(*) FROM chunks c, unnest(c.lexemes) u GROUP BY u.lexeme"
+    ).fetchall())
+    assert kept == recount
+    n, total = db.execute("SELECT n, total_len FROM corpus_stats").fetchone()
+    assert n == db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    assert total == db.execute(
+        "SELECT coalesce(sum(array_length(u.positions, 1)), 0)"
+        " FROM chunks c, unnest(c.lexemes) u").fetchone()[0]
+    postings = db.execute("SELECT count(*) FROM postings").fetchone()[0]
+    assert postings == sum(recount.values())
+    # Diacritics and stemming match the embedded tokenizer's behaviour.
+    index = PostgresChunkIndex(catalog, 8)
+    assert index.lexical_search("cafe", 3, frozenset({"ns"})) == \
+        index.lexical_search("café", 3, frozenset({"ns"}))
+    catalog.close()
+
+
+def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    catalog = PostgresCatalog(pg_url)
+    catalog.set_embedding_model("m", 8)
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    vectors = rng.normal(size=(2000, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [f"t{i}" for i in range(2000)]
+    catalog.write_document(DocumentWrite(
+        source=source, path="a", doc_id=document_id(source.urn, "a"), title="a",
+        content_hash="h", change_token="t", media_type="text/plain",
+        chunks=[ChunkDraft(i, t, (), 1, None, None, None) for i, t in enumerate(texts)],
+        breadcrumbs=["[a]"] * 2000, embedded_texts=texts, vectors=vectors))
+    db = catalog.connection()
+    db.execute("ANALYZE chunks")
+    plan = "\n".join(r[0] for r in db.execute(
+        "EXPLAIN SELECT id FROM chunks WHERE namespace_id = ANY(%s) AND kind = 'text'"
+        " ORDER BY embedding::vector(8) <=> %s::vector(8) LIMIT 5",
+        ([catalog.namespace_ids(["ns"])["ns"]], vectors[0])))
+    assert "chunks_embedding_hnsw_8" in plan
+    index = PostgresChunkIndex(catalog, 8)
+    top = index.dense_search(vectors[42], 1, frozenset({"ns"}))
+    assert catalog.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "t42"
+    catalog.close()
+
+
+def test_docgraph_names_features_the_postgres_backend_lacks(pg_url: str,
+                                                            tmp_path: Path) -> None:
+    write_files(tmp_path / "docs", {"a.md": "# A\n\nOtters hold hands while sleeping.\n"})
+    graph = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url}),
+                     CountingEmbedder())
+    try:
+        graph.index(tmp_path / "docs", namespace="zoo")
+        assert graph.search("otters", namespaces={"zoo"}, k=1)[0].source_path == "a.md"
+        assert graph.status().namespaces[0].chunks == 1
+        for call, feature in (
+            (lambda: graph.search("otters", namespaces={"zoo"}, mode="vector_first"),
+             "cohort search"),
+            (lambda: graph.entities({"zoo"}), "entity graph"),
+            (lambda: graph.refresh(), "refresher"),
+        ):
+            with pytest.raises(UnsupportedByBackend, match=feature) as caught:
+                call()
+            assert "'postgres'" in str(caught.value)
+        assert graph.remove_folder(tmp_path / "docs", namespace="zoo") == 1
+    finally:
+        graph.close()
+
+
+def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
+                                                               tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from docgraph.serve.cli import app
+    from tests.conftest import SAMPLE_CORPUS
+
+    index_path = tmp_path / "index.db"
+    embedder = CountingEmbedder()
+    queries = ["What caused the Rotterdam outage?", "What does error E-417 mean?",
+               "parental leave", "badge reader certificate"]
+    embedded = DocGraph(load_settings(store={"path": index_path}), embedder)
+    try:
+        built = embedded.index(SAMPLE_CORPUS, namespace="demo")
+        write_files(tmp_path / "more", {"x.md": "# Extra\n\nA second namespace.\n"})
+        embedded.index(tmp_path / "more", namespace="extra")
+        before = {(q, m): [(h.chunk_id, round(h.score, 4)) for h in
+                           embedded.search(q, namespaces={"demo"}, k=5, mode=m)]
+                  for q in queries for m in ("dense", "hybrid")}
+    finally:
+        embedded.close()
+
+    result = CliRunner().invoke(app, ["--index", str(index_path), "migrate", "--to", pg_url])
+    assert result.exit_code == 0, result.output
+    assert f"{built.chunks_written + 1} chunks" in result.output
+
+    count = embedder.embedded
+    moved = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url}), embedder)
+    try:
+        assert sorted(moved.namespaces()) == ["demo", "extra"]
+        for (query, mode), hits in before.items():
+            after = moved.search(query, namespaces={"demo"}, k=5, mode=mode)  # type: ignore[arg-type]
+            if mode == "dense":
+                assert [(h.chunk_id, round(h.score, 4)) for h in after] == hits, query
+            else:  # BM25 differs in tokenization details; the fused top hit must not
+                assert after[0].chunk_id == hits[0][0], query
+        again = moved.index(SAMPLE_CORPUS, namespace="demo")
+        assert again.chunks_embedded == 0 and not again.added and not again.updated
+    finally:
+        moved.close()
+    assert embedder.embedded == count + len(before)  # only the query embeddings
+    rerun = CliRunner().invoke(app, ["--index", str(index_path), "migrate", "--to", pg_url])
+    assert isinstance(rerun.exception, StoreError) and "already holds" in str(rerun.exception)
