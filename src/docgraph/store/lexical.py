@@ -26,6 +26,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -53,29 +54,44 @@ STOPWORDS = frozenset(
 )
 
 _stemmers = threading.local()
+_STEMS: dict[str, str] = {}  # word -> stem, shared (dict reads and writes are atomic)
+_FOLDED: dict[str, str] = {}  # non-ASCII token -> lower case without diacritics
+_CACHE_LIMIT = 500_000
 
 
 def _stem_words(words: list[str]) -> list[str]:
-    stemmer: Stemmer.Stemmer | None = getattr(_stemmers, "porter", None)
-    if stemmer is None:  # PyStemmer objects are not thread-safe: one per thread
-        stemmer = Stemmer.Stemmer("porter")
-        stemmer.maxCacheSize = 100_000
-        _stemmers.porter = stemmer
-    return list(stemmer.stemWords(words))
+    stems = _STEMS
+    missing = [w for w in words if w not in stems]
+    if missing:
+        stemmer: Stemmer.Stemmer | None = getattr(_stemmers, "porter", None)
+        if stemmer is None:  # PyStemmer objects are not thread-safe: one per thread
+            stemmer = Stemmer.Stemmer("porter")
+            _stemmers.porter = stemmer
+        if len(stems) > _CACHE_LIMIT:
+            stems.clear()
+        unique = list(dict.fromkeys(missing))
+        stems.update(zip(unique, stemmer.stemWords(unique), strict=True))
+    return [stems[w] for w in words]
 
 
-def _fold(text: str) -> str:
-    """Lower case with diacritics removed (NFKC first, so ligatures and widths fold too)."""
-    text = unicodedata.normalize("NFKC", text)
-    if not text.isascii():
-        decomposed = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return text.lower()
+def _fold_token(token: str) -> str:
+    folded = _FOLDED.get(token)
+    if folded is None:
+        decomposed = unicodedata.normalize("NFKD", token)
+        folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+        if len(_FOLDED) > _CACHE_LIMIT:
+            _FOLDED.clear()
+        _FOLDED[token] = folded
+    return folded
 
 
 def words(text: str) -> list[str]:
-    """The word tokens of ``text`` (folded, not stemmed), stopwords included, in order."""
-    return _TOKEN.findall(_fold(text))
+    """The word tokens of ``text`` (NFKC, lower case, diacritics removed; not stemmed),
+    stopwords included, in order."""
+    tokens = _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+    if text.isascii():
+        return tokens
+    return [t if t.isascii() else _fold_token(t) for t in tokens]
 
 
 def index_terms(text: str) -> tuple[list[str], int]:
@@ -128,11 +144,9 @@ def count_terms(columns: Sequence[tuple[str, str]]) -> list[CountedTerms]:
     for crumb, text in columns:
         crumb_terms, crumb_len = index_terms(crumb)
         text_terms, text_len = index_terms(text)
-        tf: dict[str, float] = {}
-        for term in crumb_terms:
-            tf[term] = tf.get(term, 0.0) + BREADCRUMB_WEIGHT
-        for term in text_terms:
-            tf[term] = tf.get(term, 0.0) + TEXT_WEIGHT
+        tf = {t: n * TEXT_WEIGHT for t, n in Counter(text_terms).items()}
+        for t, n in Counter(crumb_terms).items():
+            tf[t] = tf.get(t, 0.0) + n * BREADCRUMB_WEIGHT
         counted.append((tf, crumb_len + text_len))
     return counted
 
@@ -163,13 +177,10 @@ class TermDictionary:
         ids = self._ids
         unknown = sorted({t for tf, _ in counted for t in tf if t not in ids})
         pending: dict[str, int] = {}
-        if unknown:
+        if unknown:  # known to the database already, or new: one insert, one lookup
+            db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)",
+                           [(t,) for t in unknown])
             pending.update(term_ids(db, unknown))
-            missing = [t for t in unknown if t not in pending]
-            if missing:
-                db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)",
-                               [(t,) for t in missing])
-                pending.update(term_ids(db, missing))
         out: list[EncodedTerms] = []
         for tf, length in counted:
             pairs = sorted((ids.get(t) or pending[t], w) for t, w in tf.items())
