@@ -557,8 +557,6 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "dense_lane_p95": pick("dense_lane", "p95_ms"),
             "lexical_p50": pick("lexical_lane", "p50_ms"),
             "lexical_p95": pick("lexical_lane", "p95_ms"),
-            "lex_maxdf0.25_p50": pick("lexical_lane_maxdf_0.25", "p50_ms"),
-            "lex_maxdf0.1_p50": pick("lexical_lane_maxdf_0.1", "p50_ms"),
             "numpy_floor_p50": lat["dense_floor"]["matvec_top100"]["p50_ms"],
             "queries": lat["queries"],
             "file_mb": entry.get("file_mb"),
