@@ -81,7 +81,8 @@ def test_lanes_never_cross_the_namespace_filter(graph):
 
 
 def test_structural_lane_brings_the_neighbouring_section(graph):
-    settings = CohortSettings(entity_lane=False, cluster_lane=False, completeness=False)
+    settings = CohortSettings(structural_lane=True, entity_lane=False, cluster_lane=False,
+                              completeness=False)
     engine = graph.cohort_engine(settings)
     result = engine.search("memory leak localisation", namespaces={"ops"}, k=10,
                            return_trace=True)

@@ -7,7 +7,7 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
 ========================  ==============================================================
 ``seed``                  dense + BM25 fused by reciprocal rank
 ``structural``            previous / next / parent-section chunks of the strongest seeds
-                          (context for answers; no retrieval gain measured)
+                          (off by default: no retrieval gain measured, see ``bench/ablation.py``)
 ``entity_adjacent``       chunks sharing an entity with the query or the strongest seeds,
                           gated by similarity to the query; among them the *hops* (below)
 ``graph``                 entity-graph traversal from the query's entities (off by default:
@@ -73,7 +73,7 @@ class CohortSettings:
 
     # lanes
     seed_lane: bool = True
-    structural_lane: bool = True
+    structural_lane: bool = False  # no retrieval gain, +1.4 ms at 100k (bench/ablation.py)
     entity_lane: bool = True
     graph_lane: bool = False
     cluster_lane: bool = False
