@@ -58,9 +58,13 @@ from common import (
     BeirDataset,
     cached_embedder,
     load_beir,
+    log,
     machine_info,
     percentile,
     print_table,
+    progress_printer,
+    select_subset,
+    write_corpus_folder,
     write_result,
 )
 from docgraph.app import DocGraph
@@ -71,7 +75,7 @@ from docgraph.retrieve.cohort import CohortSettings
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog
-from quality import make_settings, progress_printer, score_run, select_subset, write_corpus_folder
+from quality import make_settings, score_run
 from speed import VOCAB_SIZE, WORDS_PER_CHUNK, zipf_vocabulary
 
 NAMESPACE = "bench"
@@ -96,10 +100,6 @@ OFF = {"structural_lane": False, "entity_lane": False, "graph_lane": False,
        "cluster_lane": False, "completeness": False}
 LANE_FLAGS = {"structural": "structural_lane", "entity": "entity_lane", "graph": "graph_lane",
               "cluster": "cluster_lane", "completeness": "completeness"}
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- configurations

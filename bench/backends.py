@@ -50,7 +50,15 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
 
 from ablation import QueryVectorCache  # noqa: E402
-from common import BeirDataset, cached_embedder, load_beir, percentile, write_result  # noqa: E402
+from common import (  # noqa: E402
+    BeirDataset,
+    cached_embedder,
+    load_beir,
+    log,
+    percentile,
+    write_corpus_folder,
+    write_result,
+)
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import IndexSettings, load_settings  # noqa: E402
 from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
@@ -59,7 +67,7 @@ from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
 from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
 from docgraph.store.base import ChunkIndex, DocumentWrite, StoreCatalog  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
-from quality import score_run, write_corpus_folder  # noqa: E402
+from quality import score_run  # noqa: E402
 from speed import zipf_vocabulary  # noqa: E402
 
 DIM = MiniLMEmbedder.dimension
@@ -70,10 +78,6 @@ WARMUP = 20
 INCREMENTAL = 1000       # chunks written one document at a time after the bulk load
 K = 10
 ABLATION_SCIFACT = BENCH_DIR / ".cache" / "ablation" / "scifact"
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- backends

@@ -28,14 +28,21 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import BeirDataset, cached_embedder, load_beir, write_result
+from common import (
+    BeirDataset,
+    cached_embedder,
+    load_beir,
+    log,
+    select_subset,
+    write_corpus_folder,
+    write_result,
+)
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
 from docgraph.ingest.embed import Embedder, MiniLMEmbedder
@@ -43,7 +50,7 @@ from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.store.lexical import plain_query_words
 from docgraph.store.milvus import MilvusChunkIndex
-from quality import score_run, select_subset, to_documents, write_corpus_folder
+from quality import score_run, to_documents
 from speed import (
     NAMESPACE,
     VOCAB_SIZE,
@@ -58,10 +65,6 @@ from speed import (
 SEARCH_K = 300          # chunks per search, folded to documents (as quality.py)
 LATENCY_K = 10
 TOLERANCE = 0.01        # nDCG@10 must be within this of the embedded index
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def settings(db: Path, index: str, milvus_uri: Path | None = None) -> Settings:

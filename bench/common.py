@@ -12,8 +12,11 @@ import json
 import math
 import os
 import platform
+import random
+import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +24,7 @@ from typing import Any
 
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import CachedEmbedder
+from docgraph.ingest.pipeline import IngestProgress
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -204,3 +208,82 @@ def write_result(name: str, payload: Mapping[str, Any]) -> Path:
         print_table([{k: v for k, v in payload.items()}], title=f"\n{name}")
     print(f"\nwrote {path.relative_to(REPO_ROOT)}")
     return path
+
+
+# ---------------------------------------------------------------- shared bench plumbing
+
+def log(message: str) -> None:
+    """A progress line on stderr (results go to stdout and bench/results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_file_stem(doc_id: str) -> str:
+    """A filesystem-safe file stem for a corpus ``_id``."""
+    stem = _UNSAFE.sub("_", doc_id).strip("._")
+    return (stem or "doc")[:120]
+
+
+def write_corpus_folder(data: BeirDataset, doc_ids: Sequence[str], folder: Path) -> dict[str, str]:
+    """Write one ``# title\n\ntext`` Markdown file per document (an unchanged file is left
+    alone, so cached indexes of the folder see no change); returns file name -> _id.
+
+    The map is also saved next to the folder as ``files.json``.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    mapping: dict[str, str] = {}
+    for doc_id in doc_ids:
+        stem = safe_file_stem(doc_id)
+        name, n = f"{stem}.md", 1
+        while name in mapping:
+            n += 1
+            name = f"{stem}-{n}.md"
+        doc = data.corpus[doc_id]
+        title = " ".join(doc["title"].split())
+        body = doc["text"].strip()
+        content = f"# {title}\n\n{body}\n" if title else f"{body}\n"
+        path = folder / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != content:
+            path.write_text(content, encoding="utf-8")
+        mapping[name] = doc_id
+    (folder.parent / "files.json").write_text(json.dumps(mapping), encoding="utf-8")
+    return mapping
+
+
+def select_subset(
+    data: BeirDataset, limit: int | None, seed: int = 13
+) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """(corpus ids, queries, info): everything, or a seeded smoke-run subset of ``limit``
+    queries with their gold documents plus random others (5 x limit documents at least)."""
+    all_ids = list(data.corpus)
+    if not limit or limit >= len(data.queries):
+        return all_ids, dict(data.queries), {"limited": False}
+    rng = random.Random(seed)
+    qids = sorted(rng.sample(sorted(data.queries), limit))
+    gold = {d for q in qids for d in data.qrels[q] if d in data.corpus}
+    others = sorted(d for d in all_ids if d not in gold)
+    extra = rng.sample(others, max(0, min(len(others), 5 * limit - len(gold))))
+    keep = gold | set(extra)
+    info = {"limited": True, "seed": seed, "gold_docs": len(gold),
+            "note": "smoke run: gold documents + random others; optimistic scores"}
+    return [d for d in all_ids if d in keep], {q: data.queries[q] for q in qids}, info
+
+
+def progress_printer(label: str) -> Callable[[IngestProgress], None]:
+    """Ingest progress on stderr at most every 30 s (and at the end)."""
+    started = time.perf_counter()
+    last = [started]
+
+    def show(state: IngestProgress) -> None:
+        now = time.perf_counter()
+        if now - last[0] < 30 and state.done_files != state.total_files:
+            return
+        last[0] = now
+        rate = state.done_files / max(now - started, 1e-9)
+        eta = (state.total_files - state.done_files) / rate if rate else float("nan")
+        log(f"  [{label}] {state.done_files}/{state.total_files} files, "
+            f"{state.chunks_written} chunks, eta {eta / 60:.1f} min")
+
+    return show

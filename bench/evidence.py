@@ -35,12 +35,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
-import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,9 @@ from common import (
     load_beir,
     percentile,
     print_table,
+    progress_printer,
+    select_subset,
+    write_corpus_folder,
     write_result,
 )
 from docgraph.app import DocGraph
@@ -69,78 +70,13 @@ from docgraph.evidence import (
 from docgraph.evidence.port import META_LANES
 from docgraph.ingest.embed import Embedder, MiniLMEmbedder
 from docgraph.ingest.embed_cache import CachedEmbedder
-from docgraph.ingest.pipeline import IngestProgress
 
 NAMESPACE = "bench"
 WORKDIR = BENCH_DIR / ".cache" / "evidence"
 MODES = ("hybrid", "dense")
 LEVELS = [lv.value for lv in RelevanceLevel]
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
 
 # ---------------------------------------------------------------- corpus and index
-
-def safe_file_stem(doc_id: str) -> str:
-    """A filesystem-safe file stem for a corpus ``_id`` (same rule as ``bench/quality.py``)."""
-    stem = _UNSAFE.sub("_", doc_id).strip("._")
-    return (stem or "doc")[:120]
-
-
-def write_corpus_folder(data: BeirDataset, doc_ids: Sequence[str], folder: Path) -> None:
-    """One ``# title\\n\\ntext`` Markdown file per document, plus ``files.json`` next to it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    mapping: dict[str, str] = {}
-    for doc_id in doc_ids:
-        stem = safe_file_stem(doc_id)
-        name, n = f"{stem}.md", 1
-        while name in mapping:
-            n += 1
-            name = f"{stem}-{n}.md"
-        doc = data.corpus[doc_id]
-        title = " ".join(doc["title"].split())
-        body = doc["text"].strip()
-        content = f"# {title}\n\n{body}\n" if title else f"{body}\n"
-        path = folder / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != content:
-            path.write_text(content, encoding="utf-8")
-        mapping[name] = doc_id
-    (folder.parent / "files.json").write_text(json.dumps(mapping), encoding="utf-8")
-
-
-def select_subset(
-    data: BeirDataset, limit: int | None, seed: int = 13
-) -> tuple[list[str], dict[str, str]]:
-    """Everything, or (smoke run) ``limit`` seeded queries and their gold + 5x random docs."""
-    all_ids = list(data.corpus)
-    if not limit or limit >= len(data.queries):
-        return all_ids, dict(data.queries)
-    rng = random.Random(seed)
-    qids = sorted(rng.sample(sorted(data.queries), limit))
-    gold = {d for q in qids for d in data.qrels[q] if d in data.corpus}
-    others = sorted(d for d in all_ids if d not in gold)
-    extra = rng.sample(others, max(0, min(len(others), 5 * limit - len(gold))))
-    keep = gold | set(extra)
-    return [d for d in all_ids if d in keep], {q: data.queries[q] for q in qids}
-
-
-def progress_printer(label: str) -> Callable[[IngestProgress], None]:
-    """Progress to stderr at most every 30 s."""
-    started = time.perf_counter()
-    last = [started]
-
-    def show(state: IngestProgress) -> None:
-        now = time.perf_counter()
-        if now - last[0] < 30 and state.done_files != state.total_files:
-            return
-        last[0] = now
-        rate = state.done_files / max(now - started, 1e-9)
-        eta = (state.total_files - state.done_files) / rate if rate else float("nan")
-        print(f"  [{label}] {state.done_files}/{state.total_files} files, "
-              f"{state.chunks_written} chunks, eta {eta / 60:.1f} min",
-              file=sys.stderr, flush=True)
-
-    return show
-
 
 def open_index(
     data: BeirDataset, doc_ids: list[str], embedder: CachedEmbedder, workdir: Path
@@ -559,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     suffix = f"-limit{args.limit}" if args.limit else ""
     raw_path = WORKDIR / f"raw{suffix}.json"
     data = {n: load_beir(n) for n in names}
-    subsets = {n: select_subset(data[n], args.limit) for n in names}
+    subsets = {n: select_subset(data[n], args.limit)[:2] for n in names}
     started = time.perf_counter()
     index_info: dict[str, Any] = {}
     timing: dict[str, float] = {}

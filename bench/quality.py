@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import re
 import shutil
 import sys
 import tempfile
@@ -50,14 +48,17 @@ from common import (
     load_beir,
     ndcg_at_k,
     print_table,
+    progress_printer,
     recall_at_k,
+    select_subset,
+    write_corpus_folder,
     write_result,
 )
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
 from docgraph.ingest.embed import MiniLMEmbedder
 from docgraph.ingest.embed_cache import CachedEmbedder
-from docgraph.ingest.pipeline import IngestProgress, IngestReport
+from docgraph.ingest.pipeline import IngestReport
 from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
 
@@ -75,57 +76,8 @@ DATASETS: dict[str, dict[str, Any]] = {
 }
 ALL_METRICS = ["ndcg@10", "recall@2", "recall@5", "recall@10", "recall@100"]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
 
 # ---------------------------------------------------------------- corpus as a folder
-
-def safe_file_stem(doc_id: str) -> str:
-    """A filesystem-safe, non-hidden file stem for a corpus ``_id``."""
-    stem = _UNSAFE.sub("_", doc_id).strip("._")
-    return (stem or "doc")[:120]
-
-
-def write_corpus_folder(data: BeirDataset, doc_ids: Sequence[str], folder: Path) -> dict[str, str]:
-    """Write one ``# title\\n\\ntext`` Markdown file per document; returns file name -> _id.
-
-    The map is also saved next to the folder as ``files.json``.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    mapping: dict[str, str] = {}
-    for doc_id in doc_ids:
-        stem = safe_file_stem(doc_id)
-        name, n = f"{stem}.md", 1
-        while name in mapping:
-            n += 1
-            name = f"{stem}-{n}.md"
-        doc = data.corpus[doc_id]
-        title = " ".join(doc["title"].split())
-        body = doc["text"].strip()
-        content = f"# {title}\n\n{body}\n" if title else f"{body}\n"
-        (folder / name).write_text(content, encoding="utf-8")
-        mapping[name] = doc_id
-    (folder.parent / "files.json").write_text(json.dumps(mapping), encoding="utf-8")
-    return mapping
-
-
-def select_subset(
-    data: BeirDataset, limit: int | None, seed: int = 13
-) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """(corpus ids, queries, info): everything, or a seeded smoke-run subset."""
-    all_ids = list(data.corpus)
-    if not limit or limit >= len(data.queries):
-        return all_ids, dict(data.queries), {"limited": False}
-    rng = random.Random(seed)
-    qids = sorted(rng.sample(sorted(data.queries), limit))
-    gold = {d for q in qids for d in data.qrels[q] if d in data.corpus}
-    others = sorted(d for d in all_ids if d not in gold)
-    extra = rng.sample(others, max(0, min(len(others), 5 * limit - len(gold))))
-    keep = gold | set(extra)
-    info = {"limited": True, "seed": seed, "gold_docs": len(gold),
-            "note": "smoke run: gold documents + random others; optimistic scores"}
-    return [d for d in all_ids if d in keep], {q: data.queries[q] for q in qids}, info
-
 
 # ---------------------------------------------------------------- lanes and scoring
 
@@ -205,24 +157,6 @@ def make_settings(db_path: Path, chunk_tokens: int, breadcrumb: bool) -> Setting
         store={"path": db_path},
         loader={"chunk_tokens": chunk_tokens, "breadcrumb": breadcrumb},
     )
-
-
-def progress_printer(label: str) -> Callable[[IngestProgress], None]:
-    started = time.perf_counter()
-    last = [started]
-
-    def show(state: IngestProgress) -> None:
-        now = time.perf_counter()
-        if now - last[0] < 30 and state.done_files != state.total_files:
-            return
-        last[0] = now
-        rate = state.done_files / max(now - started, 1e-9)
-        eta = (state.total_files - state.done_files) / rate if rate else float("nan")
-        print(f"  [{label}] {state.done_files}/{state.total_files} files, "
-              f"{state.chunks_written} chunks, eta {eta / 60:.1f} min",
-              file=sys.stderr, flush=True)
-
-    return show
 
 
 def ingest_info(report: IngestReport, misses: int, wall: float) -> dict[str, Any]:

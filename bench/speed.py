@@ -34,7 +34,6 @@ import random
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -49,8 +48,10 @@ from common import (
     BeirDataset,
     cached_embedder,
     load_beir,
+    log,
     machine_info,
     percentile,
+    write_corpus_folder,
     write_result,
 )
 from docgraph.app import DocGraph
@@ -60,7 +61,6 @@ from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog
-from quality import write_corpus_folder
 
 NAMESPACE = "bench"
 EMBED_SAMPLE = 300
@@ -79,10 +79,6 @@ TARGETS = {
     "noop_reindex_s": 2.0,
     "hybrid_p50_ms_at_100k": 20.0,
 }
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def rss_mb() -> dict[str, float]:
