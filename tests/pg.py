@@ -210,6 +210,19 @@ class PostgresServer:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def _running(server: PostgresServer, what: str) -> Iterator[PostgresServer]:
+    """Start ``server`` for a session fixture (skip when it cannot start), stop it after."""
+    try:
+        server.start()
+    except Exception as exc:
+        server.stop()
+        pytest.skip(f"cannot start a throwaway {what}: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A running throwaway PostgreSQL server (skips when none can be started here)."""
@@ -221,16 +234,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         import psycopg  # noqa: F401
     except ImportError:
         pytest.skip("psycopg is not installed (pip install 'docgraph[postgres]')")
-    server = PostgresServer(bindir)
-    try:
-        server.start()
-    except Exception as exc:
-        server.stop()
-        pytest.skip(f"cannot start a throwaway PostgreSQL server: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _running(PostgresServer(bindir), "PostgreSQL server")
 
 
 @pytest.fixture(scope="session")
@@ -262,13 +266,4 @@ def pgvector_server() -> Iterator[PostgresServer]:
         import psycopg  # noqa: F401
     except ImportError:
         pytest.skip("psycopg/pgvector are not installed (pip install 'docgraph[postgres]')")
-    server = PostgresServer(bindir)
-    try:
-        server.start()
-    except Exception as exc:
-        server.stop()
-        pytest.skip(f"cannot start a throwaway PostgreSQL server with pgvector: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _running(PostgresServer(bindir), "PostgreSQL server with pgvector")
