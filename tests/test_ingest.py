@@ -9,6 +9,7 @@ import pytest
 
 from docgraph.errors import EmbeddingModelMismatch, SourceError
 from docgraph.ingest.embed import HashingEmbedder
+from docgraph.store.lexical import decode_terms
 from tests.helpers import write_files
 
 HANDBOOK = {
@@ -189,3 +190,88 @@ def test_folder_with_spaces_and_non_ascii_in_its_path(tmp_path, make_graph):
     hit = graph.search("lidar", namespaces={"x"}, k=1)[0]
     assert hit.doc_id.endswith("/my%20docs%20%E2%80%94%20Gda%C5%84sk/notes%20100%25.md")
     assert graph.index(folder, namespace="x").unchanged == 1
+
+
+def _index_rows(graph) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """Every chunk as the catalog stores it (BM25 terms decoded), plus its entity links."""
+    db = graph.catalog.connection()
+    terms = dict(db.execute("SELECT id, term FROM terms"))
+    chunks = []
+    for path, index, text, crumb, section, blob, length, chunk_id in db.execute(
+        "SELECT d.path, c.chunk_index, c.text, c.breadcrumb, c.section_path, c.terms,"
+        " c.term_count, c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " ORDER BY d.path, c.chunk_index"
+    ):
+        ids, weights = decode_terms(blob)
+        links = sorted(db.execute(
+            "SELECT e.key, e.type, ce.frequency, ce.first_position FROM chunk_entities ce"
+            " JOIN entities e ON e.id = ce.entity_id WHERE ce.chunk_id = ?", (chunk_id,)))
+        words = sorted(zip((terms[int(i)] for i in ids), weights.tolist(), strict=True))
+        chunks.append((path, index, text, crumb, section, length, words, links))
+    return chunks
+
+
+def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_graph):
+    people = ["Priya Raman", "Tomas Berg", "Aiko Tanaka", "Lena Fischer"]
+    files: dict[str, str | bytes] = {
+        f"notes/ticket-{i:02d}.md": (
+            f"# Ticket T-{1000 + i}\n\n## Summary\n\n{people[i % 4]} reported error E-{400 + i % 7}"
+            f" at the Rotterdam site after firmware 2.{i}.1 was rolled out.\n\n## Résolution\n\n"
+            f"- Escalated to {people[(i + 1) % 4]}.\n- Workaround: restart the gateway.\n"
+        )
+        for i in range(45)
+    }
+    files["zz-broken.pdf"] = b"%PDF-1.4 not really"  # listed last: prepared by a worker
+    folder = write_files(tmp_path / "docs", files)
+
+    inline = make_graph("inline.db", loader={"workers": 1})
+    pooled = make_graph("pooled.db", loader={"workers": 2})
+    inline_report = inline.index(folder, namespace="ops")
+    pooled_report = pooled.index(folder, namespace="ops")
+
+    assert (inline_report.workers, pooled_report.workers) == (1, 2)
+    assert pooled_report.added == inline_report.added and len(pooled_report.added) == 45
+    assert pooled_report.failed == inline_report.failed
+    assert [p for p, _ in pooled_report.failed] == ["zz-broken.pdf"]
+    rows = _index_rows(pooled)
+    assert rows == _index_rows(inline)
+    linked = {link[0] for row in rows for link in row[7]}
+    assert {"priya raman", "e-403", "rotterdam"} <= linked  # entities found in the workers
+    hits = pooled.search("Rotterdam firmware E-403", namespaces={"ops"}, k=3)
+    assert [h.chunk_id for h in hits] == [
+        h.chunk_id for h in inline.search("Rotterdam firmware E-403", namespaces={"ops"}, k=3)]
+
+
+def test_small_change_is_prepared_inline_without_workers(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", HANDBOOK)
+    graph = make_graph(loader={"workers": 4})
+    assert graph.index(folder, namespace="hr").workers == 1  # under PARALLEL_AFTER_FILES
+
+
+def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
+    """``spawn`` workers re-import the caller's script: a script that indexes at module level
+    must neither index twice nor fail; the build finishes inline with a warning."""
+    import subprocess
+    import sys
+
+    folder = write_files(tmp_path / "docs", {
+        f"doc-{i:02d}.md": f"# Note {i}\n\nThe Kestrel K{i} picker reported error E-{i}."
+        for i in range(40)
+    })
+    script = tmp_path / "build.py"
+    script.write_text(
+        "from docgraph.app import DocGraph\n"
+        "from docgraph.config import load_settings\n"
+        f"settings = load_settings(embed={{'model': 'hashing'}}, loader={{'workers': 2}})\n"
+        f"settings.store.path = {str(tmp_path / 'index.db')!r}\n"
+        "graph = DocGraph(settings)\n"
+        f"report = graph.index({str(folder)!r}, namespace='notes')\n"
+        "print('ADDED', len(report.added), 'FAILED', len(report.failed))\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("ADDED") == 1  # the workers did not run the build again
+    assert "ADDED 40 FAILED 0" in done.stdout
+    assert "__main__" in done.stderr  # the warning says how to fix the script

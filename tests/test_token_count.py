@@ -11,8 +11,8 @@ from docgraph.ingest.embed import MiniLMEmbedder
 from docgraph.ingest.token_count import WordPieceCounter
 
 MODEL = MiniLMEmbedder()
-MODEL._load()
-RAW = MODEL._counter._tokenizer  # the bundled tokenizer without truncation or padding
+COUNTER = MODEL.token_counter()
+RAW = COUNTER._load()._tokenizer  # the bundled tokenizer without truncation or padding
 
 
 def truth(texts: list[str]) -> list[int]:

@@ -99,6 +99,11 @@ class LoaderSettings(_Section):
         default=True, description="Prepend '[document > section]' to the embedded text."
     )
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    workers: int = Field(
+        default=0, ge=0, le=64,
+        description="Processes that extract and chunk documents of a bulk build while the "
+        "main process embeds and writes; 0 = one per core (at most 8), 1 = none.",
+    )
     include: list[str] = Field(
         default_factory=lambda: [
             "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",

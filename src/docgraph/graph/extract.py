@@ -61,6 +61,10 @@ class VocabularyMatcher:
     def __len__(self) -> int:
         return len(self._terms)
 
+    def __getstate__(self) -> dict[str, object]:
+        # The automaton is derived (rebuilt on first use); worker processes get the terms.
+        return {"_terms": self._terms, "_automaton": None}
+
     def add(self, entity_type: str, terms: Iterable[str], canonical: str | None = None) -> None:
         """Add terms of one type; ``canonical`` maps all of them to one entity (aliases)."""
         for term in terms:

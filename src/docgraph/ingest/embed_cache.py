@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +82,11 @@ class CachedEmbedder:
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Delegates to the wrapped model's tokenizer."""
         return self.inner.count_tokens(texts)
+
+    def token_counter(self) -> Callable[[Sequence[str]], list[int]] | None:
+        """The wrapped model's portable token counter, if it has one."""
+        factory = getattr(self.inner, "token_counter", None)
+        return factory() if callable(factory) else None
 
     def close(self) -> None:
         """Close the cache file."""

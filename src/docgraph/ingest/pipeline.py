@@ -22,16 +22,29 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from docgraph.config import LoaderSettings
-from docgraph.errors import EmbeddingModelMismatch, ExtractionError, SourceError
+from docgraph.errors import ConfigError, EmbeddingModelMismatch, ExtractionError, SourceError
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.chunk import chunk_document
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
-from docgraph.ingest.extract import extract
+from docgraph.ingest.prepare import (
+    PreparedDocument,
+    PrepareSpec,
+    prepare_bytes,
+    prepare_document,
+)
+from docgraph.ingest.workers import (
+    BOOTSTRAP_MESSAGE,
+    PrepareCrash,
+    PrepareFailure,
+    PrepareOutcome,
+    PreparePool,
+    in_worker_bootstrap,
+    portable_token_counter,
+    worker_count,
+)
 from docgraph.model import (
     Block,
     BlockKind,
-    ChunkDraft,
     DocumentRecord,
     ExtractedDocument,
     RowOrigin,
@@ -45,6 +58,10 @@ from docgraph.store.base import Catalog, DocumentWrite
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[["IngestProgress"], None]
+
+# Worker processes start only once this many files of one build need extracting: a small
+# incremental build never pays their start-up (~1 s), a bulk build gains ~2x on 2 cores.
+PARALLEL_AFTER_FILES = 32
 
 
 @dataclass
@@ -71,6 +88,8 @@ class IngestReport:
     chunks_embedded: int = 0
     chunks_reused: int = 0
     bodies_read: int = 0
+    workers: int = 1  # processes that prepared documents (1 = inline)
+    wall_seconds: float = 0.0  # the whole build, start to end
     failed_phases: dict[str, str] = field(default_factory=dict)  # path -> phase it failed in
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
@@ -80,7 +99,7 @@ class IngestReport:
 
     @property
     def total_seconds(self) -> float:
-        """Wall time of all phases."""
+        """Time of all phases (with worker processes, their busy time is summed in)."""
         return sum(self.seconds.values())
 
 
@@ -89,12 +108,19 @@ class _Pending:
     entry: FileEntry
     existing: DocumentRecord | None
     content_hash: str
-    document: ExtractedDocument
-    chunks: list[ChunkDraft]
-    breadcrumbs: list[str]
-    embedded_texts: list[str]
+    prepared: PreparedDocument
     doc_id: str | None = None
     origin: RowOrigin | None = None
+
+
+@dataclass
+class _Fetched:
+    """A changed file's bytes, read and hashed, waiting to be prepared."""
+
+    entry: FileEntry
+    existing: DocumentRecord | None
+    content_hash: str
+    data: bytes
 
 
 def check_embedding_model(catalog: Catalog, embedder: Embedder) -> None:
@@ -113,7 +139,11 @@ def check_embedding_model(catalog: Catalog, embedder: Embedder) -> None:
 
 
 class IngestPipeline:
-    """Indexes document folders into a :class:`Catalog` with an :class:`Embedder`."""
+    """Indexes document folders into a :class:`Catalog` with an :class:`Embedder`.
+
+    ``workers`` (``loader.workers``; 0 = one per core) processes prepare documents of a bulk
+    build while this process embeds and writes; 1 prepares everything inline.
+    """
 
     def __init__(
         self,
@@ -128,7 +158,21 @@ class IngestPipeline:
         self.loader = loader
         self.embed_batch_chunks = embed_batch_chunks
         self.extractor = extractor
+        self.workers = worker_count(loader.workers)
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
+        self._spec = PrepareSpec(
+            loader, embedder.count_tokens, extractor,
+            lexical=bool(getattr(catalog, "stores_bm25_terms", False)),
+        )
+
+    def _worker_spec(self) -> PrepareSpec | None:
+        """The spec with a token counter worker processes can load, or None (inline)."""
+        if self.workers < 2:
+            return None
+        counter = portable_token_counter(self.embedder)
+        if counter is None:
+            return None
+        return PrepareSpec(self.loader, counter, self.extractor, self._spec.lexical)
 
     def index_source(
         self,
@@ -139,6 +183,8 @@ class IngestPipeline:
         """Bring the index of one registered folder up to date with the folder.
 
         ``crawler`` (default: one without storage options) lists and reads the folder."""
+        if in_worker_bootstrap():
+            raise ConfigError(BOOTSTRAP_MESSAGE)
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
         started = time.perf_counter()
@@ -150,23 +196,34 @@ class IngestPipeline:
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
 
-        state = IngestProgress(total_files=len(entries))
-        batch: list[_Pending] = []
-        batch_chunks = 0
-        for entry in entries:
-            state.current = entry.relative_path
-            pending = self._prepare(crawler, entry, existing.get(entry.relative_path), report)
-            if pending is not None:
-                batch.append(pending)
-                batch_chunks += len(pending.chunks)
-                if batch_chunks >= self.embed_batch_chunks:
-                    self._flush(batch, report, state, progress)
-                    batch, batch_chunks = [], 0
-            else:
-                state.done_files += 1
-                if progress:
-                    progress(state)
-        self._flush(batch, report, state, progress)
+        writer = _BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
+        pool: PreparePool | None = None
+        fetched_count = 0
+        try:
+            for entry in entries:
+                writer.state.current = entry.relative_path
+                fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report)
+                if fetched is None:
+                    writer.skipped()
+                    continue
+                fetched_count += 1
+                if pool is None and fetched_count > PARALLEL_AFTER_FILES:
+                    spec = self._worker_spec()
+                    if spec is not None:
+                        pool = PreparePool(spec, self.workers)
+                        report.workers = self.workers
+                if pool is None:
+                    self._take(writer, fetched, self._prepare_inline(fetched))
+                else:
+                    for done, outcome in pool.submit(fetched, entry.relative_path, fetched.data):
+                        self._take(writer, done, outcome or self._prepare_inline(done))
+            if pool is not None:
+                for done, outcome in pool.drain():
+                    self._take(writer, done, outcome or self._prepare_inline(done))
+        finally:
+            if pool is not None:
+                pool.close()
+        writer.flush()
 
         present = {e.relative_path for e in entries}
         t0 = time.perf_counter()
@@ -180,16 +237,17 @@ class IngestPipeline:
         mark = getattr(self.catalog, "mark_indexed", None)
         if callable(mark):
             mark(source)
+        report.wall_seconds = time.perf_counter() - started
         return report
 
-    def _prepare(
+    def _fetch(
         self,
         crawler: FolderCrawler,
         entry: FileEntry,
         existing: DocumentRecord | None,
         report: IngestReport,
-    ) -> _Pending | None:
-        """Read, hash, extract and chunk one file; None when nothing needs writing."""
+    ) -> _Fetched | None:
+        """Read and hash one file; None when it is unchanged or cannot be read."""
         self.phase = "extract"  # a file over the size limit is skipped like an unreadable one
         if existing is not None and existing.change_token == entry.change_token \
                 and existing.content_hash:
@@ -215,35 +273,29 @@ class IngestPipeline:
             self.catalog.clear_failure(report.source, entry.relative_path)  # e.g. a past fetch
             report.unchanged += 1
             return None
-        t0 = time.perf_counter()
+        return _Fetched(entry, existing, content_hash, data)
+
+    def _prepare_inline(self, fetched: _Fetched) -> PrepareOutcome:
         self.phase = "extract"
         try:
-            document = extract(data, entry.relative_path)
+            return prepare_bytes(self._spec, fetched.data, fetched.entry.relative_path)
         except ExtractionError as exc:
-            self._fail(report, entry, str(exc))
-            return None
-        finally:
-            report.seconds["extract"] += time.perf_counter() - t0
-        return self._chunked(entry, existing, content_hash, document, report)
+            return PrepareFailure(str(exc))
 
-    def _chunked(
-        self,
-        entry: FileEntry,
-        existing: DocumentRecord | None,
-        content_hash: str,
-        document: ExtractedDocument,
-        report: IngestReport,
-    ) -> _Pending:
-        t0 = time.perf_counter()
-        self.phase = "chunk"
-        chunks = chunk_document(document, self.embedder.count_tokens, self.loader.chunk_tokens)
-        breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
-        embedded = [
-            f"{crumb} {c.text}" if self.loader.breadcrumb else c.text
-            for crumb, c in zip(breadcrumbs, chunks, strict=True)
-        ]
-        report.seconds["chunk"] += time.perf_counter() - t0
-        return _Pending(entry, existing, content_hash, document, chunks, breadcrumbs, embedded)
+    def _take(self, writer: _BatchWriter, fetched: _Fetched, outcome: PrepareOutcome) -> None:
+        """Queue a prepared document for writing, or record why it could not be prepared."""
+        report = writer.report
+        if isinstance(outcome, PrepareCrash):
+            self.phase = "extract"
+            raise outcome.error
+        if isinstance(outcome, PrepareFailure):
+            self.phase = "extract"
+            self._fail(report, fetched.entry, outcome.reason)
+            writer.skipped()
+            return
+        for phase, seconds in outcome.seconds.items():
+            report.seconds[phase] += seconds
+        writer.add(_Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome))
 
     def index_rows(
         self,
@@ -260,15 +312,14 @@ class IngestPipeline:
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
         self.phase = "crawl"
-        t0 = time.perf_counter()
+        started = t0 = time.perf_counter()
         existing = self.catalog.documents_for_source(source)
         report.seconds["list"] += time.perf_counter() - t0
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
-        state = IngestProgress(total_files=len(existing))
+        writer = _BatchWriter(self, report, IngestProgress(total_files=len(existing)), progress)
+        state = writer.state
         present: set[str] = set()
-        batch: list[_Pending] = []
-        batch_chunks = 0
         iterator = iter(rows)
         while True:
             self.phase = "crawl"
@@ -285,9 +336,7 @@ class IngestPipeline:
             old = existing.get(row.doc_id)
             if old is not None and old.content_hash == content_hash:
                 report.unchanged += 1
-                state.done_files += 1
-                if progress:
-                    progress(state)
+                writer.skipped()
                 continue
             self.phase = "extract"
             document = ExtractedDocument(
@@ -296,15 +345,12 @@ class IngestPipeline:
                 "text/plain",
             )
             entry = FileEntry(row.doc_id, row.doc_id, len(row.text.encode()), token)
-            pending = self._chunked(entry, old, content_hash, document, report)
-            pending.doc_id = row.doc_id
-            pending.origin = row.origin
-            batch.append(pending)
-            batch_chunks += len(pending.chunks)
-            if batch_chunks >= self.embed_batch_chunks:
-                self._flush(batch, report, state, progress)
-                batch, batch_chunks = [], 0
-        self._flush(batch, report, state, progress)
+            self.phase = "chunk"
+            prepared = prepare_document(self._spec, document)
+            for phase, seconds in prepared.seconds.items():
+                report.seconds[phase] += seconds
+            writer.add(_Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
+        writer.flush()
         t0 = time.perf_counter()
         self.phase = "store"
         for path, document_record in sorted(existing.items()):
@@ -315,6 +361,7 @@ class IngestPipeline:
         mark = getattr(self.catalog, "mark_indexed", None)
         if callable(mark):
             mark(source)
+        report.wall_seconds = time.perf_counter() - started
         return report
 
     def _fail(self, report: IngestReport, entry: FileEntry, reason: str) -> None:
@@ -323,49 +370,67 @@ class IngestPipeline:
         report.failed_phases[entry.relative_path] = self.phase
         self.catalog.record_failure(report.source, entry.relative_path, reason)
 
-    def _flush(
-        self,
-        batch: list[_Pending],
-        report: IngestReport,
-        state: IngestProgress,
-        progress: ProgressCallback | None,
-    ) -> None:
-        """Embed the chunks of a batch of documents at once, then write them all in one
-        transaction (each document atomic on its own)."""
+
+
+class _BatchWriter:
+    """Collects prepared documents until ``embed_batch_chunks`` chunks, then embeds the
+    batch at once (reusing vectors of unchanged chunk texts) and writes it in one
+    transaction, each document atomic on its own."""
+
+    def __init__(self, pipeline: IngestPipeline, report: IngestReport, state: IngestProgress,
+                 progress: ProgressCallback | None) -> None:
+        self.pipeline = pipeline
+        self.report = report
+        self.state = state
+        self.progress = progress
+        self.batch: list[_Pending] = []
+        self.batch_chunks = 0
+
+    def skipped(self) -> None:
+        """Count a file that needs no write (unchanged or failed)."""
+        self.state.done_files += 1
+        if self.progress:
+            self.progress(self.state)
+
+    def add(self, pending: _Pending) -> None:
+        """Queue one document; writes the batch once it is full."""
+        self.batch.append(pending)
+        self.batch_chunks += len(pending.prepared.chunks)
+        if self.batch_chunks >= self.pipeline.embed_batch_chunks:
+            self.flush()
+
+    def flush(self) -> None:
+        """Embed and write every queued document."""
+        batch, self.batch, self.batch_chunks = self.batch, [], 0
         if not batch:
             return
+        pipeline, report = self.pipeline, self.report
+        catalog, embedder = pipeline.catalog, pipeline.embedder
         source = report.source
         t0 = time.perf_counter()
-        self.phase = "embed"
-        hashes = [[text_hash(t) for t in pending.embedded_texts] for pending in batch]
+        pipeline.phase = "embed"
+        hashes = [[text_hash(t) for t in pending.prepared.embedded_texts] for pending in batch]
         reused: list[dict[str, np.ndarray]] = []
         to_embed: list[str] = []
         for pending, doc_hashes in zip(batch, hashes, strict=True):
             found: dict[str, np.ndarray] = {}
             if pending.existing is not None:
-                found = dict(self.catalog.reusable_vectors(
+                found = dict(catalog.reusable_vectors(
                     source.namespace, pending.existing.doc_id, doc_hashes))
             reused.append(found)
-            to_embed.extend(t for t, h in zip(pending.embedded_texts, doc_hashes, strict=True)
-                            if h not in found)
+            to_embed.extend(t for t, h in zip(pending.prepared.embedded_texts, doc_hashes,
+                                              strict=True) if h not in found)
         report.seconds["store"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        fresh = self.embedder.embed_documents(to_embed) if to_embed else None
+        fresh = embedder.embed_documents(to_embed) if to_embed else None
         report.seconds["embed"] += time.perf_counter() - t0
         report.chunks_embedded += len(to_embed)
 
         t0 = time.perf_counter()
-        self.phase = "entities"
-        links = [[self.extractor.links(c.text) for c in pending.chunks]
-                 if self.extractor is not None else [] for pending in batch]
-        report.seconds["entities"] += time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        self.phase = "store"
+        pipeline.phase = "store"
         writes: list[DocumentWrite] = []
         cursor = 0
-        for pending, found, doc_hashes, doc_links in zip(batch, reused, hashes, links,
-                                                         strict=True):
+        for pending, found, doc_hashes in zip(batch, reused, hashes, strict=True):
             if not found and fresh is not None:  # nothing reused: a slice, no copy
                 vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
                 cursor += len(doc_hashes)
@@ -380,33 +445,36 @@ class IngestPipeline:
                         rows.append(fresh[cursor])
                         cursor += 1
                 vectors = (np.stack(rows).astype(np.float32) if rows
-                           else np.zeros((0, self.embedder.dimension), dtype=np.float32))
+                           else np.zeros((0, embedder.dimension), dtype=np.float32))
             path = pending.entry.relative_path
+            prepared = pending.prepared
             writes.append(DocumentWrite(
                 source=source,
                 path=path,
                 doc_id=pending.doc_id or document_id(source.urn, path),
-                title=pending.document.title,
+                title=prepared.document.title,
                 content_hash=pending.content_hash,
                 change_token=pending.entry.change_token,
-                media_type=pending.document.media_type,
-                chunks=pending.chunks,
-                breadcrumbs=pending.breadcrumbs,
-                embedded_texts=pending.embedded_texts,
+                media_type=prepared.document.media_type,
+                chunks=prepared.chunks,
+                breadcrumbs=prepared.breadcrumbs,
+                embedded_texts=prepared.embedded_texts,
                 vectors=vectors,
-                entity_links=doc_links,
+                entity_links=prepared.links,
                 origin=pending.origin,
+                lexical_terms=prepared.lexical,
             ))
-        self.catalog.write_documents(writes)  # one transaction, each document atomic
+        catalog.write_documents(writes)  # one transaction, each document atomic
         report.seconds["store"] += time.perf_counter() - t0
         for pending in batch:
             path = pending.entry.relative_path
             (report.updated if pending.existing is not None else report.added).append(path)
-            report.chunks_written += len(pending.chunks)
-            state.done_files += 1
-            state.chunks_written += len(pending.chunks)
-            if progress:
-                progress(state)
+            chunks = len(pending.prepared.chunks)
+            report.chunks_written += chunks
+            self.state.done_files += 1
+            self.state.chunks_written += chunks
+            if self.progress:
+                self.progress(self.state)
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from docgraph.errors import InvalidQuery
 from docgraph.model import (
@@ -24,6 +24,9 @@ from docgraph.model import (
     StoredChunk,
     Vector,
 )
+
+if TYPE_CHECKING:
+    from docgraph.store.lexical import CountedTerms
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,10 @@ class DocumentWrite:
     vectors: Vector
     entity_links: Sequence[Sequence[EntityLink]] = ()
     origin: RowOrigin | None = None
+    # BM25 term counts per chunk (docgraph.store.lexical.count_terms of breadcrumb + text),
+    # when counted ahead (e.g. in a worker process); a catalog that needs them and finds
+    # None counts them itself.
+    lexical_terms: Sequence[CountedTerms] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,8 @@ class SQLiteCatalog:
     IMMEDIATE`` and every document write is one transaction.
     """
 
+    stores_bm25_terms = True  # writes want DocumentWrite.lexical_terms (counted if absent)
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
@@ -421,9 +423,11 @@ class SQLiteCatalog:
             _check_write(write)
         if len({(w.source.id, w.path) for w in writes}) < len(writes):
             raise StoreError("a batch of document writes names one document twice")
-        # BM25 terms are counted before the write lock is taken (the costly part).
-        counted = [count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks),
-                                        strict=True))) for w in writes]
+        # BM25 terms are counted before the write lock is taken (the costly part), unless
+        # the pipeline counted them already.
+        counted = [w.lexical_terms if w.lexical_terms is not None else
+                   count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True)))
+                   for w in writes]
         now = time.time()
         done: list[DocumentRecord] = []
         failure: Exception | None = None

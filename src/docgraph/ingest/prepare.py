@@ -1,0 +1,84 @@
+"""Turning a changed file into everything its write needs, except vectors.
+
+:func:`prepare_bytes` extracts, chunks, builds breadcrumbs and embedded texts, finds the
+entities of every chunk and counts its BM25 terms. It depends only on its inputs and a
+:class:`PrepareSpec`, so the ingest pipeline can run it in its own process
+(:mod:`docgraph.ingest.workers`) or inline; both give identical results. The catalog, the
+embedder and the SQLite writer stay in the pipeline's process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from docgraph.config import LoaderSettings
+from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.chunk import chunk_document
+from docgraph.ingest.extract import extract
+from docgraph.model import ChunkDraft, EntityLink, ExtractedDocument
+from docgraph.store.lexical import CountedTerms, count_terms
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
+
+
+@dataclass(frozen=True)
+class PrepareSpec:
+    """What preparing a document needs: chunking settings, the embedding model's token
+    counter, the entity extractor (None: no graph) and whether to count BM25 terms (the
+    embedded catalog stores them; external engines analyse text themselves).
+
+    Picklable when its token counter and extractor are (see
+    :func:`docgraph.ingest.workers.portable_token_counter`)."""
+
+    loader: LoaderSettings
+    count_tokens: TokenCounter
+    extractor: EntityExtractor | None
+    lexical: bool = True
+
+
+@dataclass
+class PreparedDocument:
+    """A document ready to embed and write. ``links`` has one list per chunk (empty when no
+    extractor is configured); ``lexical`` one term count per chunk (None when not counted);
+    ``seconds`` is the time spent per phase (extract, chunk, entities, store)."""
+
+    document: ExtractedDocument
+    chunks: list[ChunkDraft]
+    breadcrumbs: list[str]
+    embedded_texts: list[str]
+    links: list[list[EntityLink]]
+    lexical: list[CountedTerms] | None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
+    """Chunk an extracted document and derive everything its write needs but vectors."""
+    t0 = time.perf_counter()
+    chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
+    breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
+    embedded = [
+        f"{crumb} {c.text}" if spec.loader.breadcrumb else c.text
+        for crumb, c in zip(breadcrumbs, chunks, strict=True)
+    ]
+    t1 = time.perf_counter()
+    links = ([spec.extractor.links(c.text) for c in chunks]
+             if spec.extractor is not None else [])
+    t2 = time.perf_counter()
+    lexical = (count_terms(list(zip(breadcrumbs, (c.text for c in chunks), strict=True)))
+               if spec.lexical else None)
+    t3 = time.perf_counter()
+    return PreparedDocument(document, chunks, breadcrumbs, embedded, links, lexical,
+                            {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2})
+
+
+def prepare_bytes(spec: PrepareSpec, data: bytes, path: str) -> PreparedDocument:
+    """Extract ``data`` (the file at ``path``) and prepare it; raises
+    :class:`docgraph.errors.ExtractionError` naming the file when it cannot be read."""
+    t0 = time.perf_counter()
+    document = extract(data, path)
+    extracted = time.perf_counter() - t0
+    prepared = prepare_document(spec, document)
+    prepared.seconds["extract"] = extracted
+    return prepared

@@ -1,0 +1,178 @@
+"""Preparing documents in worker processes while the pipeline embeds and writes.
+
+Extraction, chunking, entity extraction and BM25 term counting are pure Python and hold the
+GIL, so threads cannot overlap them with the catalog writes; processes can. A
+:class:`PreparePool` runs :func:`docgraph.ingest.prepare.prepare_bytes` in ``spawn``-ed
+processes (safe beside onnxruntime's and SQLite's threads) and hands results back in
+submission order, so row ids and reports are the same as an inline build.
+
+Only what a worker needs crosses the process boundary: the :class:`PrepareSpec` once per
+worker, then (path, bytes) per file and the prepared document back. The catalog, the
+embedder and every connection stay in the pipeline's process.
+
+``spawn`` re-imports the caller's main module in every worker. A script that indexes at
+module level, without an ``if __name__ == "__main__":`` guard, would index again inside each
+worker: :func:`in_worker_bootstrap` lets the pipeline refuse that (so the worker exits
+without touching the index), the pool reports itself broken, and the build finishes inline
+with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+from docgraph.errors import ExtractionError
+from docgraph.ingest.prepare import PreparedDocument, PrepareSpec, TokenCounter, prepare_bytes
+
+log = logging.getLogger(__name__)
+
+_SPEC: PrepareSpec | None = None  # set once in each worker process
+
+BOOTSTRAP_MESSAGE = (
+    "docgraph was asked to index while a worker process was importing the main module: "
+    "put the script's indexing under `if __name__ == \"__main__\":`, or set "
+    "loader.workers = 1 (DOCGRAPH_LOADER__WORKERS=1) to prepare documents inline"
+)
+
+
+def in_worker_bootstrap() -> bool:
+    """True while a ``spawn``-ed worker is importing the parent's main module."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+@dataclass(frozen=True)
+class PrepareFailure:
+    """A file a worker could not extract (it is recorded and skipped, like inline)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class PrepareCrash:
+    """An unexpected error inside a worker, re-raised in the pipeline's process."""
+
+    error: BaseException
+
+
+PrepareOutcome = PreparedDocument | PrepareFailure | PrepareCrash
+
+
+def portable_token_counter(embedder: Any) -> TokenCounter | None:
+    """The embedder's token counter in a form a worker process can load (its
+    ``token_counter()``), or None when the embedder offers none or it does not pickle:
+    documents are then prepared inline."""
+    factory = getattr(embedder, "token_counter", None)
+    if not callable(factory):
+        return None
+    counter = factory()
+    try:
+        pickle.dumps(counter)
+    except Exception:  # any pickling failure: not portable
+        return None
+    return counter if callable(counter) else None
+
+
+def worker_count(configured: int) -> int:
+    """Worker processes for ``loader.workers`` (0 = one per core, at most 8); 1 = inline."""
+    if configured > 0:
+        return configured
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _init(spec_bytes: bytes) -> None:
+    global _SPEC
+    # Parallel across processes already: the tokenizer's own thread pool only contends.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _SPEC = pickle.loads(spec_bytes)
+
+
+def _prepare(path: str, data: bytes) -> PrepareOutcome:
+    assert _SPEC is not None, "worker not initialised"
+    try:
+        return prepare_bytes(_SPEC, data, path)
+    except ExtractionError as exc:
+        return PrepareFailure(str(exc))
+    except Exception as exc:  # re-raised in the parent, type kept
+        return PrepareCrash(exc)
+
+
+class PreparePool:
+    """Up to ``window`` files in flight over ``workers`` processes, results in order.
+
+    An outcome of None means "prepare this one inline": the pool broke (a worker died or
+    could not start; :attr:`broken` is then set and every later file also comes back as
+    None). Use as a context manager; leaving it stops the processes.
+    """
+
+    def __init__(self, spec: PrepareSpec, workers: int, window: int | None = None) -> None:
+        self.workers = workers
+        self.window = window or 4 * workers
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init,
+            initargs=(pickle.dumps(spec),),
+        )
+        self._queue: deque[tuple[Any, Future[PrepareOutcome] | None]] = deque()
+        self.broken = False
+
+    def __enter__(self) -> PreparePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(
+        self, key: Any, path: str, data: bytes
+    ) -> Iterator[tuple[Any, PrepareOutcome | None]]:
+        """Queue one file; yields the (key, outcome) pairs that must be taken now to keep
+        at most ``window`` files in flight (in submission order)."""
+        future: Future[PrepareOutcome] | None = None
+        if not self.broken:
+            try:
+                future = self._executor.submit(_prepare, path, data)
+            except BrokenProcessPool:
+                self._broke()
+        self._queue.append((key, future))
+        limit = 0 if self.broken else self.window
+        while len(self._queue) > limit:
+            yield self._take()
+
+    def drain(self) -> Iterator[tuple[Any, PrepareOutcome | None]]:
+        """Every outcome still in flight, in submission order."""
+        while self._queue:
+            yield self._take()
+
+    def _take(self) -> tuple[Any, PrepareOutcome | None]:
+        key, future = self._queue.popleft()
+        if future is None or self.broken:
+            return key, None
+        try:
+            return key, future.result()
+        except BrokenProcessPool:
+            self._broke()
+            return key, None
+
+    def _broke(self) -> None:
+        if not self.broken:
+            self.broken = True
+            log.warning("ingest worker processes stopped; preparing the remaining documents "
+                        "inline. If a script runs this build, check it has an "
+                        "`if __name__ == \"__main__\":` guard (or set loader.workers = 1)")
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        for _, future in self._queue:
+            if future is not None:
+                future.cancel()
+        self._queue.clear()
+        self._executor.shutdown(wait=True, cancel_futures=True)
