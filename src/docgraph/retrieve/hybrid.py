@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from docgraph.config import IndexSettings
 from docgraph.errors import InvalidQuery
@@ -14,6 +17,21 @@ from docgraph.store.base import Catalog, ChunkIndex, require_namespaces
 
 MAX_K = 1000
 MAX_QUERY_CHARS = 4000
+
+
+_lane_pool: ThreadPoolExecutor | None = None
+_lane_pool_lock = threading.Lock()
+
+
+def lane_pool() -> ThreadPoolExecutor:
+    """Threads that run a query's BM25 lane while the caller embeds it and scans vectors."""
+    global _lane_pool
+    if _lane_pool is None:
+        with _lane_pool_lock:
+            if _lane_pool is None:
+                _lane_pool = ThreadPoolExecutor(max(2, min(os.cpu_count() or 1, 8)),
+                                                thread_name_prefix="docgraph-lane")
+    return _lane_pool
 
 
 def l2_from_cosine(similarity: float) -> float:
@@ -59,14 +77,23 @@ class HybridSearcher:
             raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {mode!r}")
 
         depth = max(self.settings.candidates, k)
-        query_vector = self.embedder.embed_query(query)
-        dense = self.index.dense_search(query_vector, depth, allowed)
+        # The BM25 lane needs no vector: it runs while the query is embedded and scanned.
+        pending: Future[list[ScoredRow]] | None = None
+        if mode == "hybrid":
+            pending = lane_pool().submit(self.index.lexical_search, query, depth, allowed)
+        try:
+            query_vector = self.embedder.embed_query(query)
+            dense = self.index.dense_search(query_vector, depth, allowed)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
         similarity = {r.rowid: r.score for r in dense}
         lexical_scores: dict[int, float] = {}
-        if mode == "dense":
+        if pending is None:
             ranked: list[ScoredRow] = dense[:k]
         else:
-            lexical = self.index.lexical_search(query, depth, allowed)
+            lexical = pending.result()
             lexical_scores = {r.rowid: r.score for r in lexical}
             ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k)[:k]
         chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
