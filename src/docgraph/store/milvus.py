@@ -6,13 +6,13 @@ One collection holds every chunk: ``id`` (the catalog's chunk row id, primary ke
 the unit ``vector`` (HNSW, cosine) and ``text``: breadcrumb + chunk text *already analyzed by
 docgraph* (:func:`docgraph.store.lexical.index_terms`: Porter stems, stopwords dropped,
 diacritics folded, joined by single spaces; one filler token per stopword keeps the length
-equal), from which the engine's BM25 Function derives the
-``sparse`` vector that full-text search ranks. The field's analyzer only splits on whitespace
-and queries are sent as their :func:`~docgraph.store.lexical.query_terms`, so Milvus ranks
-exactly the terms the embedded BM25 ranks, whatever analyzers the engine offers (Milvus Lite
-ignores stemmer filters; a server's Snowball stemmer is not Porter). Filters are built only
-from integers the catalog returned (namespace ids, kind codes, row ids); query text is only
-ever search *data*, never part of an expression.
+equal), from which the engine's BM25 Function derives the ``sparse`` vector that full-text
+search ranks. The field's analyzer only splits on whitespace and queries are sent as their
+:func:`~docgraph.store.lexical.query_terms`, so Milvus ranks exactly the terms the embedded
+BM25 ranks, whatever analyzers the engine offers (Milvus Lite ignores stemmer filters; a
+server's Snowball stemmer is not Porter). Filters are built only from integers the catalog
+returned (namespace ids, kind codes, row ids); query text is only ever search *data*, never
+part of an expression.
 
 The catalog stays the system of record: the index follows it through
 :class:`~docgraph.store.feed.ChangeFeed` (row ids above the cursor are upserted, logged
