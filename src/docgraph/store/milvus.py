@@ -3,18 +3,24 @@ SQLite catalog.
 
 One collection holds every chunk: ``id`` (the catalog's chunk row id, primary key),
 ``namespace_id`` (the **partition key**, so a namespace filter prunes partitions), ``kind``,
-the unit ``vector`` (HNSW, cosine) and ``text`` (breadcrumb + chunk text) with an analyzer,
-from which the engine's BM25 Function derives the ``sparse`` vector that full-text search
-ranks. Filters are built only from integers the catalog returned (namespace ids, kind codes,
-row ids); query text is only ever search *data*, never part of an expression.
+the unit ``vector`` (HNSW, cosine) and ``text``: breadcrumb + chunk text *already analyzed by
+docgraph* (:func:`docgraph.store.lexical.index_terms`: Porter stems, stopwords dropped,
+diacritics folded, joined by single spaces; one filler token per stopword keeps the length
+equal), from which the engine's BM25 Function derives the ``sparse`` vector that full-text
+search ranks. The field's analyzer only splits on whitespace and queries are sent as their
+:func:`~docgraph.store.lexical.query_terms`, so Milvus ranks exactly the terms the embedded
+BM25 ranks, whatever analyzers the engine offers (Milvus Lite ignores stemmer filters; a
+server's Snowball stemmer is not Porter). Filters are built only from integers the catalog
+returned (namespace ids, kind codes, row ids); query text is only ever search *data*, never
+part of an expression.
 
 The catalog stays the system of record: the index follows it through
 :class:`~docgraph.store.feed.ChangeFeed` (row ids above the cursor are upserted, logged
 tombstones are deleted), so a document replace or delete in the catalog becomes visible in
 Milvus at the next search. The collection records a *generation* (a collection property)
 that must match the catalog's cursor, so an index is never mixed with chunks of another
-catalog; a collection of this catalog whose vector dimension no longer matches the
-embedding model is dropped and rebuilt from the catalog.
+catalog; a collection of this catalog whose vector dimension or text layout (collection
+property ``docgraph.text_layout``) no longer matches is dropped and rebuilt from the catalog.
 """
 
 from __future__ import annotations
@@ -39,10 +45,17 @@ from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.feed import ChangeFeed, FeedBatch
-from docgraph.store.lexical import STOPWORDS, plain_query_words
+from docgraph.store.lexical import index_terms, query_terms
 from docgraph.store.sqlite import SQLiteCatalog
 
 GENERATION_PROPERTY = "docgraph.generation"
+# What the ``text`` field holds. Collections without it (raw text under Milvus' own English
+# analyzer, before docgraph analyzed the text itself) are rebuilt from the catalog.
+LAYOUT_PROPERTY = "docgraph.text_layout"
+TEXT_LAYOUT = "index_terms-v1"
+# Stands for each stopword in the text field (see analyzed_text); not a word (words never
+# contain "_"), so no query ever searches for it.
+STOPWORD_FILLER = "_"
 MAX_TEXT_BYTES = 65_535          # Milvus VARCHAR limit
 MAX_TOPK = 16_384                # Milvus search limit
 HNSW_PARAMS = {"M": 16, "efConstruction": 200}
@@ -53,17 +66,17 @@ _T = TypeVar("_T")
 SYNC_BATCH = 2_000
 DELETE_BATCH = 5_000
 
-# English analysis on a Milvus server: standard tokenizer, lower case, Snowball stemming,
-# docgraph's stopwords. (Milvus Lite's analyzer applies the tokenizer, lower case and the stop
-# filter and ignores the stemmer: see docs/milvus.md.)
-ANALYZER_PARAMS: dict[str, Any] = {
-    "tokenizer": "standard",
-    "filter": [
-        "lowercase",
-        {"type": "stemmer", "language": "english"},
-        {"type": "stop", "stop_words": sorted(STOPWORDS)},
-    ],
-}
+# The text field holds docgraph's own terms separated by single spaces: the analyzer must
+# only split on whitespace. A server has the ``whitespace`` tokenizer; Milvus Lite knows only
+# ``standard`` (a ``\w+`` split), which splits these terms identically (each is a run of
+# Unicode letters and digits, see docgraph.store.lexical).
+SERVER_ANALYZER: dict[str, Any] = {"tokenizer": "whitespace"}
+LITE_ANALYZER: dict[str, Any] = {"tokenizer": "standard"}
+
+
+def is_lite_uri(uri: str) -> bool:
+    """Whether ``uri`` names a Milvus Lite file (``*.db``) rather than a server."""
+    return uri.endswith(".db")
 
 
 class MilvusChunkIndex:
@@ -110,10 +123,12 @@ class MilvusChunkIndex:
                     f"the catalog {self.catalog.path}; set [store] milvus_collection to another "
                     "name, or drop that collection if it is stale"
                 )
-            if _vector_dimension(info) == self.dimension:
+            layout = str(info.get("properties", {}).get(LAYOUT_PROPERTY, ""))
+            if _vector_dimension(info) == self.dimension and layout == TEXT_LAYOUT:
                 self.client.load_collection(self.collection)
                 return
-            self.client.drop_collection(self.collection)  # ours, derived: rebuilt below
+            # Ours but built for another model or text layout; derived data: rebuilt below.
+            self.client.drop_collection(self.collection)
         self._create_collection()
 
     def _create_collection(self) -> None:
@@ -123,7 +138,9 @@ class MilvusChunkIndex:
         schema.add_field("kind", DataType.INT8)
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.dimension)
         schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES,
-                         enable_analyzer=True, analyzer_params=ANALYZER_PARAMS)
+                         enable_analyzer=True,
+                         analyzer_params=LITE_ANALYZER if is_lite_uri(self.uri)
+                         else SERVER_ANALYZER)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(Function(
             name="text_bm25", function_type=FunctionType.BM25,
@@ -139,7 +156,8 @@ class MilvusChunkIndex:
             consistency_level=self.consistency_level,
         )
         self.client.alter_collection_properties(
-            self.collection, properties={GENERATION_PROPERTY: generation}
+            self.collection,
+            properties={GENERATION_PROPERTY: generation, LAYOUT_PROPERTY: TEXT_LAYOUT},
         )
         self.client.load_collection(self.collection)
         self.feed.reset(generation)
@@ -175,7 +193,7 @@ class MilvusChunkIndex:
             if batch.rows:
                 self.client.upsert(self.collection, data=[
                     {"id": r.rowid, "namespace_id": r.namespace_id, "kind": r.kind,
-                     "vector": r.vector.tolist(), "text": _clip_utf8(r.text, MAX_TEXT_BYTES)}
+                     "vector": r.vector.tolist(), "text": analyzed_text(r.text)}
                     for r in batch.rows
                 ])
         self._milvus(write)
@@ -307,9 +325,27 @@ def _floats(vector: Vector) -> list[float]:
     return [float(x) for x in np.asarray(vector, dtype=np.float32)]
 
 
+def analyzed_text(text: str) -> str:
+    """What the ``text`` field stores for a chunk's breadcrumb + text: its indexed terms
+    (:func:`~docgraph.store.lexical.index_terms`, with repeats), then one
+    :data:`STOPWORD_FILLER` per stopword, joined by single spaces and cut at a term boundary
+    to fit a VARCHAR field.
+
+    The embedded BM25 does not index stopwords but counts them in a chunk's length; Milvus
+    takes the length from the terms it sees. The filler keeps the lengths equal, and since it
+    is not a word it never occurs in a query, so it changes no score but through the length."""
+    terms, length = index_terms(text)
+    joined = " ".join(terms + [STOPWORD_FILLER] * (length - len(terms)))
+    if len(joined.encode("utf-8")) <= MAX_TEXT_BYTES:
+        return joined
+    head = _clip_utf8(joined, MAX_TEXT_BYTES + 1).rsplit(" ", 1)[0]
+    return head if len(head.encode("utf-8")) <= MAX_TEXT_BYTES else ""
+
+
 def _query_text(text: str) -> str | None:
-    """The query's searchable terms as plain text (data for the analyzer), or None."""
-    terms = plain_query_words(text)
+    """The query's terms (:func:`~docgraph.store.lexical.query_terms`: distinct, stemmed,
+    no stopwords) joined by spaces, the BM25 query data; None when it has none."""
+    terms = query_terms(text)
     return " ".join(terms) if terms else None
 
 

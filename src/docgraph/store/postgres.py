@@ -1,6 +1,9 @@
 """The PostgreSQL store: catalog tables and a chunk index in one database (pgvector + BM25).
 
-* Dense: pgvector HNSW (cosine) over ``embedding::vector(d)``. Filtered queries run with
+* Dense: a namespace filter that allows at most :data:`EXACT_SCAN_ROWS` chunks is answered
+  by an exact scan of those rows (counted per namespace and kind by a trigger), because a
+  graph index loses recall when most of what it visits is filtered out. Broader queries use
+  pgvector HNSW (cosine) over ``embedding::vector(d)``. Filtered queries run with
   ``hnsw.iterative_scan = relaxed_order`` (results re-sorted exactly), so a namespace filter
   keeps scanning the graph until ``k`` rows pass it; should the scan still stop short
   (``hnsw.max_scan_tuples``), the query is answered exactly from the namespace's rows, so a
@@ -58,6 +61,10 @@ from docgraph.store.postgres_schema import (
 BM25_K1 = 1.2
 BM25_B = 0.75
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
+# A dense search whose namespaces hold at most this many chunks of the kind scans them
+# exactly instead of walking the HNSW graph: ~20k 384-d vectors are read in about the time
+# an HNSW query takes here (bench/backends.py), and the answer is exact.
+EXACT_SCAN_ROWS = 20_000
 
 
 def connection_url(url: str) -> str:
@@ -569,8 +576,9 @@ class PostgresChunkIndex:
     def dense_search(
         self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
     ) -> list[ScoredRow]:
-        """Top ``k`` chunks of the allowed namespaces by cosine similarity (HNSW with
-        iterative scan; exact when the scan stops short of ``k``)."""
+        """Top ``k`` chunks of the allowed namespaces by cosine similarity: exact when they
+        hold at most :data:`EXACT_SCAN_ROWS` chunks of ``kind`` or when the HNSW scan
+        (iterative, relaxed order) stops short of ``k``; HNSW otherwise."""
         ns_ids = self._namespace_ids(namespaces)
         if not ns_ids or k <= 0:
             return []
@@ -579,19 +587,25 @@ class PostgresChunkIndex:
             raise StoreError(f"query vector has shape {query.shape}, the index {self.dimension}")
         d = self.dimension
         with self.catalog.transaction() as db:
-            db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                       " set_config('hnsw.ef_search', %s, true)",
-                       (str(min(1000, max(self.ef_search, k))),))
-            rows = db.execute(
-                "WITH hits AS MATERIALIZED ("
-                f" SELECT id, embedding::vector({d}) <=> %(q)s::vector({d}) AS distance"
-                " FROM chunks WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
-                f" ORDER BY embedding::vector({d}) <=> %(q)s::vector({d}) LIMIT %(k)s)"
-                " SELECT id, distance FROM hits ORDER BY distance, id",
-                {"q": query, "ns": ns_ids, "kind": kind, "k": k},
-            ).fetchall()
+            allowed = db.execute(
+                "SELECT coalesce(sum(n), 0) FROM chunk_counts"
+                " WHERE namespace_id = ANY(%s) AND kind = %s", (ns_ids, kind)).fetchone()[0]
+            rows: list[Any] = []
+            if int(allowed) > EXACT_SCAN_ROWS:
+                db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                           " set_config('hnsw.ef_search', %s, true)",
+                           (str(min(1000, max(self.ef_search, k))),))
+                rows = db.execute(
+                    "WITH hits AS MATERIALIZED ("
+                    f" SELECT id, embedding::vector({d}) <=> %(q)s::vector({d}) AS distance"
+                    " FROM chunks WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    f" ORDER BY embedding::vector({d}) <=> %(q)s::vector({d}) LIMIT %(k)s)"
+                    " SELECT id, distance FROM hits ORDER BY distance, id",
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                ).fetchall()
             if len(rows) < k:
-                # Exact: ordering by the bare column does not match the HNSW expression index.
+                # A selective filter, or the HNSW scan stopped short: exact. (Ordering by the
+                # bare column does not match the HNSW expression index.)
                 rows = db.execute(
                     "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks"
                     " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"

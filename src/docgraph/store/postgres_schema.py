@@ -13,6 +13,8 @@ triggers with transition tables, in the same transaction as the chunk write:
   BM25 does), ``doc_len`` is the chunk's token count.
 * ``terms(term, df)``: how many chunks contain each lexeme.
 * ``corpus_stats(n, total_len)``: number of chunks and their summed length (for avgdl).
+* ``chunk_counts(namespace_id, kind, n)``: chunks per namespace and kind (migration 3), so a
+  dense search can tell a selective namespace filter from a broad one with one tiny lookup.
 
 Both triggers first lock the single ``corpus_stats`` row, so concurrent chunk writers queue
 there instead of deadlocking on ``terms`` rows locked in different orders.
@@ -200,7 +202,42 @@ _V2: Final[tuple[str, ...]] = (
     END $$""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+# Chunks per namespace and kind, kept by statement-level triggers like the term statistics
+# (and queued on the same corpus_stats row lock), backfilled from the existing chunks.
+_V3: Final[tuple[str, ...]] = (
+    """CREATE TABLE chunk_counts (
+        namespace_id integer NOT NULL,
+        kind text NOT NULL,
+        n bigint NOT NULL,
+        PRIMARY KEY (namespace_id, kind)
+    )""",
+    """INSERT INTO chunk_counts (namespace_id, kind, n)
+        SELECT namespace_id, kind, count(*) FROM chunks GROUP BY namespace_id, kind""",
+    """CREATE FUNCTION docgraph_chunks_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO chunk_counts (namespace_id, kind, n)
+            SELECT namespace_id, kind, count(*) FROM new_chunks
+            GROUP BY namespace_id, kind ORDER BY namespace_id, kind
+            ON CONFLICT (namespace_id, kind) DO UPDATE SET n = chunk_counts.n + excluded.n;
+        ELSE
+            UPDATE chunk_counts c SET n = c.n - g.n FROM (
+                SELECT namespace_id, kind, count(*) AS n FROM old_chunks
+                GROUP BY namespace_id, kind
+            ) g WHERE c.namespace_id = g.namespace_id AND c.kind = g.kind;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER chunks_counted_inserted AFTER INSERT ON chunks
+        REFERENCING NEW TABLE AS new_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_counted()""",
+    """CREATE TRIGGER chunks_counted_deleted AFTER DELETE ON chunks
+        REFERENCING OLD TABLE AS old_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_counted()""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
