@@ -204,7 +204,7 @@ class IngestPipeline:
                 writer.state.current = entry.relative_path
                 fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report)
                 if fetched is None:
-                    writer.skipped()
+                    writer.file_done()
                     continue
                 fetched_count += 1
                 if pool is None and fetched_count > PARALLEL_AFTER_FILES:
@@ -291,7 +291,7 @@ class IngestPipeline:
         if isinstance(outcome, PrepareFailure):
             self.phase = "extract"
             self._fail(report, fetched.entry, outcome.reason)
-            writer.skipped()
+            writer.file_done()
             return
         for phase, seconds in outcome.seconds.items():
             report.seconds[phase] += seconds
@@ -336,7 +336,7 @@ class IngestPipeline:
             old = existing.get(row.doc_id)
             if old is not None and old.content_hash == content_hash:
                 report.unchanged += 1
-                writer.skipped()
+                writer.file_done()
                 continue
             self.phase = "extract"
             document = ExtractedDocument(
@@ -371,7 +371,6 @@ class IngestPipeline:
         self.catalog.record_failure(report.source, entry.relative_path, reason)
 
 
-
 class _BatchWriter:
     """Collects prepared documents until ``embed_batch_chunks`` chunks, then embeds the
     batch at once (reusing vectors of unchanged chunk texts) and writes it in one
@@ -386,8 +385,8 @@ class _BatchWriter:
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
 
-    def skipped(self) -> None:
-        """Count a file that needs no write (unchanged or failed)."""
+    def file_done(self) -> None:
+        """Count a finished file (written, unchanged or failed) and report progress."""
         self.state.done_files += 1
         if self.progress:
             self.progress(self.state)
@@ -471,10 +470,8 @@ class _BatchWriter:
             (report.updated if pending.existing is not None else report.added).append(path)
             chunks = len(pending.prepared.chunks)
             report.chunks_written += chunks
-            self.state.done_files += 1
             self.state.chunks_written += chunks
-            if self.progress:
-                self.progress(self.state)
+            self.file_done()
 
 
 def _paragraphs(text: str) -> list[str]:

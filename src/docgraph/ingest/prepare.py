@@ -10,17 +10,14 @@ embedder and the SQLite writer stay in the pipeline's process.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from docgraph.config import LoaderSettings
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.chunk import chunk_document
+from docgraph.ingest.chunk import TokenCounter, chunk_document
 from docgraph.ingest.extract import extract
 from docgraph.model import ChunkDraft, EntityLink, ExtractedDocument
 from docgraph.store.lexical import CountedTerms, count_terms
-
-TokenCounter = Callable[[Sequence[str]], list[int]]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from docgraph.errors import ExtractionError
-from docgraph.ingest.prepare import PreparedDocument, PrepareSpec, TokenCounter, prepare_bytes
+from docgraph.ingest.chunk import TokenCounter
+from docgraph.ingest.prepare import PreparedDocument, PrepareSpec, prepare_bytes
+from docgraph.parallel import core_count
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,7 @@ def portable_token_counter(embedder: Any) -> TokenCounter | None:
 
 def worker_count(configured: int) -> int:
     """Worker processes for ``loader.workers`` (0 = one per core, at most 8); 1 = inline."""
-    if configured > 0:
-        return configured
-    return max(1, min(os.cpu_count() or 1, 8))
+    return configured if configured > 0 else core_count()
 
 
 def _init(spec_bytes: bytes) -> None:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-import os
-import threading
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from docgraph.config import IndexSettings
 from docgraph.errors import InvalidQuery
 from docgraph.ingest.embed import Embedder
 from docgraph.model import ScoredRow, SearchHit, SearchModeName, StoredChunk
+from docgraph.parallel import LazyThreadPool, core_count
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.store.base import Catalog, ChunkIndex, require_namespaces
 
@@ -19,19 +18,8 @@ MAX_K = 1000
 MAX_QUERY_CHARS = 4000
 
 
-_lane_pool: ThreadPoolExecutor | None = None
-_lane_pool_lock = threading.Lock()
-
-
-def lane_pool() -> ThreadPoolExecutor:
-    """Threads that run a query's BM25 lane while the caller embeds it and scans vectors."""
-    global _lane_pool
-    if _lane_pool is None:
-        with _lane_pool_lock:
-            if _lane_pool is None:
-                _lane_pool = ThreadPoolExecutor(max(2, min(os.cpu_count() or 1, 8)),
-                                                thread_name_prefix="docgraph-lane")
-    return _lane_pool
+# Threads that run a query's BM25 lane while the caller embeds it and scans vectors.
+LANE_POOL = LazyThreadPool(lambda: max(2, core_count()), "docgraph-lane")
 
 
 def l2_from_cosine(similarity: float) -> float:
@@ -80,7 +68,7 @@ class HybridSearcher:
         # The BM25 lane needs no vector: it runs while the query is embedded and scanned.
         pending: Future[list[ScoredRow]] | None = None
         if mode == "hybrid":
-            pending = lane_pool().submit(self.index.lexical_search, query, depth, allowed)
+            pending = LANE_POOL.get().submit(self.index.lexical_search, query, depth, allowed)
         try:
             query_vector = self.embedder.embed_query(query)
             dense = self.index.dense_search(query_vector, depth, allowed)

@@ -14,43 +14,34 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
+from docgraph.parallel import LazyThreadPool, core_count
 
 # Matrices at least this large are scored in parallel row ranges.
 PARALLEL_SCAN_ROWS = 32_768
-_scan_pool: ThreadPoolExecutor | None = None
-_scan_pool_lock = threading.Lock()
 
 
 def scan_threads() -> int:
-    """Threads that score one large matrix (``DOCGRAPH_SCAN_THREADS``, default: cores, <= 8)."""
+    """Threads that score one large matrix (``DOCGRAPH_SCAN_THREADS``, default: cores, <= 8);
+    read once, when the first large matrix is scored."""
     configured = os.environ.get("DOCGRAPH_SCAN_THREADS", "")
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
-    return max(1, min(os.cpu_count() or 1, 8))
+    return core_count()
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _scan_pool
-    if _scan_pool is None:
-        with _scan_pool_lock:
-            if _scan_pool is None:
-                _scan_pool = ThreadPoolExecutor(scan_threads(),
-                                                thread_name_prefix="docgraph-scan")
-    return _scan_pool
+SCAN_POOL = LazyThreadPool(scan_threads, "docgraph-scan")
 
 
 def matrix_scores(vectors: Vector, query: Vector) -> Vector:
     """``vectors @ query``, in parallel row ranges when the matrix is large."""
     n = len(vectors)
-    threads = scan_threads()
-    if threads < 2 or n < PARALLEL_SCAN_ROWS:
+    if n < PARALLEL_SCAN_ROWS or (threads := SCAN_POOL.workers) < 2:
         out: Vector = vectors @ query
         return out
     scores = np.empty(n, dtype=np.float32)
@@ -59,7 +50,8 @@ def matrix_scores(vectors: Vector, query: Vector) -> Vector:
     def part(lo: int) -> None:
         np.matmul(vectors[lo:lo + step], query, out=scores[lo:lo + step])
 
-    for future in [_pool().submit(part, lo) for lo in range(0, n, step)]:
+    pool = SCAN_POOL.get()
+    for future in [pool.submit(part, lo) for lo in range(0, n, step)]:
         future.result()
     return scores
 

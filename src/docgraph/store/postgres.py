@@ -234,8 +234,9 @@ class PostgresCatalog:
             yield
         finally:
             db = self.connection()
-            (rows,) = db.execute("SELECT count(*) FROM chunks").fetchone()
-            db.execute(f"SET maintenance_work_mem = '{hnsw_build_memory_mb(rows, model[1])}MB'")
+            (rows,) = db.execute("SELECT coalesce(sum(n), 0) FROM chunk_counts").fetchone()
+            memory_mb = hnsw_build_memory_mb(int(rows), model[1])
+            db.execute(f"SET maintenance_work_mem = '{memory_mb}MB'")
             for statement in hnsw_index_statements(model[1]):
                 db.execute(statement)
             db.execute("RESET maintenance_work_mem")

@@ -1,0 +1,41 @@
+"""Shared sizing and lazily started thread pools for the parallel parts of docgraph."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+
+def core_count(limit: int = 8) -> int:
+    """Cores of this machine, at least 1 and at most ``limit``."""
+    return max(1, min(os.cpu_count() or 1, limit))
+
+
+class LazyThreadPool:
+    """A process-wide thread pool started on first use; ``size`` is asked once, then."""
+
+    def __init__(self, size: Callable[[], int], name: str) -> None:
+        self._size = size
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._workers = 0
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        """The pool (started now if it is not running yet)."""
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._workers = self._size()
+                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
+                pool = self._pool
+        return pool
+
+    @property
+    def workers(self) -> int:
+        """Threads of the pool (starting it)."""
+        self.get()
+        return self._workers
