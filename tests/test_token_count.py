@@ -77,3 +77,13 @@ def test_concurrent_counts_are_exact():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_unseen_words_split_over_several_encodes_stay_exact(monkeypatch):
+    import docgraph.ingest.token_count as token_count
+
+    monkeypatch.setattr(token_count, "_WORDS_PER_ENCODE", 7)  # many encode calls, odd cuts
+    texts = [f"naïve{i} IL-{i}/STAT3 中文{i} x{'y' * (i * 7 % 130)} (p<0.0{i}) ﬁn{i}ß"
+             for i in range(40)]
+    counter = WordPieceCounter(RAW)
+    assert counter.count(texts) == truth(texts)

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from docgraph.errors import SourceError
 from docgraph.sources.changes import change_token
@@ -147,7 +148,12 @@ class FolderCrawler:
             )
         self.bodies_fetched += 1
         try:
-            data: bytes = self.fs.cat_file(entry.full_path)
+            data: bytes
+            if isinstance(self.fs, LocalFileSystem):  # half the cost of fsspec's file object
+                with open(entry.full_path, "rb") as handle:
+                    data = handle.read()
+            else:
+                data = self.fs.cat_file(entry.full_path)
         except Exception as exc:
             self._failures_in_a_row += 1
             self._last_failure = _describe(exc)

@@ -183,10 +183,12 @@ class TermDictionary:
             pending.update(term_ids(db, unknown))
         out: list[EncodedTerms] = []
         for tf, length in counted:
-            pairs = sorted((ids.get(t) or pending[t], w) for t, w in tf.items())
-            ids_array = np.fromiter((p[0] for p in pairs), dtype=np.int32, count=len(pairs))
-            weights = np.fromiter((p[1] for p in pairs), dtype=np.float32, count=len(pairs))
-            out.append(EncodedTerms(ids_array.tobytes() + weights.tobytes(), length))
+            ids_array = np.array([ids.get(t) or pending[t] for t in tf] if pending
+                                 else [ids[t] for t in tf], dtype=np.int32)
+            weights = np.array(list(tf.values()), dtype=np.float32)
+            order = np.argsort(ids_array, kind="stable")
+            out.append(EncodedTerms(ids_array[order].tobytes() + weights[order].tobytes(),
+                                    length))
         return out, pending
 
     def committed(self, learnt: dict[str, int]) -> None:

@@ -36,6 +36,7 @@ from docgraph.store.base import (
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.lexical import (
     CountedTerms,
+    EncodedTerms,
     PostingIndex,
     TermDictionary,
     count_terms,
@@ -433,14 +434,21 @@ class SQLiteCatalog:
         failure: Exception | None = None
         learnt: dict[str, int] = {}
         with self.transaction() as db:
+            # The batch's new terms are added once, before any document (two statements per
+            # batch instead of per document); if a document fails, the new terms no written
+            # document uses are deleted again. Ids are cached only after the commit.
+            encoded, learnt = self.terms.encode_counted(db, [t for terms in counted for t in terms])
             ns_ids: dict[str, int] = {}
-            for write, terms in zip(writes, counted, strict=True):
+            start = 0
+            for write in writes:
                 namespace = write.source.namespace
                 if namespace not in ns_ids:
                     ns_ids[namespace] = self._namespace_id(db, namespace)
+                terms = encoded[start:start + len(write.chunks)]
+                start += len(write.chunks)
                 db.execute("SAVEPOINT document")
                 try:
-                    record, new_terms = self._write_one(db, ns_ids[namespace], write, terms, now)
+                    record = self._write_one(db, ns_ids[namespace], write, terms, now)
                 except Exception as exc:  # this document keeps its old version
                     db.execute("ROLLBACK TO document")
                     db.execute("RELEASE document")
@@ -448,7 +456,10 @@ class SQLiteCatalog:
                     break
                 db.execute("RELEASE document")
                 done.append(record)
-                learnt.update(new_terms)  # only once its savepoint is released
+            if failure is not None and learnt:
+                learnt = self._drop_unused_terms(db, learnt, counted[:len(done)])
+            db.executemany("DELETE FROM failures WHERE source_id = ? AND path = ?",
+                           [(d.source_id, d.path) for d in done])
             db.executemany("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?",
                            [(ns_ids[n],) for n in dict.fromkeys(d.namespace for d in done)])
         self.terms.committed(learnt)
@@ -456,12 +467,22 @@ class SQLiteCatalog:
             raise failure
         return done
 
+    @staticmethod
+    def _drop_unused_terms(db: sqlite3.Connection, learnt: dict[str, int],
+                           written: Sequence[Sequence[CountedTerms]]) -> dict[str, int]:
+        """After a failed document: delete the terms this batch added that no written
+        document uses (the catalog holds no term without a chunk that once used it); returns
+        the ids to cache."""
+        used = {t for terms in written for tf, _ in terms for t in tf}
+        unused = [(i,) for t, i in learnt.items() if t not in used]
+        db.executemany("DELETE FROM terms WHERE id = ?", unused)
+        return {t: i for t, i in learnt.items() if t in used}
+
     def _write_one(
         self, db: sqlite3.Connection, ns_id: int, write: DocumentWrite,
-        terms: Sequence[CountedTerms], now: float,
-    ) -> tuple[DocumentRecord, dict[str, int]]:
-        """The statements of one document write (inside the caller's savepoint); returns the
-        record and the term ids it added."""
+        terms: Sequence[EncodedTerms], now: float,
+    ) -> DocumentRecord:
+        """The statements of one document write (inside the caller's savepoint)."""
         from docgraph.ingest.embed_cache import text_hash
 
         chunks = list(write.chunks)
@@ -489,7 +510,6 @@ class SQLiteCatalog:
             if chunk.section_path not in paths:
                 paths[chunk.section_path] = json.dumps(list(chunk.section_path),
                                                        ensure_ascii=False)
-        encoded, learnt = self.terms.encode_counted(db, terms)
         db.executemany(
             "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
             " section_path, token_count, prev_index, next_index, parent_index,"
@@ -500,7 +520,7 @@ class SQLiteCatalog:
               chunk.prev_index, chunk.next_index, chunk.parent_index,
               text_hash(embedded), vector.tobytes(), lexical.blob, lexical.length)
              for chunk, crumb, embedded, vector, lexical in zip(
-                 chunks, write.breadcrumbs, write.embedded_texts, vectors, encoded,
+                 chunks, write.breadcrumbs, write.embedded_texts, vectors, terms,
                  strict=True)],
         )
         if any(write.entity_links):
@@ -512,15 +532,11 @@ class SQLiteCatalog:
                 for chunk, links in zip(chunks, write.entity_links, strict=True)
                 for link in links
             ])
-        db.execute(
-            "DELETE FROM failures WHERE source_id = ? AND path = ?",
-            (write.source.id, write.path),
-        )
         return DocumentRecord(
             int(document_id), write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
             now,
-        ), learnt
+        )
 
     @staticmethod
     def _write_links(
