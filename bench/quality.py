@@ -16,8 +16,8 @@ best-ranked chunk speaks for its document):
 
 ``loader.breadcrumb`` changes the embedded text, so each (chunk_tokens, breadcrumb) pair gets
 its own index. Besides the product numbers, the same per-query lanes are re-fused offline
-with the product's own ``rrf_fuse`` to sweep cheap levers one at a time: ``index.rrf_k`` and
-the per-lane candidate depth (``index.candidates``; note
+with the product's own ``rrf_fuse`` to sweep cheap levers one at a time: ``index.rrf_k``,
+``index.lexical_weight`` and the per-lane candidate depth (``index.candidates``; note
 that the product uses ``max(candidates, k)``, so a ``k=300`` search always fuses 300-deep
 lanes, while a typical ``k<=100`` search fuses 100-deep lanes). The offline fusion is checked
 against the product's own hybrid ranking query by query.
@@ -67,6 +67,7 @@ SEARCH_K = 300            # chunks asked of every search
 LANE_DEPTH_MAX = 1000     # offline lanes are fetched this deep once, then truncated
 RRF_K_VARIANTS = [10, 20, 30, 60, 100, 200]
 DEPTH_VARIANTS = [50, 100, 200, 300, 500, 1000]
+LEXICAL_WEIGHT_VARIANTS = [1.0, 1.25, 1.5, 2.0]
 BOOTSTRAP_SAMPLES = 2000
 
 # Headline metric per dataset, and the targets of the brief (hybrid, default settings).
@@ -144,9 +145,12 @@ def fetch_lanes(graph: DocGraph, query: str) -> QueryLanes:
     )
 
 
-def fused(lanes: QueryLanes, rrf_k: int, depth: int, k: int = SEARCH_K) -> list[int]:
-    """The product's hybrid ranking recomputed offline (``rrf_fuse`` of truncated lanes)."""
-    rows = rrf_fuse([lanes.dense[:depth], lanes.bm25[:depth]], k=rrf_k)[:k]
+def fused(lanes: QueryLanes, rrf_k: int, depth: int, weight: float,
+          k: int = SEARCH_K) -> list[int]:
+    """The product's hybrid ranking recomputed offline (``rrf_fuse`` of truncated lanes,
+    the BM25 list weighted ``weight``)."""
+    rows = rrf_fuse([lanes.dense[:depth], lanes.bm25[:depth]], k=rrf_k,
+                    weights=(1.0, weight))[:k]
     return [r.rowid for r in rows]
 
 
@@ -226,7 +230,7 @@ def evaluate_config(
         cfg = graph.settings.index
         checks = {
             "offline_hybrid_equals_product": sum(
-                fused(lanes[q], cfg.rrf_k, max(cfg.candidates, SEARCH_K))
+                fused(lanes[q], cfg.rrf_k, max(cfg.candidates, SEARCH_K), cfg.lexical_weight)
                 == lanes[q].product_hybrid for q in qids),
             "offline_dense_equals_product": sum(
                 [r.rowid for r in lanes[q].dense[:SEARCH_K]] == lanes[q].product_dense
@@ -246,11 +250,12 @@ def evaluate_config(
         headline = DATASETS[data.name]["metrics"] if data.name in DATASETS else ["ndcg@10"]
         base = {m: per_query(product["hybrid"], data, qids, m) for m in headline}
 
-        def add_variant(lane: str, rrf_k: int | None,
-                        depth: int | None, run: dict[str, list[str]], note: str = "") -> None:
+        def add_variant(lane: str, rrf_k: int | None, depth: int | None, weight: float,
+                        run: dict[str, list[str]], note: str = "") -> None:
             row: dict[str, Any] = {
                 "lane": lane,
-                "rrf_k": rrf_k, "depth": depth, **score_run(run, data, qids),
+                "rrf_k": rrf_k, "depth": depth, "lexical_weight": weight,
+                **score_run(run, data, qids),
                 # versus the product's hybrid with the same index (paired, per query)
                 "vs_product_hybrid": {m: paired_delta(per_query(run, data, qids, m), base[m])
                                       for m in headline},
@@ -259,19 +264,24 @@ def evaluate_config(
                 row["note"] = note
             variants.append(row)
 
+        weight = cfg.lexical_weight
         for rrf_k in RRF_K_VARIANTS:
             for depth in (100, SEARCH_K):
-                add_variant("hybrid", rrf_k, depth,
-                            run_of(lambda x, r=rrf_k, d=depth: fused(x, r, d)))
+                add_variant("hybrid", rrf_k, depth, weight,
+                            run_of(lambda x, r=rrf_k, d=depth: fused(x, r, d, weight)))
         for depth in DEPTH_VARIANTS:
-            add_variant("hybrid", cfg.rrf_k, depth,
-                        run_of(lambda x, d=depth: fused(x, cfg.rrf_k, d)),
+            add_variant("hybrid", cfg.rrf_k, depth, weight,
+                        run_of(lambda x, d=depth: fused(x, cfg.rrf_k, d, weight)),
                         note="depth = max(index.candidates, k)")
+        for w in LEXICAL_WEIGHT_VARIANTS:
+            add_variant("hybrid", cfg.rrf_k, SEARCH_K, w,
+                        run_of(lambda x, w=w: fused(x, cfg.rrf_k, SEARCH_K, w)),
+                        note="index.lexical_weight")
         # de-duplicate rows produced by more than one sweep
         unique: dict[str, dict[str, Any]] = {}
         for row in variants:
             unique.setdefault(json.dumps([row["lane"], row["rrf_k"],
-                                          row["depth"]]), row)
+                                          row["depth"], row["lexical_weight"]]), row)
 
         n_docs = len(doc_ids)
         return {
@@ -379,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 for v in result["variants"]:
                     variant_rows.append({"dataset": name, "chunk_tokens": ct, "breadcrumb": crumb,
                                          **{k: v[k] for k in ("lane", "rrf_k",
-                                                              "depth")},
+                                                              "depth", "lexical_weight")},
                                          **{m: v[m] for m in metrics},
                                          "delta_vs_product (95% CI)": delta_text(v, name)})
                 save_partial(args.name, payload(per_dataset, rows, variant_rows, args, started,

@@ -42,6 +42,17 @@ def test_rrf_matches_the_formula_and_breaks_ties_deterministically():
     assert [r.rowid for r in fused] == [3, 1, 2, 4]
 
 
+def test_weighted_rrf_lets_the_heavier_list_win_a_tie_of_ranks():
+    dense = [ScoredRow(1, 0.9), ScoredRow(2, 0.8)]
+    lexical = [ScoredRow(2, 5.0), ScoredRow(1, 4.0)]
+    assert [r.rowid for r in rrf_fuse([dense, lexical], k=10)] == [1, 2]  # tie: row id
+    fused = rrf_fuse([dense, lexical], k=10, weights=(1.0, 1.25))
+    assert [r.rowid for r in fused] == [2, 1]
+    assert fused[0].score == pytest.approx(1 / 12 + 1.25 / 11)
+    with pytest.raises(ValueError, match="1 weights for 2 ranked lists"):
+        rrf_fuse([dense, lexical], weights=(1.0,))
+
+
 def test_hybrid_hits_carry_identity_rank_and_label(graph):
     hits = graph.search("what does E-417 mean", namespaces={"ops"}, k=3)
     top = hits[0]
@@ -49,7 +60,8 @@ def test_hybrid_hits_carry_identity_rank_and_label(graph):
     assert top.score_label == "hybrid"
     assert [h.original_rank for h in hits] == [1, 2, 3]
     k = graph.settings.index.rrf_k
-    assert top.score == pytest.approx(2 / (k + 1))  # first in both lists
+    weight = graph.settings.index.lexical_weight
+    assert top.score == pytest.approx((1 + weight) / (k + 1))  # first in both lists
     assert set(top.lanes) == {"dense", "bm25"}
     assert top.chunk_id == f"{top.doc_id}#chunk-{top.chunk_index}"
     assert top.namespace == "ops"

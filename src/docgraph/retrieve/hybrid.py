@@ -83,7 +83,8 @@ class HybridSearcher:
         else:
             lexical = pending.result()
             lexical_scores = {r.rowid: r.score for r in lexical}
-            ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k)[:k]
+            ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k,
+                              weights=(1.0, self.settings.lexical_weight))[:k]
         chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
         # BM25-only hits get their real cosine too, so every hit reports its similarity.
         unscored = [r.rowid for r in ranked if r.rowid not in similarity]

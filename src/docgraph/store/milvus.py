@@ -45,14 +45,14 @@ from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.feed import ChangeFeed, FeedBatch
-from docgraph.store.lexical import index_terms, query_terms
+from docgraph.store.lexical import K1, B, index_terms, query_terms
 from docgraph.store.sqlite import SQLiteCatalog
 
 GENERATION_PROPERTY = "docgraph.generation"
 # What the ``text`` field holds. Collections without it (raw text under Milvus' own English
 # analyzer, before docgraph analyzed the text itself) are rebuilt from the catalog.
 LAYOUT_PROPERTY = "docgraph.text_layout"
-TEXT_LAYOUT = "index_terms-v1"
+TEXT_LAYOUT = f"index_terms-v1;bm25-{K1}-{B}"  # a change of either rebuilds the collection
 # Stands for each stopword in the text field (see analyzed_text); not a word (words never
 # contain "_"), so no query ever searches for it.
 STOPWORD_FILLER = "_"
@@ -60,7 +60,7 @@ MAX_TEXT_BYTES = 65_535          # Milvus VARCHAR limit
 MAX_TOPK = 16_384                # Milvus search limit
 HNSW_PARAMS = {"M": 16, "efConstruction": 200}
 HNSW_MIN_EF = 200                # search-time candidate list; at least k
-BM25_PARAMS = {"bm25_k1": 1.2, "bm25_b": 0.75}    # FTS5's constants
+BM25_PARAMS = {"bm25_k1": K1, "bm25_b": B}    # the embedded index's constants
 _T = TypeVar("_T")
 
 SYNC_BATCH = 2_000

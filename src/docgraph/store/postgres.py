@@ -8,7 +8,7 @@
   keeps scanning the graph until ``k`` rows pass it; should the scan still stop short
   (``hnsw.max_scan_tuples``), the query is answered exactly from the namespace's rows, so a
   selective filter can never return fewer than ``k`` rows that exist.
-* Lexical: Okapi BM25 (k1 = 1.2, b = 0.75, the embedded index's IDF, breadcrumb and text
+* Lexical: Okapi BM25 (the embedded index's k1, b and IDF, breadcrumb and text
   weighted alike) computed in SQL from term statistics that triggers keep in the same transaction
   as the chunk write (see :mod:`docgraph.store.postgres_schema`). PostgreSQL's ``ts_rank``
   has no IDF, so it is not used.
@@ -48,6 +48,8 @@ from docgraph.store.base import (
     NamespaceStats,
     require_namespaces,
 )
+from docgraph.store.lexical import K1 as BM25_K1
+from docgraph.store.lexical import B as BM25_B
 from docgraph.store.lexical import plain_query_words
 from docgraph.store.postgres_schema import (
     MIGRATION_LOCK_KEY,
@@ -58,8 +60,6 @@ from docgraph.store.postgres_schema import (
     hnsw_index_statements,
 )
 
-BM25_K1 = 1.2
-BM25_B = 0.75
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
 # A dense search whose namespaces hold at most this many chunks of the kind scans them
 # exactly instead of walking the HNSW graph: ~20k 384-d vectors are read in about the time
