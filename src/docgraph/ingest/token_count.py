@@ -82,7 +82,7 @@ class WordPieceCounter:
                 return [sum(map(get, words)) for words in split if words is not None]
             except KeyError:
                 pass
-        unseen = list({w for words in split if words for w in words if w not in memo})
+        unseen = list(set().union(*(words for words in split if words)).difference(memo))
         if unseen:
             memo.update(zip(unseen, self._encode_words(unseen), strict=True))
             if len(memo) > self.max_words:
