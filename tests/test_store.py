@@ -138,6 +138,30 @@ def test_terms_rolled_back_with_a_failed_document_get_fresh_ids_later(tmp_path):
     catalog.close()
 
 
+def test_a_failed_document_never_deletes_terms_committed_before_its_batch(tmp_path):
+    rng = np.random.default_rng(6)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    _write(catalog, source, "a.txt", ["kestrel zeppelin"], _unit(rng, 1, 8))
+    catalog.close()
+    # A new process: its term cache is empty, so 'zeppelin' is looked up, not inserted.
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.list_sources()[0]
+    broken = _draft(source, "b.txt", ["zeppelin", "twice"], _unit(rng, 2, 8))
+    broken = dataclasses.replace(broken, chunks=[dataclasses.replace(c, index=0)
+                                                 for c in broken.chunks])
+    good = _draft(source, "c.txt", ["airship hangar"], _unit(rng, 1, 8))
+    with pytest.raises(sqlite3.IntegrityError):
+        catalog.write_documents([good, broken])
+    _assert_terms_consistent(catalog)
+    index = EmbeddedChunkIndex(catalog, 8)
+    ns = frozenset({"ns"})
+    assert [catalog.chunks_by_rowid([h.rowid])[h.rowid].text
+            for h in index.lexical_search("zeppelin", 5, ns)] == ["kestrel zeppelin"]
+    assert len(index.lexical_search("hangar", 5, ns)) == 1
+    catalog.close()
+
+
 def test_batch_write_equals_one_by_one(tmp_path):
     rng = np.random.default_rng(3)
     vectors = [_unit(rng, 2, 8) for _ in range(3)]

@@ -169,20 +169,26 @@ class TermDictionary:
         """Encode (breadcrumb, text) pairs; new terms are inserted through ``db`` (which must
         be in a write transaction). Returns the encodings and the ids learnt in this
         transaction, to pass to :meth:`committed` once it has committed."""
-        return self.encode_counted(db, count_terms(columns))
+        encoded, learnt, _ = self.encode_counted(db, count_terms(columns))
+        return encoded, learnt
 
     def encode_counted(
         self, db: sqlite3.Connection, counted: Sequence[CountedTerms]
-    ) -> tuple[list[EncodedTerms], dict[str, int]]:
+    ) -> tuple[list[EncodedTerms], dict[str, int], set[str]]:
         """:meth:`encode` for chunks already counted by :func:`count_terms` (tokenizing is
-        the costly part and needs no transaction)."""
+        the costly part and needs no transaction). Also returns the terms this call
+        inserted (the others of the learnt ids were in the database already)."""
         ids = self._ids
         unknown = sorted({t for tf, _ in counted for t in tf if t not in ids})
         pending: dict[str, int] = {}
-        if unknown:  # known to the database already, or new: one insert, one lookup
-            db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)",
-                           [(t,) for t in unknown])
+        inserted: set[str] = set()
+        if unknown:  # known to the database already (not cached yet), or new
             pending.update(term_ids(db, unknown))
+            new = [t for t in unknown if t not in pending]
+            if new:
+                db.executemany("INSERT INTO terms(term) VALUES (?)", [(t,) for t in new])
+                pending.update(term_ids(db, new))
+                inserted.update(new)
         out: list[EncodedTerms] = []
         for tf, length in counted:
             ids_array = np.array([ids.get(t) or pending[t] for t in tf] if pending
@@ -191,7 +197,7 @@ class TermDictionary:
             order = np.argsort(ids_array, kind="stable")
             out.append(EncodedTerms(ids_array[order].tobytes() + weights[order].tobytes(),
                                     length))
-        return out, pending
+        return out, pending, inserted
 
     def committed(self, learnt: dict[str, int]) -> None:
         """Cache ids learnt by a transaction that has committed."""

@@ -435,9 +435,11 @@ class SQLiteCatalog:
         learnt: dict[str, int] = {}
         with self.transaction() as db:
             # The batch's new terms are added once, before any document (two statements per
-            # batch instead of per document); if a document fails, the new terms no written
-            # document uses are deleted again. Ids are cached only after the commit.
-            encoded, learnt = self.terms.encode_counted(db, [t for terms in counted for t in terms])
+            # batch instead of per document); if a document fails, the terms the batch
+            # inserted that no written document uses are deleted again. Ids are cached only
+            # after the commit.
+            encoded, learnt, inserted = self.terms.encode_counted(
+                db, [t for terms in counted for t in terms])
             ns_ids: dict[str, int] = {}
             start = 0
             for write in writes:
@@ -456,8 +458,8 @@ class SQLiteCatalog:
                     break
                 db.execute("RELEASE document")
                 done.append(record)
-            if failure is not None and learnt:
-                learnt = self._drop_unused_terms(db, learnt, counted[:len(done)])
+            if failure is not None and inserted:
+                learnt = self._drop_unused_terms(db, learnt, inserted, counted[:len(done)])
             db.executemany("DELETE FROM failures WHERE source_id = ? AND path = ?",
                            [(d.source_id, d.path) for d in done])
             db.executemany("UPDATE namespaces SET graph_dirty = 1 WHERE id = ?",
@@ -468,15 +470,15 @@ class SQLiteCatalog:
         return done
 
     @staticmethod
-    def _drop_unused_terms(db: sqlite3.Connection, learnt: dict[str, int],
+    def _drop_unused_terms(db: sqlite3.Connection, learnt: dict[str, int], inserted: set[str],
                            written: Sequence[Sequence[CountedTerms]]) -> dict[str, int]:
-        """After a failed document: delete the terms this batch added that no written
-        document uses (the catalog holds no term without a chunk that once used it); returns
-        the ids to cache."""
+        """After a failed document: delete the terms this batch inserted that no written
+        document uses (the catalog holds no term without a chunk that once used it; terms
+        committed before the batch are never touched); returns the ids to cache."""
         used = {t for terms in written for tf, _ in terms for t in tf}
-        unused = [(i,) for t, i in learnt.items() if t not in used]
-        db.executemany("DELETE FROM terms WHERE id = ?", unused)
-        return {t: i for t, i in learnt.items() if t in used}
+        unused = inserted - used
+        db.executemany("DELETE FROM terms WHERE id = ?", [(learnt[t],) for t in unused])
+        return {t: i for t, i in learnt.items() if t not in unused}
 
     def _write_one(
         self, db: sqlite3.Connection, ns_id: int, write: DocumentWrite,
