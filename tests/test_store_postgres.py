@@ -3,6 +3,7 @@ and clear errors for features that still need the embedded store."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +53,11 @@ def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="cannot connect") as caught:
         PostgresCatalog("postgresql://u:secret@127.0.0.1:1/db")
     assert "secret" not in str(caught.value)
+
+
+def test_hnsw_candidate_count_is_a_checked_setting() -> None:
+    with pytest.raises(ConfigError, match="pg_ef_search"):
+        load_settings(store={"pg_ef_search": 5})
 
 
 def test_postgres_backend_needs_a_url() -> None:
@@ -183,9 +189,10 @@ def test_a_selective_namespace_filter_is_exact(pg_url: str, tmp_path: Path) -> N
 def test_docgraph_names_features_the_postgres_backend_lacks(pg_url: str,
                                                             tmp_path: Path) -> None:
     write_files(tmp_path / "docs", {"a.md": "# A\n\nOtters hold hands while sleeping.\n"})
-    graph = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url}),
-                     CountingEmbedder())
+    graph = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url,
+                                          "pg_ef_search": 123}), CountingEmbedder())
     try:
+        assert graph.chunk_index().ef_search == 123  # type: ignore[attr-defined]
         graph.index(tmp_path / "docs", namespace="zoo")
         assert graph.search("otters", namespaces={"zoo"}, k=1)[0].source_path == "a.md"
         assert graph.status().namespaces[0].chunks == 1
@@ -247,3 +254,62 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
     assert embedder.embedded == count + len(before)  # only the query embeddings
     rerun = CliRunner().invoke(app, ["--index", str(index_path), "migrate", "--to", pg_url])
     assert isinstance(rerun.exception, StoreError) and "already holds" in str(rerun.exception)
+
+
+def test_bm25_pruning_returns_exactly_the_exhaustive_ranking(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # MaxScore skips chunks that cannot reach the top k; it must never change the answer.
+    # Zipf-like words make some terms common (pruned, looked up) and some rare (essential).
+    import docgraph.store.postgres as pg_store
+
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}x" for i in range(60)]
+    probs = 1 / np.arange(1, len(vocab) + 1)
+    probs /= probs.sum()
+    catalog = PostgresCatalog(pg_url)
+    catalog.set_embedding_model("m", 8)
+    sources = {ns: catalog.add_source(normalize_urn(tmp_path / ns), ns) for ns in ("a", "b")}
+    for d in range(24):
+        ns = "b" if d % 4 == 0 else "a"
+        texts = [" ".join(rng.choice(vocab, size=int(rng.integers(3, 30)), p=probs))
+                 for _ in range(10)]
+        vectors = rng.normal(size=(len(texts), 8)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        catalog.write_document(DocumentWrite(
+            source=sources[ns], path=f"d{d}", doc_id=document_id(sources[ns].urn, f"d{d}"),
+            title="t", content_hash="h", change_token="t", media_type="text/plain",
+            chunks=[ChunkDraft(i, t, (), 3, None, None, None) for i, t in enumerate(texts)],
+            breadcrumbs=[f"[d{d}]"] * len(texts), embedded_texts=texts, vectors=vectors))
+    index = PostgresChunkIndex(catalog, 8)
+    queries = [" ".join(rng.choice(vocab, size=int(rng.integers(1, 6)), p=probs))
+               for _ in range(60)]
+    cases = [(q, k, ns) for q in queries for k in (1, 5, 20)
+             for ns in (frozenset({"a", "b"}), frozenset({"b"}))]
+    exhaustive = {case: index.lexical_search(*case) for case in cases}
+    true_scores = {(q, ns): {r.rowid: r.score for r in index.lexical_search(q, 10_000, ns)}
+                   for q, _, ns in cases}
+    plans: list[int] = []
+    real_plan = pg_store.bm25_plan
+
+    def recording_plan(*args: object, **kwargs: object) -> int:
+        plans.append(real_plan(*args, **kwargs))  # type: ignore[arg-type]
+        return plans[-1]
+
+    monkeypatch.setattr(pg_store, "FULL_SCORE_POSTINGS", 0)  # always plan, never one pass
+    monkeypatch.setattr(pg_store, "bm25_plan", recording_plan)
+    # Survivors' other terms looked up by key (cheap lookups) or scanned (dear lookups).
+    for ((q, k, ns), expected), probe_cost in itertools.product(exhaustive.items(),
+                                                                 (1, 10**9)):
+        monkeypatch.setattr(pg_store, "PROBE_COST", probe_cost)
+        pruned = index.lexical_search(q, k, ns)
+        # The same k best scores (chunks tied to the last bit may swap: the two paths add
+        # a chunk's term scores in different orders), each chunk with its true score.
+        assert [r.score for r in pruned] == pytest.approx([r.score for r in expected],
+                                                           rel=1e-9), (q, k, ns)
+        assert [r.score for r in pruned] == pytest.approx(
+            [true_scores[q, ns][r.rowid] for r in pruned], rel=1e-9), (q, k, ns)
+        assert len({r.rowid for r in pruned}) == len(pruned)
+    # The pruned path really ran, and often stopped before treating every term as essential.
+    assert len(plans) >= 2 * len(cases)
+    assert sum(1 for p in plans if p == 1) > len(cases) // 4
+    catalog.close()

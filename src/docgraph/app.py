@@ -276,7 +276,8 @@ class DocGraph:
             from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
 
             assert isinstance(self.store, PostgresCatalog)
-            return PostgresChunkIndex(self.store, self.embedder.dimension)
+            return PostgresChunkIndex(self.store, self.embedder.dimension,
+                                      ef_search=store.pg_ef_search)
         if store.index == "embedded":
             return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
         try:

@@ -22,15 +22,18 @@ extension (0.8 or newer for iterative scans).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from docgraph.config import DEFAULT_PG_EF_SEARCH
 from docgraph.errors import StoreError
 from docgraph.model import (
     ChunkKind,
@@ -48,6 +51,7 @@ from docgraph.store.base import (
     NamespaceStats,
     require_namespaces,
 )
+from docgraph.store.lexical import IDF_FLOOR as BM25_IDF_FLOOR
 from docgraph.store.lexical import K1 as BM25_K1
 from docgraph.store.lexical import B as BM25_B
 from docgraph.store.lexical import plain_query_words
@@ -223,7 +227,8 @@ class PostgresCatalog:
     def bulk_load(self) -> Iterator[None]:
         """Load many documents faster: the HNSW index is dropped for the duration and built
         once at the end (pgvector builds an index far faster than it absorbs inserts one by
-        one). Dense search is exact meanwhile; lexical statistics stay transactional."""
+        one), then the postings are vacuumed. Dense search is exact meanwhile; lexical
+        statistics stay transactional."""
         model = self.embedding_model()
         if model is None:
             raise StoreError("no embedding model recorded: set it before a bulk load")
@@ -241,6 +246,9 @@ class PostgresCatalog:
                 db.execute(statement)
             db.execute("RESET maintenance_work_mem")
             db.execute("ANALYZE chunks")
+            # Mark the new postings' pages all-visible, so BM25 reads them from the index
+            # alone (index-only scans) from the first query on, not after autovacuum.
+            db.execute("VACUUM (ANALYZE) postings")
 
     def _dimension(self) -> int:
         model = self.embedding_model()  # read per write: another process may have reset it
@@ -564,12 +572,128 @@ def _insert_chunks(db: Any, rows: list[tuple[Any, ...]]) -> None:
     )
 
 
+# A query whose terms have at most this many postings in all is scored in one pass over them;
+# above it, MaxScore pruning (bench/backends.py: 1M chunks).
+FULL_SCORE_POSTINGS = 20_000
+# ... and only while the essential terms hold at most this share of the query's postings.
+PRUNE_SHARE = 0.5
+
+# BM25 of one posting, given the term's idf (w.idf) and the corpus' average length.
+_BM25_TERM = ("w.idf * p.tf * (%(k1)s + 1)"
+              " / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))")
+_QUERY_TERMS = ("SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[])"
+                " AS w(term, idf)")
+
+# Every chunk that holds a query term, scored.
+_BM25_ALL_SQL = (
+    f"WITH w AS ({_QUERY_TERMS})"
+    f" SELECT p.chunk_id, sum({_BM25_TERM}) AS score"
+    " FROM w JOIN postings p ON p.term = w.term"
+    " WHERE p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    " GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s")
+
+# MaxScore: candidates are the chunks with an essential term (partial score ``ps``); the k
+# best of them by ``ps``, fully scored, give a lower bound ``theta`` on the k-th best score;
+# a candidate is fully scored only if ``ps`` plus the bound ``rest`` on the other terms'
+# contribution can reach ``theta``. Those survivors' other terms are looked up by primary key
+# when that reads fewer entries than scanning the other terms' postings (``probe_limit``),
+# else the other terms' postings are scanned once and joined. The last row is (NULL, theta);
+# when theta <= rest no candidate is scored (the caller widens the plan).
+_BM25_OTHER_TERMS = (
+    f"SELECT sum({_BM25_TERM}) AS s FROM w JOIN postings p ON p.term = w.term"
+    " AND p.namespace_id = c.namespace_id AND p.kind = %(kind)s AND p.chunk_id = c.chunk_id"
+    " WHERE NOT w.essential")
+_BM25_MAXSCORE_SQL = (
+    "WITH w AS (SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[],"
+    "   %(essential)s::bool[]) AS w(term, idf, essential)),"
+    f" part AS MATERIALIZED (SELECT p.chunk_id, p.namespace_id, sum({_BM25_TERM}) AS ps"
+    "   FROM w JOIN postings p ON p.term = w.term"
+    "   WHERE w.essential AND p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    "   GROUP BY p.chunk_id, p.namespace_id),"
+    " lead AS (SELECT c.ps + coalesce(o.s, 0) AS score"
+    "   FROM (SELECT * FROM part ORDER BY ps DESC, chunk_id LIMIT %(k)s) c"
+    f"   LEFT JOIN LATERAL ({_BM25_OTHER_TERMS}) o ON true),"
+    " bound AS (SELECT CASE WHEN count(*) < %(k)s THEN %(theta)s::float8"
+    "   ELSE greatest(min(score), %(theta)s::float8) END AS theta FROM lead),"
+    " survivors AS MATERIALIZED (SELECT c.* FROM part c CROSS JOIN bound"
+    "   WHERE bound.theta > %(rest)s AND c.ps + %(rest)s >= bound.theta),"
+    " probing AS (SELECT count(*) <= %(probe_limit)s AS cheap FROM survivors),"
+    f" other AS (SELECT p.chunk_id, sum({_BM25_TERM}) AS s"
+    "   FROM w JOIN postings p ON p.term = w.term"
+    "   WHERE NOT w.essential AND p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    "   GROUP BY p.chunk_id),"
+    " scored AS ("
+    "   SELECT c.chunk_id, c.ps + coalesce(o.s, 0) AS score FROM survivors c"
+    f"   LEFT JOIN LATERAL ({_BM25_OTHER_TERMS}) o ON true"
+    "   WHERE (SELECT cheap FROM probing)"
+    "   UNION ALL"
+    "   SELECT c.chunk_id, c.ps + coalesce(o.s, 0) FROM survivors c"
+    "   LEFT JOIN other o ON o.chunk_id = c.chunk_id WHERE NOT (SELECT cheap FROM probing))"
+    " (SELECT chunk_id, score FROM scored ORDER BY score DESC, chunk_id LIMIT %(k)s)"
+    " UNION ALL SELECT NULL, theta FROM bound")
+# A primary-key lookup costs about this many scanned postings (bench/backends.py, 1M chunks).
+PROBE_COST = 8
+
+
+@dataclass(frozen=True)
+class TermWeight:
+    """A query term with its document frequency, idf and the most one posting of it can add
+    to a chunk's BM25 score (``idf * (k1 + 1)``: the term-frequency factor is below it)."""
+
+    term: str
+    df: int
+    idf: float
+
+    @property
+    def bound(self) -> float:
+        return self.idf * (BM25_K1 + 1)
+
+
+def query_term_weights(rows: Iterable[tuple[str, int]], n: float) -> list[TermWeight]:
+    """The query's known terms, rarest (highest idf) first; BM25's idf as the embedded index
+    computes it (``ln((N - df + 0.5) / (df + 0.5))``, floored)."""
+    weights = [TermWeight(str(term), int(df),
+                          max(math.log((n - df + 0.5) / (df + 0.5)), BM25_IDF_FLOOR))
+               for term, df in rows if int(df) > 0]
+    return sorted(weights, key=lambda w: (-w.idf, w.term))
+
+
+def bm25_plan(weights: Sequence[TermWeight], k: int, theta: float, at_least: int = 1) -> int:
+    """How many of the rarest terms to treat as essential (MaxScore): with a known lower
+    bound ``theta`` on the k-th best score, the fewest whose remaining terms' bounds sum below
+    it; before one is known, an estimate (see the code). Never
+    fewer than ``at_least``; ``len(weights)`` means score everything (also when the
+    essential terms would hold over :data:`PRUNE_SHARE` of the postings)."""
+    essential = len(weights)
+    if theta > float("-inf"):
+        essential = next((e for e in range(at_least, len(weights))
+                          if sum(w.bound for w in weights[e:]) < theta), len(weights))
+    else:
+        # No bound yet: the fewest terms that hold k postings and whose idfs together
+        # (a chunk holding each once, of average length, scores about that) exceed the
+        # others' bounds; else pruning is hopeless and everything is scored at once.
+        for count in range(at_least, len(weights)):
+            chosen = weights[:count]
+            if (sum(w.df for w in chosen) >= k and sum(w.idf for w in chosen)
+                    > sum(w.bound for w in weights[count:])):
+                essential = count
+                break
+    # Pruning pays only when the terms left out hold most of the postings.
+    if sum(w.df for w in weights[:essential]) > sum(w.df for w in weights) * PRUNE_SHARE:
+        return len(weights)
+    return essential
+
+
+def _scored_rows(rows: Iterable[Sequence[Any]]) -> list[ScoredRow]:
+    return [ScoredRow(int(r[0]), float(r[1])) for r in rows]
+
+
 class PostgresChunkIndex:
     """Dense (pgvector HNSW, cosine) and lexical (BM25 from term statistics) search over a
     :class:`PostgresCatalog`. Stateless: every write is visible to the next query."""
 
     def __init__(self, catalog: PostgresCatalog, dimension: int,
-                 ef_search: int = 100) -> None:
+                 ef_search: int = DEFAULT_PG_EF_SEARCH) -> None:
         self.catalog = catalog
         self.dimension = int(dimension)
         self.ef_search = ef_search
@@ -627,28 +751,48 @@ class PostgresChunkIndex:
     def lexical_search(
         self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
     ) -> list[ScoredRow]:
-        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text."""
+        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text.
+
+        Exact, with MaxScore pruning (see :func:`bm25_plan`): when the query's postings are
+        many, only the chunks holding one of its rarer ("essential") terms are candidates;
+        the common terms are looked up for the candidates that can still reach the top
+        ``k``. All statements read one snapshot (repeatable read)."""
         ns_ids = self._namespace_ids(namespaces)
         terms = plain_query_words(text)
         if not terms or not ns_ids or k <= 0:
             return []
-        rows = self.catalog.connection().execute(
-            "WITH q AS (SELECT DISTINCT u.lexeme AS term"
-            f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %(text)s)) AS u),"
-            " s AS (SELECT n::float8 AS n,"
-            "   greatest(total_len::float8 / greatest(n, 1), 1.0) AS avgdl"
-            "   FROM corpus_stats WHERE id = 1),"
-            " w AS (SELECT q.term, greatest(ln((s.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf"
-            "   FROM q JOIN terms t ON t.term = q.term CROSS JOIN s)"
-            " SELECT p.chunk_id, sum(w.idf * p.tf * (%(k1)s + 1)"
-            "   / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / s.avgdl))) AS score"
-            " FROM w JOIN postings p ON p.term = w.term CROSS JOIN s"
-            " WHERE p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
-            " GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s",
-            {"text": " ".join(terms), "ns": ns_ids, "kind": kind, "k": k,
-             "k1": BM25_K1, "b": BM25_B},
-        ).fetchall()
-        return [ScoredRow(int(r[0]), float(r[1])) for r in rows]
+        with self.catalog.transaction() as db:
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            n, avgdl = db.execute(
+                "SELECT n::float8, greatest(total_len::float8 / greatest(n, 1), 1.0)"
+                " FROM corpus_stats WHERE id = 1").fetchone()
+            weights = query_term_weights(db.execute(
+                "SELECT t.term, t.df FROM (SELECT DISTINCT u.lexeme AS term"
+                f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %s)) AS u) q"
+                " JOIN terms t ON t.term = q.term", (" ".join(terms),)).fetchall(), float(n))
+            if not weights:
+                return []
+            params: dict[str, Any] = {
+                "terms": [w.term for w in weights], "idf": [w.idf for w in weights],
+                "ns": ns_ids, "kind": kind, "k": k, "k1": BM25_K1, "b": BM25_B,
+                "avgdl": float(avgdl)}
+            if sum(w.df for w in weights) <= FULL_SCORE_POSTINGS:
+                return _scored_rows(db.execute(_BM25_ALL_SQL, params).fetchall())
+            theta = float("-inf")
+            essential = bm25_plan(weights, k, theta)
+            while essential < len(weights):
+                others = weights[essential:]
+                rest = sum(w.bound for w in others) * (1 + 1e-9) + 1e-12
+                rows = db.execute(_BM25_MAXSCORE_SQL, {
+                    **params, "essential": [i < essential for i in range(len(weights))],
+                    "rest": rest, "theta": theta,
+                    "probe_limit": sum(w.df for w in others) // (PROBE_COST * len(others)),
+                }).fetchall()
+                theta = max(theta, float(rows[-1][1]))  # the last row carries the bound
+                if theta > rest:  # no chunk without an essential term can reach the top k
+                    return _scored_rows(rows[:-1])
+                essential = bm25_plan(weights, k, theta, essential + 1)
+            return _scored_rows(db.execute(_BM25_ALL_SQL, params).fetchall())
 
     def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
         """Unit vectors of the given chunks (absent: deleted)."""
