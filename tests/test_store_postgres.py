@@ -49,6 +49,50 @@ def test_migrations_are_versioned_idempotent_and_refuse_newer_schemas(pg_url: st
     second.close()
 
 
+def test_an_index_from_before_migration_4_is_upgraded_in_place(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A database at schema 3: postings keyed without tf/doc_len, a full-precision HNSW index.
+    import docgraph.store.postgres as pg_store
+    from docgraph.store.postgres_schema import MIGRATIONS
+
+    monkeypatch.setattr(pg_store, "MIGRATIONS", MIGRATIONS[:3])
+    monkeypatch.setattr(pg_store, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(pg_store, "hnsw_index_statements", lambda d: (
+        f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
+        f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
+    old = PostgresCatalog(pg_url)
+    old.set_embedding_model("m", 8)
+    source = old.add_source(normalize_urn(tmp_path), "ns")
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(30, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [f"heron number {i}" for i in range(30)]
+    old.write_document(DocumentWrite(
+        source=source, path="a", doc_id=document_id(source.urn, "a"), title="a",
+        content_hash="h", change_token="t", media_type="text/plain",
+        chunks=[ChunkDraft(i, t, (), 1, None, None, None) for i, t in enumerate(texts)],
+        breadcrumbs=["[a]"] * 30, embedded_texts=texts, vectors=vectors))
+    before = PostgresChunkIndex(old, 8).lexical_search("heron 7", 5, frozenset({"ns"}))
+    old.close()
+    monkeypatch.undo()
+
+    upgraded = PostgresCatalog(pg_url)
+    assert upgraded.schema_version() == SCHEMA_VERSION
+    indexes = dict(upgraded.connection().execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('chunks', 'postings')"
+    ).fetchall())
+    assert "chunks_embedding_hnsw_8" not in indexes
+    assert "halfvec" in indexes["chunks_embedding_hnsw_half_8"]
+    assert "INCLUDE (tf, doc_len)" in indexes["postings_pkey"]
+    index = PostgresChunkIndex(upgraded, 8)
+    assert index.lexical_search("heron 7", 5, frozenset({"ns"})) == before
+    monkeypatch.setattr(pg_store, "EXACT_SCAN_ROWS", 0)  # through the HNSW index
+    top = index.dense_search(vectors[7], 3, frozenset({"ns"}))
+    assert upgraded.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "heron number 7"
+    assert top[0].score == pytest.approx(1.0, abs=1e-6)  # re-scored in full precision
+    upgraded.close()
+
+
 def test_unreachable_server_is_a_clear_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="cannot connect") as caught:
         PostgresCatalog("postgresql://u:secret@127.0.0.1:1/db")
@@ -130,9 +174,9 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
     db.execute("ANALYZE chunks")
     plan = "\n".join(r[0] for r in db.execute(
         "EXPLAIN SELECT id FROM chunks WHERE namespace_id = ANY(%s) AND kind = 'text'"
-        " ORDER BY embedding::vector(8) <=> %s::vector(8) LIMIT 5",
+        " ORDER BY embedding::halfvec(8) <=> %s::halfvec(8) LIMIT 5",
         ([catalog.namespace_ids(["ns"])["ns"]], vectors[0])))
-    assert "chunks_embedding_hnsw_8" in plan
+    assert "chunks_embedding_hnsw_half_8" in plan
     index = PostgresChunkIndex(catalog, 8)
     top = index.dense_search(vectors[42], 1, frozenset({"ns"}))
     assert catalog.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "t42"

@@ -3,7 +3,8 @@
 * Dense: a namespace filter that allows at most :data:`EXACT_SCAN_ROWS` chunks is answered
   by an exact scan of those rows (counted per namespace and kind by a trigger), because a
   graph index loses recall when most of what it visits is filtered out. Broader queries use
-  pgvector HNSW (cosine) over ``embedding::vector(d)``. Filtered queries run with
+  pgvector HNSW (cosine) over ``embedding::halfvec(d)``, the hits re-scored in full
+  precision. Filtered queries run with
   ``hnsw.iterative_scan = relaxed_order`` (results re-sorted exactly), so a namespace filter
   keeps scanning the graph until ``k`` rows pass it; should the scan still stop short
   (``hnsw.max_scan_tuples``), the query is answered exactly from the namespace's rows, so a
@@ -212,8 +213,9 @@ class PostgresCatalog:
 
     def set_embedding_model(self, name: str, dimension: int) -> None:
         """Record the embedding model and create the HNSW index for its dimension."""
-        if not 1 <= dimension <= 2000:
-            raise StoreError(f"pgvector's HNSW index takes 1 to 2000 dimensions, not {dimension}")
+        if not 1 <= dimension <= 4000:
+            raise StoreError(f"pgvector's HNSW index of halfvec takes 1 to 4000 dimensions, "
+                             f"not {dimension}")
         with self.transaction() as db:
             for key, value in (("embed_model", name), ("embed_dimension", str(dimension))):
                 db.execute(
@@ -729,12 +731,15 @@ class PostgresChunkIndex:
                 db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
                            " set_config('hnsw.ef_search', %s, true)",
                            (str(min(1000, max(self.ef_search, k))),))
+                # The graph walk compares half-precision vectors; the hits are re-scored
+                # (and re-sorted) from the full-precision column.
                 rows = db.execute(
                     "WITH hits AS MATERIALIZED ("
-                    f" SELECT id, embedding::vector({d}) <=> %(q)s::vector({d}) AS distance"
-                    " FROM chunks WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
-                    f" ORDER BY embedding::vector({d}) <=> %(q)s::vector({d}) LIMIT %(k)s)"
-                    " SELECT id, distance FROM hits ORDER BY distance, id",
+                    " SELECT id, embedding FROM chunks"
+                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    f" ORDER BY embedding::halfvec({d}) <=> %(q)s::halfvec({d}) LIMIT %(k)s)"
+                    " SELECT id, embedding <=> %(q)s::vector AS distance FROM hits"
+                    " ORDER BY distance, id",
                     {"q": query, "ns": ns_ids, "kind": kind, "k": k},
                 ).fetchall()
             if len(rows) < k:

@@ -247,7 +247,21 @@ _V4: Final[tuple[str, ...]] = (
     " PRIMARY KEY (term, namespace_id, kind, chunk_id) INCLUDE (tf, doc_len)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
+# The HNSW graph indexes vectors in half precision (pgvector's halfvec): half the pages to
+# build, search and update, and results are re-scored from the full-precision column. An
+# index of an older schema is rebuilt here (minutes at 1M chunks).
+_V5: Final[tuple[str, ...]] = (
+    """DO $$ DECLARE d integer; BEGIN
+        SELECT value::integer INTO d FROM meta WHERE key = 'embed_dimension';
+        IF d IS NOT NULL AND to_regclass('chunks_embedding_hnsw_' || d) IS NOT NULL THEN
+            EXECUTE format('DROP INDEX chunks_embedding_hnsw_%s', d);
+            EXECUTE format('CREATE INDEX chunks_embedding_hnsw_half_%s ON chunks'
+                           ' USING hnsw ((embedding::halfvec(%s)) halfvec_cosine_ops)', d, d);
+        END IF;
+    END $$""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
@@ -255,14 +269,17 @@ MIGRATION_LOCK_KEY: Final = 0x646F6367726170
 
 
 def hnsw_index_statements(dimension: int) -> tuple[str, ...]:
-    """The HNSW (cosine) index for ``dimension``-d vectors, as an expression index on the
-    dimension-less ``embedding`` column (pgvector needs a fixed dimension to index)."""
+    """The HNSW (cosine) index for ``dimension``-d vectors: an expression index on the
+    dimension-less ``embedding`` column (pgvector needs a fixed dimension to index), in half
+    precision (see migration 5)."""
     return (
-        f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{dimension} ON chunks "
-        f"USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)",
+        f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_half_{dimension} ON chunks "
+        f"USING hnsw ((embedding::halfvec({dimension})) halfvec_cosine_ops)",
     )
 
 
 def drop_hnsw_index_statements(dimension: int) -> tuple[str, ...]:
-    """Drop the HNSW index of ``dimension``-d vectors (before vectors of another model)."""
-    return (f"DROP INDEX IF EXISTS chunks_embedding_hnsw_{dimension}",)
+    """Drop the HNSW index of ``dimension``-d vectors (before vectors of another model), and
+    the full-precision one of schemas before migration 5."""
+    return (f"DROP INDEX IF EXISTS chunks_embedding_hnsw_half_{dimension}",
+            f"DROP INDEX IF EXISTS chunks_embedding_hnsw_{dimension}")
