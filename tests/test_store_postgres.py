@@ -13,7 +13,7 @@ import pytest
 from docgraph import DocGraph
 from docgraph.config import load_settings
 from docgraph.errors import ConfigError, StoreError, UnsupportedByBackend
-from docgraph.model import ChunkDraft
+from docgraph.model import ChunkDraft, DocumentRecord, SourceRecord
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from tests.helpers import CountingEmbedder, write_files
@@ -34,6 +34,23 @@ def pg_url(pgvector_server: PostgresServer) -> Iterator[str]:  # noqa: F811
         yield url
     finally:
         pgvector_server.drop_database(name)
+
+
+def _unit_rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    rows = rng.normal(size=(n, d)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _write_texts(catalog: PostgresCatalog, source: SourceRecord, path: str, texts: list[str],
+                 vectors: np.ndarray, *, breadcrumb: str = "", section: tuple[str, ...] = (),
+                 tokens: int = 1, content_hash: str = "h") -> DocumentRecord:
+    """Write ``texts`` as the chunks of document ``path`` (one breadcrumb for all)."""
+    return catalog.write_document(DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+        content_hash=content_hash, change_token="t", media_type="text/plain",
+        chunks=[ChunkDraft(i, t, section, tokens, None, None, None)
+                for i, t in enumerate(texts)],
+        breadcrumbs=[breadcrumb] * len(texts), embedded_texts=texts, vectors=vectors))
 
 
 def test_migrations_are_versioned_idempotent_and_refuse_newer_schemas(pg_url: str) -> None:
@@ -63,15 +80,9 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
     old = PostgresCatalog(pg_url)
     old.set_embedding_model("m", 8)
     source = old.add_source(normalize_urn(tmp_path), "ns")
-    rng = np.random.default_rng(3)
-    vectors = rng.normal(size=(30, 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    texts = [f"heron number {i}" for i in range(30)]
-    old.write_document(DocumentWrite(
-        source=source, path="a", doc_id=document_id(source.urn, "a"), title="a",
-        content_hash="h", change_token="t", media_type="text/plain",
-        chunks=[ChunkDraft(i, t, (), 1, None, None, None) for i, t in enumerate(texts)],
-        breadcrumbs=["[a]"] * 30, embedded_texts=texts, vectors=vectors))
+    vectors = _unit_rows(np.random.default_rng(3), 30, 8)
+    _write_texts(old, source, "a", [f"heron number {i}" for i in range(30)], vectors,
+                 breadcrumb="[a]")
     before = PostgresChunkIndex(old, 8).lexical_search("heron 7", 5, frozenset({"ns"}))
     old.close()
     monkeypatch.undo()
@@ -121,16 +132,11 @@ def test_term_statistics_equal_a_recount_after_writes_and_deletes(pg_url: str,
         for d in range(4):
             texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 9))))
                      for _ in range(int(rng.integers(1, 5)))]
-            vectors = rng.normal(size=(len(texts), 8)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             path = f"d{d}.txt"
-            docs.append(catalog.write_document(DocumentWrite(
-                source=source, path=path, doc_id=document_id(source.urn, path), title=path,
-                content_hash=f"{round_}", change_token="t", media_type="text/plain",
-                chunks=[ChunkDraft(i, t, ("Sect",), 3, None, None, None)
-                        for i, t in enumerate(texts)],
-                breadcrumbs=[f"[{path} > Sect]"] * len(texts), embedded_texts=texts,
-                vectors=vectors)))
+            docs.append(_write_texts(catalog, source, path, texts,
+                                     _unit_rows(rng, len(texts), 8),
+                                     breadcrumb=f"[{path} > Sect]", section=("Sect",),
+                                     tokens=3, content_hash=f"{round_}"))
         if round_ % 2:
             catalog.delete_document(docs[-1])
     db = catalog.connection()
@@ -162,14 +168,9 @@ def test_dense_search_uses_the_hnsw_index(pg_url: str, tmp_path: Path) -> None:
     catalog = PostgresCatalog(pg_url)
     catalog.set_embedding_model("m", 8)
     source = catalog.add_source(normalize_urn(tmp_path), "ns")
-    vectors = rng.normal(size=(2000, 8)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    texts = [f"t{i}" for i in range(2000)]
-    catalog.write_document(DocumentWrite(
-        source=source, path="a", doc_id=document_id(source.urn, "a"), title="a",
-        content_hash="h", change_token="t", media_type="text/plain",
-        chunks=[ChunkDraft(i, t, (), 1, None, None, None) for i, t in enumerate(texts)],
-        breadcrumbs=["[a]"] * 2000, embedded_texts=texts, vectors=vectors))
+    vectors = _unit_rows(rng, 2000, 8)
+    _write_texts(catalog, source, "a", [f"t{i}" for i in range(2000)], vectors,
+                 breadcrumb="[a]")
     db = catalog.connection()
     db.execute("ANALYZE chunks")
     plan = "\n".join(r[0] for r in db.execute(
@@ -192,8 +193,7 @@ def test_a_selective_namespace_filter_is_exact(pg_url: str, tmp_path: Path) -> N
     catalog = PostgresCatalog(pg_url)
     catalog.set_embedding_model("m", dim)
     sources = {ns: catalog.add_source(normalize_urn(tmp_path / ns), ns) for ns in ("big", "small")}
-    vectors = rng.normal(size=(4000, dim)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = _unit_rows(rng, 4000, dim)
     small_rows: list[np.ndarray] = []
     with catalog.bulk_load():
         for d in range(40):
@@ -201,12 +201,8 @@ def test_a_selective_namespace_filter_is_exact(pg_url: str, tmp_path: Path) -> N
             part = vectors[d * per_doc:(d + 1) * per_doc]
             if ns == "small":
                 small_rows.append(part)
-            texts = [f"c{d}-{i}" for i in range(per_doc)]
-            catalog.write_document(DocumentWrite(
-                source=sources[ns], path=f"d{d}", doc_id=document_id(sources[ns].urn, f"d{d}"),
-                title="t", content_hash="h", change_token="t", media_type="text/plain",
-                chunks=[ChunkDraft(i, t, (), 1, None, None, None) for i, t in enumerate(texts)],
-                breadcrumbs=[""] * per_doc, embedded_texts=texts, vectors=part))
+            _write_texts(catalog, sources[ns], f"d{d}", [f"c{d}-{i}" for i in range(per_doc)],
+                         part)
     catalog.connection().execute("ANALYZE chunks")
     small = np.concatenate(small_rows)
     # Make the planner prefer the HNSW index to sorting the filtered rows, as it does on
@@ -317,13 +313,8 @@ def test_bm25_pruning_returns_exactly_the_exhaustive_ranking(
         ns = "b" if d % 4 == 0 else "a"
         texts = [" ".join(rng.choice(vocab, size=int(rng.integers(3, 30)), p=probs))
                  for _ in range(10)]
-        vectors = rng.normal(size=(len(texts), 8)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        catalog.write_document(DocumentWrite(
-            source=sources[ns], path=f"d{d}", doc_id=document_id(sources[ns].urn, f"d{d}"),
-            title="t", content_hash="h", change_token="t", media_type="text/plain",
-            chunks=[ChunkDraft(i, t, (), 3, None, None, None) for i, t in enumerate(texts)],
-            breadcrumbs=[f"[d{d}]"] * len(texts), embedded_texts=texts, vectors=vectors))
+        _write_texts(catalog, sources[ns], f"d{d}", texts, _unit_rows(rng, len(texts), 8),
+                     breadcrumb=f"[d{d}]", tokens=3)
     index = PostgresChunkIndex(catalog, 8)
     queries = [" ".join(rng.choice(vocab, size=int(rng.integers(1, 6)), p=probs))
                for _ in range(60)]
