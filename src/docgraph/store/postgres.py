@@ -663,9 +663,9 @@ def query_term_weights(rows: Iterable[tuple[str, int]], n: float) -> list[TermWe
 def bm25_plan(weights: Sequence[TermWeight], k: int, theta: float, at_least: int = 1) -> int:
     """How many of the rarest terms to treat as essential (MaxScore): with a known lower
     bound ``theta`` on the k-th best score, the fewest whose remaining terms' bounds sum below
-    it; before one is known, an estimate (see the code). Never
-    fewer than ``at_least``; ``len(weights)`` means score everything (also when the
-    essential terms would hold over :data:`PRUNE_SHARE` of the postings)."""
+    it; before one is known, an estimate (see the code). Never fewer than ``at_least``;
+    ``len(weights)`` means score everything (also when the essential terms would hold over
+    :data:`PRUNE_SHARE` of the postings)."""
     essential = len(weights)
     if theta > float("-inf"):
         essential = next((e for e in range(at_least, len(weights))
