@@ -164,14 +164,23 @@ def test_bad_arguments_are_rejected(graph, kwargs, message):
         graph.retrieve("outage", namespaces=set())
 
 
-def test_traces_are_stored_with_bounded_retention(graph):
+def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph):
+    import hashlib
+
+    from docgraph.serve.setup import local_governance
+
+    graph.cohort_engine().search("outage", namespaces={"ops"}, k=2)
+    assert graph.traces.count() == 0  # the engine itself stores nothing
     store = TraceStore(graph.catalog, retention=3)
-    engine = graph.cohort_engine()
-    engine.traces = store
+    graph.__dict__["traces"] = store
+    governance, caller = local_governance(graph)
     for i in range(5):
-        engine.search(f"outage {i}", namespaces={"ops"}, k=2)
+        governance.search(caller, f"outage {i}", k=2)
     assert store.count() == 3
-    assert store.get("last")["query"] == "outage 4"
+    last = store.get("last")
+    assert "query" not in last  # like the audit log: a hash, never the text
+    assert last["query_hash"] == hashlib.sha256(b"outage 4").hexdigest()
+    assert last["user_id"] == caller.user_id
 
 
 def test_concurrent_searches_match_sequential_ones(graph):

@@ -97,4 +97,4 @@ def test_cli_index_and_search_json(tmp_path):
     assert hits[0]["score_label"] == "hybrid" and hits[0]["namespace"] == "hr"
     bad = subprocess.run([*cli, "search", "x", "--mode", "nonsense"], capture_output=True,
                          text=True, timeout=300)
-    assert bad.returncode == 1 and "mode must be" in bad.stderr
+    assert bad.returncode == 1 and "mode: must be one of" in bad.stderr

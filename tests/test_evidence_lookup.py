@@ -19,7 +19,6 @@ from docgraph.evidence import (
     QueryTransformer,
     RelevanceLevel,
     ScoreLabel,
-    lookup_knowledge,
 )
 from docgraph.evidence.quality import l2_from_cosine
 from tests.helpers import write_files
@@ -107,8 +106,8 @@ def test_empty_namespace_set_is_a_denial(graph):
 # ---------------------------------------------------------------- lookup end to end
 
 def test_lookup_knowledge_returns_chunk_scoped_evidence_and_a_trace(graph):
-    result = lookup_knowledge("parental leave weeks", graph=graph,
-                              namespaces={"handbook", "support"})
+    result = KnowledgeService.for_graph(graph, {"handbook", "support"}).lookup_knowledge(
+        "parental leave weeks")
     payload = result.to_dict()
     ids = [e["document_id"] for e in payload["evidence"]]
     assert ids and len(ids) == len(set(ids)) <= 5
@@ -132,7 +131,7 @@ def test_lookup_knowledge_returns_chunk_scoped_evidence_and_a_trace(graph):
 
 
 def test_several_chunks_of_one_document_reach_the_agent_up_to_the_cap(graph):
-    result = lookup_knowledge("leave", graph=graph, namespaces={"handbook"})
+    result = KnowledgeService.for_graph(graph, {"handbook"}).lookup_knowledge("leave")
     per_doc: dict[str | None, int] = {}
     for block in result.blocks:
         per_doc[block.doc_id] = per_doc.get(block.doc_id, 0) + 1
@@ -149,7 +148,8 @@ def test_agent_tool_takes_only_the_query(graph):
 
 
 def test_lookup_never_leaves_the_allowed_namespaces(graph):
-    result = lookup_knowledge("lidar error E-417 robot", graph=graph, namespaces={"handbook"})
+    result = KnowledgeService.for_graph(graph, {"handbook"}).lookup_knowledge(
+        "lidar error E-417 robot")
     assert all(b.namespace == "handbook" for b in result.blocks)
 
 
@@ -172,7 +172,7 @@ def test_retrieve_k_and_return_n_defaults_and_legacy_top_k():
 def test_graph_settings_legacy_top_k_reaches_the_lookup(tmp_path, make_graph):
     graph = make_graph("legacy.db", rag={"top-k": 3})
     graph.index(write_files(tmp_path / "hb", HANDBOOK), namespace="handbook")
-    result = lookup_knowledge("leave", graph=graph, namespaces={"handbook"})
+    result = KnowledgeService.for_graph(graph, {"handbook"}).lookup_knowledge("leave")
     assert result.trace.attempts[0].request.top_k == 3
     assert len(result.blocks) <= 3
 

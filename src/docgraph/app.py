@@ -134,7 +134,7 @@ class DocGraph:
 
     @cached_property
     def traces(self) -> TraceStore:
-        """Stored retrieval traces of cohort searches (embedded backend only)."""
+        """Retrieval traces stored by the governed service (embedded backend only)."""
         return TraceStore(self._embedded("retrieval traces"))
 
     # -- sources and lifecycle -------------------------------------------------
@@ -308,7 +308,7 @@ class DocGraph:
         check_embedding_model(self.catalog, self.embedder)
         return CohortSearch(
             self.catalog, index, self.graph_store, self.embedder, self.extractor,
-            settings or self.cohort_settings, self.traces, self.chat_model,
+            settings or self.cohort_settings, self.chat_model,
         )
 
     def search(

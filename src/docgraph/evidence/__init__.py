@@ -1,8 +1,11 @@
 """The agent-facing evidence contract: identity, quality, post-processing, projection.
 
-``lookup_knowledge(query)`` runs query transform (L0 hints) -> search port (retrieve-k wide)
--> candidates with evidence keys -> post-process (quality, dedup, per-document cap,
-return-n) -> projection (chunk-scoped ``document_id``, budgeted excerpts), with a trace.
+:class:`KnowledgeService` (``lookup_knowledge(query)``) runs query transform (L0 hints) ->
+search port (retrieve-k wide) -> candidates with evidence keys -> post-process (quality,
+dedup, per-document cap, return-n) -> projection (chunk-scoped ``document_id``, budgeted
+excerpts), with a trace. Callers reach it through the governed service
+(:meth:`docgraph.governance.Governance.lookup`), which puts the caller's governed search
+behind the port.
 """
 
 from docgraph.evidence.hints import QueryHints, QueryTransformer
@@ -12,7 +15,6 @@ from docgraph.evidence.lookup import (
     KnowledgeService,
     LookupResult,
     LookupTrace,
-    lookup_knowledge,
 )
 from docgraph.evidence.port import (
     DocgraphSearchPort,
@@ -57,7 +59,6 @@ __all__ = [
     "canonicalize",
     "cut_excerpt",
     "evidence_key",
-    "lookup_knowledge",
     "project",
     "to_quality_score",
 ]

@@ -216,27 +216,3 @@ class KnowledgeService:
 def _rank_quality(top: float | None) -> float:
     return -1.0 if top is None else top
 
-
-def lookup_knowledge(
-    query: str,
-    *,
-    graph: DocGraph,
-    namespaces: Iterable[str],
-    settings: RagSettings | None = None,
-    evidence: EvidenceSettings | None = None,
-    entity_vocabulary: EntityVocabulary | None = None,
-    category_filter: Iterable[str] | None = None,
-) -> LookupResult:
-    """One lookup over ``graph`` within ``namespaces`` (see :class:`KnowledgeService`).
-
-    ``namespaces`` is the caller's allowed set, supplied by configuration, never by the agent.
-    """
-    service = KnowledgeService.for_graph(
-        graph,
-        namespaces,
-        rag=settings,
-        evidence=evidence,
-        entity_vocabulary=entity_vocabulary,
-        category_filter=category_filter,
-    )
-    return service.lookup_knowledge(query)

@@ -1,6 +1,6 @@
 """Who may see what: caller -> roles -> domains -> namespaces (a search pre-filter), a
 row-level re-check of table-derived chunks, namespace routing that can only narrow, answer
-redaction and an audit log."""
+redaction and an audit log; :class:`Governance` is the one service every entry point calls."""
 
 from docgraph.governance.audit import AuditLog, AuditRecord
 from docgraph.governance.caller import AccessDenied, Caller
@@ -14,7 +14,9 @@ from docgraph.governance.entitlements import (
 )
 from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import CallableRowAuthorizer, RowAuthorizer, SqlRowAuthorizer
-from docgraph.governance.service import Answer, Governance, GovernedCohortSearch
+from docgraph.governance.search import GovernedSearch, SearchMode
+from docgraph.governance.service import Answer, Governance
+from docgraph.governance.visibility import Visibility
 
 __all__ = [
     "AccessDenied",
@@ -25,13 +27,15 @@ __all__ = [
     "Caller",
     "Entitlements",
     "Governance",
-    "GovernedCohortSearch",
+    "GovernedSearch",
     "PolicyFileEntitlements",
     "RoleAssignment",
     "RowAuthorizer",
+    "SearchMode",
     "SqlEntitlements",
     "SqlRowAuthorizer",
     "StaticEntitlements",
+    "Visibility",
     "resolve_namespaces",
     "route_namespaces",
 ]

@@ -1,53 +1,61 @@
-"""Community reports seen through a caller's row rights, rebuilt at query time.
+"""Community reports and titles seen through a caller's row rights.
 
-A community report is built over everything in its namespace. When any chunk behind the
-community comes from a table row, the report shown to a caller is re-assembled at query time
-from the member entities and chunks the caller may see (extractively); if nothing is visible
-the report is withheld. No report is rebuilt or re-embedded in the index, and no other
-caller's view changes.
+A community's title and report are built over everything in its namespace: member names,
+relationships and passages all come from chunks that link a member. When the graph is built,
+every table row among those chunks is recorded with the community (complete, never
+sampled). The rule:
+
+- no recorded row, or every recorded row visible to the caller: the stored text is shown;
+- any recorded row hidden: the stored text is never shown; the report (and title) is
+  re-assembled at query time, extractively, from member entities and chunks the caller may
+  see, each chunk passing the same visibility check; if nothing is visible it is withheld.
+
+No report is rebuilt or re-embedded in the index, and no other caller's view changes.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import combinations
 
-from docgraph.governance.caller import Caller
-from docgraph.governance.rows import RowAuthorizer, check_rows
+from docgraph.governance.visibility import Visibility
 from docgraph.graph.reports import ReportInput, community_title, extractive_report
 from docgraph.model import SearchHit
-from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite_graph import CommunityInfo, SQLiteGraphStore
 
-MAX_CHUNKS_PER_MEMBER = 200
+#: Chunks read per member entity when a report is re-assembled. Only chunks that pass the
+#: visibility check are used, so this bounds work, never what may be shown.
+CHUNKS_PER_MEMBER = 200
 
 
-def visible_report(
-    hit: SearchHit,
-    caller: Caller,
-    catalog: SQLiteCatalog,
-    graph: SQLiteGraphStore,
-    authorizer: RowAuthorizer | None,
-    sentences: int = 4,
-) -> SearchHit | None:
-    """The report as ``caller`` may see it: unchanged, re-assembled, or None (withheld)."""
-    found = graph.community_by_report(hit.doc_id)
-    if found is None:
-        return None  # a report whose community is gone is not shown
-    _, members = found
-    links = graph.chunks_for_entities(members, MAX_CHUNKS_PER_MEMBER)
-    chunks = catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-    origins = {c.doc_id: c.origin for c in chunks.values() if c.origin is not None}
-    if not origins:
-        return hit
-    decision = check_rows(caller, authorizer, origins)
-    if not decision.denied_doc_ids:
-        return hit
-    visible_chunks = {r: c for r, c in chunks.items() if c.doc_id not in decision.denied_doc_ids}
+@dataclass(frozen=True, slots=True)
+class VisibleCommunity:
+    """A community as one caller may see it: the stored title and report, or ones
+    re-assembled from visible material (``rebuilt``, then ``members`` names the visible
+    members, most mentioned first; else it is empty and the stored members stand).
+    ``report`` is None when none was asked for."""
+
+    title: str
+    members: tuple[str, ...]
+    report: str | None
+    rebuilt: bool
+
+
+def visible_community(community_id: int, members: list[int], stored_title: str,
+                      stored_report: str | None, scope: Visibility, graph: SQLiteGraphStore,
+                      sentences: int = 4) -> VisibleCommunity | None:
+    """The community as ``scope``'s caller may see it, or None (nothing visible).
+    ``stored_report`` None: only the title and members are wanted."""
+    sources = graph.report_row_sources(community_id)
+    if not scope.hidden_rows(sources.values()):
+        return VisibleCommunity(stored_title, (), stored_report, rebuilt=False)
+    links = graph.chunks_for_entities(members, CHUNKS_PER_MEMBER)
+    chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+    visible = {c.rowid: c for c in scope.visible(chunks.values())}
     members_of: dict[int, set[int]] = {}
     for entity_id, rowid, _, _ in links:
-        if rowid in visible_chunks:
+        if rowid in visible:
             members_of.setdefault(rowid, set()).add(entity_id)
     counts: Counter[int] = Counter(e for ids in members_of.values() for e in ids)
     if not counts:
@@ -56,11 +64,47 @@ def visible_report(
     pairs: Counter[tuple[int, int]] = Counter()
     for ids in members_of.values():
         pairs.update(combinations(sorted(ids), 2))
-    member_rows = [(infos[e].name, infos[e].type, n, float(n)) for e, n in counts.items()
+    member_rows = [(infos[e].name, infos[e].type, n, float(n)) for e, n in counts.most_common()
                    if e in infos]
     relationships = [(infos[a].name, infos[b].name, n) for (a, b), n in pairs.most_common(8)
                      if a in infos and b in infos]
-    passages = [visible_chunks[r].text for r, _ in sorted(
+    passages = [visible[r].text for r, _ in sorted(
         members_of.items(), key=lambda item: (-len(item[1]), item[0]))[:6]]
-    text = extractive_report(ReportInput(member_rows, relationships, passages), sentences)
-    return replace(hit, text=text, title=community_title(member_rows))
+    report = extractive_report(ReportInput(member_rows, relationships, passages), sentences) \
+        if stored_report is not None else None
+    return VisibleCommunity(community_title(member_rows),
+                            tuple(name for name, _, _, _ in member_rows[:10]), report,
+                            rebuilt=True)
+
+
+def visible_report(hit: SearchHit, scope: Visibility, graph: SQLiteGraphStore
+                   ) -> SearchHit | None:
+    """A community-report hit as ``scope``'s caller may see it: unchanged, re-assembled
+    (text, title and section path), or None (withheld)."""
+    found = graph.community_by_report(hit.doc_id)
+    if found is None:
+        return None  # a report whose community is gone is not shown
+    community_id, members = found
+    seen = visible_community(community_id, members, hit.title, hit.text, scope, graph)
+    if seen is None:
+        return None
+    if not seen.rebuilt or seen.report is None:
+        return hit if not seen.rebuilt else None
+    return replace(hit, text=seen.report, title=seen.title,
+                   section_path=("Community report", seen.title))
+
+
+def visible_communities(found: list[CommunityInfo], scope: Visibility,
+                        graph: SQLiteGraphStore) -> list[CommunityInfo]:
+    """Community listings as ``scope``'s caller may see them (titles and member names
+    re-derived from visible material where a hidden row contributed; none left: dropped)."""
+    out: list[CommunityInfo] = []
+    for community in found:
+        members = graph.community_members(community.id)
+        seen = visible_community(community.id, members, community.title, None, scope, graph)
+        if seen is None:
+            scope.dropped += 1
+            continue
+        out.append(replace(community, title=seen.title,
+                           members=seen.members if seen.rebuilt else community.members))
+    return out

@@ -1,45 +1,54 @@
-"""The governed entry point: every operation resolves the caller's namespaces, searches with
-them as a pre-filter, re-checks table-row chunks after ranking (over-fetching to refill), and
-filters every text-bearing output (hits, trace, context, reports, answers) the same way.
+"""The one governed service: every read from every entry point passes through it once.
 
-There is no second governance path: context assembly, global mode and answers all run
-through :class:`GovernedCohortSearch`, whose ``search`` applies the filter.
+MCP tools, the JSON API, the CLI and the Python API all call :class:`Governance`. Each
+operation runs one chain, in one direction::
+
+    validate inputs -> resolve caller -> namespaces (pre-filter, routing may only narrow)
+      -> run (engines through GovernedSearch / listings through browse)
+         -> Visibility (the one row check) -> trace stored after filtering
+      -> audit record (always, also for denials and errors)
+
+No entry point composes its own checks; there is no second path.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
-from docgraph.errors import ConfigError
+from docgraph.errors import ConfigError, InvalidQuery
+from docgraph.evidence.hints import QueryTransformer
+from docgraph.evidence.lookup import KnowledgeService, LookupResult
+from docgraph.evidence.settings import EvidenceSettings
+from docgraph.governance import browse
 from docgraph.governance.audit import AuditLog, AuditRecord
 from docgraph.governance.caller import AccessDenied, Caller
 from docgraph.governance.entitlements import Entitlements, resolve_namespaces
-from docgraph.governance.reports import visible_report
-from docgraph.governance.routing import route_namespaces
-from docgraph.governance.rows import RowAuthorizer, check_rows
-from docgraph.llm import ChatModel
-from docgraph.model import DocumentRecord, SearchHit
-from docgraph.retrieve.cohort import (
-    CohortMode,
-    CohortResult,
-    CohortSearch,
-    CohortSettings,
-    map_reduce_global_context,
+from docgraph.governance.inputs import (
+    MAX_NAME_CHARS,
+    MAX_PAGE,
+    check_count,
+    check_optional_text,
+    check_text,
 )
-from docgraph.retrieve.context import GraphContext, assemble_context
-from docgraph.retrieve.hybrid import MAX_K
-from docgraph.retrieve.trace import RetrievalTrace
-from docgraph.store.sqlite_graph import EntityInfo
+from docgraph.governance.lookup import GovernedSearchPort
+from docgraph.governance.routing import route_namespaces
+from docgraph.governance.rows import RowAuthorizer
+from docgraph.governance.search import SEARCH_MODES, GovernedSearch, SearchMode
+from docgraph.governance.visibility import Visibility
+from docgraph.llm import ChatModel
+from docgraph.model import SearchHit
+from docgraph.retrieve.cohort import CohortResult
+from docgraph.retrieve.context import MAX_TOKEN_BUDGET, GraphContext, assemble_context
+from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph
 
-log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 @dataclass
@@ -54,100 +63,9 @@ class Answer:
 Redactor = Callable[[Answer], Answer]
 
 
-@dataclass
-class _FilterStats:
-    dropped: int = 0
-    failures: list[str] = field(default_factory=list)
-
-
-def _doc_of(chunk_id: str) -> str:
-    return chunk_id.rsplit("#chunk-", 1)[0]
-
-
-class GovernedCohortSearch(CohortSearch):
-    """A cohort engine bound to one caller: its ``search`` over-fetches, drops what the row
-    re-check rejects, re-assembles community reports from visible members, and filters the
-    trace. Built per request (it holds the caller)."""
-
-    def __init__(self, base: CohortSearch, caller: Caller, authorizer: RowAuthorizer | None,
-                 overfetch: int = 2, max_rounds: int = 4) -> None:
-        super().__init__(base.catalog, base.index, base.graph, base.embedder, base.extractor,
-                         base.settings, base.traces, chat_model=None)
-        self.caller = caller
-        self.authorizer = authorizer
-        self.overfetch = overfetch
-        self.max_rounds = max_rounds
-        self.report_model = base.chat_model
-        self.stats = _FilterStats()
-
-    def _visible(self, hits: list[SearchHit]) -> list[SearchHit]:
-        origins = {h.doc_id: h.origin for h in hits if h.origin is not None}
-        decision = check_rows(self.caller, self.authorizer, origins)
-        self.stats.failures.extend(decision.failures)
-        kept: list[SearchHit] = []
-        for hit in hits:
-            if hit.doc_id in decision.denied_doc_ids:
-                self.stats.dropped += 1
-                continue
-            if hit.doc_id.startswith("community://"):
-                shown = visible_report(hit, self.caller, self.catalog, self.graph,
-                                       self.authorizer)
-                if shown is None:
-                    self.stats.dropped += 1
-                    continue
-                hit = shown
-            kept.append(hit)
-        return kept
-
-    def _filter_trace(self, trace: RetrievalTrace) -> None:
-        ids = {c for lane in trace.candidates.values() for c in lane}
-        ids |= set(trace.final_provenance)
-        origins = self.catalog.origins_for({_doc_of(c) for c in ids})
-        denied = check_rows(self.caller, self.authorizer, origins).denied_doc_ids
-        trace.candidates = {lane: [c for c in rows if _doc_of(c) not in denied]
-                            for lane, rows in trace.candidates.items()}
-        trace.final_provenance = {c: lane for c, lane in trace.final_provenance.items()
-                                  if _doc_of(c) not in denied}
-
-    def search(
-        self,
-        query_text: str,
-        *,
-        namespaces: Iterable[str],
-        k: int = 10,
-        mode: CohortMode = "vector_first",
-        return_trace: bool = False,
-        settings: CohortSettings | None = None,
-    ) -> CohortResult:
-        """Cohort search for the bound caller; returns up to ``k`` visible hits."""
-        allowed = frozenset(namespaces)
-        fetch = min(MAX_K, max(k * self.overfetch, k))
-        kept: list[SearchHit] = []
-        result = CohortResult([])
-        for _ in range(self.max_rounds):
-            result = super().search(query_text, namespaces=allowed, k=fetch, mode=mode,
-                                    return_trace=True, settings=settings)
-            kept = self._visible(result.hits)
-            if len(kept) >= k or len(result.hits) < fetch or fetch >= MAX_K:
-                break
-            fetch = min(MAX_K, fetch * 2)
-        hits = [replace(h, original_rank=i + 1) for i, h in enumerate(kept[:k])]
-        if mode == "global" and self.report_model is not None and hits:
-            answer, hits = map_reduce_global_context(query_text, hits, self.report_model, k)
-            result.answer = answer
-        trace = result.trace
-        if trace is not None:
-            self._filter_trace(trace)
-            trace.final_provenance = {h.chunk_id: h.lanes[0] for h in hits if h.lanes}
-        visible_ids = {h.chunk_id for h in hits}
-        result.paths = {c: p for c, p in result.paths.items() if c in visible_ids}
-        result.hits = hits
-        result.trace = trace if return_trace else None
-        return result
-
-
 class Governance:
-    """Governed access to a :class:`DocGraph`: resolve, pre-filter, re-check, audit."""
+    """Governed access to a :class:`DocGraph`: validate, resolve, pre-filter, re-check,
+    trace, audit."""
 
     def __init__(
         self,
@@ -160,6 +78,7 @@ class Governance:
         chat_model: ChatModel | None = None,
         redactor: Redactor | None = None,
         audit: AuditLog | None = None,
+        evidence: EvidenceSettings | None = None,
         overfetch: int = 2,
     ) -> None:
         self.graph = graph
@@ -170,9 +89,10 @@ class Governance:
         self.chat_model = chat_model
         self.redactor = redactor
         self.audit = audit if audit is not None else AuditLog(graph.catalog)
+        self.evidence = evidence or EvidenceSettings()
         self.overfetch = overfetch
 
-    # -- namespaces -----------------------------------------------------------------
+    # -- the chain ----------------------------------------------------------------------
 
     def namespaces(self, caller: Caller, query: str | None = None) -> frozenset[str]:
         """The caller's entitled namespaces, narrowed by routing when a query is given."""
@@ -181,19 +101,18 @@ class Governance:
             return entitled
         return route_namespaces(query, entitled, self.descriptions, self.router)
 
-    def _engine(self, caller: Caller) -> GovernedCohortSearch:
-        return GovernedCohortSearch(self.graph.cohort_engine(), caller, self.row_authorizer,
-                                    self.overfetch)
-
-    def _audited(self, caller: Caller, operation: str, query: str,
-                 run: Callable[[frozenset[str], AuditRecord], Any]) -> Any:
+    def _request(self, caller: Caller, operation: str, query: str,
+                 run: Callable[[Visibility, AuditRecord], R]) -> R:
+        """Resolve, build the request's visibility, run, audit (always)."""
         record = AuditRecord(user_id=caller.user_id, operation=operation,
                              role=caller.active_role, query_hash=AuditRecord.hash_query(query))
         started = time.perf_counter()
+        scope: Visibility | None = None
         try:
             allowed = self.namespaces(caller, query or None)
             record.namespaces = sorted(allowed)
-            return run(allowed, record)
+            scope = Visibility(caller, allowed, self.row_authorizer, self.graph.catalog)
+            return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)
             raise
@@ -201,43 +120,70 @@ class Governance:
             record.outcome, record.reason = "error", f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            if scope is not None:
+                record.row_drops = scope.dropped
+                record.authorizer_failures = list(scope.failures)
             record.duration_ms = (time.perf_counter() - started) * 1000
             self.audit.write(record)
 
-    # -- operations -------------------------------------------------------------------
+    def _search(self, scope: Visibility) -> GovernedSearch:
+        graph = self.graph
+        return GovernedSearch(graph.cohort_engine(), graph.searcher(), scope, graph.traces,
+                              chat_model=graph.chat_model, overfetch=self.overfetch)
+
+    # -- retrieval ----------------------------------------------------------------------
 
     def retrieve(self, caller: Caller, query_text: str, *, k: int = 10,
-                 mode: CohortMode = "vector_first", return_trace: bool = False) -> CohortResult:
-        """Cohort search as ``caller`` (all lanes and modes)."""
-        def run(allowed: frozenset[str], record: AuditRecord) -> CohortResult:
-            engine = self._engine(caller)
-            result = engine.search(query_text, namespaces=allowed, k=k, mode=mode,
+                 mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:
+        """Search as ``caller`` in any mode (cohort modes with lanes, paths and a trace;
+        ``hybrid`` and ``dense`` rank single chunks)."""
+        check_text(query_text, "query_text")
+        check_count(k, "k")
+        if mode not in SEARCH_MODES:
+            raise InvalidQuery(f"mode: must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+
+        def run(scope: Visibility, record: AuditRecord) -> CohortResult:
+            engine = self._search(scope)
+            result = engine.search(query_text, namespaces=scope.namespaces, k=k, mode=mode,
                                    return_trace=return_trace)
             record.evidence_keys = [h.chunk_id for h in result.hits]
-            record.row_drops = engine.stats.dropped
-            record.authorizer_failures = engine.stats.failures
             return result
-        result: CohortResult = self._audited(caller, f"retrieve:{mode}", query_text, run)
-        return result
+        return self._request(caller, f"retrieve:{mode}", query_text, run)
 
     def search(self, caller: Caller, query_text: str, *, k: int = 10,
-               mode: CohortMode = "vector_first") -> list[SearchHit]:
+               mode: SearchMode = "vector_first") -> list[SearchHit]:
         """The hits of :meth:`retrieve`."""
         return self.retrieve(caller, query_text, k=k, mode=mode).hits
 
-    def context(self, caller: Caller, query_text: str, *, token_budget: int = 4000
-                ) -> GraphContext:
+    def context(self, caller: Caller, query_text: str, *, token_budget: int = 4000) -> GraphContext:
         """Entities | Relationships | Community Reports | Source Text from visible text only."""
-        def run(allowed: frozenset[str], record: AuditRecord) -> GraphContext:
-            engine = self._engine(caller)
-            context = assemble_context(engine, query_text, namespaces=allowed,
+        check_text(query_text, "query_text")
+        check_count(token_budget, "token_budget", low=100, high=MAX_TOKEN_BUDGET)
+
+        def run(scope: Visibility, record: AuditRecord) -> GraphContext:
+            engine = self._search(scope)
+            context = assemble_context(engine, query_text, namespaces=scope.namespaces,
                                        token_budget=token_budget)
             record.evidence_keys = context.chunk_ids
-            record.row_drops = engine.stats.dropped
-            record.authorizer_failures = engine.stats.failures
             return context
-        context: GraphContext = self._audited(caller, "context", query_text, run)
-        return context
+        return self._request(caller, "context", query_text, run)
+
+    def lookup(self, caller: Caller, query: str) -> LookupResult:
+        """The evidence pipeline (``lookup_knowledge``) as ``caller``: cohort search in
+        ``vector_first`` mode behind the search port, then post-processing and projection."""
+        check_text(query, "query")
+
+        def run(scope: Visibility, record: AuditRecord) -> LookupResult:
+            engine = self._search(scope)
+            service = KnowledgeService(
+                GovernedSearchPort(engine, scope.namespaces),
+                rag=self.graph.settings.rag, evidence=self.evidence,
+                transformer=QueryTransformer(scope.namespaces, descriptions=self.descriptions),
+            )
+            result = service.lookup_knowledge(query)
+            record.evidence_keys = [b.evidence_key for b in result.blocks]
+            return result
+        return self._request(caller, "lookup_knowledge", query, run)
 
     def answer(self, caller: Caller, query_text: str, *, k: int = 8) -> Answer:
         """Retrieve through the governed search, generate with the chat model, keep only
@@ -245,10 +191,12 @@ class Governance:
         if self.chat_model is None:
             raise ConfigError("answer() needs a chat model (configure one for Governance)")
         model = self.chat_model
+        check_text(query_text, "query_text")
+        check_count(k, "k")
 
-        def run(allowed: frozenset[str], record: AuditRecord) -> Answer:
-            engine = self._engine(caller)
-            hits = engine.search(query_text, namespaces=allowed, k=k).hits
+        def run(scope: Visibility, record: AuditRecord) -> Answer:
+            engine = self._search(scope)
+            hits = engine.search(query_text, namespaces=scope.namespaces, k=k).hits
             blocks = "\n\n".join(f"[{i + 1}] {h.text}" for i, h in enumerate(hits))
             text = model.complete(
                 "Answer the question using only the numbered blocks; cite blocks as [n].\n\n"
@@ -264,33 +212,55 @@ class Governance:
             if self.redactor is not None:
                 answer = self.redactor(answer)
             record.evidence_keys = answer.citations
-            record.row_drops = engine.stats.dropped
             return answer
-        answer: Answer = self._audited(caller, "answer", query_text, run)
-        return answer
+        return self._request(caller, "answer", query_text, run)
 
-    def entities(self, caller: Caller, query: str | None = None, entity_type: str | None = None,
-                 limit: int = 50) -> list[EntityInfo]:
-        """Entities with at least one chunk the caller may see."""
-        def run(allowed: frozenset[str], record: AuditRecord) -> list[EntityInfo]:
-            found = self.graph.entities(allowed, query, entity_type, limit * 2)
-            links = self.graph.graph_store.chunks_for_entities([e.id for e in found], 50)
-            chunks = self.graph.catalog.chunks_by_rowid([r for _, r, _, _ in links])
-            origins = {c.doc_id: c.origin for c in chunks.values() if c.origin is not None}
-            denied = check_rows(caller, self.row_authorizer, origins).denied_doc_ids
-            visible = {e for e, r, _, _ in links
-                       if r in chunks and chunks[r].doc_id not in denied}
-            return [e for e in found if e.id in visible][:limit]
-        found: list[EntityInfo] = self._audited(caller, "entities", query or "", run)
-        return found
+    # -- listings -----------------------------------------------------------------------
 
-    def documents(self, caller: Caller, after_id: int = 0, limit: int = 100
-                  ) -> list[DocumentRecord]:
-        """Documents in reach (row documents only where the row re-check passes)."""
-        def run(allowed: frozenset[str], record: AuditRecord) -> list[DocumentRecord]:
-            docs = self.graph.documents(allowed, after_id, limit)
-            origins = self.graph.catalog.origins_for(d.doc_id for d in docs)
-            denied = check_rows(caller, self.row_authorizer, origins).denied_doc_ids
-            return [d for d in docs if d.doc_id not in denied]
-        docs: list[DocumentRecord] = self._audited(caller, "documents", "", run)
-        return docs
+    def entities(self, caller: Caller, query: str | None = None,
+                 entity_type: str | None = None, limit: int = 50) -> list[EntityInfo]:
+        """Entities (name filter, type) with at least one chunk the caller may see."""
+        name = check_optional_text(query, "query", max_chars=MAX_NAME_CHARS)
+        kind = check_optional_text(entity_type, "entity_type", max_chars=MAX_NAME_CHARS)
+        check_count(limit, "limit", high=MAX_PAGE)
+        return self._request(caller, "entities", name or "",
+                             lambda scope, _: browse.entities(self.graph, scope, name,
+                                                                   kind, limit))
+
+    def entity_mentions(self, caller: Caller, query: str, *, k: int = 10,
+                        per_entity: int = 3) -> list[browse.EntityMentions]:
+        """Entities matching or named by ``query``, each with visible chunks mentioning it."""
+        check_text(query, "query_text")
+        check_count(k, "k")
+        return self._request(caller, "search_entities", query,
+                             lambda scope, _: browse.entity_mentions(
+                                 self.graph, scope, query.strip(), k, per_entity))
+
+    def neighbors(self, caller: Caller, entity: str, *, limit: int = 20) -> list[Neighbor]:
+        """Entities co-occurring with ``entity`` that the caller sees a mention of."""
+        check_text(entity, "entity", max_chars=MAX_NAME_CHARS)
+        check_count(limit, "limit", high=MAX_PAGE)
+        return self._request(caller, "neighbors", entity,
+                             lambda scope, _: browse.neighbors(self.graph, scope, entity,
+                                                                    limit))
+
+    def communities(self, caller: Caller, *, level: int | None = None, limit: int = 100
+                    ) -> list[CommunityInfo]:
+        """Communities with the titles and members the caller may see."""
+        check_count(limit, "limit", high=MAX_PAGE)
+        return self._request(caller, "communities", "",
+                             lambda scope, _: browse.communities(self.graph, scope, level,
+                                                                      limit))
+
+    def documents(self, caller: Caller, after_id: int = 0, limit: int = 100) -> browse.DocumentPage:
+        """One page of the source documents in reach (row documents only where the row
+        re-check passes; community reports are not documents)."""
+        check_count(limit, "limit", high=MAX_PAGE)
+        return self._request(caller, "documents", "",
+                             lambda scope, _: browse.documents(self.graph, scope, after_id,
+                                                                    limit))
+
+    def index_status(self, caller: Caller) -> browse.StatusView:
+        """Freshness, counts and failed files of the caller's namespaces only."""
+        return self._request(caller, "index_status", "",
+                             lambda scope, _: browse.status(self.graph, scope))

@@ -27,8 +27,14 @@ from docgraph.graph.reports import ReportInput, community_title, extractive_repo
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
-from docgraph.model import Vector
-from docgraph.store.sqlite_graph import CommunityRow, EdgeTable, EntityInfo, SQLiteGraphStore
+from docgraph.model import RowOrigin, Vector
+from docgraph.store.sqlite_graph import (
+    CommunityRow,
+    EdgeTable,
+    EntityInfo,
+    NamespaceLinks,
+    SQLiteGraphStore,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +156,8 @@ class GraphBuilder:
         report.seconds["communities"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        rows = self._community_rows(namespace, communities, graph, infos, report)
+        rows = self._community_rows(namespace, communities, graph, infos, report,
+                                   _row_sources(links, communities, graph))
         report.seconds["reports"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -165,6 +172,7 @@ class GraphBuilder:
         graph: CooccurrenceGraph,
         infos: dict[int, EntityInfo],
         report: GraphBuildReport,
+        row_sources: Sequence[Sequence[tuple[str, RowOrigin]]],
     ) -> list[CommunityRow]:
         node_ids = graph.entity_ids.tolist()
         node_info = [infos[e] for e in node_ids]
@@ -208,6 +216,7 @@ class GraphBuilder:
                          zip(community.nodes, community.centrality, strict=True)],
                 report_text=report_text.get(index),
                 report_vector=vectors.get(index),
+                row_sources=row_sources[index],
             ))
             ordinals[community.level] += 1
         report.reports = len(pending)
@@ -233,6 +242,29 @@ class GraphBuilder:
             by_index = dict(zip(missing, fresh, strict=True))
         report.reports_embedded = len(missing)
         return [existing[h] if h in existing else by_index[i] for i, h in enumerate(hashes)]
+
+
+def _row_sources(
+    links: NamespaceLinks, communities: Sequence[Community], graph: CooccurrenceGraph
+) -> list[list[tuple[str, RowOrigin]]]:
+    """Per community, every row document (doc id, origin) with a chunk linking one of its
+    members: the complete set of table rows its title and report can draw on (member names,
+    relationships and passages all come from chunks linking members)."""
+    if not links.row_chunks:
+        return [[] for _ in communities]
+    node_ids = graph.entity_ids.tolist()
+    member_of: dict[int, list[int]] = {}
+    for index, community in enumerate(communities):
+        for node in community.nodes:
+            member_of.setdefault(node_ids[node], []).append(index)
+    found: list[dict[str, RowOrigin]] = [{} for _ in communities]
+    mask = np.isin(links.chunk_rowids, np.fromiter(links.row_chunks, dtype=np.int64))
+    for chunk, entity in zip(links.chunk_rowids[mask].tolist(),
+                             links.entity_ids[mask].tolist(), strict=True):
+        doc_id, origin = links.row_chunks[chunk]
+        for index in member_of.get(entity, ()):
+            found[index][doc_id] = origin
+    return [sorted(d.items()) for d in found]
 
 
 def _central_chunks(

@@ -40,9 +40,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.query_entities import query_entity_keys
-from docgraph.retrieve.trace import RetrievalTrace, TraceStore
+from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, require_namespaces
 from docgraph.store.lexical import STOPWORDS
 from docgraph.store.sqlite import SQLiteCatalog
@@ -165,7 +165,32 @@ class CohortResult:
     paths: dict[str, list[str]] = field(default_factory=dict)  # chunk id -> entity paths
 
 
-ChunkFilter = Callable[[list[SearchHit]], list[SearchHit]]
+
+
+class CohortSearcher(Protocol):
+    """What context assembly needs of a cohort engine: :class:`CohortSearch`, or the governed
+    search that wraps it for one caller."""
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query embedder (its token counter sizes context sections)."""
+        ...
+
+    @property
+    def graph(self) -> SQLiteGraphStore:
+        """The graph store entity names and relationships are read from."""
+        ...
+
+    @property
+    def extractor(self) -> EntityExtractor | None:
+        """The entity extractor that finds the query's entities."""
+        ...
+
+    def search(self, query_text: str, *, namespaces: Iterable[str], k: int = 10,
+               mode: CohortMode = "vector_first", return_trace: bool = False) -> CohortResult:
+        """The top ``k`` chunks for ``query_text`` within ``namespaces``."""
+        ...
+
 Link = tuple[int, float, int]  # (entity id, association score, first position)
 
 
@@ -324,7 +349,6 @@ class CohortSearch:
         embedder: Embedder,
         extractor: EntityExtractor | None,
         settings: CohortSettings | None = None,
-        traces: TraceStore | None = None,
         chat_model: ChatModel | None = None,
     ) -> None:
         self.catalog = catalog
@@ -333,7 +357,6 @@ class CohortSearch:
         self.embedder = embedder
         self.extractor = extractor
         self.settings = settings or CohortSettings()
-        self.traces = traces
         self.chat_model = chat_model
 
     # -- entry point -----------------------------------------------------------
@@ -347,8 +370,13 @@ class CohortSearch:
         mode: CohortMode = "vector_first",
         return_trace: bool = False,
         settings: CohortSettings | None = None,
+        answer: bool = True,
     ) -> CohortResult:
-        """The top ``k`` chunks for ``query_text`` within ``namespaces`` (required)."""
+        """The top ``k`` chunks for ``query_text`` within ``namespaces`` (required).
+
+        The engine stores nothing: the trace is returned when asked for, and the governed
+        service stores it after its row filter. ``answer=False`` skips global mode's
+        map-reduce (a governed caller's answer is reduced from the visible reports only)."""
         allowed = require_namespaces(namespaces)
         if not isinstance(query_text, str) or not query_text.strip():
             raise InvalidQuery("query_text must be a non-empty string")
@@ -366,14 +394,13 @@ class CohortSearch:
         trace = RetrievalTrace(query=query_text, mode=mode, k=k)
         started = time.perf_counter()
         if mode == "global":
-            result = self._global(query_text, allowed, k, s, trace)
+            result = self._global(query_text, allowed, k, s, trace,
+                                  self.chat_model if answer else None)
         else:
             result = self._cohort(query_text, allowed, k, s, trace,
                                   graph_first=mode == "graph_first")
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
         trace.final_provenance = {h.chunk_id: h.lanes[0] for h in result.hits}
-        if self.traces is not None:
-            self.traces.save(trace)
         result.trace = trace if return_trace else None
         return result
 
@@ -506,7 +533,11 @@ class CohortSearch:
             if not query_ids:
                 trace.notes.append("graph_first: the query names no known entity; traversal "
                                    "started from the strongest seeds' entities")
-            for rowid in seeds[: max(5, k // 2)]:
+            # The strongest seeds always take part; when the graph adds too little, more
+            # seeds fill the pool up to k (a corpus without entities still answers k).
+            for position, rowid in enumerate(seeds):
+                if position >= max(5, k // 2) and len(pool) >= k:
+                    break
                 self._admit(pool, rowid, "seed", "seed", s)
         else:
             if s.seed_lane:
@@ -813,12 +844,12 @@ class CohortSearch:
     # -- global -------------------------------------------------------------------
 
     def _global(self, query: str, allowed: frozenset[str], k: int, s: CohortSettings,
-                trace: RetrievalTrace) -> CohortResult:
+                trace: RetrievalTrace, model: ChatModel | None) -> CohortResult:
         t = time.perf_counter()
         vector = self.embedder.embed_query(query)
         fused = self._seed_rows(query, vector, allowed, max(s.seed_candidates, k),
                                 "community_report", s.rrf_k)
-        depth = k if self.chat_model is None else max(k, 8)
+        depth = k if model is None else max(k, 8)
         rows = fused[:depth]
         chunks = self.catalog.chunks_by_rowid([r.rowid for r in rows])
         vectors = self.index.vectors([r.rowid for r in rows])
@@ -833,12 +864,13 @@ class CohortSearch:
         trace.timings_ms["reports"] = (time.perf_counter() - t) * 1000
         if not hits:
             trace.notes.append("no community reports in reach (graph not built or empty)")
-        if self.chat_model is None:
-            trace.notes.append("no chat model configured: community reports are returned "
-                               "ranked by hybrid relevance, not map-reduced")
+        if model is None:
+            if self.chat_model is None:
+                trace.notes.append("no chat model configured: community reports are returned "
+                                   "ranked by hybrid relevance, not map-reduced")
             return CohortResult(hits[:k])
         t = time.perf_counter()
-        answer, ranked = map_reduce_global_context(query, hits, self.chat_model, k)
+        answer, ranked = map_reduce_global_context(query, hits, model, k)
         trace.timings_ms["map_reduce"] = (time.perf_counter() - t) * 1000
         return CohortResult(ranked, answer=answer)
 

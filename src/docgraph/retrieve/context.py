@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from docgraph.errors import InvalidQuery
-from docgraph.retrieve.cohort import CohortSearch
+from docgraph.retrieve.cohort import CohortSearcher
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import require_namespaces
 
@@ -32,7 +32,7 @@ class GraphContext:
 
 
 def assemble_context(
-    engine: CohortSearch,
+    engine: CohortSearcher,
     query: str,
     *,
     namespaces: Iterable[str],

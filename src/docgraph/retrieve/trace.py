@@ -1,8 +1,13 @@
 """The retrieval trace: what each lane contributed, how long it took, and why each returned
-chunk is there (its provenance). Traces are stored in the catalog, bounded by retention."""
+chunk is there (its provenance). Traces are stored in the catalog, bounded by retention.
+
+Only the governed service stores traces, after its row filter (no candidate the caller was
+denied), and like the audit log it stores the query as a sha256 hash, never as text.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -56,12 +61,18 @@ class TraceStore:
         self.retention = retention
         self.catalog.connection().executescript(_SCHEMA)
 
-    def save(self, trace: RetrievalTrace) -> None:
-        """Store a trace and drop the oldest beyond the retention bound."""
+    def save(self, trace: RetrievalTrace, user_id: str = "") -> None:
+        """Store a trace (the query as its sha256, with the caller's user id) and drop the
+        oldest beyond the retention bound."""
+        payload = trace.to_dict()
+        query = payload.pop("query")
+        payload["query_hash"] = hashlib.sha256(
+            query.encode("utf-8", "surrogatepass")).hexdigest()
+        payload["user_id"] = user_id
         with self.catalog.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO traces VALUES (?, ?, ?)",
-                (trace.id, trace.created_at, json.dumps(trace.to_dict(), ensure_ascii=False)),
+                (trace.id, trace.created_at, json.dumps(payload)),
             )
             db.execute(
                 "DELETE FROM traces WHERE id NOT IN"

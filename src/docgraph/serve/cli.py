@@ -47,13 +47,34 @@ def _options(
     index_path: Annotated[
         Path | None, typer.Option("--index", help="Index file (overrides store.path).")
     ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Caller of read commands (default "
+                                              "serve.stdio_user; needed when [governance] "
+                                              "is configured).")
+    ] = None,
+    role: Annotated[
+        str | None, typer.Option("--role", help="Active role of the caller.")
+    ] = None,
 ) -> None:
     _state["config"] = config
     _state["index"] = index_path
+    _state["user"] = user
+    _state["role"] = role
 
 
 def _open() -> DocGraph:
     return DocGraph.open(_state.get("index"), config_file=_state.get("config"))
+
+
+def _governed(dg: DocGraph, only: list[str] | None = None) -> tuple[Any, Any]:
+    """The governed service and the CLI's caller (read commands go through the same path
+    as the MCP tools and the API); ``only`` limits the caller to those namespaces."""
+    from docgraph.serve.setup import local_governance
+
+    if not dg.namespaces():
+        err.print("the index is empty: run `docgraph index PATH` first")
+        raise typer.Exit(1)
+    return local_governance(dg, _state.get("user"), _state.get("role"), only)
 
 
 def _report_line(report: IngestReport, seconds: float) -> str:
@@ -233,13 +254,10 @@ def search(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Search the index; prints ranked chunks with their source and section."""
+    """Search the index as the caller; prints ranked chunks with their source and section."""
     with _open() as dg:
-        namespaces = namespace or dg.namespaces()
-        if not namespaces:
-            err.print("the index is empty: run `docgraph index PATH` first")
-            raise typer.Exit(1)
-        hits = dg.search(query, namespaces=namespaces, k=k, mode=mode)  # type: ignore[arg-type]
+        governance, caller = _governed(dg, namespace)
+        hits = governance.search(caller, query, k=k, mode=mode)
     if as_json:
         sys.stdout.write(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
         sys.stdout.write("\n")
@@ -330,11 +348,8 @@ def context(
 ) -> None:
     """Print GraphRAG-style context: Entities | Relationships | Community Reports | Source Text."""
     with _open() as dg:
-        names = namespace or dg.namespaces()
-        if not names:
-            err.print("the index is empty: run `docgraph index PATH` first")
-            raise typer.Exit(1)
-        assembled = dg.context(query, namespaces=names, token_budget=budget)
+        governance, caller = _governed(dg, namespace)
+        assembled = governance.context(caller, query, token_budget=budget)
     sys.stdout.write(assembled.text)
 
 
@@ -345,14 +360,6 @@ NamespaceOption = Annotated[
     list[str] | None,
     typer.Option("--namespace", "-n", help="Limit to these namespaces (default: all)."),
 ]
-
-
-def _namespaces(dg: DocGraph, namespace: list[str] | None) -> list[str]:
-    names = namespace or dg.namespaces()
-    if not names:
-        err.print("the index is empty: run `docgraph index PATH` first")
-        raise typer.Exit(1)
-    return names
 
 
 @app.command()
@@ -367,7 +374,8 @@ def entities(
 ) -> None:
     """List entities (most mentioned first), filtered by name and type."""
     with _open() as dg:
-        found = dg.entities(_namespaces(dg, namespace), query, entity_type, limit)
+        governance, caller = _governed(dg, namespace)
+        found = governance.entities(caller, query, entity_type, limit)
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(e) for e in found], indent=2,
                                     ensure_ascii=False) + "\n")
@@ -387,7 +395,8 @@ def graph_neighbors(
 ) -> None:
     """Entities that co-occur with ENTITY, strongest (NPMI) first."""
     with _open() as dg:
-        found = dg.neighbors(entity, _namespaces(dg, namespace), limit)
+        governance, caller = _governed(dg, namespace)
+        found = governance.neighbors(caller, entity, limit=limit)
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(n) for n in found], indent=2,
                                     ensure_ascii=False) + "\n")
@@ -412,7 +421,8 @@ def communities(
 ) -> None:
     """List entity communities (largest first) with their key members."""
     with _open() as dg:
-        found = dg.communities(_namespaces(dg, namespace), level, limit)
+        governance, caller = _governed(dg, namespace)
+        found = governance.communities(caller, level=level, limit=limit)
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(c) for c in found], indent=2,
                                     ensure_ascii=False) + "\n")
@@ -624,15 +634,11 @@ def lookup(
         bool, typer.Option("--trace", help="Add the internal trace under \"trace\".")
     ] = False,
 ) -> None:
-    """Agent-facing evidence lookup over all namespaces; prints the projected JSON."""
-    from docgraph.evidence import KnowledgeService
-
+    """Agent-facing evidence lookup as the caller (the lookup_knowledge tool's path); prints
+    the projected JSON."""
     with _open() as dg:
-        namespaces = dg.namespaces()
-        if not namespaces:
-            err.print("the index is empty: run `docgraph index PATH` first")
-            raise typer.Exit(1)
-        result = KnowledgeService.for_graph(dg, namespaces).lookup_knowledge(query)
+        governance, caller = _governed(dg)
+        result = governance.lookup(caller, query)
     payload = result.to_dict()
     if trace:
         payload["trace"] = result.trace.to_dict()

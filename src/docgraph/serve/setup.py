@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from docgraph.app import DocGraph
 from docgraph.config import GovernanceSettings, ServeSettings
 from docgraph.errors import ConfigError, DocgraphError
 from docgraph.governance import (
+    AccessDenied,
+    CallableRowAuthorizer,
     Caller,
     Entitlements,
     Governance,
     PolicyFileEntitlements,
+    RoleAssignment,
     RowAuthorizer,
     SqlEntitlements,
     SqlRowAuthorizer,
+    StaticEntitlements,
 )
 from docgraph.serve.tools import DocgraphTools
 
@@ -53,12 +59,72 @@ def build_row_authorizer(graph: DocGraph, settings: GovernanceSettings) -> RowAu
     return SqlRowAuthorizer(urls, identity=settings.row_identity, setting=settings.row_setting)
 
 
+def governance_configured(settings: GovernanceSettings) -> bool:
+    """Whether ``[governance]`` names role assignments (a policy file or a SQL table)."""
+    return settings.policy_file is not None or bool(settings.sql_url)
+
+
+def build_governance(graph: DocGraph) -> Governance:
+    """The governed service over ``graph`` as configured in ``[governance]``."""
+    settings = graph.settings.governance
+    return Governance(graph, build_entitlements(settings), build_row_authorizer(graph, settings))
+
+
+#: The caller of local commands on an index without ``[governance]``: its owner.
+OWNER = "owner"
+
+
+class NarrowedEntitlements:
+    """Another source's assignments restricted to some domains (``*`` becomes each of
+    them): how a local command limits itself to ``--namespace`` without any operation
+    taking a namespace argument."""
+
+    def __init__(self, base: Entitlements, domains: Iterable[str]) -> None:
+        self.base = base
+        self.domains = sorted(set(domains))
+
+    def assignments_for(self, user_id: str) -> list[RoleAssignment]:
+        """The base assignments of ``user_id`` that fall inside the domains."""
+        out: list[RoleAssignment] = []
+        for a in self.base.assignments_for(user_id):
+            if a.domain == "*":
+                out += [RoleAssignment(a.user, a.role, d) for d in self.domains]
+            elif a.domain in self.domains:
+                out.append(a)
+        return out
+
+
+def local_governance(graph: DocGraph, user: str | None = None, role: str | None = None,
+                     only: Iterable[str] | None = None) -> tuple[Governance, Caller]:
+    """The governed service and caller of a local command (the CLI, the Python API).
+
+    With ``[governance]`` configured, the caller is ``user`` (else ``[serve] stdio_user``)
+    and is denied without one. Without it, the index file's owner is the caller: every
+    namespace and every row (whoever can open the file can read it), still through the
+    one governed path, so results equal what a served caller with the same rights gets.
+    ``only`` limits the caller to those of its namespaces.
+    """
+    if governance_configured(graph.settings.governance):
+        try:
+            caller = stdio_caller(graph.settings.serve, user, role)
+        except ConfigError as exc:
+            raise AccessDenied("[governance] is configured, so local commands need a caller: "
+                               "pass --user (or set [serve] stdio_user)") from exc
+        governance = build_governance(graph)
+    else:
+        owner = user or OWNER
+        caller = Caller(owner, role)
+        every_row = CallableRowAuthorizer(lambda caller, table, pks: set(pks))
+        governance = Governance(
+            graph, StaticEntitlements([RoleAssignment(owner, role or OWNER, "*")]), every_row)
+    if only:
+        governance.entitlements = NarrowedEntitlements(governance.entitlements, only)
+    return governance, caller
+
+
 def build_tools(graph: DocGraph) -> DocgraphTools:
     """The governed operations over ``graph`` as configured in its settings."""
-    settings = graph.settings.governance
-    governance = Governance(graph, build_entitlements(settings),
-                            build_row_authorizer(graph, settings))
-    return DocgraphTools(governance)
+    return DocgraphTools(build_governance(graph))
 
 
 def stdio_caller(settings: ServeSettings, user: str | None = None,

@@ -11,44 +11,46 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from docgraph.errors import InvalidQuery
-from docgraph.evidence import KnowledgeSearchHit, KnowledgeSearchRequest, KnowledgeService
-from docgraph.evidence.hints import QueryTransformer
-from docgraph.evidence.port import hit_from_search_hit
-from docgraph.evidence.settings import EvidenceSettings
-from docgraph.governance import AccessDenied, AuditRecord, Caller, Governance
-from docgraph.governance.rows import check_rows
+from docgraph.governance import Caller, Governance
+from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
+from docgraph.governance.inputs import check_optional_text as _optional_text
+from docgraph.governance.inputs import check_text as _text
 from docgraph.model import SearchHit
-from docgraph.retrieve.query_entities import find_query_entities
-from docgraph.store.sqlite_graph import EntityInfo
 
-MAX_K = 50
-MAX_QUERY_CHARS = 2000
+MAX_K = MAX_RESULTS
 MIN_TOKEN_BUDGET = 200
 MAX_TOKEN_BUDGET = 16_000
-MAX_LIST_LIMIT = 200
+MAX_LIST_LIMIT = MAX_PAGE
 MAX_CURSOR_CHARS = 200
 #: The query explore_topics runs when the agent gives none.
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
-#: Document ids of community reports: derived from the graph, not source documents (and
-#: their titles name entities of rows a caller may not see), so never listed.
-REPORT_PREFIX = "community://"
 
 SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must contain more than whitespace")
+def _checked(value: str) -> str:
+    """The governed entry's own text check as a pydantic validator (pydantic prefixes the
+    argument's name to the message)."""
+    try:
+        return _text(value, "text")
+    except InvalidQuery as exc:
+        raise ValueError(str(exc).removeprefix("text: ")) from None
+
+
+def _checked_optional(value: str | None) -> str | None:
+    try:
+        _optional_text(value, "text")
+    except InvalidQuery as exc:
+        raise ValueError(str(exc).removeprefix("text: ")) from None
     return value
 
 
@@ -57,12 +59,13 @@ QueryText = Annotated[
     Field(min_length=1, max_length=MAX_QUERY_CHARS,
           description="One atomic question or search phrase; name entities explicitly "
                       f"(at most {MAX_QUERY_CHARS} characters)."),
-    AfterValidator(_not_blank),
+    AfterValidator(_checked),
 ]
 OptionalQueryText = Annotated[
     str | None,
     Field(default=None, max_length=MAX_QUERY_CHARS,
           description="Optional focus for the themes; omit for the corpus-wide picture."),
+    AfterValidator(_checked_optional),
 ]
 TopK = Annotated[
     int,
@@ -290,32 +293,6 @@ def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any
     return out
 
 
-class GovernedSearchPort:
-    """The evidence pipeline's search port for one caller.
-
-    Every search is :meth:`Governance.retrieve` in ``vector_first`` mode (dense + BM25 seeds
-    widened by the lanes, row re-check with over-fetch, audit) within the caller's
-    namespaces; a request's category filter can only narrow the result.
-    """
-
-    def __init__(self, governance: Governance, caller: Caller) -> None:
-        self.governance = governance
-        self.caller = caller
-
-    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
-        """Governed hits in retrieval order."""
-        if request.mode != "hybrid":
-            raise InvalidQuery(f"the governed evidence port searches in hybrid mode only, "
-                               f"got {request.mode!r}")
-        hits = self.governance.search(self.caller, request.query, k=request.top_k,
-                                      mode="vector_first")
-        if request.category_filter is not None:
-            allowed = request.category_filter
-            hits = [h for h in hits if h.namespace in allowed]
-            hits = [replace(h, original_rank=i + 1) for i, h in enumerate(hits)]
-        return [hit_from_search_hit(h) for h in hits]
-
-
 # -- the operations ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -330,14 +307,12 @@ class ToolSpec:
 
 
 class DocgraphTools:
-    """The governed operations behind every tool and HTTP endpoint."""
+    """The eight agent tools: validate arguments, call :class:`Governance` (the one governed
+    path: it resolves, filters, traces and audits), format the answer as JSON."""
 
-    def __init__(self, governance: Governance, evidence: EvidenceSettings | None = None) -> None:
+    def __init__(self, governance: Governance) -> None:
         self.governance = governance
         self.graph = governance.graph
-        self.evidence = evidence or EvidenceSettings()
-
-    # -- plumbing ---------------------------------------------------------------------
 
     def call(self, name: str, caller: Caller,
              arguments: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -354,35 +329,11 @@ class DocgraphTools:
             raise InvalidQuery(format_validation_error(exc)) from exc
         return spec.run(self, caller, args)
 
-    def _entitled(self, caller: Caller, operation: str) -> frozenset[str]:
-        """The caller's namespaces; a denial is audited before it is raised."""
-        try:
-            return self.governance.namespaces(caller)
-        except AccessDenied as exc:
-            self._audit(caller, operation, outcome="denied", reason=str(exc))
-            raise
-
-    def _audit(self, caller: Caller, operation: str, *, outcome: str = "ok", reason: str = "",
-               namespaces: frozenset[str] = frozenset(), started: float | None = None) -> None:
-        record = AuditRecord(user_id=caller.user_id, operation=operation, outcome=outcome,
-                             role=caller.active_role, namespaces=sorted(namespaces),
-                             reason=reason)
-        if started is not None:
-            record.duration_ms = (time.perf_counter() - started) * 1000
-        self.governance.audit.write(record)
-
     # -- tools ------------------------------------------------------------------------
 
     def lookup_knowledge(self, caller: Caller, args: LookupKnowledgeArgs) -> dict[str, Any]:
         """Projected evidence blocks for one question (the evidence pipeline, governed)."""
-        namespaces = self._entitled(caller, "lookup_knowledge")
-        service = KnowledgeService(
-            GovernedSearchPort(self.governance, caller),
-            rag=self.graph.settings.rag,
-            evidence=self.evidence,
-            transformer=QueryTransformer(namespaces, descriptions=self.governance.descriptions),
-        )
-        result = service.lookup_knowledge(args.query)
+        result = self.governance.lookup(caller, args.query)
         payload: dict[str, Any] = {"query": args.query, **result.to_dict()}
         if not payload["evidence"]:
             payload["note"] = ("no visible evidence matched; rephrase with explicit entity "
@@ -456,21 +407,15 @@ class DocgraphTools:
 
     def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
         """Matching entities with the visible chunks that mention them."""
-        started = time.perf_counter()
-        query = args.query_text.strip()
-        found: list[EntityInfo] = self.governance.entities(caller, query=query, limit=args.k)
-        allowed = self._entitled(caller, "search_entities")
-        if len(found) < args.k:  # also the entities the query names (a sentence, not a name)
-            named, _ = find_query_entities(query, self.graph.extractor, self.graph.graph_store,
-                                           allowed)
-            seen = {e.id for e in found}
-            found += [e for e in named if e.id not in seen][:args.k * 2]
-        mentions = self._visible_mentions(caller, found, allowed)
+        found = self.governance.entity_mentions(caller, args.query_text, k=args.k,
+                                                per_entity=CHUNKS_PER_ENTITY)
         entities = [{
-            "name": e.name, "type": e.type, "key": e.key, "namespace": e.namespace,
-            "chunk_count": e.chunk_count, "chunks": mentions[e.id],
-        } for e in found if mentions.get(e.id)][:args.k]
-        self._audit(caller, "search_entities:chunks", namespaces=allowed, started=started)
+            "name": m.entity.name, "type": m.entity.type, "key": m.entity.key,
+            "namespace": m.entity.namespace, "chunk_count": m.entity.chunk_count,
+            "chunks": [{"chunk_id": c.chunk_id, "source": c.source_path,
+                        "section": " > ".join(c.section_path), "snippet": _snippet(c.text)}
+                       for c in m.chunks],
+        } for m in found]
         out: dict[str, Any] = {"query_text": args.query_text, "count": len(entities),
                                "entities": entities}
         if not entities:
@@ -478,65 +423,25 @@ class DocgraphTools:
                            "search_documents for the surrounding text")
         return out
 
-    def _visible_mentions(self, caller: Caller, entities: list[EntityInfo],
-                          allowed: frozenset[str]) -> dict[int, list[dict[str, Any]]]:
-        """Per entity, up to ``CHUNKS_PER_ENTITY`` chunks that mention it and the caller may
-        see (namespace pre-filter plus the row re-check)."""
-        store, catalog = self.graph.graph_store, self.graph.catalog
-        links = store.chunks_for_entities([e.id for e in entities], per_entity=12)
-        chunks = catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-        chunks = {r: c for r, c in chunks.items() if c.namespace in allowed}
-        origins = {c.doc_id: c.origin for c in chunks.values() if c.origin is not None}
-        denied = check_rows(caller, self.governance.row_authorizer, origins).denied_doc_ids
-        out: dict[int, list[dict[str, Any]]] = {}
-        for entity_id, rowid, _, _ in links:
-            chunk = chunks.get(rowid)
-            if chunk is None or chunk.doc_id in denied:
-                continue
-            rows = out.setdefault(entity_id, [])
-            if len(rows) < CHUNKS_PER_ENTITY:
-                rows.append({"chunk_id": chunk.chunk_id, "source": chunk.source_path,
-                             "section": " > ".join(chunk.section_path),
-                             "snippet": _snippet(chunk.text)})
-        return out
-
     def list_documents(self, caller: Caller, args: ListDocumentsArgs) -> dict[str, Any]:
         """One page of the source documents in reach, with version state (community reports
         are derived from the graph and not listed)."""
-        after = decode_cursor(args.cursor)
-        allowed = self._entitled(caller, "list_documents")
-        documents: list[dict[str, Any]] = []
-        next_cursor: str | None = None
-        for _ in range(4):  # refill a page thinned by the row re-check, boundedly
-            want = args.limit - len(documents)
-            window = self.graph.documents(allowed, after, want)  # positions only
-            visible = self.governance.documents(caller, after, want)
-            documents += [{
-                "document": d.doc_id, "title": d.title, "namespace": d.namespace,
-                "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
-                "content_hash": d.content_hash[:16], "change_token": d.change_token,
-                "updated_at": d.updated_at,
-            } for d in visible if not d.doc_id.startswith(REPORT_PREFIX)]
-            if len(window) < want:
-                next_cursor = None
-                break
-            after = window[-1].id
-            next_cursor = encode_cursor(after)
-            if len(documents) >= args.limit:
-                break
+        page = self.governance.documents(caller, decode_cursor(args.cursor), args.limit)
+        documents = [{
+            "document": d.doc_id, "title": d.title, "namespace": d.namespace,
+            "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
+            "content_hash": d.content_hash[:16], "change_token": d.change_token,
+            "updated_at": d.updated_at,
+        } for d in page.documents]
+        next_cursor = None if page.next_after is None else encode_cursor(page.next_after)
         return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}
 
     def index_status(self, caller: Caller, args: IndexStatusArgs) -> dict[str, Any]:
         """Freshness and counts of the caller's namespaces only."""
-        started = time.perf_counter()
-        allowed = self._entitled(caller, "index_status")
-        builds = [b for b in self.graph.index_status() if b.namespace in allowed]
-        stats = {s.namespace: s for s in self.graph.catalog.stats() if s.namespace in allowed}
-        failures = [f for f in self.graph.catalog.failures() if f.namespace in allowed]
-        model = self.graph.catalog.embedding_model()
+        view = self.governance.index_status(caller)
         namespaces = []
-        for b in builds:
-            s = stats.get(b.namespace)
+        for b in view.builds:
+            s = view.stats.get(b.namespace)
             namespaces.append({
                 "namespace": b.namespace,
                 "documents": b.documents, "chunks": b.chunks,
@@ -550,13 +455,13 @@ class DocgraphTools:
                 "errors": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
                             "message": p.message} for p in b.errors],
             })
-        self._audit(caller, "index_status", namespaces=allowed, started=started)
+        model = view.embedding_model
         return {
             "embedding_model": {"name": model[0], "dimension": model[1]} if model else None,
-            "refresh_interval_seconds": self.graph.settings.refresh.interval_seconds,
+            "refresh_interval_seconds": view.refresh_interval_seconds,
             "namespaces": namespaces,
             "failed_files": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
-                              "reason": f.reason, "at": f.at} for f in failures[:100]],
+                              "reason": f.reason, "at": f.at} for f in view.failures[:100]],
         }
 
 

@@ -44,7 +44,7 @@ from docgraph.store.lexical import (
 )
 from docgraph.store.lexical import term_ids as stored_term_ids
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -158,6 +158,16 @@ CREATE TABLE IF NOT EXISTS community_members (
     PRIMARY KEY (community_id, entity_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS community_members_entity ON community_members(entity_id);
+CREATE TABLE IF NOT EXISTS community_row_sources (
+    community_id INTEGER NOT NULL REFERENCES communities(id) ON DELETE CASCADE,
+    doc_id TEXT NOT NULL,
+    origin_source TEXT NOT NULL,
+    origin_schema TEXT NOT NULL,
+    origin_table TEXT NOT NULL,
+    origin_pk_column TEXT NOT NULL,
+    origin_pk_value TEXT NOT NULL,
+    PRIMARY KEY (community_id, doc_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS failures (
     source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
     path TEXT NOT NULL,
@@ -221,8 +231,10 @@ class SQLiteCatalog:
                 db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            elif int(row[0]) == 1:
-                _migrate_1_to_2(db, self.terms)
+            elif int(row[0]) in (1, 2):
+                if int(row[0]) == 1:
+                    _migrate_1_to_2(db, self.terms)
+                _migrate_2_to_3(db)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: index schema version {row[0]} is not supported "
@@ -868,6 +880,24 @@ def _migrate_1_to_2(db: sqlite3.Connection, terms: TermDictionary) -> None:
                        [(e.blob, e.length, r[0]) for e, r in zip(encoded, rows, strict=True)])
         last = int(rows[-1][0])
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def _migrate_2_to_3(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3 (inside the caller's transaction): community reports record the table
+    rows they were built from (``community_row_sources``). For reports built before, the rows
+    their members link to now are recorded, and every namespace with communities is marked
+    for a graph rebuild, which records the exact set."""
+    db.execute(
+        "INSERT OR IGNORE INTO community_row_sources SELECT DISTINCT cm.community_id, d.doc_id,"
+        " d.origin_source, d.origin_schema, d.origin_table, d.origin_pk_column,"
+        " d.origin_pk_value FROM community_members cm"
+        " JOIN chunk_entities ce ON ce.entity_id = cm.entity_id"
+        " JOIN chunks c ON c.id = ce.chunk_id JOIN documents d ON d.id = c.document_id"
+        " WHERE d.origin_source IS NOT NULL"
+    )
+    db.execute("UPDATE namespaces SET graph_dirty = 1"
+               " WHERE id IN (SELECT namespace_id FROM communities)")
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
 
 
 _blas_limited = False

@@ -10,7 +10,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain, repeat
 from typing import cast
 
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.ingest.embed_cache import text_hash
-from docgraph.model import EntityLink, Vector
+from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.lexical import EncodedTerms
 from docgraph.store.sqlite import SQLiteCatalog
@@ -68,11 +68,13 @@ class CommunityInfo:
 
 @dataclass(frozen=True, slots=True)
 class NamespaceLinks:
-    """All chunk-entity links of a namespace as parallel arrays (text chunks only)."""
+    """All chunk-entity links of a namespace as parallel arrays (text chunks only), and the
+    table row behind each linked chunk of a row document, read in the same snapshot."""
 
     chunk_rowids: npt.NDArray[np.int64]
     entity_ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
+    row_chunks: dict[int, tuple[str, RowOrigin]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,9 @@ class CommunityRow:
     members: Sequence[tuple[int, float]]
     report_text: str | None
     report_vector: Vector | None
+    #: Every row document (doc id, origin) whose chunks link a member: all the table rows
+    #: the title and report may draw on (names, relationships, passages).
+    row_sources: Sequence[tuple[str, RowOrigin]] = ()
 
 
 class SQLiteGraphStore:
@@ -130,22 +135,43 @@ class SQLiteGraphStore:
     # -- links ---------------------------------------------------------------
 
     def links(self, namespace: str) -> NamespaceLinks:
-        """Every chunk-entity link of the namespace's text chunks, by chunk then entity.
+        """Every chunk-entity link of the namespace's text chunks, by chunk then entity, and
+        the row origin of each linked row-document chunk, both from one read snapshot (so a
+        report built from these links knows every row it can draw on).
 
         Rows stream straight into one array and are sorted there: an ``ORDER BY`` would make
         SQLite build a temporary B-tree of every link first.
         """
-        cursor = self.catalog.connection().execute(
-            "SELECT ce.chunk_id, ce.entity_id, ce.score FROM chunk_entities ce"
-            " JOIN chunks c ON c.id = ce.chunk_id JOIN namespaces n ON n.id = c.namespace_id"
-            " WHERE n.name = ? AND c.kind = 'text'",
-            (namespace,),
-        )
-        data = np.fromiter(chain.from_iterable(cursor), dtype=np.float64).reshape(-1, 3)
+        db = self.catalog.connection()
+        own = not db.in_transaction
+        if own:
+            db.execute("BEGIN")  # one snapshot for both reads (WAL readers never block)
+        try:
+            cursor = db.execute(
+                "SELECT ce.chunk_id, ce.entity_id, ce.score FROM chunk_entities ce"
+                " JOIN chunks c ON c.id = ce.chunk_id JOIN namespaces n ON n.id = c.namespace_id"
+                " WHERE n.name = ? AND c.kind = 'text'",
+                (namespace,),
+            )
+            data = np.fromiter(chain.from_iterable(cursor), dtype=np.float64).reshape(-1, 3)
+            row_chunks = {
+                int(r[0]): (str(r[1]), RowOrigin(*(str(v) for v in r[2:7])))
+                for r in db.execute(
+                    "SELECT c.id, d.doc_id, d.origin_source, d.origin_schema, d.origin_table,"
+                    " d.origin_pk_column, d.origin_pk_value FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id"
+                    " JOIN namespaces n ON n.id = c.namespace_id"
+                    " WHERE n.name = ? AND c.kind = 'text' AND d.origin_source IS NOT NULL",
+                    (namespace,),
+                )
+            }
+        finally:
+            if own:
+                db.execute("COMMIT")
         chunk_ids, entity_ids = data[:, 0].astype(np.int64), data[:, 1].astype(np.int64)
         order = np.lexsort((entity_ids, chunk_ids))
         return NamespaceLinks(chunk_ids[order], entity_ids[order],
-                              data[order, 2].astype(np.float32))
+                              data[order, 2].astype(np.float32), row_chunks)
 
     def chunk_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(row id, text) of every text chunk of the namespace, for re-extraction."""
@@ -279,6 +305,11 @@ class SQLiteGraphStore:
                 "INSERT INTO community_members VALUES (?, ?, ?)",
                 [(first_id + i, entity_id, centrality) for i, c in enumerate(communities)
                  for entity_id, centrality in c.members],
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO community_row_sources VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(first_id + i, doc_id, o.source, o.schema, o.table, o.pk_column, o.pk_value)
+                 for i, c in enumerate(communities) for doc_id, o in c.row_sources],
             )
             now = time.time()
             reported = [i for i, (c, doc_id) in enumerate(zip(communities, doc_ids, strict=True))
@@ -516,10 +547,23 @@ class SQLiteGraphStore:
         ).fetchone()
         if row is None:
             return None
-        members = [int(r[0]) for r in db.execute(
+        return int(row[0]), self.community_members(int(row[0]))
+
+    def community_members(self, community_id: int) -> list[int]:
+        """Member entity ids of a community, most central first."""
+        return [int(r[0]) for r in self.catalog.connection().execute(
             "SELECT entity_id FROM community_members WHERE community_id = ?"
-            " ORDER BY centrality DESC, entity_id", (row[0],))]
-        return int(row[0]), members
+            " ORDER BY centrality DESC, entity_id", (community_id,))]
+
+    def report_row_sources(self, community_id: int) -> dict[str, RowOrigin]:
+        """Every table row (doc id -> origin) the community's title and report were built
+        from, as recorded when the graph was built (complete, never sampled)."""
+        rows = self.catalog.connection().execute(
+            "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
+            " origin_pk_value FROM community_row_sources WHERE community_id = ?",
+            (community_id,),
+        ).fetchall()
+        return {str(r[0]): RowOrigin(*(str(v) for v in r[1:6])) for r in rows}
 
     def community_signature(self, namespace: str) -> list[tuple[int, int, tuple[str, ...]]]:
         """(level, ordinal, sorted member keys) of every community: equal for equal graphs,

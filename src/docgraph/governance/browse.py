@@ -1,0 +1,145 @@
+"""The governed listings: entities and their mentions, neighbours, communities, documents and
+index status, each seen through one request's :class:`Visibility`.
+
+An entity, neighbour or community is listed only when a chunk the caller may see mentions
+it (counts stay those of the whole namespace: structure is computed over everything, text is
+shown only from what the caller may see). Community reports are derived from the graph and
+never listed as documents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from docgraph.governance.reports import visible_communities
+from docgraph.governance.visibility import Visibility
+from docgraph.graph.normalize import canonical_key
+from docgraph.lifecycle.status import NamespaceStatus
+from docgraph.model import DocumentRecord, StoredChunk
+from docgraph.retrieve.query_entities import find_query_entities
+from docgraph.store.base import FailureRecord, NamespaceStats
+from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor
+
+if TYPE_CHECKING:
+    from docgraph.app import DocGraph
+
+#: Document ids of community reports (derived from the graph, not source documents).
+REPORT_PREFIX = "community://"
+#: Links read per entity to find visible mentions: bounds work, never what may be shown.
+MENTION_SCAN = 50
+
+
+@dataclass(frozen=True)
+class EntityMentions:
+    """An entity and up to ``per_entity`` visible chunks that mention it."""
+
+    entity: EntityInfo
+    chunks: list[StoredChunk]
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    """One page of documents in reach; ``next_after`` is the cursor position of the next
+    page (None on the last)."""
+
+    documents: list[DocumentRecord]
+    next_after: int | None
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """The index status of the caller's namespaces only."""
+
+    embedding_model: tuple[str, int] | None
+    refresh_interval_seconds: float
+    builds: list[NamespaceStatus]
+    stats: dict[str, NamespaceStats]
+    failures: list[FailureRecord] = field(default_factory=list)
+
+
+def mentions(graph: DocGraph, scope: Visibility, entities: list[EntityInfo],
+             per_entity: int) -> dict[int, list[StoredChunk]]:
+    """Per entity, up to ``per_entity`` visible chunks mentioning it (strongest first)."""
+    links = graph.graph_store.chunks_for_entities([e.id for e in entities], MENTION_SCAN)
+    chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+    visible = {c.rowid: c for c in scope.visible(chunks.values())}
+    out: dict[int, list[StoredChunk]] = {}
+    for entity_id, rowid, _, _ in links:
+        if rowid in visible:
+            rows = out.setdefault(entity_id, [])
+            if len(rows) < per_entity:
+                rows.append(visible[rowid])
+    return out
+
+
+def entities(graph: DocGraph, scope: Visibility, query: str | None, entity_type: str | None,
+             limit: int) -> list[EntityInfo]:
+    """Entities whose name contains ``query`` with at least one visible mention."""
+    found = graph.entities(scope.namespaces, query, entity_type, limit * 2)
+    seen = mentions(graph, scope, found, 1)
+    return [e for e in found if e.id in seen][:limit]
+
+
+def entity_mentions(graph: DocGraph, scope: Visibility, query: str, k: int,
+                    per_entity: int) -> list[EntityMentions]:
+    """Entities whose name contains ``query`` and, if fewer than ``k``, those ``query``
+    names (a sentence, not a name), each with its visible mentions."""
+    found = graph.entities(scope.namespaces, query, None, k * 2)
+    if len(found) < k:
+        named, _ = find_query_entities(query, graph.extractor, graph.graph_store,
+                                       scope.namespaces)
+        known = {e.id for e in found}
+        found += [e for e in named if e.id not in known][:k * 2]
+    seen = mentions(graph, scope, found, per_entity)
+    return [EntityMentions(e, seen[e.id]) for e in found if seen.get(e.id)][:k]
+
+
+def neighbors(graph: DocGraph, scope: Visibility, entity: str, limit: int) -> list[Neighbor]:
+    """Visible entities co-occurring with ``entity`` (a name or key), strongest first; an
+    entity the caller sees no mention of has no visible neighbours."""
+    keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
+    store = graph.graph_store
+    start = store.entities_by_key(keys, scope.namespaces)
+    start = [e for e in start if e.id in mentions(graph, scope, start, 1)]
+    found = store.neighbors([e.id for e in start], limit * 2)
+    seen = mentions(graph, scope, [n.entity for n in found], 1)
+    return [n for n in found if n.entity.id in seen][:limit]
+
+
+def communities(graph: DocGraph, scope: Visibility, level: int | None,
+                limit: int) -> list[CommunityInfo]:
+    """Communities of the caller's namespaces with titles and members it may see."""
+    found = graph.graph_store.communities(scope.namespaces, level, limit)
+    return visible_communities(found, scope, graph.graph_store)
+
+
+def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
+              max_rounds: int = 8) -> DocumentPage:
+    """One page of visible source documents after ``after_id``, refilled (boundedly) when
+    the row re-check thins it."""
+    out: list[DocumentRecord] = []
+    after, next_after = after_id, None
+    for _ in range(max_rounds):
+        want = limit - len(out)
+        window = graph.documents(scope.namespaces, after, want)
+        out += [d for d in scope.visible(window) if not d.doc_id.startswith(REPORT_PREFIX)]
+        if len(window) < want:
+            next_after = None
+            break
+        after = next_after = window[-1].id
+        if len(out) >= limit:
+            break
+    return DocumentPage(out, next_after)
+
+
+def status(graph: DocGraph, scope: Visibility) -> StatusView:
+    """Builds, counts and failed files of the caller's namespaces."""
+    allowed = scope.namespaces
+    return StatusView(
+        embedding_model=graph.catalog.embedding_model(),
+        refresh_interval_seconds=graph.settings.refresh.interval_seconds,
+        builds=[b for b in graph.index_status() if b.namespace in allowed],
+        stats={s.namespace: s for s in graph.catalog.stats() if s.namespace in allowed},
+        failures=[f for f in graph.catalog.failures() if f.namespace in allowed],
+    )

@@ -1,0 +1,62 @@
+"""Validation of every caller-supplied value, once, at the governed entry.
+
+Each governed operation checks its arguments here before anything else runs, so the MCP
+tools, the JSON API, the CLI and the Python API reject the same inputs with the same
+message (naming the argument), and nothing downstream (SQL, the trace and audit stores,
+the tokenizers) ever sees a string it cannot encode.
+"""
+
+from __future__ import annotations
+
+import re
+
+from docgraph.errors import InvalidQuery
+
+#: The longest query text a caller may send (characters).
+MAX_QUERY_CHARS = 2000
+#: The longest entity name or name filter a caller may send (characters).
+MAX_NAME_CHARS = 200
+#: The most results one governed request returns.
+MAX_RESULTS = 50
+#: The most documents one page of a listing holds.
+MAX_PAGE = 200
+
+_UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+_NUL = "\x00"
+
+
+def check_text(value: object, name: str, *, max_chars: int = MAX_QUERY_CHARS,
+               required: bool = True) -> str:
+    """``value`` if it is usable text, else :class:`InvalidQuery` naming ``name``.
+
+    Refused: a non-string, blank text (when ``required``), more than ``max_chars``
+    characters, an unpaired UTF-16 surrogate (e.g. half of an emoji cut by a JavaScript
+    host: no encoder can store or compare it) and NUL characters (C strings end there).
+    """
+    if not isinstance(value, str):
+        raise InvalidQuery(f"{name}: must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise InvalidQuery(f"{name}: must contain more than whitespace")
+    if len(value) > max_chars:
+        raise InvalidQuery(f"{name}: {len(value)} characters; the limit is {max_chars}")
+    if _UNPAIRED_SURROGATE.search(value):
+        raise InvalidQuery(f"{name}: contains an unpaired UTF-16 surrogate (a broken "
+                           "character); send valid Unicode text")
+    if _NUL in value:
+        raise InvalidQuery(f"{name}: contains a NUL character")
+    return value
+
+
+def check_optional_text(value: object, name: str, *, max_chars: int = MAX_QUERY_CHARS
+                        ) -> str | None:
+    """``None`` for a missing or blank value, else :func:`check_text`'s result."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return check_text(value, name, max_chars=max_chars)
+
+
+def check_count(value: object, name: str, *, low: int = 1, high: int = MAX_RESULTS) -> int:
+    """``value`` if it is an integer from ``low`` to ``high``, else :class:`InvalidQuery`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidQuery(f"{name}: must be an integer from {low} to {high}, got {value!r}")
+    return value

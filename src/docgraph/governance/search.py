@@ -1,0 +1,132 @@
+"""Search as one caller: every mode, over-fetched, row-filtered, refilled, then traced.
+
+:class:`GovernedSearch` wraps the engines (it does not subclass them): it asks the cohort
+engine (``vector_first``, ``graph_first``, ``global``) or the hybrid searcher (``hybrid``,
+``dense``) for more than ``k``, keeps what :class:`~docgraph.governance.visibility.Visibility`
+lets through (community reports re-assembled where a hidden row contributed), widens and
+asks again while fewer than ``k`` survive, and only then filters and stores the trace. Context
+assembly calls the same ``search``, so its sections come from the same filtered hits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Literal
+
+from docgraph.errors import InvalidQuery
+from docgraph.governance.reports import visible_report
+from docgraph.governance.visibility import Visibility
+from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.embed import Embedder
+from docgraph.llm import ChatModel
+from docgraph.model import SearchHit
+from docgraph.retrieve.cohort import (
+    CohortMode,
+    CohortResult,
+    CohortSearch,
+    map_reduce_global_context,
+)
+from docgraph.retrieve.hybrid import MAX_K, HybridSearcher
+from docgraph.retrieve.trace import RetrievalTrace, TraceStore
+from docgraph.store.sqlite_graph import SQLiteGraphStore
+
+SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",
+                                        "dense")
+COHORT_MODES: tuple[CohortMode, ...] = ("vector_first", "graph_first", "global")
+
+
+def _doc_of(chunk_id: str) -> str:
+    return chunk_id.rsplit("#chunk-", 1)[0]
+
+
+class GovernedSearch:
+    """The engines seen by one caller in one request (see the module docstring)."""
+
+    def __init__(self, cohort: CohortSearch, hybrid: HybridSearcher, scope: Visibility,
+                 traces: TraceStore | None, *, chat_model: ChatModel | None = None,
+                 overfetch: int = 2, max_rounds: int = 4) -> None:
+        self.cohort = cohort
+        self.hybrid = hybrid
+        self.scope = scope
+        self.traces = traces
+        self.chat_model = chat_model
+        self.overfetch = overfetch
+        self.max_rounds = max_rounds
+
+    @property
+    def embedder(self) -> Embedder:
+        """The cohort engine's embedder."""
+        return self.cohort.embedder
+
+    @property
+    def graph(self) -> SQLiteGraphStore:
+        """The graph store behind the cohort engine."""
+        return self.cohort.graph
+
+    @property
+    def extractor(self) -> EntityExtractor | None:
+        """The cohort engine's entity extractor."""
+        return self.cohort.extractor
+
+    def _visible_hits(self, hits: list[SearchHit]) -> list[SearchHit]:
+        kept: list[SearchHit] = []
+        for hit in self.scope.visible(hits):
+            if hit.doc_id.startswith("community://"):
+                shown = visible_report(hit, self.scope, self.graph)
+                if shown is None:
+                    continue
+                hit = shown
+            kept.append(hit)
+        return kept
+
+    def _once(self, query_text: str, allowed: frozenset[str], k: int, mode: SearchMode
+              ) -> CohortResult:
+        if mode == "hybrid" or mode == "dense":
+            return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
+                                                   mode=mode))
+        return self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
+                                  return_trace=True, answer=False)
+
+    def search(self, query_text: str, *, namespaces: Iterable[str], k: int = 10,
+               mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:
+        """Up to ``k`` hits the caller may see, in retrieval order (ranks renumbered).
+
+        ``namespaces`` can only narrow the caller's set."""
+        if mode not in SEARCH_MODES:
+            raise InvalidQuery(f"mode: must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+        allowed = frozenset(namespaces) & self.scope.namespaces
+        fetch = min(MAX_K, max(k * self.overfetch, k))
+        kept: list[SearchHit] = []
+        result = CohortResult([])
+        for _ in range(self.max_rounds):
+            result = self._once(query_text, allowed, fetch, mode) if allowed else result
+            kept = self._visible_hits(result.hits)
+            if len(kept) >= k or len(result.hits) < fetch or fetch >= MAX_K:
+                break
+            fetch = min(MAX_K, fetch * 2)
+        self.scope.dropped += len(result.hits) - len(kept)
+        hits = [replace(h, original_rank=i + 1) for i, h in enumerate(kept[:k])]
+        if mode == "global" and self.chat_model is not None and hits:
+            result.answer, hits = map_reduce_global_context(query_text, hits,
+                                                            self.chat_model, k)
+        if result.trace is not None:
+            self._finish_trace(result.trace, hits)
+        result.paths = {c: p for c, p in result.paths.items()
+                        if c in {h.chunk_id for h in hits}}
+        result.hits = hits
+        if not return_trace:
+            result.trace = None
+        return result
+
+    def _finish_trace(self, trace: RetrievalTrace, hits: list[SearchHit]) -> None:
+        """Drop every candidate the caller may not see, record what was returned, store."""
+        ids = {c for lane in trace.candidates.values() for c in lane}
+        hidden = self.scope.hidden_documents({_doc_of(c) for c in ids})
+        trace.candidates = {lane: [c for c in rows if _doc_of(c) not in hidden]
+                            for lane, rows in trace.candidates.items()}
+        trace.final_provenance = {h.chunk_id: h.lanes[0] for h in hits if h.lanes}
+        if self.traces is not None:
+            self.traces.save(trace, user_id=self.scope.caller.user_id)
+

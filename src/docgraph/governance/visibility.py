@@ -1,0 +1,81 @@
+"""What one caller may see during one request: the one visibility decision.
+
+A :class:`Visibility` holds the caller's namespace set (the search pre-filter) and decides,
+for any document, chunk or hit, whether its text may be shown: it must lie in one of those
+namespaces and, when it comes from a table row, pass the row re-check. Every governed read
+(hits of every mode, entity mentions, listings, report sources, traces) asks this object and
+nothing else, and each row is decided at most once per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+from docgraph.governance.caller import Caller
+from docgraph.governance.rows import RowAuthorizer, check_rows
+from docgraph.model import RowOrigin
+from docgraph.store.sqlite import SQLiteCatalog
+
+
+class _Located(Protocol):
+    """Anything placed in a namespace and a document (chunks, hits, document records)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def doc_id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_Located)
+
+
+@dataclass
+class Visibility:
+    """The visibility decisions of one caller in one request (not shared between requests:
+    row rights can change between them)."""
+
+    caller: Caller
+    namespaces: frozenset[str]
+    authorizer: RowAuthorizer | None
+    catalog: SQLiteCatalog
+    dropped: int = 0
+    failures: list[str] = field(default_factory=list)
+    _row_visible: dict[RowOrigin, bool] = field(default_factory=dict)
+
+    def hidden_rows(self, origins: Iterable[RowOrigin]) -> set[RowOrigin]:
+        """The table rows the caller may not see: one re-check batch per table for the rows
+        not decided yet in this request; an authorizer failure hides (fail closed) and is
+        recorded in :attr:`failures`."""
+        wanted = set(origins)
+        pending = {str(i): o for i, o in enumerate(o for o in wanted
+                                                   if o not in self._row_visible)}
+        if pending:
+            decision = check_rows(self.caller, self.authorizer, pending)
+            self.failures.extend(decision.failures)
+            for key, origin in pending.items():
+                self._row_visible[origin] = key not in decision.denied_doc_ids
+        return {o for o in wanted if not self._row_visible[o]}
+
+    def hidden_documents(self, doc_ids: Iterable[str]) -> set[str]:
+        """Which of the given documents the row re-check hides (free-standing documents are
+        never hidden by it: their namespace decides)."""
+        origins = self.catalog.origins_for(doc_ids)
+        hidden = self.hidden_rows(origins.values())
+        return {d for d, o in origins.items() if o in hidden}
+
+    def visible(self, items: Iterable[T]) -> list[T]:
+        """The items (chunks, hits, document records) in the caller's namespaces whose table
+        row, if they come from one, passes the re-check; in their order.
+
+        An item is hidden when the origin it carries is hidden *or* the origin the catalog
+        records for its document is: a code path that forgot to carry an origin cannot
+        make a row document look free-standing."""
+        in_reach = [item for item in items if item.namespace in self.namespaces]
+        carried = [getattr(item, "origin", None) for item in in_reach]
+        hidden = self.hidden_rows(o for o in carried if isinstance(o, RowOrigin))
+        hidden_docs = self.hidden_documents({item.doc_id for item in in_reach})
+        return [item for item, origin in zip(in_reach, carried, strict=True)
+                if origin not in hidden and item.doc_id not in hidden_docs]
