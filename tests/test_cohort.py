@@ -192,3 +192,14 @@ def test_concurrent_searches_match_sequential_ones(graph):
             lambda q: [h.chunk_id for h in graph.retrieve(q, namespaces={"ops"}, k=4).hits],
             queries))
     assert got == expected
+
+
+def test_graph_first_fills_k_from_the_seeds_when_the_graph_adds_nothing(tmp_path, make_graph):
+    graph = make_graph("plain.db")
+    notes = {f"note{i}.md": f"# note {i}\n\nthe pump number {i} was cleaned and the valve "
+                            f"pressure was checked on day {i}.\n" for i in range(14)}
+    graph.index(write_files(tmp_path / "plain", notes), namespace="plain")
+    hits = graph.retrieve("pump valve pressure", namespaces={"plain"}, k=10,
+                          mode="graph_first").hits
+    assert len(hits) == 10
+    assert len({h.chunk_id for h in hits}) == 10

@@ -18,6 +18,7 @@ from docgraph.errors import InvalidQuery
 from docgraph.governance.reports import visible_report
 from docgraph.governance.visibility import Visibility
 from docgraph.graph.extract import EntityExtractor
+from docgraph.graph.normalize import canonical_key
 from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
@@ -35,6 +36,9 @@ SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",
                                         "dense")
 COHORT_MODES: tuple[CohortMode, ...] = ("vector_first", "graph_first", "global")
+
+#: Links read per entity to find a visible mention: bounds work, never what may be shown.
+MENTION_SCAN = 50
 
 
 def _doc_of(chunk_id: str) -> str:
@@ -127,6 +131,28 @@ class GovernedSearch:
         trace.candidates = {lane: [c for c in rows if _doc_of(c) not in hidden]
                             for lane, rows in trace.candidates.items()}
         trace.final_provenance = {h.chunk_id: h.lanes[0] for h in hits if h.lanes}
+        unseen = self._unseen_entities(trace.query_entities_found)
+        if unseen:  # an entity only hidden rows mention is "not found" for this caller
+            trace.query_entities_found = [n for n in trace.query_entities_found
+                                          if n not in unseen]
+            trace.query_entities_missing = [*trace.query_entities_missing, *sorted(unseen)]
+            trace.completeness = {n: "not found" if n in unseen else how
+                                  for n, how in trace.completeness.items()}
         if self.traces is not None:
             self.traces.save(trace, user_id=self.scope.caller.user_id)
 
+
+    def _unseen_entities(self, names: list[str]) -> set[str]:
+        """The entity names (as found in the graph) that no chunk visible to the caller
+        mentions."""
+        if not names:
+            return set()
+        graph = self.graph
+        by_key = {canonical_key(n): n for n in names} | {n.casefold(): n for n in names}
+        entities = graph.entities_by_key(by_key, self.scope.namespaces)
+        links = graph.chunks_for_entities([e.id for e in entities], MENTION_SCAN)
+        chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+        visible = {c.rowid for c in self.scope.visible(chunks.values())}
+        seen = {e for e, rowid, _, _ in links if rowid in visible}
+        shown = {e.name for e in entities if e.id in seen}
+        return {n for n in names if n not in shown}

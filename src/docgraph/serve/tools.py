@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
@@ -37,16 +37,17 @@ SNIPPET_CHARS = 240
 SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
 
-def _checked(value: str) -> str:
-    """The governed entry's own text check as a pydantic validator (pydantic prefixes the
-    argument's name to the message)."""
+def _checked(value: object) -> str:
+    """The governed entry's own text check as a pydantic validator, run before pydantic's
+    own (which refuses unpaired surrogates with a vaguer message); pydantic prefixes the
+    argument's name."""
     try:
         return _text(value, "text")
     except InvalidQuery as exc:
         raise ValueError(str(exc).removeprefix("text: ")) from None
 
 
-def _checked_optional(value: str | None) -> str | None:
+def _checked_optional(value: object) -> object:
     try:
         _optional_text(value, "text")
     except InvalidQuery as exc:
@@ -59,13 +60,13 @@ QueryText = Annotated[
     Field(min_length=1, max_length=MAX_QUERY_CHARS,
           description="One atomic question or search phrase; name entities explicitly "
                       f"(at most {MAX_QUERY_CHARS} characters)."),
-    AfterValidator(_checked),
+    BeforeValidator(_checked),
 ]
 OptionalQueryText = Annotated[
     str | None,
     Field(default=None, max_length=MAX_QUERY_CHARS,
           description="Optional focus for the themes; omit for the corpus-wide picture."),
-    AfterValidator(_checked_optional),
+    BeforeValidator(_checked_optional),
 ]
 TopK = Annotated[
     int,
