@@ -89,7 +89,7 @@ def test_the_same_refusal_everywhere_names_the_argument(tools):
     caller = Caller("alice")
     with pytest.raises(InvalidQuery, match="query_text: contains an unpaired UTF-16 surrogate"):
         tools.governance.retrieve(caller, "half an emoji \ud83d", mode="graph_first")
-    with pytest.raises(InvalidQuery, match="query_text.*unpaired UTF-16 surrogate"):
+    with pytest.raises(InvalidQuery, match=r"query_text.*unpaired UTF-16 surrogate"):
         tools.call("search_documents", caller, {"query_text": "\ud800"})
     with pytest.raises(InvalidQuery, match="query: 60000 characters; the limit is 200"):
         tools.governance.entities(caller, "x" * 60_000)
