@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from docgraph import DocGraph
 from docgraph.serve.auth import TokenStore
@@ -172,11 +173,41 @@ def test_an_mcp_session_is_bound_to_the_token_that_opened_it(served):
     assert hijack.status_code == 404
 
 
-def test_a_foreign_host_header_is_refused_on_loopback(served):
-    headers = dict(MCP_HEADERS, Authorization=f"Bearer {served['tokens']['alice']}",
-                   Host="evil.example")
-    refused = httpx.post(served["url"] + "/mcp", json=INITIALIZE, headers=headers, timeout=30)
-    assert refused.status_code == 421
+def test_one_host_and_origin_policy_guards_mcp_and_the_json_api(served):
+    url, port = served["url"], served["url"].rsplit(":", 1)[1]
+    alice = {"Authorization": f"Bearer {served['tokens']['alice']}"}
+
+    def status(method: str, path: str, **headers: str) -> httpx.Response:
+        body = json.dumps(INITIALIZE if path == "/mcp" else {})
+        return httpx.request(method, url + path, content=body, timeout=30,
+                             headers={**MCP_HEADERS, **alice, **headers})
+
+    for method, path in [("POST", "/mcp"), ("POST", "/api/v1/index_status"),
+                         ("GET", "/api/v1/index_status"), ("GET", "/openapi.json")]:
+        foreign_host = status(method, path, Host="evil.example")
+        assert foreign_host.status_code == 421, (path, foreign_host.text)
+        assert "Host 'evil.example' is not allowed" in foreign_host.json()["error"]
+        foreign_origin = status(method, path, Origin="http://evil.example")
+        assert foreign_origin.status_code == 403, (path, foreign_origin.text)
+        assert "Origin 'http://evil.example'" in foreign_origin.json()["error"]
+        for allowed in [{"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"},
+                        {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"}]:
+            assert status(method, path, **allowed).status_code == 200, (path, allowed)
+    # the one unguarded route: liveness, no data
+    assert httpx.get(url + "/healthz", headers={"Host": "evil.example"}).status_code == 200
+
+
+def test_bound_beyond_loopback_neither_route_checks_the_host(served):
+    """The policy follows the bind address for /mcp and /api/v1 alike."""
+    app = create_app(make_tools(served["graph"]), TokenStore(
+        served["graph"].settings.store.path.parent / "tokens.toml"), host="0.0.0.0")
+    alice = {"Authorization": f"Bearer {served['tokens']['alice']}", "Host": "docs.example"}
+    with Running(app) as running:
+        api_answer = httpx.post(running.url + "/api/v1/index_status", json={},
+                                headers=alice, timeout=30)
+        mcp_answer = httpx.post(running.url + "/mcp", json=INITIALIZE,
+                                headers={**MCP_HEADERS, **alice}, timeout=30)
+    assert api_answer.status_code == 200 and mcp_answer.status_code == 200
 
 
 # -- MCP over streamable HTTP --------------------------------------------------------------------
@@ -286,6 +317,86 @@ def test_json_api_errors(served):
     assert api(served, "drop_everything", {}).status_code == 404
     assert api(served, "search_documents", method="GET",
                params={"query_text": "E-417"}).status_code == 405
+
+
+def test_json_api_names_the_argument_holding_a_lone_surrogate(served):
+    for name, body, argument in [
+        ("search_documents", b'{"query_text": "Tern \\ud83d", "k": 3}', "query_text"),
+        ("explore_topics", b'{"query_text": "\\udfff"}', "query_text"),
+        ("list_documents", b'{"cursor": "\\ud800"}', "cursor"),
+        ("search_documents", b'{"query_text": "x", "\\ud800": 1}', "\\ud800"),
+    ]:
+        answer = api(served, name, body)
+        assert answer.status_code == 400, (name, answer.text)
+        assert answer.json()["error"].startswith(
+            f"{argument}: contains an unpaired UTF-16 surrogate (U+"), answer.text
+    latin1 = api(served, "search_documents", '{"query_text": "café"}'.encode("latin-1"))
+    assert latin1.status_code == 400 and "not valid UTF-8" in latin1.json()["error"]
+
+
+def test_deeply_nested_bodies_get_400_and_the_server_keeps_serving(served):
+    arrays = b"[" * 30_000 + b"]" * 30_000             # 60 kB: beyond the recursion limit
+    objects = b'{"a":' * 12_000 + b"1" + b"}" * 12_000  # 72 kB: too big for /api/v1 anyway
+    shallow = b'{"query_text":' + b"[" * 40 + b'"x"' + b"]" * 40 + b"}"  # parses, too deep
+    for body in (arrays, shallow):
+        answer = api(served, "search_documents", body)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"] == "request body: JSON nested deeper than 32 levels"
+    headers = dict(MCP_HEADERS, Authorization=f"Bearer {served['tokens']['alice']}")
+    for body in (arrays, objects):
+        answer = httpx.post(served["url"] + "/mcp", content=body, headers=headers, timeout=30)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == -32700
+        assert "nested deeper than" in answer.json()["error"]["message"]
+    _, results = mcp_calls(served["url"], served["tokens"]["alice"],
+                           [("search_documents", {"query_text": "E-417", "k": 1})])
+    assert payload(results[0])["count"] == 1
+
+
+LONE = "LONE-SURROGATE"
+
+
+class SurrogateSplicer(httpx2.AsyncBaseTransport):
+    """Replaces LONE in request bodies by the JSON escape ``\\ud83d`` (half an emoji, as a
+    JavaScript host sends it): the SDK client itself cannot encode a lone surrogate."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        if LONE.encode() in body:
+            headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+            request = httpx2.Request(request.method, request.url, headers=headers,
+                                     content=body.replace(LONE.encode(), b"\\ud83d"))
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_mcp_over_http_names_the_argument_holding_a_lone_surrogate(served, mode):
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {served['tokens']['alice']}"}
+        with anyio.fail_after(60):
+            async with httpx2.AsyncClient(headers=headers, transport=SurrogateSplicer()) as http, \
+                    Client(streamable_http_client(served["url"] + "/mcp", http_client=http),
+                           mode=mode) as client:
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("search_documents", {"query_text": f"Tern {LONE}"})
+                outcome["error"] = refused.value
+                outcome["after"] = await client.call_tool("search_documents",
+                                                          {"query_text": "E-417", "k": 1})
+
+    anyio.run(main)
+    assert outcome["error"].error.code == -32602
+    assert str(outcome["error"]) == ("invalid arguments for search_documents: query_text: "
+                                     "contains an unpaired UTF-16 surrogate (U+D83D at "
+                                     "character 5)")
+    assert payload(outcome["after"])["count"] == 1
 
 
 def test_json_api_answers_differ_per_caller(served):

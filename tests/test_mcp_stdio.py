@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import pytest
@@ -112,3 +115,97 @@ def test_stdio_server_without_a_configured_caller_refuses_to_start(index_env, mo
     result = CliRunner().invoke(app, ["mcp"])
     assert result.exit_code != 0
     assert "stdio_user" in str(result.exception)
+
+
+class RawStdioServer:
+    """`docgraph mcp` as a subprocess spoken to line by line, bypassing the SDK client (which
+    refuses to encode a lone surrogate); answers are read by a thread, so a missing answer
+    is a timeout, not a hung test."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, errlog: IO[bytes]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "docgraph.serve.cli", "mcp"], env=env, cwd=cwd,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        self.answers: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.answers.put(line)
+        self.answers.put(None)
+
+    def send(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self, timeout: float = 30) -> dict[str, Any]:
+        try:
+            line = self.answers.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no answer within {timeout} s")
+        assert line is not None, "the server closed stdout"
+        data: dict[str, Any] = json.loads(line)
+        return data
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def _call(request_id: int, arguments: str) -> bytes:
+    return (f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":'
+            f'{{"name":"search_documents","arguments":{arguments}}}}}').encode()
+
+
+def test_every_stdio_request_is_answered_even_when_the_sdk_cannot_read_it(index_env, tmp_path):
+    env = dict(index_env, DOCGRAPH_SERVE__STDIO_USER="alice")
+    with (tmp_path / "stderr.log").open("wb") as errlog:
+        server = RawStdioServer(env, tmp_path, errlog)
+        try:
+            server.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                    "params": {"protocolVersion": "2025-11-25",
+                                               "capabilities": {},
+                                               "clientInfo": {"name": "raw", "version": "0"}},
+                                    }).encode())
+            assert server.answer(60)["result"]["serverInfo"]["name"] == "docgraph"
+            server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+            # half an emoji, as a JavaScript host sends it
+            server.send(_call(2, '{"query_text":"Tern \\ud83d"}'))
+            answer = server.answer()
+            assert answer["id"] == 2 and answer["error"]["code"] == -32602
+            assert answer["error"]["message"] == (
+                "invalid arguments for search_documents: query_text: contains an unpaired "
+                "UTF-16 surrogate (U+D83D at character 5)")
+            server.send(_call(3, '{"query_text":"E-417"'))  # truncated line
+            answer = server.answer()
+            assert answer["id"] == 3 and answer["error"]["code"] == -32700
+            assert "not valid JSON" in answer["error"]["message"]
+            # a Latin-1 host: the byte 0xE9 is not UTF-8
+            server.send(_call(4, '{"query_text":"caf\u00e9"}').replace(b"\xc3\xa9", b"\xe9"))
+            answer = server.answer()
+            assert answer["id"] == 4 and "not valid UTF-8" in answer["error"]["message"]
+            server.send(_call(5, '{"query_text":' + "[" * 30_000 + "]" * 30_000 + "}"))
+            answer = server.answer()
+            assert answer["id"] == 5 and "nested deeper than" in answer["error"]["message"]
+            # a broken notification gets no answer (JSON-RPC never answers one), only a log
+            server.send(b'{"jsonrpc":"2.0","method":"notifications/progress",'
+                        b'"params":{"note":"\\udc00"}}')
+
+            server.send(_call(6, '{"query_text":"firmware fix for E-417","k":2}'))
+            answer = server.answer()
+            assert answer["id"] == 6, answer  # the session survived all of the above
+            assert json.loads(answer["result"]["content"][0]["text"])["count"] == 2
+        finally:
+            assert server.close() == 0
+    log = (tmp_path / "stderr.log").read_text(encoding="utf-8", errors="replace")
+    assert "ignored an invalid MCP notification" in log
+    assert "refused an invalid MCP request" in log

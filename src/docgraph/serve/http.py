@@ -8,15 +8,18 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 - ``GET /openapi.json``    the OpenAPI 3.1 document of the JSON API
 - ``GET /healthz``         liveness (no token, no data)
 
-Every request without a valid ``Authorization: Bearer <token>`` gets 401. Tokens map to
-callers (:mod:`docgraph.serve.auth`); the caller is never taken from the request body.
+Every route but ``/healthz`` first passes one Host/Origin (DNS-rebinding) policy derived from
+the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign ``Host``, 403 for a
+foreign ``Origin``). Every request without a valid ``Authorization: Bearer <token>`` then
+gets 401. Tokens map to callers (:mod:`docgraph.serve.auth`); the caller is never taken
+from the request body. Bodies are parsed with bounded nesting and refused (400, naming the
+argument) when they hold text that is not valid Unicode (:mod:`docgraph.serve.json_checks`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -43,7 +46,10 @@ from docgraph import __version__
 from docgraph.errors import DocgraphError, InvalidQuery
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.auth import StoreTokenVerifier, TokenStore, caller_from_access_token
+from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
+from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 
 log = logging.getLogger(__name__)
@@ -71,6 +77,11 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 
 
 async def _read_json(request: Request) -> dict[str, Any]:
+    """The JSON object of arguments in the body (empty body: no arguments).
+
+    Raises :class:`InvalidQuery` (a 400) for an oversized body, invalid UTF-8 or JSON,
+    nesting deeper than :data:`~docgraph.serve.json_checks.MAX_BODY_DEPTH`, or a value that
+    is not an object."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
@@ -78,24 +89,32 @@ async def _read_json(request: Request) -> dict[str, Any]:
             raise InvalidQuery(f"request body: larger than {MAX_BODY_BYTES} bytes")
     if not body.strip():
         return {}
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidQuery(f"request body: not valid JSON ({exc})") from exc
+    data = parse_json(bytes(body))
     if not isinstance(data, dict):
         raise InvalidQuery("request body: must be a JSON object of arguments")
     return data
+
+
+def _check_text(arguments: dict[str, Any]) -> None:
+    """Refuse arguments holding a lone surrogate, naming the argument, before any tool
+    code (or the JSON encoder of the answer) meets text that cannot be encoded."""
+    finding = find_unpaired_surrogate(arguments)
+    if finding is not None:
+        raise InvalidQuery(f"{finding.where()}: {finding.problem}")
 
 
 def create_app(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0.1",
                stateless: bool = False) -> Starlette:
     """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``."""
     mcp_server = build_mcp_server(tools, http_caller)
-    # Builds the session manager (with DNS-rebinding protection on loopback hosts).
+    policy = host_policy(host)
+    # Builds the session manager; its own Host/Origin check gets the same policy.
     mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
-                                   stateless_http=stateless)
+                                   stateless_http=stateless, transport_security=policy)
     session_manager = mcp_server.session_manager
-    mcp_endpoint = RequireAuthMiddleware(StreamableHTTPASGIApp(session_manager), [], None)
+    mcp_endpoint = RequireAuthMiddleware(
+        MCPBodyScreen(StreamableHTTPASGIApp(session_manager),
+                      session_manager.max_request_body_size), [], None)
 
     async def call_api(request: Request) -> Response:
         name = request.path_params["tool"]
@@ -113,6 +132,7 @@ def create_app(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0
                 arguments: dict[str, Any] = dict(request.query_params)
             else:
                 arguments = await _read_json(request)
+            _check_text(arguments)
             result = await anyio.to_thread.run_sync(
                 functools.partial(tools.call, name, caller, arguments))
         except AccessDenied as exc:
@@ -145,6 +165,7 @@ def create_app(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0
         Route("/healthz", endpoint=healthz, methods=["GET"]),
     ]
     middleware = [
+        Middleware(HostOriginGuard, policy=policy),
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StoreTokenVerifier(tokens))),
         Middleware(AuthContextMiddleware),
     ]
@@ -158,9 +179,13 @@ def openapi_document() -> dict[str, Any]:
                   "required": ["error"]},
     }
     errors = {
-        "400": "Invalid arguments (the message names each bad argument).",
+        "400": "Invalid arguments (the message names each bad argument), or a body that is "
+               f"not JSON, nests deeper than {MAX_BODY_DEPTH} levels or holds text that is not "
+               "valid Unicode.",
         "401": "Missing or invalid bearer token.",
-        "403": "The caller is denied (no entitled namespace, or a role it does not hold).",
+        "403": "The caller is denied (no entitled namespace, or a role it does not hold), "
+               "or the Origin header is not allowed.",
+        "421": "The Host header is not allowed (DNS-rebinding protection).",
         "500": "Server-side failure (the message says which).",
     }
     error_responses = {

@@ -1,6 +1,7 @@
 """The MCP server (official ``mcp`` SDK): eight governed tools over one docgraph index.
 
-Transports: stdio (``docgraph mcp``; the caller comes from configuration) and streamable HTTP
+Transports: stdio (``docgraph mcp``; the caller comes from configuration; every line is
+screened first, see :mod:`docgraph.serve.stdio`) and streamable HTTP
 (``docgraph serve``, see :mod:`docgraph.serve.http`; the caller comes from the bearer token).
 No tool takes a namespace, domain or role: the caller is resolved by the transport and every
 call goes through :class:`~docgraph.governance.Governance`. Blocking work runs in worker
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from docgraph import __version__
 from docgraph.errors import DocgraphError
 from docgraph.governance import AccessDenied, Caller
+from docgraph.serve.stdio import screened_stdio_server
 from docgraph.serve.tools import (
     GUIDANCE,
     TOOLS,
@@ -64,7 +66,15 @@ INSTRUCTIONS = (
 
 
 class DocgraphMCPServer(MCPServer[Any]):
-    """An :class:`MCPServer` whose argument errors read ``argument: problem``."""
+    """An :class:`MCPServer` whose argument errors read ``argument: problem`` and whose stdio
+    transport answers every request."""
+
+    async def run_stdio_async(self) -> None:
+        """Serve stdin/stdout; a line the SDK cannot validate is answered with a JSON-RPC
+        error instead of being dropped (:mod:`docgraph.serve.stdio`)."""
+        server = self._lowlevel_server
+        async with screened_stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

@@ -1,0 +1,116 @@
+"""Checks that request text is well-formed Unicode before anything else touches it.
+
+JSON may spell a lone UTF-16 surrogate (``"\\ud800"``, e.g. an emoji cut in half by a
+JavaScript host). Python's ``json`` turns it into a ``str`` that cannot be encoded as UTF-8,
+so it would fail far from the request (in the tokenizer, in SQLite, or while the answer is
+serialized, which can take a whole transport down). These helpers find such text and say
+which argument holds it, so the request can be refused with a message the caller can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+#: What an argument holding a lone surrogate is told (after its name and a colon).
+UNPAIRED_SURROGATE = "contains an unpaired UTF-16 surrogate"
+
+
+def unpaired_surrogate_at(text: str) -> int | None:
+    """Index of the first surrogate code point in ``text``, or None when it is valid text.
+
+    In a Python ``str`` every surrogate code point is unpaired (JSON's escaped pairs are
+    already joined into one character), so "encodes as UTF-8" is exactly "valid text"; the
+    encoder does the scan in C."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def describe_unpaired_surrogate(text: str, index: int) -> str:
+    """``contains an unpaired UTF-16 surrogate (U+D800 at character 3)``: the problem, the
+    code point and where it is, without echoing the text itself."""
+    return f"{UNPAIRED_SURROGATE} (U+{ord(text[index]):04X} at character {index})"
+
+
+def reject_unpaired_surrogates(value: Any) -> Any:
+    """Pass ``value`` through unless it is a string holding a lone surrogate (ValueError).
+
+    Written to be a pydantic ``BeforeValidator`` on text arguments: it must run *before*
+    pydantic's own ``str`` validation, which rejects such strings with the vague "unable to
+    parse raw data as a unicode string"; with this first, the argument error reads
+    ``query_text: contains an unpaired UTF-16 surrogate (U+D800 at character 0)``."""
+    if isinstance(value, str):
+        index = unpaired_surrogate_at(value)
+        if index is not None:
+            raise ValueError(describe_unpaired_surrogate(value, index))
+    return value
+
+
+def printable_key(key: str) -> str:
+    """``key`` safe to put into an error message (a lone surrogate becomes ``\\ud800``)."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class SurrogateFinding:
+    """Where in a parsed JSON value a lone surrogate was found."""
+
+    #: Keys and list indices from the root to the offending string (keys made printable).
+    path: tuple[str | int, ...]
+    #: What is wrong, e.g. ``contains an unpaired UTF-16 surrogate (U+D800 at character 0)``.
+    problem: str
+
+    def where(self, skip: int = 0) -> str:
+        """The dotted path below its first ``skip`` parts (``arguments.query_text``)."""
+        return ".".join(str(part) for part in self.path[skip:]) or "value"
+
+
+def find_unpaired_surrogate(data: Any) -> SurrogateFinding | None:
+    """The first string (value or object key) in a parsed JSON value holding a lone
+    surrogate, or None; a bad key is reported as the path ending in that (printable) key.
+    Iterative, so nesting depth cannot exhaust the stack, and linear in the input size."""
+    for where, text, in_key in _strings(data):
+        index = unpaired_surrogate_at(text)
+        if index is not None:
+            path = _unwind(where)
+            if in_key:
+                path = (*path, printable_key(text))
+            return SurrogateFinding(path, describe_unpaired_surrogate(text, index))
+    return None
+
+
+#: A path as a chain of (parent, key or index) links, so descending costs O(1).
+_Link = tuple["_Link", str | int] | None
+
+
+def _unwind(link: _Link) -> tuple[str | int, ...]:
+    parts: list[str | int] = []
+    while link is not None:
+        link, part = link
+        parts.append(part)
+    return tuple(reversed(parts))
+
+
+def _strings(data: Any) -> Iterator[tuple[_Link, str, bool]]:
+    """Every string in ``data`` (depth-first, document order): where it is, the string,
+    and whether it is an object key."""
+    stack: list[tuple[_Link, Any]] = [(None, data)]
+    while stack:
+        link, value = stack.pop()
+        if isinstance(value, str):
+            yield link, value, False
+        elif isinstance(value, dict):
+            children: list[tuple[_Link, Any]] = []
+            for key, child in value.items():
+                if isinstance(key, str) and unpaired_surrogate_at(key) is not None:
+                    yield link, key, True
+                children.append(((link, printable_key(str(key))), child))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend(((link, i), child) for i, child in reversed(list(enumerate(value))))
