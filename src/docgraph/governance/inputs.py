@@ -8,8 +8,6 @@ the tokenizers) ever sees a string it cannot encode.
 
 from __future__ import annotations
 
-import re
-
 from docgraph.errors import InvalidQuery
 
 #: The longest query text a caller may send (characters).
@@ -21,8 +19,30 @@ MAX_RESULTS = 50
 #: The most documents one page of a listing holds.
 MAX_PAGE = 200
 
-_UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What an argument holding a lone surrogate is told (after its name and a colon).
+UNPAIRED_SURROGATE = "contains an unpaired UTF-16 surrogate"
 _NUL = "\x00"
+
+
+def unpaired_surrogate_at(text: str) -> int | None:
+    """Index of the first surrogate code point in ``text``, or None when it is valid text.
+
+    In a Python ``str`` every surrogate code point is unpaired (JSON's escaped pairs are
+    already joined into one character), so "encodes as UTF-8" is exactly "valid text"; the
+    encoder does the scan in C."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def describe_unpaired_surrogate(text: str, index: int) -> str:
+    """``contains an unpaired UTF-16 surrogate (U+D800 at character 3)``: the problem, the
+    code point and where it is, without echoing the text itself."""
+    return f"{UNPAIRED_SURROGATE} (U+{ord(text[index]):04X} at character {index})"
 
 
 def check_text(value: object, name: str, *, max_chars: int = MAX_QUERY_CHARS,
@@ -39,9 +59,9 @@ def check_text(value: object, name: str, *, max_chars: int = MAX_QUERY_CHARS,
         raise InvalidQuery(f"{name}: must contain more than whitespace")
     if len(value) > max_chars:
         raise InvalidQuery(f"{name}: {len(value)} characters; the limit is {max_chars}")
-    if _UNPAIRED_SURROGATE.search(value):
-        raise InvalidQuery(f"{name}: contains an unpaired UTF-16 surrogate (a broken "
-                           "character); send valid Unicode text")
+    surrogate = unpaired_surrogate_at(value)
+    if surrogate is not None:
+        raise InvalidQuery(f"{name}: {describe_unpaired_surrogate(value, surrogate)}")
     if _NUL in value:
         raise InvalidQuery(f"{name}: contains a NUL character")
     return value

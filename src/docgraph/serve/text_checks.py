@@ -13,29 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-#: What an argument holding a lone surrogate is told (after its name and a colon).
-UNPAIRED_SURROGATE = "contains an unpaired UTF-16 surrogate"
+from docgraph.governance.inputs import (
+    UNPAIRED_SURROGATE,
+    describe_unpaired_surrogate,
+    unpaired_surrogate_at,
+)
 
-
-def unpaired_surrogate_at(text: str) -> int | None:
-    """Index of the first surrogate code point in ``text``, or None when it is valid text.
-
-    In a Python ``str`` every surrogate code point is unpaired (JSON's escaped pairs are
-    already joined into one character), so "encodes as UTF-8" is exactly "valid text"; the
-    encoder does the scan in C."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return None
-
-
-def describe_unpaired_surrogate(text: str, index: int) -> str:
-    """``contains an unpaired UTF-16 surrogate (U+D800 at character 3)``: the problem, the
-    code point and where it is, without echoing the text itself."""
-    return f"{UNPAIRED_SURROGATE} (U+{ord(text[index]):04X} at character {index})"
+__all__ = ["UNPAIRED_SURROGATE", "describe_unpaired_surrogate", "unpaired_surrogate_at"]
 
 
 def reject_unpaired_surrogates(value: Any) -> Any:
