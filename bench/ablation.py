@@ -25,13 +25,14 @@ Configurations (``CohortSettings`` overrides on top of the engine defaults):
 * ``full-hops`` - the defaults with the entity lane's hop ranking off;
 * ``graph_first`` - ``mode="graph_first"`` with the defaults.
 
-Latency: ``DocGraph.retrieve()`` (query embedding, trace storage included) one query at a
-time, p50/p95 per configuration, on synthetic indexes of ``--sizes`` chunks written through
-``SQLiteCatalog.write_document`` like ``speed.py`` (SciFact-vocabulary Zipf text, random unit
-vectors) plus entity links drawn from a Zipf law over an entity vocabulary (SciFact words and
-bigrams, so query n-grams name entities too), then ``DocGraph.build_graph()``; queries are
-SciFact queries. ``lanes_p50_ms`` is the part of the engine's own trace total that is not the
-query embedding or the seed lane's dense + BM25 search (which ``DocGraph.search`` pays too).
+Latency: ``DocGraph.retrieve()`` (query embedding included; the engine stores no trace) one
+query at a time, p50/p95 per configuration, on synthetic indexes of ``--sizes`` chunks written
+through ``SQLiteCatalog.write_document`` like ``speed.py`` (SciFact-vocabulary Zipf text,
+random unit vectors) plus entity links drawn from a Zipf law over an entity vocabulary
+(SciFact words and bigrams, so query n-grams name entities too), then
+``DocGraph.build_graph()``; queries are SciFact queries. ``lanes_p50_ms`` is the part of the
+engine's own trace total that is not the query embedding or the seed lane's dense + BM25
+search (which ``DocGraph.search`` pays too).
 Synthetic indexes are cached under ``bench/.cache/ablation/`` (seeded, so reruns reuse them).
 The real indexes' search timings (no embedding, no trace storage) are in the quality rows.
 Medians over the stated repeats; the machine is small and shared (load average recorded).
@@ -255,8 +256,6 @@ def run_config(graph: DocGraph, config: Config, queries: dict[str, str],
     lanes: dict[str, list[str]] = {}
     times: list[float] = []
     engine = graph.cohort_engine(config.settings) if config.settings is not None else None
-    if engine is not None:
-        engine.traces = None   # quality pass: no trace writes (latency pass measures them)
     for qid, text in queries.items():
         started = time.perf_counter()
         hits: list[SearchHit]
@@ -677,8 +676,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                        "occurrence; engine searches without trace storage; query vectors "
                        "computed once per query by the real model and shared by configurations",
             "latency": f"DocGraph.retrieve(k={LATENCY_K}, return_trace=True) one query at a "
-                       "time, query embedding (MiniLM int8, 1 thread) and trace storage "
-                       "included; configurations interleaved per query; synthetic indexes "
+                       "time, query embedding (MiniLM int8, 1 thread) included, no trace "
+                       "storage (only the governed service stores traces); configurations "
+                       "interleaved per query; synthetic indexes "
                        "(speed.py text/vectors + Zipf entity links, graph built)",
             "hybrid_only": "seed_only = cohort engine with expansions and completeness off; "
                            "hybrid_api = DocGraph.search(mode='hybrid')",

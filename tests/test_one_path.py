@@ -1,0 +1,93 @@
+"""One governed path: the same question from the same caller gets the same evidence through
+the MCP tools, the JSON-ready tool layer, the CLI and the Python API; the CLI is a caller."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import docgraph
+from docgraph.app import DocGraph
+from docgraph.serve.cli import app
+from docgraph.serve.setup import build_tools, local_governance
+from tests.helpers import write_files
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "corpus"
+QUESTION = "What caused the Rotterdam outage?"
+
+
+@pytest.fixture
+def deployment(tmp_path, monkeypatch):
+    """An index of the sample corpus in two namespaces, a policy that grants alice one."""
+    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("assignments:\n  - {user: alice, role: ops, domain: ops}\n")
+    config = tmp_path / "docgraph.toml"
+    config.write_text(f'[store]\npath = "{(tmp_path / "index.db").as_posix()}"\n'
+                      f'[governance]\npolicy_file = "{policy.as_posix()}"\n')
+    with DocGraph.open(config_file=config) as dg:
+        dg.index(SAMPLE, namespace="ops")
+        dg.index(write_files(tmp_path / "hr", {"pay.md": "# Pay\n\nThe Rotterdam outage "
+                                               "bonus is secret hr material.\n"}),
+                 namespace="hr")
+    return config
+
+
+def _cli(config: Path, *args: str) -> tuple[int, str]:
+    done = CliRunner().invoke(app, ["--config", str(config), *args])
+    return done.exit_code, done.stdout if done.exit_code == 0 else repr(done.exception)
+
+
+def test_the_same_question_gets_the_same_evidence_everywhere(deployment):
+    code, out = _cli(deployment, "--user", "alice", "lookup", QUESTION)
+    assert code == 0, out
+    from_cli = json.loads(out)
+    with DocGraph.open(config_file=deployment) as dg:
+        from_tool = build_tools(dg).call("lookup_knowledge", docgraph.Caller("alice"),
+                                         {"query": QUESTION})
+        governance, caller = docgraph.governed(dg, user="alice")
+        from_python = governance.lookup(caller, QUESTION).to_dict()
+    keys = [e["document_id"] for e in from_tool["evidence"]]
+    assert keys, "the sample corpus answers this question"
+    assert [e["document_id"] for e in from_cli["evidence"]] == keys
+    assert [e["document_id"] for e in from_python["evidence"]] == keys
+    assert from_cli["relevance_level"] == from_tool["relevance_level"]
+    assert all("hr" not in k and "pay.md" not in k for k in keys)
+
+    code, out = _cli(deployment, "--user", "alice", "search", QUESTION, "--mode",
+                     "vector_first", "-k", "5", "--json")
+    assert code == 0, out
+    with DocGraph.open(config_file=deployment) as dg:
+        served = build_tools(dg).call("search_documents", docgraph.Caller("alice"),
+                                      {"query_text": QUESTION, "k": 5})
+    assert [h["chunk_id"] for h in json.loads(out)] == \
+        [h["chunk_id"] for h in served["results"]]
+
+
+def test_the_cli_is_a_caller_and_is_denied_without_one(deployment):
+    code, out = _cli(deployment, "lookup", QUESTION)
+    assert code != 0 and "need a caller" in out
+    code, out = _cli(deployment, "--user", "mallory", "search", QUESTION)
+    assert code != 0 and isinstance(out, str) and "AccessDenied" in out
+    code, out = _cli(deployment, "--user", "alice", "search", "Rotterdam outage bonus",
+                     "--json", "-k", "10")
+    assert code == 0 and "secret hr material" not in out  # hr is not alice's
+    code, out = _cli(deployment, "--user", "alice", "search", "bonus", "--namespace", "hr")
+    assert code != 0  # --namespace can only narrow what alice holds
+
+
+def test_without_governance_the_owner_reads_through_the_same_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
+    with DocGraph.open(tmp_path / "own.db") as dg:
+        dg.index(SAMPLE, namespace="ops")
+        governance, caller = docgraph.governed(dg)
+        assert caller.user_id == "owner"
+        hits = governance.search(caller, QUESTION, k=3, mode="hybrid")
+        engine = dg.search(QUESTION, namespaces={"ops"}, k=6, mode="hybrid")  # over-fetch
+        assert [h.chunk_id for h in hits] == [h.chunk_id for h in engine[:3]]
+        assert governance.audit.recent(1)[0]["user_id"] == "owner"
+        narrowed, _ = local_governance(dg, only={"nowhere"})
+        assert narrowed.search(caller, QUESTION) == []  # narrowing never widens
