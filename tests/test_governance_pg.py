@@ -109,3 +109,17 @@ def test_callers_see_different_rows_of_the_same_table_end_to_end(crm, make_graph
     governance.row_authorizer = broken
     assert governance.search(Caller("alice"), "Ticket Nordhaven", k=10) == []
     assert governance.audit.recent(1)[0]["authorizer_failures"]
+
+
+def test_a_recheck_of_more_rows_than_a_statement_can_bind_still_answers(crm):
+    # A report over a large community re-checks every row it was built from: far more
+    # primary keys than PostgreSQL binds in one statement (65,535).
+    engine = sa.create_engine(crm, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO tickets SELECT g, CASE WHEN mod(g, 2) = 0 THEN 'bob' "
+                             "ELSE 'alice' END, 'row' FROM generate_series(10, 80009) g")
+    engine.dispose()
+    authorizer = SqlRowAuthorizer({"crm": crm}, identity="set_role")
+    wanted = [str(i) for i in range(10, 80010)]
+    seen = authorizer.visible(Caller("bob"), "crm", "public", "tickets", "id", wanted)
+    assert len(seen) == 40_000 and "80008" in seen and "80009" not in seen

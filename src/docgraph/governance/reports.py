@@ -48,7 +48,7 @@ def visible_community(community_id: int, members: list[int], stored_title: str,
     """The community as ``scope``'s caller may see it, or None (nothing visible).
     ``stored_report`` None: only the title and members are wanted."""
     sources = graph.report_row_sources(community_id)
-    if not scope.hidden_rows(sources.values()):
+    if not scope.any_hidden(sources.values()):
         return VisibleCommunity(stored_title, (), stored_report, rebuilt=False)
     links = graph.chunks_for_entities(members, CHUNKS_PER_MEMBER)
     chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])

@@ -21,6 +21,8 @@ from docgraph.model import RowOrigin
 
 log = logging.getLogger(__name__)
 TableKey = tuple[str, str, str, str]  # source, schema, table, pk column
+#: Primary keys per ``IN (...)`` statement of :class:`SqlRowAuthorizer`.
+PK_BATCH = 5000
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
 
@@ -102,6 +104,8 @@ class SqlRowAuthorizer:
         query = sa.select(target.c[pk_column]).where(
             sa.cast(target.c[pk_column], sa.String).in_(sa.bindparam("pks", expanding=True))
         )
+        values = [str(v) for v in pk_values]
+        found: set[str] = set()
         with engine.begin() as conn:
             if self.identity == "set_role":
                 role = self.role_for(caller)
@@ -112,8 +116,12 @@ class SqlRowAuthorizer:
             elif self.identity == "session_setting":
                 conn.execute(sa.text("SELECT set_config(:name, :value, true)"),
                              {"name": self.setting, "value": caller.user_id})
-            rows = conn.execute(query, {"pks": [str(v) for v in pk_values]}).fetchall()
-        return {str(r[0]) for r in rows}
+            # Batches stay far below the drivers' bound-parameter limits (65,535 in
+            # PostgreSQL), whatever a community report or a page asks about.
+            for start in range(0, len(values), PK_BATCH):
+                rows = conn.execute(query, {"pks": values[start:start + PK_BATCH]}).fetchall()
+                found.update(str(r[0]) for r in rows)
+        return found
 
 
 @dataclass

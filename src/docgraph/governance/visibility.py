@@ -59,6 +59,14 @@ class Visibility:
                 self._row_visible[origin] = key not in decision.denied_doc_ids
         return {o for o in wanted if not self._row_visible[o]}
 
+    def any_hidden(self, origins: Iterable[RowOrigin], batch: int = 1000) -> bool:
+        """Whether the caller may not see at least one of the rows: re-checked in batches,
+        stopping at the first batch that hides one (a stored report over many rows needs
+        only that answer)."""
+        pending = list(dict.fromkeys(origins))
+        return any(self.hidden_rows(pending[i:i + batch])
+                   for i in range(0, len(pending), batch))
+
     def hidden_documents(self, doc_ids: Iterable[str]) -> set[str]:
         """Which of the given documents the row re-check hides (free-standing documents are
         never hidden by it: their namespace decides)."""
