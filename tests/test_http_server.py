@@ -15,6 +15,8 @@ import httpx
 import httpx2
 import pytest
 import uvicorn
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -434,3 +436,24 @@ def test_the_tokens_file_holds_only_hashes(served):
     stored = (served["graph"].settings.store.path.parent / "tokens.toml").read_text()
     for token in served["tokens"].values():
         assert token not in stored
+
+
+HOSTILE_TEXT = ["'; DROP TABLE chunks; --", "NEAR(a b) * ^ \"", "a\x00b", "\u202e\u05d0",
+                "x" * 5000, "%_\\", "   ", "E-417 " * 300]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tool=st.sampled_from([n for n, _ in CALLS]),
+       text=st.one_of(st.sampled_from(HOSTILE_TEXT), st.text(max_size=30)),
+       k=st.one_of(st.integers(-5, 80), st.sampled_from(["3", None, 2.5, True])))
+def test_hostile_json_api_input_gets_a_result_or_a_named_400(served, tool, text, k):
+    field = "query" if tool == "lookup_knowledge" else "query_text"
+    body: dict[str, Any] = {field: text}
+    if tool in ("search_documents", "trace_connections", "search_entities"):
+        body["k"] = k
+    answer = api(served, tool, body)
+    assert answer.status_code in (200, 400), (tool, body, answer.status_code, answer.text)
+    payload = answer.json()
+    if answer.status_code == 400:
+        assert payload["error"].split(":", 1)[0] in (field, "k"), payload
