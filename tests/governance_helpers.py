@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from docgraph import DocGraph
 from docgraph.ingest.chunk import chunk_document
 from docgraph.ingest.extract import extract
@@ -31,3 +33,18 @@ def add_row_documents(
             origin=RowOrigin(source, schema, table, "id", pk),
         ))
     graph.build_graph([namespace])
+
+
+def create_rls_tickets(conn: Any, policy: str, roles: tuple[str, ...] = ("alice", "bob", "carol")
+                       ) -> None:
+    """A ``tickets (id, owner, body)`` table under forced row-level security with one SELECT
+    ``policy`` (a SQL condition), readable by ``roles`` (created NOLOGIN when missing)."""
+    for role in roles:
+        conn.exec_driver_sql(
+            f"DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object "
+            "THEN NULL; END $$")
+    conn.exec_driver_sql("CREATE TABLE tickets (id integer PRIMARY KEY, owner text, body text)")
+    conn.exec_driver_sql("ALTER TABLE tickets ENABLE ROW LEVEL SECURITY")
+    conn.exec_driver_sql("ALTER TABLE tickets FORCE ROW LEVEL SECURITY")
+    conn.exec_driver_sql(f"CREATE POLICY readers ON tickets FOR SELECT USING ({policy})")
+    conn.exec_driver_sql(f"GRANT SELECT ON tickets TO {', '.join(roles)}")

@@ -12,7 +12,7 @@ from docgraph.governance import (
     SqlRowAuthorizer,
     StaticEntitlements,
 )
-from tests.governance_helpers import add_row_documents
+from tests.governance_helpers import add_row_documents, create_rls_tickets
 from tests.pg import postgres_db, postgres_server  # noqa: F401  (fixtures)
 
 ROWS = {
@@ -27,20 +27,11 @@ ROWS = {
 def crm(postgres_db):  # noqa: F811
     engine = sa.create_engine(postgres_db, poolclass=sa.pool.NullPool)
     with engine.begin() as conn:
-        for role in ("alice", "bob", "carol"):
-            conn.exec_driver_sql(
-                f"DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object "
-                "THEN NULL; END $$")
-        conn.exec_driver_sql("CREATE TABLE tickets (id integer PRIMARY KEY, owner text, body text)")
+        # One policy for both identity modes: by SQL role, or by a session setting.
+        create_rls_tickets(conn, "owner = current_user OR owner = current_setting("
+                                 "'docgraph.user_id', true)")
         conn.execute(sa.text("INSERT INTO tickets VALUES (:id, :owner, :body)"),
                      [{"id": int(k), "owner": o, "body": b} for k, (o, b) in ROWS.items()])
-        conn.exec_driver_sql("ALTER TABLE tickets ENABLE ROW LEVEL SECURITY")
-        conn.exec_driver_sql("ALTER TABLE tickets FORCE ROW LEVEL SECURITY")
-        # A policy per identity mode: by SQL role, or by a session setting.
-        conn.exec_driver_sql("CREATE POLICY by_role ON tickets FOR SELECT USING "
-                             "(owner = current_user OR owner = current_setting("
-                             "'docgraph.user_id', true))")
-        conn.exec_driver_sql("GRANT SELECT ON tickets TO alice, bob, carol")
         conn.exec_driver_sql("DO $$ BEGIN CREATE ROLE app LOGIN; EXCEPTION WHEN "
                              "duplicate_object THEN NULL; END $$")
         conn.exec_driver_sql("GRANT SELECT ON tickets TO app")

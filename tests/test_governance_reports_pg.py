@@ -25,7 +25,7 @@ from docgraph.governance import (
     StaticEntitlements,
 )
 from docgraph.serve.tools import DocgraphTools
-from tests.governance_helpers import add_row_documents
+from tests.governance_helpers import add_row_documents, create_rls_tickets
 from tests.pg import postgres_db, postgres_server  # noqa: F401  (fixtures)
 
 SECRET_WORDS = ("Zephyrquartz", "Quillon")
@@ -37,19 +37,8 @@ SECRET = ("Nordhaven Logistics, Castellan Freight and Quillon Vance agreed on th
 @pytest.fixture
 def rls_tickets(postgres_db):  # noqa: F811
     engine = sa.create_engine(postgres_db, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        for role in ("alice", "bob", "carol"):
-            conn.exec_driver_sql(
-                f"DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object "
-                "THEN NULL; END $$")
-        conn.exec_driver_sql("CREATE TABLE tickets (id integer PRIMARY KEY, owner text, "
-                             "body text)")
-        conn.exec_driver_sql("ALTER TABLE tickets ENABLE ROW LEVEL SECURITY")
-        conn.exec_driver_sql("ALTER TABLE tickets FORCE ROW LEVEL SECURITY")
-        # alice reads her rows, bob his, carol every row.
-        conn.exec_driver_sql("CREATE POLICY owners ON tickets FOR SELECT USING "
-                             "(owner = current_user OR current_user = 'carol')")
-        conn.exec_driver_sql("GRANT SELECT ON tickets TO alice, bob, carol")
+    with engine.begin() as conn:  # alice reads her rows, bob his, carol every row
+        create_rls_tickets(conn, "owner = current_user OR current_user = 'carol'")
     authorizer = SqlRowAuthorizer({"crm": postgres_db}, identity="set_role")
     yield engine, authorizer
     for pool in authorizer._engines.values():
