@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Literal
 
-from docgraph.errors import InvalidQuery
 from docgraph.governance.reports import visible_report
 from docgraph.governance.visibility import Visibility
 from docgraph.graph.extract import EntityExtractor
@@ -97,9 +96,8 @@ class GovernedSearch:
                mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:
         """Up to ``k`` hits the caller may see, in retrieval order (ranks renumbered).
 
-        ``namespaces`` can only narrow the caller's set."""
-        if mode not in SEARCH_MODES:
-            raise InvalidQuery(f"mode: must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+        ``namespaces`` can only narrow the caller's set (the mode is checked at the entry,
+        :meth:`~docgraph.governance.Governance.retrieve`)."""
         allowed = frozenset(namespaces) & self.scope.namespaces
         fetch = min(MAX_K, max(k * self.overfetch, k))
         kept: list[SearchHit] = []
