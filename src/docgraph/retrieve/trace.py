@@ -80,19 +80,19 @@ class TraceStore:
                 (self.retention,),
             )
 
-    def get(self, trace_id: str) -> dict[str, Any] | None:
-        """A stored trace by id, or the latest one for ``last``."""
+    def get(self, trace_id: str, user_id: str | None = None) -> dict[str, Any] | None:
+        """A stored trace by id, or the latest one for ``last``; with ``user_id``, only
+        that caller's traces."""
         db = self.catalog.connection()
         if trace_id == "last":
-            row = db.execute(
-                "SELECT payload FROM traces ORDER BY created_at DESC, id LIMIT 1"
-            ).fetchone()
+            rows = db.execute("SELECT payload FROM traces ORDER BY created_at DESC, id")
         else:
-            row = db.execute("SELECT payload FROM traces WHERE id = ?", (trace_id,)).fetchone()
-        if row is None:
-            return None
-        payload: dict[str, Any] = json.loads(row[0])
-        return payload
+            rows = db.execute("SELECT payload FROM traces WHERE id = ?", (trace_id,))
+        for (raw,) in rows:
+            payload: dict[str, Any] = json.loads(raw)
+            if user_id is None or payload.get("user_id") == user_id:
+                return payload
+        return None
 
     def count(self) -> int:
         """Stored traces."""

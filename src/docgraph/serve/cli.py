@@ -328,9 +328,15 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
 def trace(
     trace_id: Annotated[str, typer.Argument(help="A trace id, or 'last'.")] = "last",
 ) -> None:
-    """Show a stored retrieval trace (lanes, timings, entities, provenance) as JSON."""
+    """Show a stored retrieval trace (lanes, timings, entities, provenance) as JSON; with
+    [governance] configured, only the caller's own (--user)."""
+    from docgraph.serve.setup import governance_configured, local_governance
+
     with _open() as dg:
-        found = dg.traces.get(trace_id)
+        user = None
+        if governance_configured(dg.settings.governance):
+            user = local_governance(dg, _state.get("user"), _state.get("role"))[1].user_id
+        found = dg.traces.get(trace_id, user_id=user)
     if found is None:
         err.print(f"no trace {trace_id!r} (traces are kept for the most recent searches)")
         raise typer.Exit(1)
