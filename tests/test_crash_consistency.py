@@ -174,7 +174,7 @@ def test_sigkill_of_docgraph_index_ends_its_workers_and_closes_its_pipes(tmp_pat
               f" pipes at EOF after {eof_seconds}")
         assert left == [], f"still running: {left}"
         assert eof_seconds is not None, "the killed command's pipes stayed open"
-        assert exit_seconds < 2.0
+        assert exit_seconds < 5.0  # ~1-330 ms measured; the resource tracker exits last
     finally:
         if proc.poll() is None:
             proc.kill()
