@@ -10,6 +10,14 @@ Only what a worker needs crosses the process boundary: the :class:`PrepareSpec` 
 worker, then (path, bytes) per file and the prepared document back. The catalog, the
 embedder and every connection stay in the pipeline's process.
 
+Workers never outlive the pipeline's process, however it ends (a ``kill -9`` included):
+on Linux the kernel kills them when it dies (``PR_SET_PDEATHSIG``), and everywhere a
+watchdog thread in each worker exits when a pipe only the parent holds open reaches end of
+file or the worker is re-parented. ``spawn`` closes every inherited descriptor but the
+standard ones; a worker points its stdin and stdout at the null device at start-up, so a
+supervisor reading the caller's output sees end of file as soon as the caller is gone
+(stderr stays, for a worker's own crash report, and closes with the worker).
+
 ``spawn`` re-imports the caller's main module in every worker. A script that indexes at
 module level, without an ``if __name__ == "__main__":`` guard, would index again inside each
 worker: :func:`in_worker_bootstrap` lets the pipeline refuse that (so the worker exits
@@ -19,15 +27,20 @@ with a warning.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
 import pickle
+import signal
+import sys
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from docgraph.errors import ExtractionError
@@ -38,6 +51,11 @@ from docgraph.parallel import core_count
 log = logging.getLogger(__name__)
 
 _SPEC: PrepareSpec | None = None  # set once in each worker process
+
+# linux/prctl.h: deliver a signal to this process when its parent dies.
+_PR_SET_PDEATHSIG = 1
+# How often a worker's watchdog also checks that it was not re-parented (seconds).
+PARENT_CHECK_SECONDS = 0.5
 
 BOOTSTRAP_MESSAGE = (
     "docgraph was asked to index while a worker process was importing the main module: "
@@ -88,11 +106,64 @@ def worker_count(configured: int) -> int:
     return configured if configured > 0 else core_count()
 
 
-def _init(spec_bytes: bytes) -> None:
+def _init(spec_bytes: bytes, parent_pid: int, parent_alive: Connection) -> None:
     global _SPEC
+    _die_with_parent(parent_pid, parent_alive)
+    _detach_stdio()
     # Parallel across processes already: the tokenizer's own thread pool only contends.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _SPEC = pickle.loads(spec_bytes)
+
+
+def _die_with_parent(parent_pid: int, parent_alive: Connection) -> None:
+    """Make this worker exit as soon as the process that started it is gone.
+
+    An orphaned worker would wait for work forever (it holds the write end of its own task
+    queue, so that read never ends) and keep the caller's stderr open. The kernel's signal
+    follows the thread that spawned the worker: the one submitting to the pool, which
+    outlives it. A parent that dies while the worker is still starting (re-importing the
+    caller's modules) is noticed here, once the start-up is done."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGKILL),
+                       ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        except (OSError, AttributeError):  # no libc prctl: the watchdog still applies
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid, parent_alive),
+                     name="docgraph-parent-watchdog", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int, parent_alive: Connection) -> None:
+    """Exit the worker when ``parent_alive`` reaches end of file (only the parent holds its
+    other end, so it closes when the parent dies) or the worker is re-parented."""
+    while True:
+        try:
+            if parent_alive.poll(PARENT_CHECK_SECONDS):
+                parent_alive.recv_bytes()  # nothing is ever sent: readable means closed
+        except (EOFError, OSError):
+            break
+        if os.getppid() != parent_pid:
+            break
+    os._exit(1)
+
+
+def _detach_stdio() -> None:
+    """Point stdin and stdout at the null device: a worker reads and prints nothing, and
+    must not keep the caller's pipes open."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        for fd in (0, 1):
+            os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
 
 
 def _prepare(path: str, data: bytes) -> PrepareOutcome:
@@ -116,11 +187,15 @@ class PreparePool:
     def __init__(self, spec: PrepareSpec, workers: int, window: int | None = None) -> None:
         self.workers = workers
         self.window = window or 4 * workers
+        context = multiprocessing.get_context("spawn")
+        # Each worker gets the read end; only this process holds the write end, so the
+        # workers see end of file the moment this process dies.
+        self._alive_reader, self._alive_writer = context.Pipe(duplex=False)
         self._executor = ProcessPoolExecutor(
             max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_init,
-            initargs=(pickle.dumps(spec),),
+            initargs=(pickle.dumps(spec), os.getpid(), self._alive_reader),
         )
         self._queue: deque[tuple[Any, Future[PrepareOutcome] | None]] = deque()
         self.broken = False
@@ -176,3 +251,5 @@ class PreparePool:
                 future.cancel()
         self._queue.clear()
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self._alive_writer.close()
+        self._alive_reader.close()
