@@ -425,3 +425,134 @@ def test_empty_file(ext):
 )
 def test_whitespace_only_documents_have_no_text(data, name):
     assert "no text" in str(_assert_fails_naming(data, name))
+
+
+# -- hostile input: bombs, limits, encodings -----------------------------------------------
+
+
+def test_docx_decompression_bomb_is_refused_in_seconds_at_the_default_limits():
+    import time
+
+    from docgraph.errors import FileTooLarge
+    from tests.malformed import docx_with_member
+
+    bomb = docx_with_member("word/document.xml", 300 * 1024 * 1024)  # ~2 MB on disk
+    assert len(bomb) < 3 * 1024 * 1024
+    started = time.monotonic()
+    with pytest.raises(FileTooLarge) as err:
+        extract(bomb, "minutes.docx")
+    assert time.monotonic() - started < 5
+    message = str(err.value)
+    assert "minutes.docx" in message and "word/document.xml" in message
+    assert "loader.max_unpacked_bytes" in message
+
+
+@pytest.mark.parametrize("member", ["word/media/image1.png", "customXml/item9.xml"])
+def test_docx_bomb_in_any_member_is_refused(member):
+    from docgraph.errors import FileTooLarge
+    from docgraph.ingest.limits import ExtractLimits
+    from tests.malformed import docx_with_member
+
+    with pytest.raises(FileTooLarge, match="max_unpacked_bytes"):
+        extract(docx_with_member(member, 8 * 1024 * 1024), "a.docx", ExtractLimits(4 << 20))
+
+
+def test_docx_with_too_many_archive_members_is_refused():
+    from docgraph.errors import FileTooLarge
+    from docgraph.ingest.limits import MAX_ARCHIVE_MEMBERS
+    from tests.malformed import zip_with_members
+
+    with pytest.raises(FileTooLarge, match="members"):
+        extract(zip_with_members(MAX_ARCHIVE_MEMBERS + 1), "many.docx")
+
+
+def test_pdf_with_a_huge_flate_stream_is_refused_as_too_large():
+    from docgraph.errors import FileTooLarge
+    from docgraph.ingest.limits import ExtractLimits
+    from tests.malformed import pdf
+
+    bomb = pdf([b" " * (16 * 1024 * 1024)])
+    assert len(bomb) < 100_000
+    with pytest.raises(FileTooLarge, match=r"bomb\.pdf: too large.*max_unpacked_bytes"):
+        extract(bomb, "bomb.pdf", ExtractLimits(max_unpacked_bytes=4 << 20))
+
+
+def test_pdf_whose_pages_together_unpack_past_the_limit_is_refused():
+    from docgraph.errors import FileTooLarge
+    from docgraph.ingest.limits import ExtractLimits
+    from tests.malformed import pdf, pdf_text_ops
+
+    pages = [pdf_text_ops(f"page {i}") + b" " * (3 * 1024 * 1024) for i in range(3)]
+    with pytest.raises(FileTooLarge, match="page contents unpack to"):
+        extract(pdf(pages), "long.pdf", ExtractLimits(max_unpacked_bytes=4 << 20))
+    doc = extract(pdf(pages[:1]), "short.pdf", ExtractLimits(max_unpacked_bytes=4 << 20))
+    assert [b.text for b in doc.blocks] == ["page 0"]
+
+
+@pytest.mark.parametrize(("data", "name"), [
+    (b"word " * 3000, "long.txt"),
+    (b"# T\n\n" + b"word " * 3000, "long.md"),
+    (b"<p>" + b"word " * 3000 + b"</p>", "long.html"),
+])
+def test_text_past_max_text_chars_is_refused(data, name):
+    from docgraph.errors import FileTooLarge
+    from docgraph.ingest.limits import ExtractLimits
+
+    with pytest.raises(FileTooLarge, match=rf"{name}: too large.*loader.max_text_chars \(10000\)"):
+        extract(data, name, ExtractLimits(max_text_chars=10_000))
+    assert extract(data, name, ExtractLimits(max_text_chars=20_000)).blocks
+
+
+def test_loader_limits_quoted_in_the_docs_are_the_defaults():
+    import re
+    from pathlib import Path
+
+    from docgraph.config import LoaderSettings
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    defaults = LoaderSettings()
+    for key in ("max_file_bytes", "max_unpacked_bytes", "max_text_chars"):
+        quoted = re.search(rf"^{key} = (\d+)", readme, re.MULTILINE)
+        assert quoted and int(quoted.group(1)) == getattr(defaults, key), key
+    architecture = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert f"`max_unpacked_bytes` ({defaults.max_unpacked_bytes >> 20} MiB)" in architecture
+
+
+def test_loader_limits_are_validated_and_named():
+    from docgraph.config import load_settings
+    from docgraph.errors import ConfigError
+
+    settings = load_settings(loader={"max_unpacked_bytes": 8 << 20, "max_text_chars": 5000})
+    assert (settings.loader.max_unpacked_bytes, settings.loader.max_text_chars) == (8 << 20, 5000)
+    for key in ("max_unpacked_bytes", "max_text_chars"):
+        with pytest.raises(ConfigError, match=key):
+            load_settings(loader={key: 0})
+
+
+@pytest.mark.parametrize(("data", "text"), [
+    ("UTF-16 with a mark: Œuvre".encode("utf-16"), "UTF-16 with a mark: Œuvre"),
+    ("UTF-16 without a mark: déjà".encode("utf-16-le"), "UTF-16 without a mark: déjà"),
+    ("Big-endian UTF-16: naïve".encode("utf-16-be"), "Big-endian UTF-16: naïve"),
+    ("Latin-1 text: crème brûlée".encode("latin-1"), "Latin-1 text: crème brûlée"),
+    ("Damaged UTF-8: Zürich ".encode() + b"\xff" + " Gdańsk".encode(),
+     "Damaged UTF-8: Zürich \ufffd Gdańsk"),
+    (b"x" * 5000 + b" stray NUL\x00 past the start", "x" * 5000 + " stray NUL past the start"),
+], ids=["utf16-bom", "utf16-le", "utf16-be", "latin1", "damaged-utf8", "late-nul"])
+def test_undeclared_encodings_decode_to_readable_text(data, text):
+    assert extract(data, "note.txt").blocks[0].text == text
+
+
+def test_binary_html_is_refused_not_indexed_as_garbage():
+    import random
+
+    noise = random.Random(7).randbytes(4096)
+    assert "binary" in str(_assert_fails_naming(noise, "page.html"))
+
+
+@pytest.mark.parametrize(("data", "name"), [
+    (b"[" * 100_000 + b"]" * 100_000, "deep.json"),
+    (b"<div>" * 20_000 + b"deep" + b"</div>" * 20_000, "deep.html"),
+])
+def test_deep_nesting_fails_cleanly_naming_the_file(data, name):
+    assert "nested too deeply" in str(_assert_fails_naming(data, name))

@@ -213,3 +213,24 @@ def test_server_down_mid_build_fails_that_source_only(remote, make_graph, tmp_pa
     assert crawl.outcome == "error" and crawl.message
     assert _phase(build, remote.urn, "embed").outcome == "skipped"
     assert "notes.md" in _paths(graph, "remote")
+
+
+def test_a_remote_file_deleted_after_listing_is_vanished_not_a_failed_fetch(remote, make_graph):
+    from docgraph.errors import SourceFileVanished
+    from docgraph.sources.folder import MAX_CONSECUTIVE_FETCH_FAILURES, FolderCrawler
+
+    for i in range(MAX_CONSECUTIVE_FETCH_FAILURES):
+        remote.write(f"extra-{i}.md", f"# Extra {i}\n\nMore text.\n")
+    graph = make_graph()
+    options = graph.sources.credentials.storage_options(remote.urn)
+    with FolderCrawler(remote.urn, ["*.md", "*.txt"], options) as crawler:
+        *gone, kept = list(crawler.list_files())
+        assert len(gone) > MAX_CONSECUTIVE_FETCH_FAILURES
+        for entry in gone:
+            remote.delete(entry.relative_path)
+        for entry in gone:
+            with pytest.raises(SourceFileVanished, match="vanished during the crawl"):
+                crawler.read(entry)
+        # The server answered every time: the next read is tried (and succeeds), never
+        # "not tried, the server stopped answering".
+        assert crawler.read(kept)

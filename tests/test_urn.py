@@ -3,6 +3,7 @@ never share one (document identity is built on it)."""
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from pathlib import Path
 from urllib.parse import unquote
@@ -236,3 +237,32 @@ def test_document_id_rejects_paths_outside_the_folder(rel):
     with pytest.raises(SourceError) as info:
         document_id("file:///srv/docs", rel)
     assert repr(rel) in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("guide.md", "guide.md"),
+    ("notes 100%.md", "notes%20100%25.md"),
+    ("hash#tag?.md", "hash%23tag%3F.md"),
+    ("-dash [1] {x}.md", "-dash%20%5B1%5D%20%7Bx%7D.md"),
+    ("Gdańsk/résumé.md", "Gda%C5%84sk/r%C3%A9sum%C3%A9.md"),
+    ("new\nline.md", "new%0Aline.md"),
+])
+def test_document_ids_of_valid_names_stay_as_they_were(name, expected):
+    """Ids are stored identities: the escaping of undecodable names changes none of these."""
+    assert document_id("file:///srv/docs", name) == f"file:///srv/docs/{expected}"
+
+
+def test_an_undecodable_name_gets_a_stable_reversible_id_and_stored_path():
+    from urllib.parse import unquote_to_bytes
+
+    from docgraph.sources.urn import escape_name
+
+    raw = b"dir\xfe/bad\xff 100%.md"
+    listed = os.fsdecode(raw)  # what a directory listing gives: surrogate escapes
+    doc_id = document_id("file:///srv/docs", listed)
+    assert doc_id == "file:///srv/docs/dir%FE/bad%FF%20100%25.md"
+    assert unquote_to_bytes(doc_id.removeprefix("file:///srv/docs/")) == raw
+    shown = escape_name(listed)
+    assert shown == "dir%FE/bad%FF 100%25.md"  # storable text; '%' escaped too, so
+    assert unquote_to_bytes(shown) == raw  # it decodes back to the raw name exactly
+    assert escape_name("plain 100%.md") == "plain 100%.md"  # valid names are untouched

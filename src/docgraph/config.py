@@ -25,6 +25,12 @@ from docgraph.errors import ConfigError
 DEFAULT_CONFIG_FILE = "docgraph.toml"
 # pgvector hnsw.ef_search of the PostgreSQL dense search (store.pg_ef_search).
 DEFAULT_PG_EF_SEARCH = 400
+# Per-file extraction bounds (loader.max_unpacked_bytes, loader.max_text_chars), in the
+# range of loader.max_file_bytes: a file may unpack to about what it may store. Real
+# documents stay far below; near the bound, python-docx parses 60 MiB of document.xml in
+# ~2 min at ~0.75 GB, and a decompression bomb above it is refused in about a second.
+DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_TEXT_CHARS = 50_000_000
 
 
 class _Section(BaseModel):
@@ -107,7 +113,23 @@ class LoaderSettings(_Section):
     breadcrumb: bool = Field(
         default=True, description="Prepend '[document > section]' to the embedded text."
     )
-    max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    max_file_bytes: int = Field(
+        default=50 * 1024 * 1024, ge=1,
+        description="Largest file (bytes as stored) that is read at all; larger ones are "
+        "recorded as too large.",
+    )
+    max_unpacked_bytes: int = Field(
+        default=DEFAULT_MAX_UNPACKED_BYTES, ge=1024, le=4 * 1024**3,
+        description="Most bytes one file may unpack to: the members of a DOCX (zip) "
+        "archive together, each decompressed PDF stream and a PDF's page contents "
+        "together. Bounds the memory and time a decompression bomb can take; a file over "
+        "it is recorded as too large.",
+    )
+    max_text_chars: int = Field(
+        default=DEFAULT_MAX_TEXT_CHARS, ge=1000, le=1_000_000_000,
+        description="Most characters of text extracted from one file (any format); a "
+        "file with more is recorded as too large.",
+    )
     workers: int = Field(
         default=0, ge=0, le=64,
         description="Processes that extract and chunk documents of a bulk build while the "

@@ -15,8 +15,23 @@ class SourceError(DocgraphError):
     """A source (folder URN) cannot be registered or crawled."""
 
 
+class SourceFileVanished(SourceError):
+    """A listed file was gone when its body was read (deleted or renamed during the crawl):
+    the build treats it as deleted, not as a failed fetch."""
+
+
+class FileSkipped(SourceError):
+    """A listed entry is not indexed on purpose (not a regular file, or over a size limit):
+    it is reported as skipped, never counted as a failed fetch."""
+
+
 class ExtractionError(DocgraphError):
     """A file could not be turned into text; the message says which file and why."""
+
+
+class FileTooLarge(ExtractionError):
+    """A file holds, or unpacks to, more than a loader limit allows; the message names the
+    limit (``loader.max_file_bytes``, ``max_unpacked_bytes`` or ``max_text_chars``)."""
 
 
 class EmbeddingModelMismatch(DocgraphError):

@@ -2,7 +2,9 @@
 
 Each format keeps the structure it has: headings (with levels), paragraphs, list items,
 table rows and code blocks. The chunker cuts only between blocks (or between sentences
-of one over-long block), so structure here decides where chunks end.
+of one over-long block), so structure here decides where chunks end. PDF and DOCX, which
+unpack, live in :mod:`docgraph.ingest.extract_packed`; every format is extracted within
+:class:`~docgraph.ingest.limits.ExtractLimits`.
 """
 
 from __future__ import annotations
@@ -17,52 +19,23 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from docgraph.errors import ExtractionError
+from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from_name
+from docgraph.ingest.decode import check_not_binary, decode_text
+from docgraph.ingest.extract_packed import extract_docx, extract_pdf
+from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
-_WS = re.compile(r"[ \t\r\f\v]+")
+
+def _text_of(data: bytes, name: str, limits: ExtractLimits) -> str:
+    text = decode_text(data, name)
+    limits.check_text(name, len(text))
+    return text
 
 
-def _clean(text: str) -> str:
-    return _WS.sub(" ", text.replace("\u00a0", " ")).strip()
-
-
-def _decode(data: bytes, name: str) -> str:
-    if b"\x00" in data[:4096]:
-        raise ExtractionError(f"{name}: looks binary (NUL bytes), not text")
-    for encoding in ("utf-8-sig", "cp1252"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return data.decode("latin-1")
-
-
-def _title_from_name(name: str) -> str:
-    stem = posixpath.splitext(posixpath.basename(name))[0]
-    return _clean(re.sub(r"[_\-]+", " ", stem)) or name
-
-
-def _paragraph_blocks(text: str) -> list[Block]:
-    """Blank-line separated paragraphs; lines starting with a bullet become list items."""
-    blocks: list[Block] = []
-    for para in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
-        lines = [ln.rstrip() for ln in para.split("\n") if ln.strip()]
-        if not lines:
-            continue
-        if all(re.match(r"\s*([-*•]|\d+[.)])\s+", ln) for ln in lines):
-            blocks.extend(
-                Block(BlockKind.LIST_ITEM, _clean(re.sub(r"^\s*([-*•]|\d+[.)])\s+", "", ln)))
-                for ln in lines
-            )
-        else:
-            blocks.append(Block(BlockKind.PARAGRAPH, _clean(" ".join(lines))))
-    return [b for b in blocks if b.text]
-
-
-def extract_text(data: bytes, name: str) -> ExtractedDocument:
+def extract_text(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """Plain text: paragraphs separated by blank lines."""
-    text = _decode(data, name)
-    return ExtractedDocument(_title_from_name(name), tuple(_paragraph_blocks(text)), "text/plain")
+    text = _text_of(data, name, limits)
+    return ExtractedDocument(title_from_name(name), tuple(paragraph_blocks(text)), "text/plain")
 
 
 @functools.cache
@@ -74,17 +47,17 @@ def _markdown_parser() -> Any:
     return MarkdownIt("commonmark").enable("table")
 
 
-def extract_markdown(data: bytes, name: str) -> ExtractedDocument:
+def extract_markdown(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """Markdown via markdown-it: headings, paragraphs, list items, table rows, code.
 
     A text of only ATX headings and plain paragraphs (the common case for notes and
     abstracts) takes an exact fast path instead of the parser (see :func:`_plain_markdown`).
     """
-    text = _decode(data, name)
+    text = _text_of(data, name, limits)
     plain = _plain_markdown(text)
     if plain is not None:
         blocks, title = plain
-        return ExtractedDocument(title or _title_from_name(name), tuple(blocks), "text/markdown")
+        return ExtractedDocument(title or title_from_name(name), tuple(blocks), "text/markdown")
     return _parsed_markdown(text, name)
 
 
@@ -109,7 +82,7 @@ def _plain_markdown(text: str) -> tuple[list[Block], str | None] | None:
 
     def end_paragraph() -> None:
         if paragraph:
-            content = _clean("\n".join(paragraph).strip())
+            content = clean("\n".join(paragraph).strip())
             if content:
                 blocks.append(Block(BlockKind.PARAGRAPH, content))
             paragraph.clear()
@@ -130,7 +103,7 @@ def _plain_markdown(text: str) -> tuple[list[Block], str | None] | None:
             if content.endswith("#"):
                 return None  # a closing sequence, or a literal '#': leave it to the parser
             end_paragraph()
-            content = _clean(content)
+            content = clean(content)
             if content:
                 level = len(match.group(1))
                 blocks.append(Block(BlockKind.HEADING, content, level))
@@ -158,7 +131,7 @@ def _parsed_markdown(text: str, name: str) -> ExtractedDocument:
         tok = tokens[i]
         if tok.type == "heading_open":
             level = int(tok.tag[1])
-            content = _clean(tokens[i + 1].content)
+            content = clean(tokens[i + 1].content)
             if content:
                 blocks.append(Block(BlockKind.HEADING, content, level))
                 if title is None and level == 1:
@@ -176,15 +149,15 @@ def _parsed_markdown(text: str, name: str) -> ExtractedDocument:
         elif tok.type == "tr_open":
             row_cells = []
         elif tok.type in ("th_open", "td_open") and row_cells is not None:
-            row_cells.append(_clean(tokens[i + 1].content))
+            row_cells.append(clean(tokens[i + 1].content))
         elif tok.type == "tr_close" and row_cells is not None:
             if in_thead:
                 header = row_cells
             else:
-                blocks.append(Block(BlockKind.TABLE_ROW, _row_text(header, row_cells)))
+                blocks.append(Block(BlockKind.TABLE_ROW, row_text(header, row_cells)))
             row_cells = None
         elif tok.type == "inline" and row_cells is None:
-            content = _clean(tok.content)
+            content = clean(tok.content)
             if content:
                 kind = BlockKind.LIST_ITEM if list_depth > 0 else BlockKind.PARAGRAPH
                 blocks.append(Block(kind, content))
@@ -193,13 +166,7 @@ def _parsed_markdown(text: str, name: str) -> ExtractedDocument:
             if content:
                 blocks.append(Block(BlockKind.CODE, content))
         i += 1
-    return ExtractedDocument(title or _title_from_name(name), tuple(blocks), "text/markdown")
-
-
-def _row_text(header: list[str], cells: list[str]) -> str:
-    if header and len(header) == len(cells):
-        return "; ".join(f"{h}: {c}" for h, c in zip(header, cells, strict=True) if c)
-    return " | ".join(c for c in cells if c)
+    return ExtractedDocument(title or title_from_name(name), tuple(blocks), "text/markdown")
 
 
 _HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
@@ -212,7 +179,7 @@ _HTML_PARAGRAPHS = frozenset({
 _HTML_BLOCK_TAGS = _HTML_HEADINGS | _HTML_PARAGRAPHS | {"li", "pre", "table"}
 
 
-def extract_html(data: bytes, name: str) -> ExtractedDocument:
+def extract_html(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """HTML via BeautifulSoup/lxml: h1-h6, paragraphs, list items, table rows, pre.
 
     Every piece of visible text lands in exactly one block: the text directly inside a
@@ -221,20 +188,21 @@ def extract_html(data: bytes, name: str) -> ExtractedDocument:
     """
     from bs4 import BeautifulSoup
 
+    check_not_binary(data, name)  # the parser would make text of any bytes
     soup = BeautifulSoup(data, "lxml")
     title_tag = soup.find("title")  # before <head> goes with the junk
-    page_title = _clean(title_tag.get_text()) if title_tag else ""
+    page_title = clean(title_tag.get_text()) if title_tag else ""
     for junk in soup(["script", "style", "noscript", "template", "nav", "footer", "head"]):
         junk.decompose()
     body = soup.body or soup
     blocks: list[Block] = []
     _html_walk(body, BlockKind.PARAGRAPH, 0, blocks)
     if not blocks:
-        text = _clean(body.get_text(" "))
+        text = clean(body.get_text(" "))
         if text:
             blocks.append(Block(BlockKind.PARAGRAPH, text))
     h1 = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
-    title = h1 or page_title or _title_from_name(name)
+    title = h1 or page_title or title_from_name(name)
     return ExtractedDocument(title, tuple(blocks), "text/html")
 
 
@@ -246,7 +214,7 @@ def _html_walk(element: Any, kind: BlockKind, level: int, blocks: list[Block]) -
     buffer: list[str] = []
 
     def flush() -> None:
-        text = _clean("".join(buffer))  # inline runs join as rendered: "<b>Bo</b>ld" -> "Bold"
+        text = clean("".join(buffer))  # inline runs join as rendered: "<b>Bo</b>ld" -> "Bold"
         buffer.clear()
         if text:
             blocks.append(Block(kind, text, level))
@@ -293,118 +261,25 @@ def _html_table(table: Any, blocks: list[Block]) -> None:
     """One block per data row, as 'header: cell; ...' when the table has a header row."""
     header: list[str] = []
     for caption in table.find_all("caption", recursive=False):
-        text = _clean(caption.get_text(" "))
+        text = clean(caption.get_text(" "))
         if text:
             blocks.append(Block(BlockKind.PARAGRAPH, text))
     for row in table.find_all("tr"):
         if row.find_parent("table") is not table:
             continue  # a nested table's rows are part of its cell's text
         cells = row.find_all(["th", "td"], recursive=False)
-        texts = [_clean(c.get_text(" ")) for c in cells]
+        texts = [clean(c.get_text(" ")) for c in cells]
         if cells and all(c.name == "th" for c in cells):
             header = texts
             continue
-        text = _row_text(header, texts)
+        text = row_text(header, texts)
         if text:
             blocks.append(Block(BlockKind.TABLE_ROW, text))
 
 
-def extract_pdf(data: bytes, name: str) -> ExtractedDocument:
-    """PDF via pypdf: paragraphs per page (PDF carries no reliable heading structure)."""
-    from pypdf import PdfReader
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise ExtractionError(f"{name}: PDF is encrypted")
-        pages = [page.extract_text() or "" for page in reader.pages]
-        meta_title = (reader.metadata.title if reader.metadata else None) or ""
-    except ExtractionError:
-        raise
-    except Exception as exc:
-        raise ExtractionError(f"{name}: not a readable PDF ({exc})") from exc
-    blocks: list[Block] = []
-    for page in pages:
-        blocks.extend(_pdf_page_blocks(page))
-    if not blocks:
-        raise ExtractionError(f"{name}: PDF has no extractable text (scanned image?)")
-    title = _clean(meta_title) or _title_from_name(name)
-    return ExtractedDocument(title, tuple(blocks), "application/pdf")
-
-
-def _pdf_page_blocks(page_text: str) -> list[Block]:
-    # pypdf ends lines with '\n'; paragraphs are separated by blank lines or by a line that
-    # ends a sentence followed by one that starts with a capital. Hyphenated breaks rejoin.
-    text = re.sub(r"-\n(?=[a-z])", "", page_text)
-    lines = [ln.strip() for ln in text.split("\n")]
-    paragraphs: list[list[str]] = [[]]
-    for ln in lines:
-        if not ln:
-            if paragraphs[-1]:
-                paragraphs.append([])
-            continue
-        paragraphs[-1].append(ln)
-    blocks: list[Block] = []
-    for para in paragraphs:
-        if para:
-            blocks.extend(_paragraph_blocks("\n".join(para)) if _looks_like_list(para)
-                          else [Block(BlockKind.PARAGRAPH, _clean(" ".join(para)))])
-    return [b for b in blocks if b.text]
-
-
-def _looks_like_list(lines: list[str]) -> bool:
-    return all(re.match(r"([-*•]|\d+[.)])\s+", ln) for ln in lines)
-
-
-def extract_docx(data: bytes, name: str) -> ExtractedDocument:
-    """DOCX via python-docx: 'Heading N'/'Title' styles, paragraphs, list paragraphs, tables."""
-    import docx
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:
-        raise ExtractionError(f"{name}: not a readable DOCX ({exc})") from exc
-    blocks: list[Block] = []
-    title = _clean(document.core_properties.title or "")
-    for item in document.iter_inner_content():
-        if isinstance(item, Paragraph):
-            text = _clean(item.text)
-            if not text:
-                continue
-            style = (item.style.name if item.style is not None else "") or ""
-            match = re.match(r"Heading (\d)", style)
-            if style == "Title":
-                title = title or text
-                blocks.append(Block(BlockKind.HEADING, text, 1))
-            elif match:
-                blocks.append(Block(BlockKind.HEADING, text, int(match.group(1))))
-            elif "List" in style:
-                blocks.append(Block(BlockKind.LIST_ITEM, text))
-            else:
-                blocks.append(Block(BlockKind.PARAGRAPH, text))
-        elif isinstance(item, Table):
-            rows = [[_clean(c.text) for c in row.cells] for row in item.rows]
-            header = rows[0] if rows else []
-            for cells in rows[1:]:
-                text = _row_text(header, cells)
-                if text:
-                    blocks.append(Block(BlockKind.TABLE_ROW, text))
-    if not title:
-        title = next(
-            (b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1),
-            _title_from_name(name),
-        )
-    return ExtractedDocument(
-        title, tuple(blocks),
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    )
-
-
-def extract_csv(data: bytes, name: str) -> ExtractedDocument:
+def extract_csv(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """CSV: one table-row block per record, as 'column: value; ...' with the header."""
-    text = _decode(data, name)
+    text = _text_of(data, name, limits)
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
     except csv.Error:
@@ -412,25 +287,25 @@ def extract_csv(data: bytes, name: str) -> ExtractedDocument:
     rows = list(csv.reader(io.StringIO(text), dialect))
     if not rows:
         raise ExtractionError(f"{name}: empty CSV")
-    header = [_clean(h) for h in rows[0]]
-    blocks = [Block(BlockKind.HEADING, _title_from_name(name), 1)]
+    header = [clean(h) for h in rows[0]]
+    blocks = [Block(BlockKind.HEADING, title_from_name(name), 1)]
     for cells in rows[1:]:
-        row = _row_text(header, [_clean(c) for c in cells])
+        row = row_text(header, [clean(c) for c in cells])
         if row:
             blocks.append(Block(BlockKind.TABLE_ROW, row))
-    return ExtractedDocument(_title_from_name(name), tuple(blocks), "text/csv")
+    return ExtractedDocument(title_from_name(name), tuple(blocks), "text/csv")
 
 
-def extract_json(data: bytes, name: str) -> ExtractedDocument:
+def extract_json(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """JSON: records (objects in a list) become blocks of 'key: value' pairs; nested keys
     are flattened to dotted paths and top-level keys of an object become sections."""
     try:
-        value = json.loads(_decode(data, name))
+        value = json.loads(_text_of(data, name, limits))
     except json.JSONDecodeError as exc:
         raise ExtractionError(f"{name}: invalid JSON ({exc.msg} at line {exc.lineno})") from exc
-    title = _title_from_name(name)
+    title = title_from_name(name)
     if isinstance(value, dict) and isinstance(value.get("title"), str):
-        title = _clean(value["title"])
+        title = clean(value["title"])
     blocks: list[Block] = []
     _json_blocks(value, blocks, level=1)
     return ExtractedDocument(title, tuple(blocks), "application/json")
@@ -455,13 +330,13 @@ def _json_blocks(value: Any, blocks: list[Block], level: int) -> None:
             if isinstance(item, dict | list):
                 text = "; ".join(_flatten(item))
                 if text:
-                    blocks.append(Block(BlockKind.TABLE_ROW, _clean(text)))
+                    blocks.append(Block(BlockKind.TABLE_ROW, clean(text)))
             elif item is not None:
-                blocks.append(Block(BlockKind.LIST_ITEM, _clean(str(item))))
+                blocks.append(Block(BlockKind.LIST_ITEM, clean(str(item))))
     elif isinstance(value, dict):
         scalars = {k: v for k, v in value.items() if not isinstance(v, dict | list)}
         if scalars:
-            blocks.append(Block(BlockKind.PARAGRAPH, _clean("; ".join(_flatten(scalars)))))
+            blocks.append(Block(BlockKind.PARAGRAPH, clean("; ".join(_flatten(scalars)))))
         for key, item in value.items():
             if not isinstance(item, dict | list):
                 continue
@@ -471,12 +346,12 @@ def _json_blocks(value: Any, blocks: list[Block], level: int) -> None:
             else:  # no heading level left: keep the data as flattened 'a.b: value' pairs
                 text = "; ".join(_flatten(item, str(key)))
                 if text:
-                    blocks.append(Block(BlockKind.PARAGRAPH, _clean(text)))
+                    blocks.append(Block(BlockKind.PARAGRAPH, clean(text)))
     elif value is not None:
-        blocks.append(Block(BlockKind.PARAGRAPH, _clean(str(value))))
+        blocks.append(Block(BlockKind.PARAGRAPH, clean(str(value))))
 
 
-Extractor = Callable[[bytes, str], ExtractedDocument]
+Extractor = Callable[[bytes, str, ExtractLimits], ExtractedDocument]
 
 EXTRACTORS: dict[str, Extractor] = {
     ".md": extract_markdown,
@@ -492,22 +367,28 @@ EXTRACTORS: dict[str, Extractor] = {
 }
 
 
-def extract(data: bytes, name: str) -> ExtractedDocument:
-    """Extract ``data`` (the bytes of file ``name``) by its extension.
+def extract(data: bytes, name: str, limits: ExtractLimits | None = None) -> ExtractedDocument:
+    """Extract ``data`` (the bytes of file ``name``) by its extension, within ``limits``
+    (default: the default ``[loader]`` limits).
 
     Raises :class:`ExtractionError` naming the file when the format is unsupported, the
-    bytes cannot be parsed, or no text comes out.
+    bytes cannot be parsed, or no text comes out; :class:`~docgraph.errors.FileTooLarge`
+    (a subclass) when the file unpacks to, or yields, more than ``limits`` allow.
     """
+    limits = limits or ExtractLimits()
     ext = posixpath.splitext(name.lower())[1]
     extractor = EXTRACTORS.get(ext)
     if extractor is None:
         raise ExtractionError(f"{name}: unsupported file type {ext or '(none)'!r}")
     try:
-        document = extractor(data, name)
+        document = extractor(data, name, limits)
     except ExtractionError:
         raise
+    except RecursionError as exc:
+        raise ExtractionError(f"{name}: cannot extract (nested too deeply)") from exc
     except Exception as exc:
         raise ExtractionError(f"{name}: cannot extract ({type(exc).__name__}: {exc})") from exc
+    limits.check_text(name, sum(len(b.text) for b in document.blocks))
     if not any(b.text.strip() for b in document.blocks):
         raise ExtractionError(f"{name}: no text found")
     return document

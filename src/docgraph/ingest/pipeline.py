@@ -3,9 +3,12 @@
 For every file: an unchanged change token (ETag or size + mtime) skips it without reading;
 otherwise the bytes are hashed and an unchanged hash only refreshes the token. Changed and
 new files are extracted, chunked and embedded (reusing the vectors of chunks whose embedded
-text did not change) and written in one transaction each; files gone from the folder are
-deleted. A file that cannot be read or extracted is recorded with its reason and skipped;
-whatever was indexed for it before stays searchable.
+text did not change) and written in one transaction each; files gone from the folder,
+including those that vanish while the build runs, are deleted. A file that cannot be read or
+extracted, is too large, or is not a regular file (a symlink, a FIFO) is recorded with its
+reason and skipped; whatever was indexed for it before stays searchable. A build that
+completes leaves exactly this build's failure records: those of files that now index or
+are gone are cleared.
 
 Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
 document per row, incremental by content hash, rows gone from the table are deleted.
@@ -22,7 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from docgraph.config import LoaderSettings
-from docgraph.errors import ConfigError, EmbeddingModelMismatch, ExtractionError, SourceError
+from docgraph.errors import (
+    ConfigError,
+    EmbeddingModelMismatch,
+    ExtractionError,
+    FileSkipped,
+    SourceError,
+    SourceFileVanished,
+)
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
@@ -84,6 +94,7 @@ class IngestReport:
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)  # listed, gone when read: deleted
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
@@ -195,6 +206,10 @@ class IngestPipeline:
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
+        self.phase = "extract"  # skipped like a file that cannot be extracted, not a fetch
+        for skipped in crawler.skipped:
+            self._fail(report, skipped.relative_path, skipped.reason)
+        entries = self._one_per_document_id(source, entries, existing, report)
 
         writer = _BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
         pool: PreparePool | None = None
@@ -225,14 +240,16 @@ class IngestPipeline:
                 pool.close()
         writer.flush()
 
-        present = {e.relative_path for e in entries}
+        gone = set(report.vanished)
+        present = {e.relative_path for e in entries if e.relative_path not in gone}
+        unknown = tuple(folder + "/" for folder in crawler.unlisted)  # unread: keep as is
         t0 = time.perf_counter()
         self.phase = "store"
         for path, document in sorted(existing.items()):
-            if path not in present:
+            if path not in present and not path.startswith(unknown):
                 self.catalog.delete_document(document)
-                self.catalog.clear_failure(source, path)
                 report.removed.append(path)
+        self._clear_stale_failures(source, report, unknown)
         report.seconds["store"] += time.perf_counter() - t0
         mark = getattr(self.catalog, "mark_indexed", None)
         if callable(mark):
@@ -254,15 +271,23 @@ class IngestPipeline:
             report.unchanged += 1
             return None
         if entry.size > self.loader.max_file_bytes:
-            self._fail(report, entry, f"file is {entry.size} bytes, over loader.max_file_bytes "
-                       f"({self.loader.max_file_bytes})")
+            self._fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
+                       f"over loader.max_file_bytes ({self.loader.max_file_bytes})")
             return None
         t0 = time.perf_counter()
         self.phase = "crawl"
         try:
-            data = crawler.read(entry)
+            data = crawler.read(entry, self.loader.max_file_bytes)
+        except SourceFileVanished as exc:
+            log.info("%s: treated as deleted", exc)
+            report.vanished.append(entry.relative_path)
+            return None
+        except FileSkipped as exc:
+            self.phase = "extract"
+            self._fail(report, entry.relative_path, str(exc))
+            return None
         except SourceError as exc:
-            self._fail(report, entry, str(exc))
+            self._fail(report, entry.relative_path, str(exc))
             return None
         finally:
             report.seconds["read"] += time.perf_counter() - t0
@@ -290,7 +315,7 @@ class IngestPipeline:
             raise outcome.error
         if isinstance(outcome, PrepareFailure):
             self.phase = "extract"
-            self._fail(report, fetched.entry, outcome.reason)
+            self._fail(report, fetched.entry.relative_path, outcome.reason)
             writer.file_done()
             return
         for phase, seconds in outcome.seconds.items():
@@ -364,11 +389,52 @@ class IngestPipeline:
         report.wall_seconds = time.perf_counter() - started
         return report
 
-    def _fail(self, report: IngestReport, entry: FileEntry, reason: str) -> None:
-        log.warning("skipped %s/%s: %s", report.source.urn, entry.relative_path, reason)
-        report.failed.append((entry.relative_path, reason))
-        report.failed_phases[entry.relative_path] = self.phase
-        self.catalog.record_failure(report.source, entry.relative_path, reason)
+    def _one_per_document_id(
+        self,
+        source: SourceRecord,
+        entries: list[FileEntry],
+        existing: dict[str, DocumentRecord],
+        report: IngestReport,
+    ) -> list[FileEntry]:
+        """The entries with distinct document ids. Names that differ only in Unicode
+        normalization (NFC and NFD) or in '\\' versus '/' share one id; the one already
+        indexed under it is kept (else the first in path order) and the others reported, so
+        the build never writes one id twice."""
+        indexed = {document.doc_id: path for path, document in existing.items()}
+        groups: dict[str, list[FileEntry]] = {}
+        for entry in entries:
+            groups.setdefault(document_id(source.urn, entry.name_path), []).append(entry)
+        dropped: set[str] = set()
+        for doc_id, group in groups.items():
+            if len(group) < 2:
+                continue
+            kept = next((e for e in group if indexed.get(doc_id) == e.relative_path), group[0])
+            for entry in group:
+                if entry is not kept:
+                    dropped.add(entry.relative_path)
+                    self._fail(report, entry.relative_path, (
+                        f"skipped: same document id as {kept.relative_path!a} (the names "
+                        "are equal once normalized)"))
+        return [e for e in entries if e.relative_path not in dropped] if dropped else entries
+
+    def _fail(self, report: IngestReport, path: str, reason: str) -> None:
+        log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
+        report.failed.append((path, reason))
+        report.failed_phases[path] = self.phase
+        self.catalog.record_failure(report.source, path, reason)
+
+    def _clear_stale_failures(
+        self, source: SourceRecord, report: IngestReport, unknown: tuple[str, ...]
+    ) -> None:
+        """Forget the failures of this source that this build did not record again: their
+        files now index, are unchanged since they indexed, or are gone. (Every file that
+        still fails is recorded again by each build; files below a folder this build could
+        not read keep theirs.)"""
+        failed_now = {path for path, _ in report.failed}
+        for record in self.catalog.failures():
+            if (record.namespace == source.namespace and record.source_urn == source.urn
+                    and record.path not in failed_now and not record.path.startswith(unknown)):
+                self.catalog.clear_failure(source, record.path)
 
 
 class _BatchWriter:
@@ -450,7 +516,7 @@ class _BatchWriter:
             writes.append(DocumentWrite(
                 source=source,
                 path=path,
-                doc_id=pending.doc_id or document_id(source.urn, path),
+                doc_id=pending.doc_id or document_id(source.urn, pending.entry.name_path),
                 title=prepared.document.title,
                 content_hash=pending.content_hash,
                 change_token=pending.entry.change_token,

@@ -16,6 +16,7 @@ from docgraph.config import LoaderSettings
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.chunk import TokenCounter, chunk_document
 from docgraph.ingest.extract import extract
+from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import ChunkDraft, EntityLink, ExtractedDocument
 from docgraph.store.lexical import CountedTerms, count_terms
 
@@ -71,10 +72,11 @@ def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> Prepared
 
 
 def prepare_bytes(spec: PrepareSpec, data: bytes, path: str) -> PreparedDocument:
-    """Extract ``data`` (the file at ``path``) and prepare it; raises
-    :class:`docgraph.errors.ExtractionError` naming the file when it cannot be read."""
+    """Extract ``data`` (the file at ``path``) within the loader's limits and prepare it;
+    raises :class:`docgraph.errors.ExtractionError` naming the file when it cannot be read
+    or is too large."""
     t0 = time.perf_counter()
-    document = extract(data, path)
+    document = extract(data, path, ExtractLimits.from_loader(spec.loader))
     extracted = time.perf_counter() - t0
     prepared = prepare_document(spec, document)
     prepared.seconds["extract"] = extracted

@@ -14,9 +14,10 @@ from urllib.parse import unquote
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from docgraph.errors import SourceError
+from docgraph.errors import SourceError, SourceFileVanished
 from docgraph.sources.changes import change_token
-from docgraph.sources.urn import urn_scheme
+from docgraph.sources.local import SYMLINK_REASON, read_regular, walk
+from docgraph.sources.urn import escape_name, urn_scheme
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +33,33 @@ MAX_CONSECUTIVE_FETCH_FAILURES = 3
 class FileEntry:
     """One file found under a folder.
 
-    ``change_token`` is the cheapest signal of change the scheme offers (ETag, or
-    size + modification time); the content hash stays the final word.
+    ``relative_path`` is the path as stored and shown (see
+    :func:`~docgraph.sources.urn.escape_name`); ``listed_path`` is set only when the
+    filesystem spells it otherwise (a name that is not UTF-8, with surrogate escapes): it is
+    what is opened and what the document id is built from. ``change_token`` is the cheapest
+    signal of change the scheme offers (ETag, or size + modification time); the content
+    hash stays the final word.
     """
 
     relative_path: str
     full_path: str
     size: int
     change_token: str
+    listed_path: str = ""
+
+    @property
+    def name_path(self) -> str:
+        """The relative path exactly as the filesystem lists it."""
+        return self.listed_path or self.relative_path
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedEntry:
+    """An entry of the folder that is not indexed, and why (a symlink, a FIFO, a folder
+    that cannot be read)."""
+
+    relative_path: str
+    reason: str
 
 
 def _change_token(info: dict[str, Any], scheme: str = "", listed_at: float | None = None) -> str:
@@ -54,7 +74,8 @@ class FolderCrawler:
     (fsspec's instance cache is bypassed, so a connection that died in one build is never
     reused by the next) and :meth:`close` ends it; other schemes reuse fsspec's cached
     filesystem but drop its listing cache before every listing, so a changed remote file is
-    always seen. ``bodies_fetched`` counts the file bodies read.
+    always seen. Local folders are walked by :mod:`docgraph.sources.local` (no symlink is
+    followed). ``bodies_fetched`` counts the file bodies read.
     """
 
     def __init__(self, urn: str, include: list[str], storage_options: dict[str, Any] | None = None):
@@ -62,6 +83,8 @@ class FolderCrawler:
         self.include = include
         self.scheme = urn_scheme(urn)
         self.bodies_fetched = 0
+        self.skipped: list[SkippedEntry] = []
+        self.unlisted: list[str] = []
         self._failures_in_a_row = 0
         self._last_failure = ""
         self._owned = self.scheme in CONNECTION_SCHEMES
@@ -71,8 +94,10 @@ class FolderCrawler:
         channel_timeout = options.pop("channel_timeout", options.get("timeout"))
         retries = options.pop("retries", None) if self.scheme == "s3" else None
         try:
-            # The stored URN is percent-encoded; filesystems want the decoded path.
-            self.fs, self.root = fsspec.core.url_to_fs(unquote(urn), **options)
+            # The stored URN is percent-encoded; filesystems want the decoded path (bytes
+            # that are not UTF-8 come back as surrogate escapes, as os.fsdecode gives them).
+            self.fs, self.root = fsspec.core.url_to_fs(
+                unquote(urn, errors="surrogateescape"), **options)
         except Exception as exc:
             raise SourceError(f"cannot open folder {urn}: {_describe(exc)}") from exc
         self.root = self.root.rstrip("/") or "/"
@@ -108,38 +133,106 @@ class FolderCrawler:
         name = posixpath.basename(relative_path).lower()
         return any(fnmatch.fnmatch(name, pattern.lower()) for pattern in self.include)
 
+    @property
+    def _local(self) -> bool:
+        return isinstance(self.fs, LocalFileSystem)
+
     def list_files(self) -> Iterator[FileEntry]:
-        """Every included file below the folder, in path order."""
+        """Every included regular file below the folder, in path order.
+
+        Entries that are not indexed for a reason an admin should see (symlinks, FIFOs and
+        other non-regular files, unreadable subfolders) are collected in
+        :attr:`skipped` meanwhile; :attr:`unlisted` names the subfolders whose contents are
+        unknown to this listing. Both are complete once the iterator is exhausted.
+        """
         listed_at = time.time()
+        self.skipped = []
+        self.unlisted = []
         try:
-            if not self._owned and self.scheme != "file":
+            if not self._owned and not self._local:
                 self.fs.invalidate_cache()
             if not self.fs.isdir(self.root):
                 raise SourceError(f"folder not found or not a directory: {self.urn}")
-            found = self.fs.find(self.root, detail=True)
+            listed = self._list_local() if self._local else self._list_remote()
         except SourceError:
             raise
         except Exception as exc:
             raise SourceError(f"cannot list folder {self.urn}: {_describe(exc)}") from exc
+        yield from self._identified(listed, listed_at)
+        self.skipped.sort(key=lambda skipped: skipped.relative_path)
+
+    def _list_local(self) -> list[tuple[str, str, dict[str, Any]]]:
+        listing = walk(self.root, self._matches)
+        for relative, reason in listing.skipped:
+            self.skipped.append(SkippedEntry(escape_name(relative), reason))
+        for relative, reason in listing.unlisted:
+            self.skipped.append(SkippedEntry(escape_name(relative), reason))
+            self.unlisted.append(escape_name(relative))
+        return [(relative, posixpath.join(self.root, relative),
+                 {"size": info.st_size, "mtime": info.st_mtime})
+                for relative, info in listing.files]
+
+    def _list_remote(self) -> list[tuple[str, str, dict[str, Any]]]:
+        found = self.fs.find(self.root, detail=True)
         prefix = self.root.rstrip("/") + "/"
+        listed = []
         for full_path in sorted(found):
             info = found[full_path]
-            if info.get("type") not in (None, "file"):
-                continue
             relative = full_path[len(prefix):] if full_path.startswith(prefix) else full_path
             if any(part.startswith(".") for part in relative.split("/")):
                 continue  # hidden files and folders (.git, .DS_Store, the index itself)
             if not self._matches(relative):
                 continue
+            kind = info.get("type")
+            if info.get("islink"):
+                self.skipped.append(SkippedEntry(escape_name(relative), SYMLINK_REASON))
+            elif kind not in (None, "file"):
+                self.skipped.append(SkippedEntry(
+                    escape_name(relative), f"skipped: {kind} (not a regular file)"))
+            else:
+                listed.append((relative, full_path, info))
+        return listed
+
+    def _identified(
+        self, listed: list[tuple[str, str, dict[str, Any]]], listed_at: float
+    ) -> Iterator[FileEntry]:
+        """The listed files as entries, each under a distinct stored path. An undecodable
+        name whose escaped form is the name of another file is left out with a warning."""
+        plain = {relative for relative, _, _ in listed if escape_name(relative) == relative}
+        for relative, full_path, info in listed:
+            shown = escape_name(relative)
+            if shown != relative and shown in plain:
+                log.warning("not indexed: %s/%s: its name is not UTF-8 and its escaped form "
+                            "%r is the name of another file", self.urn, shown, shown)
+                continue
             yield FileEntry(
-                relative_path=relative,
+                relative_path=shown,
                 full_path=full_path,
                 size=int(info.get("size") or 0),
                 change_token=_change_token(info, self.scheme, listed_at),
+                listed_path="" if shown == relative else relative,
             )
 
-    def read(self, entry: FileEntry) -> bytes:
-        """The bytes of one file; raises :class:`SourceError` naming the file."""
+    def read(self, entry: FileEntry, max_bytes: int | None = None) -> bytes:
+        """The bytes of one file; raises :class:`SourceError` naming the file, or
+        :class:`SourceFileVanished` when it is gone since the listing.
+
+        Local files are read without following symlinks (at most ``max_bytes`` + 1 bytes
+        are read to notice one that grew past the limit) and their errors never count
+        toward the breaker: it is meant for remote servers that stop answering.
+        """
+        if self._local:
+            self.bodies_fetched += 1
+            try:
+                return read_regular(self.root, entry.name_path, max_bytes)
+            except SourceFileVanished as exc:
+                raise SourceFileVanished(
+                    f"{self.urn}/{entry.relative_path}: vanished during the crawl") from exc
+            except SourceError:
+                raise
+            except OSError as exc:
+                raise SourceError(
+                    f"cannot read {self.urn}/{entry.relative_path}: {_describe(exc)}") from exc
         if self._failures_in_a_row >= MAX_CONSECUTIVE_FETCH_FAILURES:
             raise SourceError(
                 f"cannot read {self.urn}/{entry.relative_path}: not tried, the server stopped "
@@ -148,12 +241,11 @@ class FolderCrawler:
             )
         self.bodies_fetched += 1
         try:
-            data: bytes
-            if isinstance(self.fs, LocalFileSystem):  # half the cost of fsspec's file object
-                with open(entry.full_path, "rb") as handle:
-                    data = handle.read()
-            else:
-                data = self.fs.cat_file(entry.full_path)
+            data: bytes = self.fs.cat_file(entry.full_path)
+        except FileNotFoundError as exc:  # the server answered: the file is gone
+            self._failures_in_a_row = 0
+            raise SourceFileVanished(
+                f"{self.urn}/{entry.relative_path}: vanished during the crawl") from exc
         except Exception as exc:
             self._failures_in_a_row += 1
             self._last_failure = _describe(exc)

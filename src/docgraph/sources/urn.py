@@ -19,13 +19,47 @@ DEFAULT_PORTS = {"sftp": 22, "ftp": 21, "hdfs": 8020}
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
+def name_bytes(name: str) -> bytes:
+    """The bytes of a file name as the filesystem holds them.
+
+    Names that are not valid UTF-8 are listed with surrogate escapes (:func:`os.fsdecode`);
+    they turn back into their raw bytes here instead of failing to encode.
+    """
+    try:
+        return name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no escape produced
+        return name.encode("utf-8", "surrogatepass")
+
+
+def escape_name(name: str) -> str:
+    """The relative path as stored and shown: ``name`` itself when it is valid Unicode.
+
+    A name holding bytes that are not UTF-8 cannot be stored as text; its undecodable bytes
+    and its ``%`` signs are percent-encoded (``bad\\xffname.md`` becomes ``bad%FFname.md``),
+    so :func:`urllib.parse.unquote_to_bytes` gives the raw name back.
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    # Decoding the raw bytes again leaves each undecodable byte as one U+DC80..U+DCFF.
+    text = name_bytes(name).decode("utf-8", "surrogateescape")
+    return "".join(
+        f"%{ord(c) - 0xDC00:02X}" if "\udc80" <= c <= "\udcff" else "%25" if c == "%" else c
+        for c in text
+    )
+
+
 def _quote_path(path: str) -> str:
     """Percent-encode an already *decoded* path canonically (NFC, upper-case hex digits).
 
     Must not be given a percent-encoded path: decoding twice would make ``a%2520b`` (a name
-    containing ``%20``) and ``a b`` the same folder.
+    containing ``%20``) and ``a b`` the same folder. Bytes that are not UTF-8 (surrogate
+    escapes, see :func:`name_bytes`) are encoded as themselves, so the result decodes back
+    to the raw name.
     """
-    return quote(unicodedata.normalize("NFC", path), safe=_PATH_SAFE)
+    return quote(name_bytes(unicodedata.normalize("NFC", path)), safe=_PATH_SAFE)
 
 
 def _strip_trailing_slash(path: str) -> str:
@@ -88,7 +122,9 @@ def _file_urn(path: Path) -> str:
 def document_id(folder_urn: str, relative_path: str) -> str:
     """The stable identity of a document: normalized folder URN + canonical relative path.
 
-    ``relative_path`` is a real (decoded) file path as the crawler lists it, not a URL path.
+    ``relative_path`` is a real (decoded) file path as the crawler lists it, not a URL path;
+    a name that is not UTF-8 (surrogate escapes) gets its raw bytes percent-encoded, so the
+    id is stable and :func:`urllib.parse.unquote_to_bytes` of its path gives the name back.
     """
     rel = posixpath.normpath(relative_path.replace("\\", "/")).lstrip("/")
     if rel in ("", ".", "..") or rel.startswith("../"):
