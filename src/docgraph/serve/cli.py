@@ -82,7 +82,9 @@ def _report_line(report: IngestReport, seconds: float) -> str:
     return (
         f"[bold]{report.source.urn}[/] -> namespace [cyan]{report.source.namespace}[/]: "
         f"{len(report.added)} added, {len(report.updated)} updated, {report.unchanged} unchanged, "
-        f"{len(report.removed)} removed, {len(report.failed)} failed; "
+        f"{len(report.removed)} removed, {len(report.failed)} failed"
+        + (f", {len(report.vanished)} vanished during the crawl" if report.vanished else "")
+        + "; "
         f"{report.chunks_written} chunks written ({report.chunks_embedded} embedded, "
         f"{report.chunks_reused} reused) in {seconds:.1f}s ({rate:.0f} chunks/s)"
     )
