@@ -91,3 +91,12 @@ def test_without_governance_the_owner_reads_through_the_same_path(tmp_path, monk
         assert governance.audit.recent(1)[0]["user_id"] == "owner"
         narrowed, _ = local_governance(dg, only={"nowhere"})
         assert narrowed.search(caller, QUESTION) == []  # narrowing never widens
+
+
+def test_a_caller_reads_only_its_own_stored_traces(deployment):
+    code, _ = _cli(deployment, "--user", "alice", "search", QUESTION, "--mode", "graph_first")
+    assert code == 0
+    code, out = _cli(deployment, "--user", "alice", "trace", "last")
+    assert code == 0 and json.loads(out)["user_id"] == "alice" and QUESTION not in out
+    code, _ = _cli(deployment, "--user", "bob", "trace", "last")
+    assert code != 0
