@@ -119,6 +119,13 @@ def test_incremental_update_equals_a_fresh_build(tmp_path, make_graph):
             == fresh.graph_store.community_signature("ops"))
     assert ({e.key: e.chunk_count for e in incremental.entities({"ops"}, limit=1000)}
             == {e.key: e.chunk_count for e in fresh.entities({"ops"}, limit=1000)})
+    assert _report_texts(incremental) == _report_texts(fresh)  # row ids break no tie
+
+
+def _report_texts(graph) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {doc: text for doc, text in graph.catalog.connection().execute(
+        "SELECT d.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE c.kind = 'community_report'")}
 
 
 def test_bulk_edge_write_rebuilds_the_edge_indexes_with_the_same_graph(
@@ -211,3 +218,17 @@ def test_new_extraction_heuristics_relink_an_existing_index(tmp_path, make_graph
     monkeypatch.setattr("docgraph.graph.build.EXTRACTION_VERSION", 999)
     assert graph.build_graph(["ops"])[0].relinked_chunks > 0
     assert graph.build_graph(["ops"])[0].relinked_chunks == 0
+
+
+def test_report_passages_do_not_depend_on_the_order_files_were_indexed(tmp_path, make_graph):
+    line = "Nordhaven Logistics and Castellan Freight met Brightwell Grocers at dock {}."
+    folder = write_files(tmp_path / "ops", {f"z{i}.md": f"# Z{i}\n\n{line.format(i)}\n"
+                                            for i in range(8)})
+    incremental = make_graph("incremental.db")
+    incremental.index(folder, namespace="ops")
+    write_files(folder, {f"a{i}.md": f"# A{i}\n\n{line.format(100 + i)}\n" for i in range(8)})
+    incremental.index(folder, namespace="ops")  # the a*.md chunks get the higher row ids
+    fresh = make_graph("fresh.db")
+    fresh.index(shutil.copytree(folder, tmp_path / "copy"), namespace="ops")
+    reports = _report_texts(fresh)
+    assert reports and _report_texts(incremental) == reports

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from docgraph.config import GraphSettings
@@ -157,7 +158,8 @@ class GraphBuilder:
 
         t0 = time.perf_counter()
         rows = self._community_rows(namespace, communities, graph, infos, report,
-                                   _row_sources(links, communities, graph))
+                                   _row_sources(links, communities, graph),
+                                   _identity_rank(links.identity_order, graph.chunk_rowids))
         report.seconds["reports"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -173,6 +175,7 @@ class GraphBuilder:
         infos: dict[int, EntityInfo],
         report: GraphBuildReport,
         row_sources: Sequence[Sequence[tuple[str, RowOrigin]]],
+        chunk_rank: npt.NDArray[np.int64],
     ) -> list[CommunityRow]:
         node_ids = graph.entity_ids.tolist()
         node_info = [infos[e] for e in node_ids]
@@ -180,7 +183,8 @@ class GraphBuilder:
             sorted(range(len(communities)), key=lambda i: (-len(communities[i].nodes), i))
             [: self.settings.max_reports]
         )
-        wanted_chunks = _central_chunks(graph, [communities[i].nodes for i in with_report])
+        wanted_chunks = _central_chunks(graph, [communities[i].nodes for i in with_report],
+                                        chunk_rank)
         relationships = _strongest_inner_edges(graph, communities, with_report)
         texts = self.store.catalog.chunks_by_rowid(
             [r for rows in wanted_chunks for r in rows]
@@ -267,11 +271,26 @@ def _row_sources(
     return [sorted(d.items()) for d in found]
 
 
+def _identity_rank(identity_order: npt.NDArray[np.int64], rowids: npt.NDArray[np.int64]
+                   ) -> npt.NDArray[np.int64]:
+    """Each of ``rowids``' position in identity order (document id, chunk index); a row id
+    missing from it sorts after every known one, by row id."""
+    fallback = len(identity_order) + rowids
+    if len(identity_order) == 0:
+        return fallback
+    by_rowid = np.argsort(identity_order, kind="stable")
+    sorted_ids = identity_order[by_rowid]
+    at = np.minimum(np.searchsorted(sorted_ids, rowids), len(sorted_ids) - 1)
+    return np.where(sorted_ids[at] == rowids, by_rowid[at], fallback).astype(np.int64)
+
+
 def _central_chunks(
-    graph: CooccurrenceGraph, groups: Sequence[Sequence[int]], per_group: int = 6
+    graph: CooccurrenceGraph, groups: Sequence[Sequence[int]], chunk_rank: npt.NDArray[np.int64],
+    per_group: int = 6,
 ) -> list[list[int]]:
-    """Row ids of the chunks mentioning the most members of each group (ties: lower row id
-    first), ``per_group`` at most; one sparse product for all groups."""
+    """Row ids of the chunks mentioning the most members of each group (ties: first in
+    identity order, ``chunk_rank``, so an incremental build picks what a fresh one does),
+    ``per_group`` at most; one sparse product for all groups."""
     if not groups:
         return []
     columns = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
@@ -284,7 +303,7 @@ def _central_chunks(
     for g in range(len(groups)):
         lo, hi = per_chunk.indptr[g], per_chunk.indptr[g + 1]
         chunk_index, hits = per_chunk.indices[lo:hi], per_chunk.data[lo:hi]
-        top = chunk_index[np.lexsort((chunk_index, -hits))[:per_group]]
+        top = chunk_index[np.lexsort((chunk_rank[chunk_index], -hits))[:per_group]]
         out.append(graph.chunk_rowids[top].tolist())
     return out
 

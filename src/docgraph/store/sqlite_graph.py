@@ -75,6 +75,10 @@ class NamespaceLinks:
     entity_ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
     row_chunks: dict[int, tuple[str, RowOrigin]] = field(default_factory=dict)
+    #: Row ids of the namespace's text chunks in identity order (document id, chunk index):
+    #: ties broken by this order do not depend on when a chunk was written.
+    identity_order: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,13 +169,19 @@ class SQLiteGraphStore:
                     (namespace,),
                 )
             }
+            identity = np.fromiter(chain.from_iterable(db.execute(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " JOIN namespaces n ON n.id = c.namespace_id"
+                " WHERE n.name = ? AND c.kind = 'text' ORDER BY d.doc_id, c.chunk_index",
+                (namespace,),
+            )), dtype=np.int64)
         finally:
             if own:
                 db.execute("COMMIT")
         chunk_ids, entity_ids = data[:, 0].astype(np.int64), data[:, 1].astype(np.int64)
         order = np.lexsort((entity_ids, chunk_ids))
         return NamespaceLinks(chunk_ids[order], entity_ids[order],
-                              data[order, 2].astype(np.float32), row_chunks)
+                              data[order, 2].astype(np.float32), row_chunks, identity)
 
     def chunk_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(row id, text) of every text chunk of the namespace, for re-extraction."""
