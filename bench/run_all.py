@@ -1,5 +1,5 @@
-"""Run every benchmark in sequence: embedders, quality, speed, evidence, graph, ablation,
-refresh, serve_load, backends and crash.
+"""Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
+ablation, refresh, serve_load, backends and crash.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -19,14 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-ORDER = ("embedders", "quality", "speed", "evidence", "graph", "ablation", "refresh",
-         "serve_load", "backends", "crash")
+ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
+         "refresh", "serve_load", "backends", "crash")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
     "quality": ["--limit", "20", "--name", "quality_quick"],
     "speed": ["--limit", "40", "--name", "speed_quick"],
     "evidence": ["--limit", "40", "--name", "evidence_quick"],
+    "relevance": ["--queries", "20", "--docs", "300", "--name", "relevance_quick"],
     "graph": ["--limit", "300", "--synthetic", "2000"],
     "ablation": ["--limit", "40", "--name", "ablation_quick"],
     "refresh": ["--docs", "500", "--sftp-docs", "50", "--name", "refresh_quick"],

@@ -11,11 +11,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
+from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
+from docgraph.serve.tools import DocgraphTools
 from tests.conftest import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.e2e
@@ -62,6 +65,39 @@ def test_every_example_question_finds_its_source(real, mode):
         if not sources & {h.source_path for h in hits}:
             misses.append((question, sources, [h.source_path for h in hits]))
     assert misses == []
+
+
+def test_served_lookup_grades_exact_answers_and_flags_off_topic_questions(real):
+    """Through the agent tool (governed cohort search, shipped thresholds): questions whose
+    answer passage opens the evidence are PRECISE, no example question is flagged low
+    quality (the Rotterdam one included, its summary first), and off-topic questions are
+    WEAK."""
+    graph, _ = real
+    tools = DocgraphTools(Governance(
+        graph, StaticEntitlements([RoleAssignment("agent", "reader", "demo")])))
+    agent = Caller("agent")
+
+    def lookup(query: str) -> dict[str, Any]:
+        return tools.call("lookup_knowledge", agent, {"query": query})
+
+    for question, source in (
+        ("How many days a year may employees work from abroad?",
+         "people/leave-and-hybrid-work-policy.md"),
+        ("How often do robots exchange heartbeats with Roost, and what happens when they "
+         "stop?", "engineering/roost-fleet-manager-architecture.docx"),
+    ):
+        exact = lookup(question)
+        assert exact["evidence"][0]["source"] == source
+        assert (exact["relevance_level"], exact["is_low_quality"]) == ("PRECISE", False)
+    rotterdam = lookup("What caused the Rotterdam outage?")
+    top = rotterdam["evidence"][0]
+    assert top["source"] == "engineering/postmortem-inc-2025-007-rotterdam.pdf"
+    assert "1. Summary" in top["excerpt"] and rotterdam["is_low_quality"] is False
+    flagged = [q for q, _ in _questions() if lookup(q)["is_low_quality"]]
+    assert flagged == []
+    for question in ("How do I bake sourdough bread?", "Who won the 1998 FIFA World Cup?"):
+        off = lookup(question)
+        assert (off["relevance_level"], off["is_low_quality"]) == ("WEAK", True), question
 
 
 def test_exact_identifier_questions_rank_the_defining_document_first(real):

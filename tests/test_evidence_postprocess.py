@@ -176,14 +176,15 @@ def test_shipped_defaults_and_seed_contract():
     shipped = EvidenceSettings()
     assert shipped.hybrid_quality is HybridQuality.MIN_RANK_DENSE
     assert (shipped.max_l2, shipped.precise_threshold, shipped.low_quality_threshold) == \
-        (2.0, 0.55, 0.45)
+        (2.0, 0.55, 0.44)
     seed = EvidenceSettings.seed_contract()
     assert seed.hybrid_quality is HybridQuality.RANK_LINEAR
     assert (seed.max_l2, seed.precise_threshold, seed.low_quality_threshold) == (2.0, 0.75, 0.5)
 
 
 def test_levels_depend_only_on_top_quality_and_thresholds():
-    # min_rank_dense: top quality = dense quality of the first block (sim 0.5 -> 0.5).
+    # min_rank_dense: the second block's quality is capped by its rank (2 of 2: 0.5), so the
+    # top quality is 0.5 either way.
     hits = [make_hit(1, "a", sim=0.5), make_hit(2, "b", sim=0.95)]
     result = EvidencePostProcessor(hybrid_quality=HybridQuality.MIN_RANK_DENSE).process(hits)
     assert result.top_quality == pytest.approx(0.5)
@@ -191,6 +192,22 @@ def test_levels_depend_only_on_top_quality_and_thresholds():
     stricter = EvidencePostProcessor(hybrid_quality="min_rank_dense", low_quality_threshold=0.6,
                                      precise_threshold=0.8).process(hits)
     assert stricter.relevance_level is RelevanceLevel.WEAK and stricter.is_low_quality
+
+
+def test_top_quality_is_the_best_returned_block_not_the_first():
+    # A fused order may put a lexically strong, less similar chunk first (cohort search does);
+    # the level grades the evidence handed out, and the order stays the retrieval order.
+    hits = [make_hit(1, "lexical", sim=0.2), make_hit(2, "close", sim=0.7),
+            make_hit(3, "other", sim=0.4)] + [make_hit(r, f"d{r}", sim=0.1) for r in range(4, 21)]
+    result = EvidencePostProcessor().process(hits)
+    assert keys(result)[:2] == ["lexical#chunk-0", "close#chunk-0"]
+    assert result.top_quality == pytest.approx(1 - l2_from_cosine(0.7) / 2)
+    assert result.top_quality == max(b.quality_score for b in result.blocks)
+    assert result.relevance_level is RelevanceLevel.PRECISE and not result.is_low_quality
+    # A close chunk that return_n cut off does not count: only returned blocks are graded.
+    cut = EvidencePostProcessor(return_n=1).process(hits)
+    assert cut.top_quality == pytest.approx(1 - l2_from_cosine(0.2) / 2)
+    assert cut.relevance_level is RelevanceLevel.WEAK and cut.is_low_quality
 
 
 def test_empty_batch_is_none_and_low_quality():

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from docgraph.evidence import HybridQuality, RelevanceLevel, ScoreLabel, to_quality_score
+from docgraph.evidence import (
+    EvidenceSettings,
+    HybridQuality,
+    RelevanceLevel,
+    ScoreLabel,
+    to_quality_score,
+)
 from docgraph.evidence.labels import canonicalize
 from docgraph.evidence.quality import (
+    CALIBRATED_LOW_QUALITY_THRESHOLD,
+    CALIBRATED_PRECISE_THRESHOLD,
     dense_quality,
     is_low_quality,
     l2_from_cosine,
@@ -130,3 +140,46 @@ def test_relevance_thresholds_are_configurable():
     assert relevance_level(0.25, precise_threshold=0.55, low_quality_threshold=0.3) \
         is RelevanceLevel.WEAK
     assert is_low_quality(0.45, low_quality_threshold=0.4) is False
+
+
+# ---------------------------------------------------------------- calibration, as documented
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _flat(text: str) -> str:
+    """``text`` with comment markers dropped and whitespace collapsed."""
+    return " ".join(text.replace("#:", " ").split())
+
+
+def test_documented_thresholds_and_figures_match_the_code_and_the_bench():
+    result = json.loads((REPO / "bench" / "results" / "relevance.json").read_text("utf-8"))
+    chosen = result["chosen_on_tuning_half"]["best"]
+    precise, low = CALIBRATED_PRECISE_THRESHOLD, CALIBRATED_LOW_QUALITY_THRESHOLD
+    assert (chosen["precise_threshold"], chosen["low_quality_threshold"]) == (precise, low)
+    # the run measured these very constants live, and reproduced every lookup offline
+    assert result["code_thresholds"] == {"precise": precise, "low_quality": low}
+    assert all(c["offline_equals_live"] == c["lookups"] for c in result["live_checks"].values())
+    assert (EvidenceSettings().precise_threshold, EvidenceSettings().low_quality_threshold) \
+        == (precise, low)
+
+    after, before = result["served_test"]["after"], result["served_test"]["before"]
+    levels = {r["queries"]: r for r in after["relevance_levels"]}
+    old = {r["queries"]: r for r in before["relevance_levels"]}
+    hit_rate = after["precise_answers"]["evidence_hit_rate"]
+    code = _flat((REPO / "src" / "docgraph" / "evidence" / "quality.py").read_text("utf-8"))
+    for quoted in (
+        f"Low quality {low}", f"precise {precise}", f"AUC {after['auc']};",
+        f"flagged low quality {levels['scifact->scifact']['low_quality_%']}% / "
+        f"{levels['2wiki->2wiki']['low_quality_%']}%",
+        f"({old['scifact->scifact']['low_quality_%']}% / {old['2wiki->2wiki']['low_quality_%']}%",
+        f"PRECISE {levels['scifact->scifact']['PRECISE']}% / {levels['2wiki->2wiki']['PRECISE']}%",
+        f"gold passage in {hit_rate} of PRECISE",
+    ):
+        assert quoted in code, quoted
+    unanswerable = [r for r in levels.values() if r["kind"] == "unanswerable"]
+    assert all(r["low_quality_%"] == 100.0 for r in unanswerable)
+    assert f"thresholds {precise} / {low}" in _flat(EvidenceSettings.__doc__ or "")
+    docs = _flat((REPO / "docs" / "ARCHITECTURE.md").read_text("utf-8"))
+    assert f"`precise_threshold` {precise} and `low_quality_threshold` {low}" in docs
+    assert f"AUC {after['auc']} answerable vs unanswerable, {hit_rate} of PRECISE" in docs

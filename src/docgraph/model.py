@@ -160,9 +160,11 @@ class ScoredRow:
 class SearchHit:
     """One ranked search result.
 
-    ``score`` follows ``score_label``: for ``hybrid`` it is the reciprocal-rank-fusion score
-    (higher is better); for ``dense`` it is the L2 distance between the unit query and chunk
-    vectors (lower is better), the convention the evidence contract normalises.
+    ``score`` follows ``score_label``: for ``hybrid`` it is the reciprocal-rank-fusion score,
+    or the composite ranking score in cohort search (higher is better, relative to the batch);
+    for ``dense`` it is the L2 distance between the unit query and chunk vectors (lower is
+    better), the convention the evidence contract normalises. ``dense_similarity`` is the
+    cosine to the query whenever the engine knows it (every vector_first or graph_first hit).
     ``original_rank`` is the 1-based order retrieval returned.
     """
 

@@ -10,7 +10,10 @@ class ScoreLabel(StrEnum):
 
     ``dense``: the score is the L2 distance between unit query and chunk vectors (lower is
     better) and the original rank is the ANN order. ``hybrid``: the original rank is the fused
-    (RRF) order and the score is the engine's fused score (higher is better).
+    order and the score is the engine's own (higher is better): the RRF score of hybrid
+    search, or the cohort engine's composite (relevance, lane priority, coverage, redundancy).
+    Both are relative to the batch, so neither says how well a hit matches; quality comes from
+    the hit's own dense similarity (see :mod:`docgraph.evidence.quality`).
     """
 
     DENSE = "dense"

@@ -50,7 +50,8 @@ class KnowledgeSearchRequest:
 class KnowledgeSearchHit:
     """One hit as the evidence layer sees it.
 
-    ``score`` follows ``score_label`` (``dense``: L2 distance; ``hybrid``: the fused score);
+    ``score`` follows ``score_label`` (``dense``: L2 distance; ``hybrid``: the engine's fused
+    or composite score);
     ``raw_score`` is the engine's own score, kept as reported (for ``hybrid`` the fused
     score, never overwritten by a dense distance). ``original_rank`` is the 1-based order
     retrieval returned. ``doc_id``/``chunk_index``/``vector_id`` are the identity fields when

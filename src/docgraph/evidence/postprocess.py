@@ -139,7 +139,8 @@ class EvidenceBlock:
 
 @dataclass(frozen=True, slots=True)
 class PostProcessResult:
-    """Blocks in retrieval order plus everything the trace needs."""
+    """Blocks in retrieval order plus everything the trace needs (``top_quality``: the best
+    block quality, ``None`` when there is no block)."""
 
     blocks: tuple[EvidenceBlock, ...]
     candidates: tuple[EvidenceCandidate, ...]
@@ -164,9 +165,13 @@ class EvidencePostProcessor:
     order), dedup by evidence key (true duplicates merge their reasons; the higher-ranked
     content stays), at most ``max_chunks_per_document`` blocks per doc id (a hit without a doc
     id is its own bucket), cut to ``return_n``. Scoring defaults are those of
-    :class:`EvidenceSettings`. ``relevance_level`` and ``is_low_quality``
-    depend only on the top quality score (the quality of the first block in retrieval order)
-    and the thresholds; hints never change the order or a score.
+    :class:`EvidenceSettings`. ``relevance_level`` and ``is_low_quality`` depend only on the
+    top quality score and the thresholds; hints never change the order or a score.
+
+    The top quality is the best quality among the returned blocks, not the first block's:
+    the level grades the evidence handed out, and a fused order (BM25 rank, entity coverage,
+    lanes) can put a lexically strong but less similar chunk first. In ``dense`` mode the
+    order is by distance, so the best block is the first.
     """
 
     def __init__(
@@ -262,7 +267,7 @@ class EvidencePostProcessor:
             per_document[bucket] = per_document.get(bucket, 0) + 1
             selected.append(candidate)
 
-        top = selected[0].quality_score if selected else None
+        top = max((c.quality_score for c in selected), default=None)
         return PostProcessResult(
             blocks=tuple(EvidenceBlock.from_candidate(c) for c in selected),
             candidates=tuple(candidates),

@@ -31,10 +31,11 @@ class EvidenceSettings:
     - ``excerpt_chars`` / ``total_chars``: projector budgets per excerpt and per payload;
       once less than ``min_excerpt_chars`` is left, the remaining blocks are dropped.
 
-    The defaults are calibrated on SciFact and 2Wiki with MiniLM (``bench/evidence.py``):
-    ``min_rank_dense`` with thresholds 0.55 / 0.45. Seed 003's configuration (rank-linear
-    hybrid quality, 0.75 / 0.5) is :meth:`seed_contract`; with it every hybrid lookup is
-    ``PRECISE``.
+    The defaults are calibrated with MiniLM on the served path, on the tuning half of SciFact
+    and 2Wiki (``bench/relevance.py``; see ``CALIBRATED_*`` in
+    :mod:`docgraph.evidence.quality` for the test-half figures): ``min_rank_dense`` with
+    thresholds 0.55 / 0.44. Seed 003's configuration (rank-linear hybrid quality, 0.75 / 0.5)
+    is :meth:`seed_contract`; with it every hybrid lookup is ``PRECISE``.
     """
 
     mode: SearchModeName = "hybrid"
