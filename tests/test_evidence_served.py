@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 
 from docgraph import DocGraph
-from docgraph.evidence import KnowledgeSearchRequest
 from docgraph.governance import Caller
-from docgraph.serve.tools import GovernedSearchPort
 from tests.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
 
 ALICE = Caller("alice")
@@ -32,15 +30,15 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocGraph]:
 
 
 def test_cohort_hits_carry_their_own_cosine_not_the_composite(graph):
-    port = GovernedSearchPort(make_tools(graph).governance, ALICE)
-    hits = port.search(KnowledgeSearchRequest(EXACT, top_k=10))
+    # What the evidence port of lookup_knowledge receives: the governed cohort search.
+    hits = make_tools(graph).governance.search(ALICE, EXACT, k=10, mode="vector_first")
     assert len(hits) >= 3
     query = graph.embedder.embed_query(EXACT)
-    vectors = graph.chunk_index().vectors([int(h.vector_id or 0) for h in hits])
+    vectors = graph.chunk_index().vectors([h.rowid for h in hits])
     for hit in hits:
         assert str(hit.score_label) == "hybrid"
         assert hit.dense_similarity == pytest.approx(
-            float(np.dot(vectors[int(hit.vector_id or 0)], query)), abs=1e-5)
+            float(np.dot(vectors[hit.rowid], query)), abs=1e-5)
     # the composite is a different number (batch-relative), never the similarity
     assert any(abs(h.score - (h.dense_similarity or 0.0)) > 0.05 for h in hits)
 
