@@ -7,34 +7,23 @@ each hit's own cosine similarity to the query instead, as on the plain hybrid pa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
-from docgraph import DocGraph
 from docgraph.governance import Caller
-from tests.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
+from tests.test_mcp_tools import corpus_graph, make_tools  # noqa: F401  (fixture)
 
 ALICE = Caller("alice")
 EXACT = "Nordhaven Logistics lost its Rotterdam Tern T3 fleet for two hours because of E-417"
 OFF_TOPIC = "sourdough bread needs flour water salt and a long cold proof"
 
 
-@pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocGraph]:
-    root = tmp_path_factory.mktemp("served")
-    graph = build_corpus(open_isolated_graph(root / "index.db"), root)
-    yield graph
-    graph.close()
-
-
-def test_cohort_hits_carry_their_own_cosine_not_the_composite(graph):
+def test_cohort_hits_carry_their_own_cosine_not_the_composite(corpus_graph):  # noqa: F811
     # What the evidence port of lookup_knowledge receives: the governed cohort search.
-    hits = make_tools(graph).governance.search(ALICE, EXACT, k=10, mode="vector_first")
+    hits = make_tools(corpus_graph).governance.search(ALICE, EXACT, k=10, mode="vector_first")
     assert len(hits) >= 3
-    query = graph.embedder.embed_query(EXACT)
-    vectors = graph.chunk_index().vectors([h.rowid for h in hits])
+    query = corpus_graph.embedder.embed_query(EXACT)
+    vectors = corpus_graph.chunk_index().vectors([h.rowid for h in hits])
     for hit in hits:
         assert str(hit.score_label) == "hybrid"
         assert hit.dense_similarity == pytest.approx(
@@ -43,8 +32,8 @@ def test_cohort_hits_carry_their_own_cosine_not_the_composite(graph):
     assert any(abs(h.score - (h.dense_similarity or 0.0)) > 0.05 for h in hits)
 
 
-def test_served_lookup_grades_by_similarity(graph):
-    tools = make_tools(graph)
+def test_served_lookup_grades_by_similarity(corpus_graph):  # noqa: F811
+    tools = make_tools(corpus_graph)
     exact = tools.call("lookup_knowledge", ALICE, {"query": EXACT})
     assert exact["relevance_level"] == "PRECISE" and exact["is_low_quality"] is False
     assert exact["evidence"][0]["source"] == "postmortem.md"
