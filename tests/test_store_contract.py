@@ -316,3 +316,39 @@ class _graph:
 
     def __exit__(self, *exc: object) -> None:
         self.graph.close()
+
+
+# -- the governed path and its logs -----------------------------------------------------------
+
+
+def test_governed_plain_search_traces_and_audit(backend: Backend, tmp_path: Path) -> None:
+    """Plain search through the one governed service works on every backend, and the trace
+    and audit logs are the backend's own (shared by every process on that database)."""
+    from docgraph.serve.setup import local_governance
+
+    corpus = write_files(tmp_path / "docs", {
+        "errors.md": "# Error codes\n\nError E-417 means the badge reader lost its "
+                     "certificate.\n",
+        "leave.md": "# Parental leave\n\nEmployees get sixteen weeks of parental leave.\n",
+    })
+    with _graph(backend) as graph:
+        graph.index(corpus, namespace="ops")
+        governance, caller = local_governance(graph)
+        hits = governance.search(caller, "What does error E-417 mean?", k=2, mode="hybrid")
+        assert hits[0].source_path == "errors.md"
+        assert governance.search(caller, "parental leave", k=1, mode="dense")[0].source_path \
+            == "leave.md"
+        records = governance.audit.recent(2)
+        assert [r["operation"] for r in records] == ["retrieve:dense", "retrieve:hybrid"]
+        assert records[1]["evidence_keys"][0] == hits[0].chunk_id
+        assert "E-417" not in str(records)  # the query is kept only as its hash
+        page = governance.documents(caller, limit=10)
+        assert sorted(d.path for d in page.documents) == ["errors.md", "leave.md"]
+        traces = graph.traces
+        for i in range(3):
+            traces.save(f"t{i}", 100.0 + i, {"user_id": "alice" if i < 2 else "bob", "n": i})
+        assert traces.get("last")["n"] == 2 and traces.get("last", user_id="alice")["n"] == 1
+        assert traces.get("t0", user_id="bob") is None and traces.count() == 3
+    with _graph(backend) as again:  # another process's view of the same database
+        assert again.audit_store.recent(1)[0]["operation"] == "documents"
+        assert again.traces.get("t1")["n"] == 1

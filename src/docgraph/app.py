@@ -30,12 +30,19 @@ from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceReco
 from docgraph.retrieve.cohort import CohortMode, CohortResult, CohortSearch, CohortSettings
 from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.retrieve.hybrid import HybridSearcher
-from docgraph.retrieve.trace import TraceStore
 from docgraph.sources.credentials import Credentials
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.registry import SourceRegistry
 from docgraph.sources.urn import normalize_urn
-from docgraph.store.base import ChunkIndex, FailureRecord, NamespaceStats, StoreCatalog
+from docgraph.store.base import (
+    AuditStore,
+    ChunkIndex,
+    FailureRecord,
+    NamespaceStats,
+    StoreCatalog,
+    TraceLog,
+)
+from docgraph.store.logs import SQLiteAuditStore, SQLiteTraceLog
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
 
@@ -133,9 +140,26 @@ class DocGraph:
         return SQLiteGraphStore(self._embedded("the entity graph"))
 
     @cached_property
-    def traces(self) -> TraceStore:
-        """Retrieval traces stored by the governed service (embedded backend only)."""
-        return TraceStore(self._embedded("retrieval traces"))
+    def traces(self) -> TraceLog:
+        """Retrieval traces stored by the governed service (in the backend's database)."""
+        if self._sqlite is None:
+            from docgraph.store.logs import PostgresTraceLog
+            from docgraph.store.postgres import PostgresCatalog
+
+            assert isinstance(self.store, PostgresCatalog)
+            return PostgresTraceLog(self.store)
+        return SQLiteTraceLog(self._sqlite)
+
+    @cached_property
+    def audit_store(self) -> AuditStore:
+        """The audit log of governed requests (in the backend's database)."""
+        if self._sqlite is None:
+            from docgraph.store.logs import PostgresAuditStore
+            from docgraph.store.postgres import PostgresCatalog
+
+            assert isinstance(self.store, PostgresCatalog)
+            return PostgresAuditStore(self.store)
+        return SQLiteAuditStore(self._sqlite)
 
     # -- sources and lifecycle -------------------------------------------------
 

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from docgraph.store.sqlite import SQLiteCatalog
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit_log (
-    id INTEGER PRIMARY KEY,
-    at REAL NOT NULL,
-    user_id TEXT NOT NULL,
-    operation TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    payload TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log(at);
-"""
+from docgraph.store.base import AuditStore
 
 
 @dataclass
@@ -47,30 +34,16 @@ class AuditRecord:
 
 
 class AuditLog:
-    """Append-only audit records in the catalog file, bounded by ``retention`` rows."""
+    """Audit records of governed requests, written to the backend's audit store."""
 
-    def __init__(self, catalog: SQLiteCatalog, retention: int = 100_000) -> None:
-        self.catalog = catalog
-        self.retention = retention
-        self.catalog.connection().executescript(_SCHEMA)
+    def __init__(self, store: AuditStore) -> None:
+        self.store = store
 
     def write(self, record: AuditRecord) -> None:
         """Append one record."""
-        with self.catalog.transaction() as db:
-            db.execute(
-                "INSERT INTO audit_log(at, user_id, operation, outcome, payload)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (record.at, record.user_id, record.operation, record.outcome,
-                 json.dumps(asdict(record), ensure_ascii=False)),
-            )
-            db.execute(
-                "DELETE FROM audit_log WHERE id <= (SELECT max(id) FROM audit_log) - ?",
-                (self.retention,),
-            )
+        self.store.append(record.at, record.user_id, record.operation, record.outcome,
+                          asdict(record))
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest records first."""
-        rows = self.catalog.connection().execute(
-            "SELECT payload FROM audit_log ORDER BY id DESC LIMIT ?", (limit,)
-        ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return self.store.recent(limit)

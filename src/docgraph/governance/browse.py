@@ -136,10 +136,11 @@ def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
 def status(graph: DocGraph, scope: Visibility) -> StatusView:
     """Builds, counts and failed files of the caller's namespaces."""
     allowed = scope.namespaces
+    info = graph.status()
     return StatusView(
-        embedding_model=graph.catalog.embedding_model(),
+        embedding_model=info.embedding_model,
         refresh_interval_seconds=graph.settings.refresh.interval_seconds,
-        builds=[b for b in graph.index_status() if b.namespace in allowed],
-        stats={s.namespace: s for s in graph.catalog.stats() if s.namespace in allowed},
-        failures=[f for f in graph.catalog.failures() if f.namespace in allowed],
+        builds=[b for b in info.builds if b.namespace in allowed],
+        stats={s.namespace: s for s in info.namespaces if s.namespace in allowed},
+        failures=[f for f in info.failures if f.namespace in allowed],
     )

@@ -10,8 +10,9 @@ assembly calls the same ``search``, so its sections come from the same filtered 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import cached_property
 from typing import Literal
 
 from docgraph.governance.reports import visible_report
@@ -28,7 +29,8 @@ from docgraph.retrieve.cohort import (
     map_reduce_global_context,
 )
 from docgraph.retrieve.hybrid import MAX_K, HybridSearcher
-from docgraph.retrieve.trace import RetrievalTrace, TraceStore
+from docgraph.retrieve.trace import RetrievalTrace, stored_payload
+from docgraph.store.base import TraceLog
 from docgraph.store.sqlite_graph import SQLiteGraphStore
 
 SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
@@ -47,16 +49,27 @@ def _doc_of(chunk_id: str) -> str:
 class GovernedSearch:
     """The engines seen by one caller in one request (see the module docstring)."""
 
-    def __init__(self, cohort: CohortSearch, hybrid: HybridSearcher, scope: Visibility,
-                 traces: TraceStore | None, *, chat_model: ChatModel | None = None,
-                 overfetch: int = 2, max_rounds: int = 4) -> None:
-        self.cohort = cohort
-        self.hybrid = hybrid
+    def __init__(self, cohort: Callable[[], CohortSearch], hybrid: Callable[[], HybridSearcher],
+                 scope: Visibility, traces: TraceLog | None, *,
+                 chat_model: ChatModel | None = None, overfetch: int = 2,
+                 max_rounds: int = 4) -> None:
+        self._make_cohort = cohort
+        self._make_hybrid = hybrid
         self.scope = scope
         self.traces = traces
         self.chat_model = chat_model
         self.overfetch = overfetch
         self.max_rounds = max_rounds
+
+    @cached_property
+    def cohort(self) -> CohortSearch:
+        """The cohort engine, made on first use (``hybrid`` and ``dense`` never need it)."""
+        return self._make_cohort()
+
+    @cached_property
+    def hybrid(self) -> HybridSearcher:
+        """The single-chunk searcher, made on first use."""
+        return self._make_hybrid()
 
     @property
     def embedder(self) -> Embedder:
@@ -137,7 +150,8 @@ class GovernedSearch:
             trace.completeness = {n: "not found" if n in unseen else how
                                   for n, how in trace.completeness.items()}
         if self.traces is not None:
-            self.traces.save(trace, user_id=self.scope.caller.user_id)
+            self.traces.save(trace.id, trace.created_at,
+                             stored_payload(trace, self.scope.caller.user_id))
 
 
     def _unseen_entities(self, names: list[str]) -> set[str]:

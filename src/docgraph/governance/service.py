@@ -88,7 +88,7 @@ class Governance:
         self.descriptions = dict(descriptions or {})
         self.chat_model = chat_model
         self.redactor = redactor
-        self.audit = audit if audit is not None else AuditLog(graph.catalog)
+        self.audit = audit if audit is not None else AuditLog(graph.audit_store)
         self.evidence = evidence or EvidenceSettings()
         self.overfetch = overfetch
 
@@ -111,7 +111,7 @@ class Governance:
         try:
             allowed = self.namespaces(caller, query or None)
             record.namespaces = sorted(allowed)
-            scope = Visibility(caller, allowed, self.row_authorizer, self.graph.catalog)
+            scope = Visibility(caller, allowed, self.row_authorizer, self.graph.store)
             return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)
@@ -128,7 +128,7 @@ class Governance:
 
     def _search(self, scope: Visibility) -> GovernedSearch:
         graph = self.graph
-        return GovernedSearch(graph.cohort_engine(), graph.searcher(), scope, graph.traces,
+        return GovernedSearch(graph.cohort_engine, graph.searcher, scope, graph.traces,
                               chat_model=graph.chat_model, overfetch=self.overfetch)
 
     # -- retrieval ----------------------------------------------------------------------

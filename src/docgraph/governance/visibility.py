@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
 from docgraph.model import RowOrigin
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.base import StoreCatalog
 
 
 class _Located(Protocol):
@@ -40,7 +40,7 @@ class Visibility:
     caller: Caller
     namespaces: frozenset[str]
     authorizer: RowAuthorizer | None
-    catalog: SQLiteCatalog
+    catalog: StoreCatalog
     dropped: int = 0
     failures: list[str] = field(default_factory=list)
     _row_visible: dict[RowOrigin, bool] = field(default_factory=dict)

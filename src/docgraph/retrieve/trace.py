@@ -1,5 +1,6 @@
 """The retrieval trace: what each lane contributed, how long it took, and why each returned
-chunk is there (its provenance). Traces are stored in the catalog, bounded by retention.
+chunk is there (its provenance). Traces are stored in a trace log (a store port), bounded by
+retention.
 
 Only the governed service stores traces, after its row filter (no candidate the caller was
 denied), and like the audit log it stores the query as a sha256 hash, never as text.
@@ -8,22 +9,10 @@ denied), and like the audit log it stores the query as a sha256 hash, never as t
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from docgraph.store.sqlite import SQLiteCatalog
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS traces (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    payload TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS traces_created ON traces(created_at);
-"""
 
 
 @dataclass
@@ -53,47 +42,11 @@ class RetrievalTrace:
         return asdict(self)
 
 
-class TraceStore:
-    """Keeps the most recent ``retention`` traces in the catalog file."""
-
-    def __init__(self, catalog: SQLiteCatalog, retention: int = 1000) -> None:
-        self.catalog = catalog
-        self.retention = retention
-        self.catalog.connection().executescript(_SCHEMA)
-
-    def save(self, trace: RetrievalTrace, user_id: str = "") -> None:
-        """Store a trace (the query as its sha256, with the caller's user id) and drop the
-        oldest beyond the retention bound."""
-        payload = trace.to_dict()
-        query = payload.pop("query")
-        payload["query_hash"] = hashlib.sha256(
-            query.encode("utf-8", "surrogatepass")).hexdigest()
-        payload["user_id"] = user_id
-        with self.catalog.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO traces VALUES (?, ?, ?)",
-                (trace.id, trace.created_at, json.dumps(payload)),
-            )
-            db.execute(
-                "DELETE FROM traces WHERE id NOT IN"
-                " (SELECT id FROM traces ORDER BY created_at DESC, id LIMIT ?)",
-                (self.retention,),
-            )
-
-    def get(self, trace_id: str, user_id: str | None = None) -> dict[str, Any] | None:
-        """A stored trace by id, or the latest one for ``last``; with ``user_id``, only
-        that caller's traces."""
-        db = self.catalog.connection()
-        if trace_id == "last":
-            rows = db.execute("SELECT payload FROM traces ORDER BY created_at DESC, id")
-        else:
-            rows = db.execute("SELECT payload FROM traces WHERE id = ?", (trace_id,))
-        for (raw,) in rows:
-            payload: dict[str, Any] = json.loads(raw)
-            if user_id is None or payload.get("user_id") == user_id:
-                return payload
-        return None
-
-    def count(self) -> int:
-        """Stored traces."""
-        return int(self.catalog.connection().execute("SELECT count(*) FROM traces").fetchone()[0])
+def stored_payload(trace: RetrievalTrace, user_id: str) -> dict[str, Any]:
+    """What a trace log stores of ``trace``: everything but the query, which is kept as its
+    sha256 (like the audit log), plus the caller's user id."""
+    payload = trace.to_dict()
+    query = payload.pop("query")
+    payload["query_hash"] = hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+    payload["user_id"] = user_id
+    return payload

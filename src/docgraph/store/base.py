@@ -8,9 +8,9 @@ pre-filter: there is no value that means "all namespaces".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from docgraph.errors import InvalidQuery
 from docgraph.model import (
@@ -217,6 +217,40 @@ class StoreCatalog(Catalog, Protocol):
         """Record that a build of this source just finished."""
         ...
 
+    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
+        """Row origins of the given documents (documents without one are absent): what the
+        governed row re-check asks about."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+class TraceLog(Protocol):
+    """Stored retrieval traces, newest kept (payloads are shaped by the governed service)."""
+
+    def save(self, trace_id: str, created_at: float, payload: Mapping[str, Any]) -> None:
+        """Store one trace (replacing one with the same id)."""
+        ...
+
+    def get(self, trace_id: str, user_id: str | None = None) -> dict[str, Any] | None:
+        """A trace by id, or the newest for ``last``; with ``user_id``, only that caller's."""
+        ...
+
+    def count(self) -> int:
+        """Stored traces."""
+        ...
+
+
+class AuditStore(Protocol):
+    """The append-only audit log of governed requests."""
+
+    def append(self, at: float, user_id: str, operation: str, outcome: str,
+               payload: Mapping[str, Any]) -> None:
+        """Append one record."""
+        ...
+
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest records first."""
         ...

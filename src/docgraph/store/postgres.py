@@ -518,6 +518,17 @@ class PostgresCatalog:
             for r in rows
         }
 
+    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
+        """Row origins of the given documents (documents without one are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        if not ids:
+            return {}
+        rows = self.connection().execute(
+            "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
+            " origin_pk_value FROM documents WHERE origin_source IS NOT NULL"
+            " AND doc_id = ANY(%s)", (ids,)).fetchall()
+        return {str(r[0]): RowOrigin(*r[1:6]) for r in rows}
+
     def stats(self) -> list[NamespaceStats]:
         """Sources, documents, chunks and failures per namespace (no graph here)."""
         rows = self.connection().execute(

@@ -261,7 +261,19 @@ _V5: Final[tuple[str, ...]] = (
     END $$""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5)
+# Retrieval traces (stored by the governed service after its row filter, query hashed) and the
+# audit log of governed requests: shared by every process serving this database.
+_V6: Final = (
+    "CREATE TABLE traces (id text PRIMARY KEY, created_at double precision NOT NULL,"
+    " user_id text NOT NULL DEFAULT '', payload jsonb NOT NULL)",
+    "CREATE INDEX traces_created ON traces (created_at)",
+    "CREATE TABLE audit_log (id bigserial PRIMARY KEY, at double precision NOT NULL,"
+    " user_id text NOT NULL, operation text NOT NULL, outcome text NOT NULL,"
+    " payload jsonb NOT NULL)",
+    "CREATE INDEX audit_log_at ON audit_log (at)",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
