@@ -7,6 +7,7 @@ the embedded default and every server backend alike.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -342,13 +343,16 @@ def test_governed_plain_search_traces_and_audit(backend: Backend, tmp_path: Path
         assert [r["operation"] for r in records] == ["retrieve:dense", "retrieve:hybrid"]
         assert records[1]["evidence_keys"][0] == hits[0].chunk_id
         assert "E-417" not in str(records)  # the query is kept only as its hash
+        lookup = governance.lookup(caller, "What does error E-417 mean?").to_dict()
+        assert lookup["evidence"][0]["source"] == "errors.md"
         page = governance.documents(caller, limit=10)
         assert sorted(d.path for d in page.documents) == ["errors.md", "leave.md"]
-        traces = graph.traces
+        traces, later = graph.traces, time.time() + 3600  # newer than the lookup's own trace
+        before = traces.count()
         for i in range(3):
-            traces.save(f"t{i}", 100.0 + i, {"user_id": "alice" if i < 2 else "bob", "n": i})
+            traces.save(f"t{i}", later + i, {"user_id": "alice" if i < 2 else "bob", "n": i})
         assert traces.get("last")["n"] == 2 and traces.get("last", user_id="alice")["n"] == 1
-        assert traces.get("t0", user_id="bob") is None and traces.count() == 3
+        assert traces.get("t0", user_id="bob") is None and traces.count() == before + 3
     with _graph(backend) as again:  # another process's view of the same database
         assert again.audit_store.recent(1)[0]["operation"] == "documents"
         assert again.traces.get("t1")["n"] == 1

@@ -129,6 +129,11 @@ class DocGraph:
         return self._sqlite
 
     @property
+    def has_graph(self) -> bool:
+        """Whether this backend holds the entity graph (and so the cohort engine)."""
+        return self._sqlite is not None
+
+    @property
     def catalog(self) -> SQLiteCatalog:
         """The embedded SQLite catalog (graph, cohort search, traces, governance, sources
         registry). Backend-neutral code uses :attr:`store`."""

@@ -3,22 +3,25 @@
 ``lookup_knowledge`` post-processes what a search port returns; governed, that port is the
 request's :class:`~docgraph.governance.search.GovernedSearch` in ``vector_first`` mode (the
 cohort engine: dense + BM25 seeds widened by the lanes, row re-check with over-fetch),
-within the caller's namespaces. A request's category filter can only narrow them.
+within the caller's namespaces; on a backend without the entity graph (PostgreSQL, for now)
+in ``hybrid`` mode. A request's category filter can only narrow them.
 """
 
 from __future__ import annotations
 
 from docgraph.errors import InvalidQuery
 from docgraph.evidence.port import KnowledgeSearchHit, KnowledgeSearchRequest, hit_from_search_hit
-from docgraph.governance.search import GovernedSearch
+from docgraph.governance.search import GovernedSearch, SearchMode
 
 
 class GovernedSearchPort:
     """Search port over one request's governed search."""
 
-    def __init__(self, engine: GovernedSearch, namespaces: frozenset[str]) -> None:
+    def __init__(self, engine: GovernedSearch, namespaces: frozenset[str],
+                 mode: SearchMode = "vector_first") -> None:
         self.engine = engine
         self.namespaces = namespaces
+        self.mode = mode
 
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
         """Governed hits in retrieval order."""
@@ -31,5 +34,5 @@ class GovernedSearchPort:
             if not allowed:
                 return []
         hits = self.engine.search(request.query, namespaces=allowed, k=request.top_k,
-                                  mode="vector_first").hits
+                                  mode=self.mode).hits
         return [hit_from_search_hit(h) for h in hits]

@@ -170,13 +170,15 @@ class Governance:
 
     def lookup(self, caller: Caller, query: str) -> LookupResult:
         """The evidence pipeline (``lookup_knowledge``) as ``caller``: cohort search in
-        ``vector_first`` mode behind the search port, then post-processing and projection."""
+        ``vector_first`` mode behind the search port (``hybrid`` on a backend without the
+        entity graph), then post-processing and projection."""
         check_text(query, "query")
 
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
             engine = self._search(scope)
             service = KnowledgeService(
-                GovernedSearchPort(engine, scope.namespaces),
+                GovernedSearchPort(engine, scope.namespaces,
+                                   "vector_first" if self.graph.has_graph else "hybrid"),
                 rag=self.graph.settings.rag, evidence=self.evidence,
                 transformer=QueryTransformer(scope.namespaces, descriptions=self.descriptions),
             )
