@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import docgraph
 from docgraph.app import DocGraph
+from docgraph.errors import InvalidQuery
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_tools, local_governance
 from tests.helpers import write_files
@@ -89,8 +90,10 @@ def test_without_governance_the_owner_reads_through_the_same_path(tmp_path, monk
         engine = dg.search(QUESTION, namespaces={"ops"}, k=6, mode="hybrid")  # over-fetch
         assert [h.chunk_id for h in hits] == [h.chunk_id for h in engine[:3]]
         assert governance.audit.recent(1)[0]["user_id"] == "owner"
-        narrowed, _ = local_governance(dg, only={"nowhere"})
-        assert narrowed.search(caller, QUESTION) == []  # narrowing never widens
+        narrowed, _ = local_governance(dg, only={"ops"})
+        assert narrowed.search(caller, QUESTION, k=3)
+        with pytest.raises(InvalidQuery, match="no namespace 'nowhere'"):
+            local_governance(dg, only={"ops", "nowhere"})  # a typo is named, not silent
 
 
 def test_a_caller_reads_only_its_own_stored_traces(deployment):

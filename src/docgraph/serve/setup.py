@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from docgraph.app import DocGraph
 from docgraph.config import GovernanceSettings, ServeSettings
-from docgraph.errors import ConfigError, DocgraphError
+from docgraph.errors import ConfigError, DocgraphError, InvalidQuery
 from docgraph.governance import (
     AccessDenied,
     CallableRowAuthorizer,
@@ -118,6 +118,10 @@ def local_governance(graph: DocGraph, user: str | None = None, role: str | None 
         governance = Governance(
             graph, StaticEntitlements([RoleAssignment(owner, role or OWNER, "*")]), every_row)
     if only:
+        unknown = sorted(set(only) - set(graph.namespaces()))
+        if unknown:
+            raise InvalidQuery(f"--namespace: this index has no namespace "
+                               f"{', '.join(map(repr, unknown))}")
         governance.entitlements = NarrowedEntitlements(governance.entitlements, only)
     return governance, caller
 
