@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
 from docgraph.errors import ConfigError, SourceError, UnsupportedByBackend
@@ -45,6 +45,9 @@ from docgraph.store.base import (
 from docgraph.store.logs import SQLiteAuditStore, SQLiteTraceLog
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
+
+if TYPE_CHECKING:
+    from docgraph.store.postgres import PostgresCatalog
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,13 @@ class DocGraph:
         """Whether this backend holds the entity graph (and so the cohort engine)."""
         return self._sqlite is not None
 
+    def _postgres(self) -> PostgresCatalog:
+        """The PostgreSQL catalog (only called when the backend is ``postgres``)."""
+        from docgraph.store.postgres import PostgresCatalog
+
+        assert isinstance(self.store, PostgresCatalog)
+        return self.store
+
     @property
     def catalog(self) -> SQLiteCatalog:
         """The embedded SQLite catalog (graph, cohort search, traces, governance, sources
@@ -149,10 +159,8 @@ class DocGraph:
         """Retrieval traces stored by the governed service (in the backend's database)."""
         if self._sqlite is None:
             from docgraph.store.logs import PostgresTraceLog
-            from docgraph.store.postgres import PostgresCatalog
 
-            assert isinstance(self.store, PostgresCatalog)
-            return PostgresTraceLog(self.store)
+            return PostgresTraceLog(self._postgres())
         return SQLiteTraceLog(self._sqlite)
 
     @cached_property
@@ -160,10 +168,8 @@ class DocGraph:
         """The audit log of governed requests (in the backend's database)."""
         if self._sqlite is None:
             from docgraph.store.logs import PostgresAuditStore
-            from docgraph.store.postgres import PostgresCatalog
 
-            assert isinstance(self.store, PostgresCatalog)
-            return PostgresAuditStore(self.store)
+            return PostgresAuditStore(self._postgres())
         return SQLiteAuditStore(self._sqlite)
 
     # -- sources and lifecycle -------------------------------------------------
@@ -302,10 +308,9 @@ class DocGraph:
     def _open_index(self) -> ChunkIndex:
         store = self.settings.store
         if self._sqlite is None:
-            from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+            from docgraph.store.postgres import PostgresChunkIndex
 
-            assert isinstance(self.store, PostgresCatalog)
-            return PostgresChunkIndex(self.store, self.embedder.dimension,
+            return PostgresChunkIndex(self._postgres(), self.embedder.dimension,
                                       ef_search=store.pg_ef_search)
         if store.index == "embedded":
             return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
