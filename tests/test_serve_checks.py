@@ -3,10 +3,10 @@ parsing, and the JSON-RPC refusal chosen for a message the MCP SDK cannot take."
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import ValidationError
 
 from docgraph.errors import InvalidQuery
 from docgraph.serve.json_checks import (
@@ -18,10 +18,9 @@ from docgraph.serve.json_checks import (
 )
 from docgraph.serve.text_checks import (
     find_unpaired_surrogate,
-    reject_unpaired_surrogates,
     unpaired_surrogate_at,
 )
-from docgraph.serve.tools import format_validation_error
+from docgraph.serve.tools import SearchDocumentsArgs, format_validation_error
 
 
 def test_only_surrogate_code_points_are_invalid_text():
@@ -31,16 +30,14 @@ def test_only_surrogate_code_points_are_invalid_text():
     assert unpaired_surrogate_at("\udfff tail") == 0
 
 
-def test_the_validator_names_the_argument_when_run_before_str_validation():
-    class Args(BaseModel):
-        query_text: Annotated[str, BeforeValidator(reject_unpaired_surrogates)]
-
-    assert Args(query_text="Tern T3").query_text == "Tern T3"
+def test_tool_arguments_name_the_one_holding_a_lone_surrogate():
+    # The tools' text validator runs before pydantic's own str check (which would say only
+    # "unable to parse raw data as a unicode string").
+    assert SearchDocumentsArgs(query_text="Tern T3").query_text == "Tern T3"
     with pytest.raises(ValidationError) as refused:
-        Args(query_text="ok\ud83d")
+        SearchDocumentsArgs(query_text="ok\ud83d")
     assert format_validation_error(refused.value) == (
         "query_text: contains an unpaired UTF-16 surrogate (U+D83D at character 2)")
-    assert reject_unpaired_surrogates(7) == 7  # other types are left to their own checks
 
 
 def test_the_finder_reports_the_path_of_a_bad_value_or_key_at_any_depth():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from docgraph.governance.reports import visible_communities
-from docgraph.governance.visibility import Visibility
+from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.normalize import canonical_key
 from docgraph.lifecycle.status import NamespaceStatus
 from docgraph.model import DocumentRecord, StoredChunk
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 #: Document ids of community reports (derived from the graph, not source documents).
 REPORT_PREFIX = "community://"
-#: Links read per entity to find visible mentions: bounds work, never what may be shown.
-MENTION_SCAN = 50
 
 
 @dataclass(frozen=True)
@@ -61,16 +59,7 @@ class StatusView:
 def mentions(graph: DocGraph, scope: Visibility, entities: list[EntityInfo],
              per_entity: int) -> dict[int, list[StoredChunk]]:
     """Per entity, up to ``per_entity`` visible chunks mentioning it (strongest first)."""
-    links = graph.graph_store.chunks_for_entities([e.id for e in entities], MENTION_SCAN)
-    chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-    visible = {c.rowid: c for c in scope.visible(chunks.values())}
-    out: dict[int, list[StoredChunk]] = {}
-    for entity_id, rowid, _, _ in links:
-        if rowid in visible:
-            rows = out.setdefault(entity_id, [])
-            if len(rows) < per_entity:
-                rows.append(visible[rowid])
-    return out
+    return visible_mentions(graph.graph_store, scope, [e.id for e in entities], per_entity)
 
 
 def entities(graph: DocGraph, scope: Visibility, query: str | None, entity_type: str | None,

@@ -16,14 +16,13 @@ from functools import cached_property
 from typing import Literal
 
 from docgraph.governance.reports import visible_report
-from docgraph.governance.visibility import Visibility
+from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
 from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import (
-    CohortMode,
     CohortResult,
     CohortSearch,
     map_reduce_global_context,
@@ -36,10 +35,7 @@ from docgraph.store.sqlite_graph import SQLiteGraphStore
 SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",
                                         "dense")
-COHORT_MODES: tuple[CohortMode, ...] = ("vector_first", "graph_first", "global")
 
-#: Links read per entity to find a visible mention: bounds work, never what may be shown.
-MENTION_SCAN = 50
 
 
 def _doc_of(chunk_id: str) -> str:
@@ -162,9 +158,6 @@ class GovernedSearch:
         graph = self.graph
         by_key = {canonical_key(n): n for n in names} | {n.casefold(): n for n in names}
         entities = graph.entities_by_key(by_key, self.scope.namespaces)
-        links = graph.chunks_for_entities([e.id for e in entities], MENTION_SCAN)
-        chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-        visible = {c.rowid for c in self.scope.visible(chunks.values())}
-        seen = {e for e, rowid, _, _ in links if rowid in visible}
+        seen = visible_mentions(graph, self.scope, [e.id for e in entities], 1)
         shown = {e.name for e in entities if e.id in seen}
         return {n for n in names if n not in shown}

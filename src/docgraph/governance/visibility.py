@@ -15,8 +15,9 @@ from typing import Protocol, TypeVar
 
 from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
-from docgraph.model import RowOrigin
+from docgraph.model import RowOrigin, StoredChunk
 from docgraph.store.base import StoreCatalog
+from docgraph.store.sqlite_graph import SQLiteGraphStore
 
 
 class _Located(Protocol):
@@ -30,6 +31,9 @@ class _Located(Protocol):
 
 
 T = TypeVar("T", bound=_Located)
+
+#: Links read per entity to find visible mentions: bounds work, never what may be shown.
+MENTION_SCAN = 50
 
 
 @dataclass
@@ -87,3 +91,19 @@ class Visibility:
         hidden_docs = self.hidden_documents({item.doc_id for item in in_reach})
         return [item for item, origin in zip(in_reach, carried, strict=True)
                 if origin not in hidden and item.doc_id not in hidden_docs]
+
+
+def visible_mentions(store: SQLiteGraphStore, scope: Visibility, entity_ids: Iterable[int],
+                     per_entity: int) -> dict[int, list[StoredChunk]]:
+    """Per entity, up to ``per_entity`` chunks mentioning it that ``scope``'s caller may see
+    (strongest association first); an entity with none is absent."""
+    links = store.chunks_for_entities(entity_ids, MENTION_SCAN)
+    chunks = store.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+    visible = {c.rowid: c for c in scope.visible(chunks.values())}
+    out: dict[int, list[StoredChunk]] = {}
+    for entity_id, rowid, _, _ in links:
+        if rowid in visible:
+            rows = out.setdefault(entity_id, [])
+            if len(rows) < per_entity:
+                rows.append(visible[rowid])
+    return out

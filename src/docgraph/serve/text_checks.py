@@ -22,20 +22,6 @@ from docgraph.governance.inputs import (
 __all__ = ["UNPAIRED_SURROGATE", "describe_unpaired_surrogate", "unpaired_surrogate_at"]
 
 
-def reject_unpaired_surrogates(value: Any) -> Any:
-    """Pass ``value`` through unless it is a string holding a lone surrogate (ValueError).
-
-    Written to be a pydantic ``BeforeValidator`` on text arguments: it must run *before*
-    pydantic's own ``str`` validation, which rejects such strings with the vague "unable to
-    parse raw data as a unicode string"; with this first, the argument error reads
-    ``query_text: contains an unpaired UTF-16 surrogate (U+D800 at character 0)``."""
-    if isinstance(value, str):
-        index = unpaired_surrogate_at(value)
-        if index is not None:
-            raise ValueError(describe_unpaired_surrogate(value, index))
-    return value
-
-
 def printable_key(key: str) -> str:
     """``key`` safe to put into an error message (a lone surrogate becomes ``\\ud800``)."""
     return key.encode("utf-8", "backslashreplace").decode("utf-8")
