@@ -194,7 +194,7 @@ class Milvus:
         return self.uris[-1]
 
     def open_store(self, workdir: Path, dimension: int) -> tuple[StoreCatalog, ChunkIndex]:
-        from docgraph.store.milvus import MilvusChunkIndex
+        from docgraph.store.milvus.index import MilvusChunkIndex
 
         catalog = SQLiteCatalog(workdir / f"milvus-catalog-{uuid.uuid4().hex[:8]}.db")
         catalog.set_embedding_model(MiniLMEmbedder.name, dimension)

@@ -41,7 +41,7 @@ from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
 from docgraph.ingest.embed import Embedder, MiniLMEmbedder
 from docgraph.retrieve.fusion import rrf_fuse
-from docgraph.store.milvus import MilvusChunkIndex
+from docgraph.store.milvus.index import MilvusChunkIndex
 from quality import score_run, to_documents
 from speed import (
     NAMESPACE,

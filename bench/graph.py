@@ -40,7 +40,7 @@ from docgraph.model import ChunkDraft, EntityLink
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 
 EMBEDDER = HashingEmbedder()
 

@@ -45,7 +45,7 @@ from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.sources.folder import FolderCrawler
 from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 
 HARNESS = Path(__file__).resolve()
 REPO = HARNESS.parents[1]

@@ -25,7 +25,7 @@ from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.pipeline import PARALLEL_AFTER_FILES
 from docgraph.store.lexical import decode_terms
 from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 from tests.crash_corpus import make_corpus, mutate_corpus
 from tests.crash_harness import (
     PHASES,

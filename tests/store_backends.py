@@ -126,7 +126,7 @@ class MilvusBackend:
                 "milvus_uri": self.uri}
 
     def open_store(self, dimension: int) -> StoreHandle:
-        from docgraph.store.milvus import MilvusChunkIndex
+        from docgraph.store.milvus.index import MilvusChunkIndex
 
         catalog = SQLiteCatalog(self.path)
         index = MilvusChunkIndex(catalog, dimension, self.uri)

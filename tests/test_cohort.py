@@ -8,7 +8,7 @@ import pytest
 
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import CohortSettings
-from docgraph.store.logs import SQLiteTraceLog
+from docgraph.store.sqlite.logs import SQLiteTraceLog
 from tests.helpers import write_files
 
 OPS = {

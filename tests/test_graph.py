@@ -133,7 +133,7 @@ def test_bulk_edge_write_rebuilds_the_edge_indexes_with_the_same_graph(
     folder = write_files(tmp_path / "ops", OPS)
     row_by_row = make_graph("row-by-row.db")
     row_by_row.index(folder, namespace="ops")
-    monkeypatch.setattr("docgraph.store.sqlite_graph.INDEX_REBUILD_MIN_EDGES", 0)
+    monkeypatch.setattr("docgraph.store.sqlite.graph.INDEX_REBUILD_MIN_EDGES", 0)
     bulk = make_graph("bulk.db")
     bulk.index(folder, namespace="ops")
     bulk.index(write_files(tmp_path / "hr", HR), namespace="hr")  # fewer edges: row by row

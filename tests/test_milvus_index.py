@@ -21,7 +21,7 @@ from docgraph.model import ChunkDraft, SourceRecord
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
-from docgraph.store.milvus import MilvusChunkIndex
+from docgraph.store.milvus.index import MilvusChunkIndex
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from tests.conftest import SAMPLE_CORPUS
 from tests.helpers import CountingEmbedder
@@ -168,7 +168,7 @@ def _old_layout_collection(index: MilvusChunkIndex, catalog: SQLiteCatalog) -> N
     applies without its stemmer), same generation, fully synced."""
     from pymilvus import DataType, Function, FunctionType
 
-    from docgraph.store.milvus import GENERATION_PROPERTY
+    from docgraph.store.milvus.index import GENERATION_PROPERTY
 
     cursor = index.feed.cursor()
     assert cursor is not None

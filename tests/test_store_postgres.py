@@ -21,7 +21,7 @@ from tests.pg import PostgresServer, pgvector_server  # noqa: F401
 
 pytest.importorskip("psycopg")
 from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
-from docgraph.store.postgres_schema import SCHEMA_VERSION
+from docgraph.store.postgres.schema import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -69,8 +69,8 @@ def test_migrations_are_versioned_idempotent_and_refuse_newer_schemas(pg_url: st
 def test_an_index_from_before_migration_4_is_upgraded_in_place(
         pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A database at schema 3: postings keyed without tf/doc_len, a full-precision HNSW index.
-    import docgraph.store.postgres as pg_store
-    from docgraph.store.postgres_schema import MIGRATIONS
+    import docgraph.store.postgres.catalog as pg_store
+    from docgraph.store.postgres.schema import MIGRATIONS
 
     monkeypatch.setattr(pg_store, "MIGRATIONS", MIGRATIONS[:3])
     monkeypatch.setattr(pg_store, "SCHEMA_VERSION", 3)
@@ -97,7 +97,8 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
     assert "INCLUDE (tf, doc_len)" in indexes["postings_pkey"]
     index = PostgresChunkIndex(upgraded, 8)
     assert index.lexical_search("heron 7", 5, frozenset({"ns"})) == before
-    monkeypatch.setattr(pg_store, "EXACT_SCAN_ROWS", 0)  # through the HNSW index
+    # Through the HNSW index:
+    monkeypatch.setattr("docgraph.store.postgres.index.EXACT_SCAN_ROWS", 0)
     top = index.dense_search(vectors[7], 3, frozenset({"ns"}))
     assert upgraded.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "heron number 7"
     assert top[0].score == pytest.approx(1.0, abs=1e-6)  # re-scored in full precision
@@ -300,7 +301,7 @@ def test_bm25_pruning_returns_exactly_the_exhaustive_ranking(
         pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # MaxScore skips chunks that cannot reach the top k; it must never change the answer.
     # Zipf-like words make some terms common (pruned, looked up) and some rare (essential).
-    import docgraph.store.postgres as pg_store
+    import docgraph.store.postgres.index as pg_store
 
     rng = np.random.default_rng(5)
     vocab = [f"w{i}x" for i in range(60)]

@@ -42,9 +42,9 @@ from docgraph.store.base import (
     StoreCatalog,
     TraceLog,
 )
-from docgraph.store.logs import SQLiteAuditStore, SQLiteTraceLog
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
-from docgraph.store.sqlite_graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
+from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
+from docgraph.store.sqlite.logs import SQLiteAuditStore, SQLiteTraceLog
 
 if TYPE_CHECKING:
     from docgraph.store.postgres import PostgresCatalog
@@ -158,7 +158,7 @@ class DocGraph:
     def traces(self) -> TraceLog:
         """Retrieval traces stored by the governed service (in the backend's database)."""
         if self._sqlite is None:
-            from docgraph.store.logs import PostgresTraceLog
+            from docgraph.store.postgres.logs import PostgresTraceLog
 
             return PostgresTraceLog(self._postgres())
         return SQLiteTraceLog(self._sqlite)
@@ -167,7 +167,7 @@ class DocGraph:
     def audit_store(self) -> AuditStore:
         """The audit log of governed requests (in the backend's database)."""
         if self._sqlite is None:
-            from docgraph.store.logs import PostgresAuditStore
+            from docgraph.store.postgres.logs import PostgresAuditStore
 
             return PostgresAuditStore(self._postgres())
         return SQLiteAuditStore(self._sqlite)
@@ -315,7 +315,7 @@ class DocGraph:
         if store.index == "embedded":
             return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
         try:
-            from docgraph.store.milvus import MilvusChunkIndex
+            from docgraph.store.milvus.index import MilvusChunkIndex
         except ImportError as exc:
             raise ConfigError(
                 "[store] index = 'milvus' needs pymilvus: pip install 'docgraph[milvus]'"

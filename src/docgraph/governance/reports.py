@@ -22,7 +22,7 @@ from itertools import combinations
 from docgraph.governance.visibility import Visibility
 from docgraph.graph.reports import ReportInput, community_title, extractive_report
 from docgraph.model import SearchHit
-from docgraph.store.sqlite_graph import CommunityInfo, SQLiteGraphStore
+from docgraph.store.sqlite.graph import CommunityInfo, SQLiteGraphStore
 
 #: Chunks read per member entity when a report is re-assembled. Only chunks that pass the
 #: visibility check are used, so this bounds work, never what may be shown.

@@ -30,7 +30,7 @@ from docgraph.retrieve.cohort import (
 from docgraph.retrieve.hybrid import MAX_K, HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
 from docgraph.store.base import TraceLog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 
 SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",

@@ -17,7 +17,7 @@ from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
 from docgraph.model import RowOrigin, StoredChunk
 from docgraph.store.base import StoreCatalog
-from docgraph.store.sqlite_graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 
 
 class _Located(Protocol):

@@ -29,7 +29,7 @@ from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
 from docgraph.model import RowOrigin, Vector
-from docgraph.store.sqlite_graph import (
+from docgraph.store.sqlite.graph import (
     CommunityRow,
     EdgeTable,
     EntityInfo,

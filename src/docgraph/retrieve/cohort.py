@@ -59,7 +59,7 @@ from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, require_namespaces
 from docgraph.store.lexical import STOPWORDS
 from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
+from docgraph.store.sqlite.graph import EntityInfo, SQLiteGraphStore
 
 CohortMode = Literal["vector_first", "graph_first", "global"]
 LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent")

@@ -7,7 +7,7 @@ import re
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
 from docgraph.store.lexical import STOPWORDS
-from docgraph.store.sqlite_graph import EntityInfo, SQLiteGraphStore
+from docgraph.store.sqlite.graph import EntityInfo, SQLiteGraphStore
 
 _WORDS = re.compile(r"[\w][\w'’.&+-]*[\w]|\w", re.UNICODE)
 

@@ -19,8 +19,8 @@ import numpy as np
 from docgraph.errors import StoreError
 from docgraph.model import ChunkDraft, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
-from docgraph.store.postgres import PostgresCatalog
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.postgres.catalog import PostgresCatalog
+from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 
 @dataclass

@@ -21,7 +21,7 @@ from docgraph.ingest.embed_cache import text_hash
 from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.lexical import EncodedTerms
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 # Secondary indexes of entity_edges (as created by the catalog schema), rebuilt around bulk
 # edge writes.

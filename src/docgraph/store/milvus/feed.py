@@ -27,7 +27,7 @@ import numpy as np
 
 from docgraph.errors import StoreError
 from docgraph.model import CHUNK_KINDS, Vector
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ returned (namespace ids, kind codes, row ids); query text is only ever search *d
 part of an expression.
 
 The catalog stays the system of record: the index follows it through
-:class:`~docgraph.store.feed.ChangeFeed` (row ids above the cursor are upserted, logged
+:class:`~docgraph.store.milvus.feed.ChangeFeed` (row ids above the cursor are upserted, logged
 tombstones are deleted), so a document replace or delete in the catalog becomes visible in
 Milvus at the next search. The collection records a *generation* (a collection property)
 that must match the catalog's cursor, so an index is never mixed with chunks of another
@@ -44,9 +44,9 @@ from pymilvus import (
 from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
-from docgraph.store.feed import ChangeFeed, FeedBatch
 from docgraph.store.lexical import K1, B, index_terms, query_terms
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.milvus.feed import ChangeFeed, FeedBatch
+from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 GENERATION_PROPERTY = "docgraph.generation"
 # What the ``text`` field holds. Collections without it (raw text under Milvus' own English

@@ -1,0 +1,287 @@
+"""The PostgreSQL store: catalog tables and a chunk index in one database (pgvector + BM25).
+
+* Dense: a namespace filter that allows at most :data:`EXACT_SCAN_ROWS` chunks is answered
+  by an exact scan of those rows (counted per namespace and kind by a trigger), because a
+  graph index loses recall when most of what it visits is filtered out. Broader queries use
+  pgvector HNSW (cosine) over ``embedding::halfvec(d)``, the hits re-scored in full
+  precision. Filtered queries run with
+  ``hnsw.iterative_scan = relaxed_order`` (results re-sorted exactly), so a namespace filter
+  keeps scanning the graph until ``k`` rows pass it; should the scan still stop short
+  (``hnsw.max_scan_tuples``), the query is answered exactly from the namespace's rows, so a
+  selective filter can never return fewer than ``k`` rows that exist.
+* Lexical: Okapi BM25 (the embedded index's k1, b and IDF, breadcrumb and text
+  weighted alike) computed in SQL from term statistics that triggers keep in the same transaction
+  as the chunk write (see :mod:`docgraph.store.postgres.schema`). PostgreSQL's ``ts_rank``
+  has no IDF, so it is not used.
+* Every value, query text included, is a bound parameter; the only interpolated values are
+  integers (the vector dimension) and fixed identifiers.
+
+Requires the ``postgres`` extra (psycopg 3, pgvector) and a server with the ``vector``
+extension (0.8 or newer for iterative scans).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from docgraph.config import DEFAULT_PG_EF_SEARCH
+from docgraph.errors import StoreError
+from docgraph.model import (
+    ChunkKind,
+    ScoredRow,
+    Vector,
+)
+from docgraph.store.base import (
+    require_namespaces,
+)
+from docgraph.store.lexical import IDF_FLOOR as BM25_IDF_FLOOR
+from docgraph.store.lexical import K1 as BM25_K1
+from docgraph.store.lexical import B as BM25_B
+from docgraph.store.lexical import plain_query_words
+from docgraph.store.postgres.catalog import PostgresCatalog, _array
+from docgraph.store.postgres.schema import (
+    TS_CONFIG,
+)
+
+# A dense search whose namespaces hold at most this many chunks of the kind scans them
+# exactly instead of walking the HNSW graph: ~20k 384-d vectors are read in about the time
+# an HNSW query takes here (bench/backends.py), and the answer is exact.
+EXACT_SCAN_ROWS = 20_000
+
+FULL_SCORE_POSTINGS = 20_000
+# ... and only while the essential terms hold at most this share of the query's postings.
+PRUNE_SHARE = 0.5
+
+# BM25 of one posting, given the term's idf (w.idf) and the corpus' average length.
+_BM25_TERM = ("w.idf * p.tf * (%(k1)s + 1)"
+              " / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.doc_len / %(avgdl)s))")
+_QUERY_TERMS = ("SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[])"
+                " AS w(term, idf)")
+
+# Every chunk that holds a query term, scored.
+_BM25_ALL_SQL = (
+    f"WITH w AS ({_QUERY_TERMS})"
+    f" SELECT p.chunk_id, sum({_BM25_TERM}) AS score"
+    " FROM w JOIN postings p ON p.term = w.term"
+    " WHERE p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    " GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s")
+
+# MaxScore: candidates are the chunks with an essential term (partial score ``ps``); the k
+# best of them by ``ps``, fully scored, give a lower bound ``theta`` on the k-th best score;
+# a candidate is fully scored only if ``ps`` plus the bound ``rest`` on the other terms'
+# contribution can reach ``theta``. Those survivors' other terms are looked up by primary key
+# when that reads fewer entries than scanning the other terms' postings (``probe_limit``),
+# else the other terms' postings are scanned once and joined. The last row is (NULL, theta);
+# when theta <= rest no candidate is scored (the caller widens the plan).
+_BM25_OTHER_TERMS = (
+    f"SELECT sum({_BM25_TERM}) AS s FROM w JOIN postings p ON p.term = w.term"
+    " AND p.namespace_id = c.namespace_id AND p.kind = %(kind)s AND p.chunk_id = c.chunk_id"
+    " WHERE NOT w.essential")
+_BM25_MAXSCORE_SQL = (
+    "WITH w AS (SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[],"
+    "   %(essential)s::bool[]) AS w(term, idf, essential)),"
+    f" part AS MATERIALIZED (SELECT p.chunk_id, p.namespace_id, sum({_BM25_TERM}) AS ps"
+    "   FROM w JOIN postings p ON p.term = w.term"
+    "   WHERE w.essential AND p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    "   GROUP BY p.chunk_id, p.namespace_id),"
+    " lead AS (SELECT c.ps + coalesce(o.s, 0) AS score"
+    "   FROM (SELECT * FROM part ORDER BY ps DESC, chunk_id LIMIT %(k)s) c"
+    f"   LEFT JOIN LATERAL ({_BM25_OTHER_TERMS}) o ON true),"
+    " bound AS (SELECT CASE WHEN count(*) < %(k)s THEN %(theta)s::float8"
+    "   ELSE greatest(min(score), %(theta)s::float8) END AS theta FROM lead),"
+    " survivors AS MATERIALIZED (SELECT c.* FROM part c CROSS JOIN bound"
+    "   WHERE bound.theta > %(rest)s AND c.ps + %(rest)s >= bound.theta),"
+    " probing AS (SELECT count(*) <= %(probe_limit)s AS cheap FROM survivors),"
+    f" other AS (SELECT p.chunk_id, sum({_BM25_TERM}) AS s"
+    "   FROM w JOIN postings p ON p.term = w.term"
+    "   WHERE NOT w.essential AND p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
+    "   GROUP BY p.chunk_id),"
+    " scored AS ("
+    "   SELECT c.chunk_id, c.ps + coalesce(o.s, 0) AS score FROM survivors c"
+    f"   LEFT JOIN LATERAL ({_BM25_OTHER_TERMS}) o ON true"
+    "   WHERE (SELECT cheap FROM probing)"
+    "   UNION ALL"
+    "   SELECT c.chunk_id, c.ps + coalesce(o.s, 0) FROM survivors c"
+    "   LEFT JOIN other o ON o.chunk_id = c.chunk_id WHERE NOT (SELECT cheap FROM probing))"
+    " (SELECT chunk_id, score FROM scored ORDER BY score DESC, chunk_id LIMIT %(k)s)"
+    " UNION ALL SELECT NULL, theta FROM bound")
+# A primary-key lookup costs about this many scanned postings (bench/backends.py, 1M chunks).
+PROBE_COST = 8
+
+
+@dataclass(frozen=True)
+class TermWeight:
+    """A query term with its document frequency, idf and the most one posting of it can add
+    to a chunk's BM25 score (``idf * (k1 + 1)``: the term-frequency factor is below it)."""
+
+    term: str
+    df: int
+    idf: float
+
+    @property
+    def bound(self) -> float:
+        return self.idf * (BM25_K1 + 1)
+
+
+def query_term_weights(rows: Iterable[tuple[str, int]], n: float) -> list[TermWeight]:
+    """The query's known terms, rarest (highest idf) first; BM25's idf as the embedded index
+    computes it (``ln((N - df + 0.5) / (df + 0.5))``, floored)."""
+    weights = [TermWeight(str(term), int(df),
+                          max(math.log((n - df + 0.5) / (df + 0.5)), BM25_IDF_FLOOR))
+               for term, df in rows if int(df) > 0]
+    return sorted(weights, key=lambda w: (-w.idf, w.term))
+
+
+def bm25_plan(weights: Sequence[TermWeight], k: int, theta: float, at_least: int = 1) -> int:
+    """How many of the rarest terms to treat as essential (MaxScore): with a known lower
+    bound ``theta`` on the k-th best score, the fewest whose remaining terms' bounds sum below
+    it; before one is known, an estimate (see the code). Never fewer than ``at_least``;
+    ``len(weights)`` means score everything (also when the essential terms would hold over
+    :data:`PRUNE_SHARE` of the postings)."""
+    essential = len(weights)
+    if theta > float("-inf"):
+        essential = next((e for e in range(at_least, len(weights))
+                          if sum(w.bound for w in weights[e:]) < theta), len(weights))
+    else:
+        # No bound yet: the fewest terms that hold k postings and whose idfs together
+        # (a chunk holding each once, of average length, scores about that) exceed the
+        # others' bounds; else pruning is hopeless and everything is scored at once.
+        for count in range(at_least, len(weights)):
+            chosen = weights[:count]
+            if (sum(w.df for w in chosen) >= k and sum(w.idf for w in chosen)
+                    > sum(w.bound for w in weights[count:])):
+                essential = count
+                break
+    # Pruning pays only when the terms left out hold most of the postings.
+    if sum(w.df for w in weights[:essential]) > sum(w.df for w in weights) * PRUNE_SHARE:
+        return len(weights)
+    return essential
+
+
+def _scored_rows(rows: Iterable[Sequence[Any]]) -> list[ScoredRow]:
+    return [ScoredRow(int(r[0]), float(r[1])) for r in rows]
+
+
+class PostgresChunkIndex:
+    """Dense (pgvector HNSW, cosine) and lexical (BM25 from term statistics) search over a
+    :class:`PostgresCatalog`. Stateless: every write is visible to the next query."""
+
+    def __init__(self, catalog: PostgresCatalog, dimension: int,
+                 ef_search: int = DEFAULT_PG_EF_SEARCH) -> None:
+        self.catalog = catalog
+        self.dimension = int(dimension)
+        self.ef_search = ef_search
+
+    def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
+        return sorted(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
+
+    def __len__(self) -> int:
+        """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
+        row = self.catalog.connection().execute(
+            "SELECT n FROM corpus_stats WHERE id = 1").fetchone()
+        return int(row[0]) if row else 0
+
+    def dense_search(
+        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by cosine similarity: exact when they
+        hold at most :data:`EXACT_SCAN_ROWS` chunks of ``kind`` or when the HNSW scan
+        (iterative, relaxed order) stops short of ``k``; HNSW otherwise."""
+        ns_ids = self._namespace_ids(namespaces)
+        if not ns_ids or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (self.dimension,):
+            raise StoreError(f"query vector has shape {query.shape}, the index {self.dimension}")
+        d = self.dimension
+        with self.catalog.transaction() as db:
+            allowed = db.execute(
+                "SELECT coalesce(sum(n), 0) FROM chunk_counts"
+                " WHERE namespace_id = ANY(%s) AND kind = %s", (ns_ids, kind)).fetchone()[0]
+            rows: list[Any] = []
+            if int(allowed) > EXACT_SCAN_ROWS:
+                db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                           " set_config('hnsw.ef_search', %s, true)",
+                           (str(min(1000, max(self.ef_search, k))),))
+                # The graph walk compares half-precision vectors; the hits are re-scored
+                # (and re-sorted) from the full-precision column.
+                rows = db.execute(
+                    "WITH hits AS MATERIALIZED ("
+                    " SELECT id, embedding FROM chunks"
+                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    f" ORDER BY embedding::halfvec({d}) <=> %(q)s::halfvec({d}) LIMIT %(k)s)"
+                    " SELECT id, embedding <=> %(q)s::vector AS distance FROM hits"
+                    " ORDER BY distance, id",
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                ).fetchall()
+            if len(rows) < k:
+                # A selective filter, or the HNSW scan stopped short: exact. (Ordering by the
+                # bare column does not match the HNSW expression index.)
+                rows = db.execute(
+                    "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks"
+                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    " ORDER BY distance, id LIMIT %(k)s",
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                ).fetchall()
+        return [ScoredRow(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def lexical_search(
+        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
+    ) -> list[ScoredRow]:
+        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text.
+
+        Exact, with MaxScore pruning (see :func:`bm25_plan`): when the query's postings are
+        many, only the chunks holding one of its rarer ("essential") terms are candidates;
+        the common terms are looked up for the candidates that can still reach the top
+        ``k``. All statements read one snapshot (repeatable read)."""
+        ns_ids = self._namespace_ids(namespaces)
+        terms = plain_query_words(text)
+        if not terms or not ns_ids or k <= 0:
+            return []
+        with self.catalog.transaction() as db:
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            n, avgdl = db.execute(
+                "SELECT n::float8, greatest(total_len::float8 / greatest(n, 1), 1.0)"
+                " FROM corpus_stats WHERE id = 1").fetchone()
+            weights = query_term_weights(db.execute(
+                "SELECT t.term, t.df FROM (SELECT DISTINCT u.lexeme AS term"
+                f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %s)) AS u) q"
+                " JOIN terms t ON t.term = q.term", (" ".join(terms),)).fetchall(), float(n))
+            if not weights:
+                return []
+            params: dict[str, Any] = {
+                "terms": [w.term for w in weights], "idf": [w.idf for w in weights],
+                "ns": ns_ids, "kind": kind, "k": k, "k1": BM25_K1, "b": BM25_B,
+                "avgdl": float(avgdl)}
+            if sum(w.df for w in weights) <= FULL_SCORE_POSTINGS:
+                return _scored_rows(db.execute(_BM25_ALL_SQL, params).fetchall())
+            theta = float("-inf")
+            essential = bm25_plan(weights, k, theta)
+            while essential < len(weights):
+                others = weights[essential:]
+                rest = sum(w.bound for w in others) * (1 + 1e-9) + 1e-12
+                rows = db.execute(_BM25_MAXSCORE_SQL, {
+                    **params, "essential": [i < essential for i in range(len(weights))],
+                    "rest": rest, "theta": theta,
+                    "probe_limit": sum(w.df for w in others) // (PROBE_COST * len(others)),
+                }).fetchall()
+                theta = max(theta, float(rows[-1][1]))  # the last row carries the bound
+                if theta > rest:  # no chunk without an essential term can reach the top k
+                    return _scored_rows(rows[:-1])
+                essential = bm25_plan(weights, k, theta, essential + 1)
+            return _scored_rows(db.execute(_BM25_ALL_SQL, params).fetchall())
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Unit vectors of the given chunks (absent: deleted)."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        if not ids:
+            return {}
+        rows = self.catalog.connection().execute(
+            "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (ids,)
+        ).fetchall()
+        return {int(i): _array(v) for i, v in rows}
