@@ -8,7 +8,7 @@ import pytest
 
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import CohortSettings
-from docgraph.store.sqlite.logs import SQLiteTraceLog
+from docgraph.store.sql.logs import SqlTraceLog
 from tests.helpers import write_files
 
 OPS = {
@@ -171,7 +171,7 @@ def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph)
 
     graph.cohort_engine().search("outage", namespaces={"ops"}, k=2)
     assert graph.traces.count() == 0  # the engine itself stores nothing
-    store = SQLiteTraceLog(graph.catalog, retention=3)
+    store = SqlTraceLog(graph.catalog, retention=3)
     graph.__dict__["traces"] = store
     governance, caller = local_governance(graph)
     for i in range(5):

@@ -42,9 +42,11 @@ from docgraph.store.base import (
     StoreCatalog,
     TraceLog,
 )
+from docgraph.store.sql.dialect import SqlDatabase
+from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
-from docgraph.store.sqlite.logs import SQLiteAuditStore, SQLiteTraceLog
+from docgraph.store.sqlite.logs import create_log_tables
 
 if TYPE_CHECKING:
     from docgraph.store.postgres import PostgresCatalog
@@ -157,20 +159,20 @@ class DocGraph:
     @cached_property
     def traces(self) -> TraceLog:
         """Retrieval traces stored by the governed service (in the backend's database)."""
-        if self._sqlite is None:
-            from docgraph.store.postgres.logs import PostgresTraceLog
-
-            return PostgresTraceLog(self._postgres())
-        return SQLiteTraceLog(self._sqlite)
+        if self._sqlite is not None:
+            create_log_tables(self._sqlite)
+        return SqlTraceLog(self._sql_database())
 
     @cached_property
     def audit_store(self) -> AuditStore:
         """The audit log of governed requests (in the backend's database)."""
-        if self._sqlite is None:
-            from docgraph.store.postgres.logs import PostgresAuditStore
+        if self._sqlite is not None:
+            create_log_tables(self._sqlite)
+        return SqlAuditStore(self._sql_database())
 
-            return PostgresAuditStore(self._postgres())
-        return SQLiteAuditStore(self._sqlite)
+    def _sql_database(self) -> SqlDatabase:
+        """The relational catalog shared SQL runs on (SQLite file or PostgreSQL)."""
+        return self._sqlite if self._sqlite is not None else self._postgres()
 
     # -- sources and lifecycle -------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The two append-only logs every backend keeps: retrieval traces and the audit log.
 
 Both are ports (:class:`~docgraph.store.base.TraceLog`, :class:`~docgraph.store.base.AuditStore`)
-with one implementation per backend (``store/sqlite/logs.py``, ``store/postgres/logs.py``).
+written once in :mod:`docgraph.store.sql.logs` over both relational backends.
 Rows are JSON payloads the callers shape (the governed service hashes the query before
 anything reaches a log); each log keeps its newest ``retention`` rows. On PostgreSQL they
 live in the shared database, so every process serving it writes and reads the same traces

@@ -39,6 +39,7 @@ from docgraph.store.postgres.schema import (
     drop_hnsw_index_statements,
     hnsw_index_statements,
 )
+from docgraph.store.sql.dialect import POSTGRES, Dialect
 
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
 
@@ -80,6 +81,8 @@ def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
 class PostgresCatalog:
     """The catalog in a PostgreSQL database; safe to share between threads (one connection
     per thread, every document write one transaction)."""
+
+    dialect: Dialect = POSTGRES
 
     def __init__(self, url: str) -> None:
         try:

@@ -34,6 +34,7 @@ from docgraph.store.lexical import (
     TermDictionary,
     count_terms,
 )
+from docgraph.store.sql.dialect import SQLITE, Dialect
 
 SCHEMA_VERSION = 3
 
@@ -197,6 +198,7 @@ class SQLiteCatalog:
     IMMEDIATE`` and every document write is one transaction.
     """
 
+    dialect: Dialect = SQLITE
     stores_bm25_terms = True  # writes want DocumentWrite.lexical_terms (counted if absent)
 
     def __init__(self, path: str | Path) -> None:

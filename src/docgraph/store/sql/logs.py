@@ -1,0 +1,80 @@
+"""Retrieval traces and the audit log, written once for every relational backend.
+
+The tables are the backend's (SQLite: :func:`docgraph.store.sqlite.logs.create_log_tables`;
+PostgreSQL: migration 6): ``traces(id, created_at, user_id, payload)`` and
+``audit_log(id, at, user_id, operation, outcome, payload)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from docgraph.store.logs import AUDIT_RETENTION, TRACE_RETENTION
+from docgraph.store.sql.dialect import SqlDatabase, run
+
+
+class SqlTraceLog:
+    """The :class:`~docgraph.store.base.TraceLog` port on a relational catalog."""
+
+    def __init__(self, database: SqlDatabase, retention: int = TRACE_RETENTION) -> None:
+        self.database = database
+        self.retention = retention
+
+    def save(self, trace_id: str, created_at: float, payload: Mapping[str, Any]) -> None:
+        """Store one trace (replacing one with the same id) and drop the oldest beyond the
+        retention bound."""
+        sql = self.database.dialect.sql
+        with self.database.transaction() as db:
+            db.execute(sql(
+                "INSERT INTO traces(id, created_at, user_id, payload) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at,"
+                " user_id = excluded.user_id, payload = excluded.payload"),
+                (trace_id, created_at, str(payload.get("user_id", "")),
+                 self.database.dialect.json_param(dict(payload))))
+            db.execute(sql("DELETE FROM traces WHERE id NOT IN (SELECT id FROM"
+                           " (SELECT id FROM traces ORDER BY created_at DESC, id LIMIT ?) keep)"),
+                       (self.retention,))
+
+    def get(self, trace_id: str, user_id: str | None = None) -> dict[str, Any] | None:
+        """A trace by id, or the newest for ``last``; with ``user_id``, only that caller's."""
+        clauses, params = ([], []) if trace_id == "last" else (["id = ?"], [trace_id])
+        if user_id is not None:
+            clauses.append("user_id = ?")
+            params.append(user_id)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        row = run(self.database,
+                  f"SELECT payload FROM traces {where} ORDER BY created_at DESC, id LIMIT 1",
+                  params).fetchone()
+        return None if row is None else dict(self.database.dialect.json_value(row[0]))
+
+    def count(self) -> int:
+        """Stored traces."""
+        return int(run(self.database, "SELECT count(*) FROM traces").fetchone()[0])
+
+
+class SqlAuditStore:
+    """The :class:`~docgraph.store.base.AuditStore` port on a relational catalog."""
+
+    def __init__(self, database: SqlDatabase, retention: int = AUDIT_RETENTION) -> None:
+        self.database = database
+        self.retention = retention
+
+    def append(self, at: float, user_id: str, operation: str, outcome: str,
+               payload: Mapping[str, Any]) -> None:
+        """Append one record and drop the oldest beyond the retention bound."""
+        sql = self.database.dialect.sql
+        with self.database.transaction() as db:
+            row = db.execute(sql(
+                "INSERT INTO audit_log(at, user_id, operation, outcome, payload)"
+                " VALUES (?, ?, ?, ?, ?) RETURNING id"),
+                (at, user_id, operation, outcome,
+                 self.database.dialect.json_param(dict(payload)))).fetchone()
+            db.execute(sql("DELETE FROM audit_log WHERE id <= ?"),
+                       (int(row[0]) - self.retention,))
+
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest records first."""
+        rows = run(self.database, "SELECT payload FROM audit_log ORDER BY id DESC LIMIT ?",
+                   (limit,)).fetchall()
+        return [dict(self.database.dialect.json_value(r[0])) for r in rows]
