@@ -198,7 +198,7 @@ class Milvus:
 
         catalog = SQLiteCatalog(workdir / f"milvus-catalog-{uuid.uuid4().hex[:8]}.db")
         catalog.set_embedding_model(MiniLMEmbedder.name, dimension)
-        return catalog, MilvusChunkIndex(catalog, dimension, self._uri(workdir))
+        return catalog, MilvusChunkIndex.over(catalog, dimension, self._uri(workdir))
 
     def settle(self, index: ChunkIndex) -> None:
         index.sync()  # type: ignore[attr-defined]

@@ -129,7 +129,7 @@ class MilvusBackend:
         from docgraph.store.milvus.index import MilvusChunkIndex
 
         catalog = SQLiteCatalog(self.path)
-        index = MilvusChunkIndex(catalog, dimension, self.uri)
+        index = MilvusChunkIndex.over(catalog, dimension, self.uri)
         self.opened.append((catalog, index))
         return StoreHandle(catalog, index, global_bm25_statistics=False)
 
@@ -142,8 +142,42 @@ class MilvusBackend:
         server_manager_instance.release_server(self.uri)
 
 
+class MilvusPostgresBackend(PostgresBackend):
+    """The PostgreSQL catalog with its chunk index in Milvus Lite, following the database's
+    change feed."""
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        pytest.importorskip("pymilvus")
+        pytest.importorskip("milvus_lite")
+        super().__init__(request, tmp_path, name="milvus-postgres")
+        self.uri = str(tmp_path / "milvus.db")
+        self.indexes: list[ChunkIndex] = []
+
+    def store_settings(self) -> dict[str, object]:
+        return {**super().store_settings(), "index": "milvus", "milvus_uri": self.uri}
+
+    def open_store(self, dimension: int) -> StoreHandle:
+        from docgraph.store.milvus.index import MilvusChunkIndex
+        from docgraph.store.postgres import PostgresCatalog
+
+        catalog = PostgresCatalog(self.url)
+        self.opened.append(catalog)
+        index = MilvusChunkIndex.over(catalog, dimension, self.uri)
+        self.indexes.append(index)
+        return StoreHandle(catalog, index, global_bm25_statistics=False)
+
+    def close(self) -> None:
+        from milvus_lite.server_manager import server_manager_instance
+
+        for index in self.indexes:
+            index.close()  # type: ignore[attr-defined]
+        super().close()
+        server_manager_instance.release_server(self.uri)
+
+
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Backend]] = {
     "embedded": EmbeddedBackend,
     "postgres": PostgresBackend,
     "milvus": MilvusBackend,
+    "milvus-postgres": MilvusPostgresBackend,
 }

@@ -68,7 +68,7 @@ def _two_namespaces(tmp_path: Path, uri: str) -> tuple[SQLiteCatalog, MilvusChun
                near[i:i + 50].astype(np.float32))
     _write(catalog, small, "s.txt", ["lidar calibration", "unrelated words", "more lidar"],
            _unit(rng, 3))
-    return catalog, MilvusChunkIndex(catalog, DIM, uri), target
+    return catalog, MilvusChunkIndex.over(catalog, DIM, uri), target
 
 
 def test_namespace_filter_is_applied_before_ranking(tmp_path, lite_uri):
@@ -106,7 +106,7 @@ def test_document_replace_and_delete_are_visible_after_sync(tmp_path, lite_uri):
     writer = SQLiteCatalog(tmp_path / "c.db")
     source = writer.add_source(normalize_urn(tmp_path), "ns")
     reader = SQLiteCatalog(tmp_path / "c.db")  # the index follows another connection's writes
-    index = MilvusChunkIndex(reader, DIM, lite_uri)
+    index = MilvusChunkIndex.over(reader, DIM, lite_uri)
     ns = frozenset({"ns"})
     old = _unit(rng, 2)
     _write(writer, source, "a.txt", ["alpha original text", "beta original text"], old)
@@ -138,24 +138,24 @@ def test_reopening_resumes_from_the_cursor_and_refuses_a_foreign_collection(tmp_
     source = catalog.add_source(normalize_urn(tmp_path), "ns")
     vectors = _unit(rng, 2)
     _write(catalog, source, "a.txt", ["first chunk", "second chunk"], vectors)
-    MilvusChunkIndex(catalog, DIM, lite_uri).close()
+    MilvusChunkIndex.over(catalog, DIM, lite_uri).close()
     _write(catalog, source, "b.txt", ["third chunk"], _unit(rng, 1))  # while no index runs
 
-    index = MilvusChunkIndex(catalog, DIM, lite_uri)
+    index = MilvusChunkIndex.over(catalog, DIM, lite_uri)
     assert len(index.lexical_search("chunk", 10, frozenset({"ns"}))) == 3  # no duplicates
     index.close()
 
     other = SQLiteCatalog(tmp_path / "other.db")
     with pytest.raises(StoreError, match="not built from the catalog"):
-        MilvusChunkIndex(other, DIM, lite_uri)
+        MilvusChunkIndex.over(other, DIM, lite_uri)
     other.close()
 
     # The embedding model changed dimension: the collection is rebuilt from the catalog.
     with pytest.raises(StoreError, match="dimension 16"):
-        MilvusChunkIndex(catalog, 16, lite_uri)
+        MilvusChunkIndex.over(catalog, 16, lite_uri)
     catalog.clear_all_chunks()
     _write(catalog, source, "c.txt", ["wide vectors"], _unit(rng, 1, 16))
-    wide = MilvusChunkIndex(catalog, 16, lite_uri)
+    wide = MilvusChunkIndex.over(catalog, 16, lite_uri)
     assert len(wide.lexical_search("wide chunk", 10, frozenset({"ns"}))) == 1
     assert len(wide) == 1
     wide.close()
@@ -211,11 +211,11 @@ def test_terms_match_the_embedded_tokenizer_and_an_old_layout_is_rebuilt(tmp_pat
         rows = index.lexical_search(query, 10, ns)  # type: ignore[attr-defined]
         return {catalog.chunks_by_rowid([r.rowid])[r.rowid].text for r in rows}
 
-    index = MilvusChunkIndex(catalog, DIM, lite_uri)
+    index = MilvusChunkIndex.over(catalog, DIM, lite_uri)
     _old_layout_collection(index, catalog)
     index.close()
     # Before the rebuild Milvus Lite matched neither a stem nor a folded diacritic.
-    index = MilvusChunkIndex(catalog, DIM, lite_uri)   # detects the old layout: rebuilds
+    index = MilvusChunkIndex.over(catalog, DIM, lite_uri)   # detects the old layout: rebuilds
     for query, text in (("run", texts[0]), ("the runner", texts[0]), ("cafe", texts[1]),
                         ("CAFÉS", texts[1])):
         assert found(index, query) == found(embedded, query) == {text}, query
@@ -270,7 +270,7 @@ def test_engine_rrf_hybrid_search_matches_docgraph_fusion(tmp_path, lite_uri):
     vectors = _unit(rng, 60)
     _write(catalog, source, "a.txt", [f"note {i}" for i in range(59)] + ["lidar calibration"],
            vectors)
-    index = MilvusChunkIndex(catalog, DIM, lite_uri)
+    index = MilvusChunkIndex.over(catalog, DIM, lite_uri)
     ns = frozenset({"ns"})
     query = _unit(rng, 1)[0]
     dense = index.dense_search(query, 50, ns)
@@ -367,5 +367,5 @@ def test_store_settings_choose_and_validate_the_milvus_uri(tmp_path):
 def test_an_unreachable_server_is_a_store_error_naming_it(tmp_path):
     catalog = SQLiteCatalog(tmp_path / "c.db")
     with pytest.raises(StoreError, match=r"cannot connect to Milvus at http://127\.0\.0\.1:9"):
-        MilvusChunkIndex(catalog, DIM, "http://127.0.0.1:9", timeout_s=3)
+        MilvusChunkIndex.over(catalog, DIM, "http://127.0.0.1:9", timeout_s=3)
     catalog.close()

@@ -309,12 +309,13 @@ class DocGraph:
 
     def _open_index(self) -> ChunkIndex:
         store = self.settings.store
-        if self._sqlite is None:
+        if store.index == "embedded" and self._sqlite is None:
             from docgraph.store.postgres import PostgresChunkIndex
 
             return PostgresChunkIndex(self._postgres(), self.embedder.dimension,
                                       ef_search=store.pg_ef_search)
         if store.index == "embedded":
+            assert self._sqlite is not None
             return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
         try:
             from docgraph.store.milvus.index import MilvusChunkIndex
@@ -322,8 +323,8 @@ class DocGraph:
             raise ConfigError(
                 "[store] index = 'milvus' needs pymilvus: pip install 'docgraph[milvus]'"
             ) from exc
-        return MilvusChunkIndex(
-            self._sqlite, self.embedder.dimension, store.resolved_milvus_uri(),
+        return MilvusChunkIndex.over(
+            self.store, self.embedder.dimension, store.resolved_milvus_uri(),
             collection=store.milvus_collection,
             token=os.environ.get(store.milvus_token_env, ""),
         )

@@ -48,8 +48,9 @@ class StoreSettings(_Section):
     path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
     index: Literal["embedded", "milvus"] = Field(
         default="embedded",
-        description="Chunk index: 'embedded' (in-memory dense + BM25 following the catalog) or "
-        "'milvus' (a Milvus collection following the catalog; extra 'milvus').",
+        description="Chunk index: 'embedded' (the backend's own: in-memory dense + BM25 "
+        "following the SQLite catalog, or pgvector + BM25 in PostgreSQL) or 'milvus' (a Milvus "
+        "collection following either catalog's change feed; extra 'milvus').",
     )
     milvus_uri: str | None = Field(
         default=None,
@@ -100,9 +101,6 @@ class StoreSettings(_Section):
     def _url_for_server_backends(self) -> StoreSettings:
         if self.backend == "postgres" and not self.url:
             raise ValueError("store.backend = 'postgres' needs store.url (postgresql://...)")
-        if self.backend == "postgres" and self.index != "embedded":
-            raise ValueError("store.index = 'milvus' follows the embedded SQLite catalog; with "
-                             "store.backend = 'postgres' the chunk index is PostgreSQL's own")
         return self
 
 

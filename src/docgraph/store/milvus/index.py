@@ -1,5 +1,5 @@
 """A chunk index in Milvus (a cluster, or Milvus Lite in a local file) that follows the
-SQLite catalog.
+catalog (SQLite or PostgreSQL) through its change feed.
 
 One collection holds every chunk: ``id`` (the catalog's chunk row id, primary key),
 ``namespace_id`` (the **partition key**, so a namespace filter prunes partitions), ``kind``,
@@ -14,10 +14,10 @@ server's Snowball stemmer is not Porter). Filters are built only from integers t
 returned (namespace ids, kind codes, row ids); query text is only ever search *data*, never
 part of an expression.
 
-The catalog stays the system of record: the index follows it through
-:class:`~docgraph.store.milvus.feed.ChangeFeed` (row ids above the cursor are upserted, logged
-tombstones are deleted), so a document replace or delete in the catalog becomes visible in
-Milvus at the next search. The collection records a *generation* (a collection property)
+The catalog stays the system of record: the index follows it through its
+:class:`~docgraph.store.feed.ChangeFeed` (added chunks are upserted, deleted ones deleted),
+so a document replace or delete in the catalog becomes visible in Milvus at the next search.
+The collection records a *generation* (a collection property)
 that must match the catalog's cursor, so an index is never mixed with chunks of another
 catalog; a collection of this catalog whose vector dimension or text layout (collection
 property ``docgraph.text_layout``) no longer matches is dropped and rebuilt from the catalog.
@@ -43,10 +43,11 @@ from pymilvus import (
 
 from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
-from docgraph.store.base import require_namespaces
+from docgraph.store.base import StoreCatalog, require_namespaces
+from docgraph.store.feed import ChangeFeed, FeedBatch
 from docgraph.store.lexical import K1, B, index_terms, query_terms
-from docgraph.store.milvus.feed import ChangeFeed, FeedBatch
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.feed import SQLiteChangeFeed
 
 GENERATION_PROPERTY = "docgraph.generation"
 # What the ``text`` field holds. Collections without it (raw text under Milvus' own English
@@ -81,11 +82,12 @@ def is_lite_uri(uri: str) -> bool:
 
 class MilvusChunkIndex:
     """Dense (HNSW, cosine) and lexical (BM25 Function) search in one Milvus collection,
-    kept in step with a :class:`SQLiteCatalog`. Thread-safe; syncs are serialized."""
+    kept in step with a catalog through its change feed. Thread-safe; syncs are serialized."""
 
     def __init__(
         self,
-        catalog: SQLiteCatalog,
+        catalog: StoreCatalog,
+        feed: ChangeFeed,
         dimension: int,
         uri: str,
         *,
@@ -99,7 +101,7 @@ class MilvusChunkIndex:
         self.uri = uri
         self.collection = collection
         self.consistency_level = consistency_level
-        self.feed = ChangeFeed(catalog, f"milvus:{collection}", dimension)
+        self.feed = feed
         try:
             self.client = MilvusClient(uri=uri, token=token, timeout=timeout_s)
         except Exception as exc:  # MilvusException, or plain errors for unreachable servers
@@ -109,6 +111,24 @@ class MilvusChunkIndex:
         self._live = 0
         self._milvus(self._open_collection)
         self.sync()
+
+    @classmethod
+    def over(cls, catalog: StoreCatalog, dimension: int, uri: str, *,
+             collection: str = "docgraph_chunks", **options: Any) -> MilvusChunkIndex:
+        """The index over ``catalog`` (SQLite or PostgreSQL), following that catalog's own
+        change feed; ``options`` as for the constructor."""
+        name = f"milvus:{collection}"
+        feed: ChangeFeed
+        if isinstance(catalog, SQLiteCatalog):
+            feed = SQLiteChangeFeed(catalog, name, dimension)
+        else:
+            from docgraph.store.postgres.catalog import PostgresCatalog
+            from docgraph.store.postgres.feed import PostgresChangeFeed
+
+            if not isinstance(catalog, PostgresCatalog):
+                raise StoreError(f"Milvus cannot follow a {type(catalog).__name__} catalog")
+            feed = PostgresChangeFeed(catalog, name, dimension)
+        return cls(catalog, feed, dimension, uri, collection=collection, **options)
 
     # -- collection -----------------------------------------------------------
 
@@ -120,8 +140,8 @@ class MilvusChunkIndex:
             if cursor is None or not generation or cursor.generation != generation:
                 raise StoreError(
                     f"Milvus collection {self.collection!r} at {self.uri} was not built from "
-                    f"the catalog {self.catalog.path}; set [store] milvus_collection to another "
-                    "name, or drop that collection if it is stale"
+                    f"the catalog {self.feed.display_name}; set [store] milvus_collection to "
+                    "another name, or drop that collection if it is stale"
                 )
             layout = str(info.get("properties", {}).get(LAYOUT_PROPERTY, ""))
             if _vector_dimension(info) == self.dimension and layout == TEXT_LAYOUT:
@@ -284,16 +304,7 @@ class MilvusChunkIndex:
     def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
         """Unit vectors of the given chunks, read from the catalog (the system of record
         holds the same vectors; absent: deleted)."""
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        out: dict[int, Vector] = {}
-        db = self.catalog.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for rowid, blob in db.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
-            ):
-                out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        return self.feed.vectors(rowids)
 
     # -- helpers --------------------------------------------------------------
 

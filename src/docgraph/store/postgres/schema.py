@@ -273,7 +273,39 @@ _V6: Final = (
     "CREATE INDEX audit_log_at ON audit_log (at)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# The change feed an external chunk index (Milvus) follows (store/postgres/feed.py). Row ids
+# come from a sequence and are not assigned in commit order, so the feed is a log whose
+# sequence numbers are drawn while the writer holds the corpus_stats row lock (kept until
+# commit): a log entry committed later always has a higher number. Entries are written only
+# while some external index follows this database (a cursor in meta).
+_FEED: Final = (
+    """CREATE TABLE chunk_feed (
+        seq bigserial PRIMARY KEY,
+        chunk_id bigint NOT NULL,
+        added boolean NOT NULL
+    )""",
+    """CREATE FUNCTION docgraph_chunks_fed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        IF NOT EXISTS (SELECT 1 FROM meta WHERE key LIKE 'index_cursor:%') THEN
+            RETURN NULL;
+        END IF;
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO chunk_feed (chunk_id, added) SELECT id, true FROM new_chunks ORDER BY id;
+        ELSE
+            INSERT INTO chunk_feed (chunk_id, added) SELECT id, false FROM old_chunks ORDER BY id;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER chunks_fed_inserted AFTER INSERT ON chunks
+        REFERENCING NEW TABLE AS new_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_fed()""",
+    """CREATE TRIGGER chunks_fed_deleted AFTER DELETE ON chunks
+        REFERENCING OLD TABLE AS old_chunks
+        FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_fed()""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _FEED)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

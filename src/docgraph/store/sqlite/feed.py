@@ -1,68 +1,37 @@
-"""The catalog's change feed, for a chunk index that lives outside the catalog file.
+"""The embedded catalog's change feed, for a chunk index outside the catalog file (Milvus).
 
-An external index (Milvus) follows the SQLite catalog the way the in-memory dense matrix
-does: chunk row ids only grow, and every deleted chunk is logged in ``chunk_tombstones``.
-Unlike the matrix, the external index outlives the process, so its position in the feed (a
-*cursor*: the highest chunk row id and tombstone sequence number applied) is stored in the
-catalog's ``meta`` table under a key naming the index, together with the *generation* that
-identifies the external collection it was applied to.
+It follows the SQLite catalog the way the in-memory dense matrix does: chunk row ids only
+grow (SQLite has one writer, so they are assigned in commit order), and every deleted chunk
+is logged in ``chunk_tombstones``. The external index's cursor is stored in ``meta``.
 
 Every batch is read and its cursor advanced inside one ``BEGIN IMMEDIATE`` transaction, and
 the caller applies the batch to the external index while that transaction is open. Two
 processes following the same catalog into the same collection are therefore serialized by
 SQLite's write lock: a batch can never be applied after a later batch that deletes its rows.
-Applying a batch twice (a crash after the external write, before the commit) is harmless
-because the external writes are upserts and deletes by chunk row id.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from docgraph.errors import StoreError
 from docgraph.model import CHUNK_KINDS, Vector
+from docgraph.store.feed import Cursor, FeedBatch, FeedRow
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 
-@dataclass(frozen=True, slots=True)
-class Cursor:
-    """How far an external index has followed the catalog."""
-
-    generation: str
-    rowid: int = 0
-    tombstone_seq: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FeedRow:
-    """One chunk as an external index needs it."""
-
-    rowid: int
-    namespace_id: int
-    kind: int
-    text: str
-    vector: Vector
-
-
-@dataclass(frozen=True, slots=True)
-class FeedBatch:
-    """Chunks added and chunk row ids deleted since the cursor (in row id / log order)."""
-
-    rows: list[FeedRow]
-    deleted: list[int]
-
-
-class ChangeFeed:
-    """Reads the catalog's chunk changes for one named external index."""
+class SQLiteChangeFeed:
+    """The embedded catalog's chunk changes for one named external index: chunk row ids
+    above the cursor, then tombstones above its sequence number."""
 
     def __init__(self, catalog: SQLiteCatalog, name: str, dimension: int) -> None:
         self.catalog = catalog
+        self.display_name = str(catalog.path)
         self.key = f"index_cursor:{name}"
         self.dimension = dimension
 
@@ -118,6 +87,19 @@ class ChangeFeed:
             seq = int(dead[-1][0]) if dead else cursor.tombstone_seq
             self._store(db, Cursor(cursor.generation, rowid, seq))
             return True
+
+    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Stored unit vectors of the given chunks (absent: deleted)."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, Vector] = {}
+        db = self.catalog.connection()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for rowid, blob in db.execute(
+                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+            ):
+                out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
+        return out
 
     def _row(self, row: Any) -> FeedRow:
         blob = row[5]
