@@ -1,5 +1,5 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
-ablation, refresh, serve_load, backends and crash.
+ablation, refresh, serve_load, backends, serve_backends and crash.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
-         "refresh", "serve_load", "backends", "crash")
+         "refresh", "serve_load", "backends", "serve_backends", "crash")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -34,6 +34,8 @@ QUICK_ARGS = {
     "serve_load": ["--clients", "4", "--calls", "20", "--name", "serve_load_quick"],
     "backends": ["--sizes", "3000", "--queries", "60", "--scifact-limit", "30",
                  "--name", "backends_quick"],
+    "serve_backends": ["--sizes", "3000", "--clients", "1,4", "--calls", "10",
+                       "--name", "serve_backends_quick"],
     "crash": ["--kills", "10", "--name", "crash_quick"],
 }
 
