@@ -24,6 +24,7 @@ from docgraph.ingest.pipeline import (
 from docgraph.lifecycle.admin import AdminSettings
 from docgraph.lifecycle.history import BuildHistory
 from docgraph.lifecycle.refresher import Refresher
+from docgraph.lifecycle.shared_settings import SharedSettings
 from docgraph.lifecycle.status import NamespaceStatus, index_status
 from docgraph.llm import ChatModel, OpenAIChatModel
 from docgraph.model import DocumentRecord, SearchHit, SearchModeName, SourceRecord
@@ -39,14 +40,17 @@ from docgraph.store.base import (
     ChunkIndex,
     FailureRecord,
     NamespaceStats,
+    SettingsStore,
     StoreCatalog,
     TraceLog,
 )
 from docgraph.store.sql.dialect import SqlDatabase
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
+from docgraph.store.sql.settings import SqlSettingsStore
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
 from docgraph.store.sqlite.logs import create_log_tables
+from docgraph.store.sqlite.settings import create_settings_table
 
 if TYPE_CHECKING:
     from docgraph.store.postgres import PostgresCatalog
@@ -75,7 +79,8 @@ class DocGraph:
     """
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
-        self.settings = settings or load_settings()
+        self._settings = settings or load_settings()
+        self._shared_settings: SharedSettings | None = None
         self.embedder = embedder or make_embedder(self.settings.embed)
         self.backend = self.settings.store.backend
         self._sqlite: SQLiteCatalog | None = None
@@ -103,6 +108,29 @@ class DocGraph:
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
         self.config_file: Path | None = None
+        self._shared_settings = SharedSettings(self._settings_store(), self._settings)
+        self._shared_settings.sync(force=True)
+
+    @property
+    def settings(self) -> Settings:
+        """This index's settings: the file and environment, with admin changes made by any
+        process of the index applied (re-checked every few seconds, see
+        :mod:`docgraph.lifecycle.shared_settings`)."""
+        shared = self._shared_settings
+        if shared is not None:
+            shared.sync()
+        return self._settings
+
+    @property
+    def shared_settings(self) -> SharedSettings:
+        """The admin settings stored in the index (shared by every process)."""
+        assert self._shared_settings is not None
+        return self._shared_settings
+
+    def _settings_store(self) -> SettingsStore:
+        if self._sqlite is not None:
+            create_settings_table(self._sqlite)
+        return SqlSettingsStore(self._sql_database())
 
     @classmethod
     def open(

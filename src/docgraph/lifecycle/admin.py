@@ -201,6 +201,8 @@ class AdminSettings:
                                            "which wins over docgraph.toml at the next start")
         if persist and result.changed:
             result.written_to = self._write(result.changed)
+            # Every other process of the index applies these within a few seconds.
+            self.graph.shared_settings.record(result.changed)
         if new_embedder is not None:
             self.graph.embedder = new_embedder
             reports = self.graph.reindex_full()

@@ -254,3 +254,19 @@ class AuditStore(Protocol):
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest records first."""
         ...
+
+
+class SettingsStore(Protocol):
+    """Admin settings changed at run time, shared by every process of the index."""
+
+    def revision(self) -> int:
+        """A number that grows with every stored change (0: none yet)."""
+        ...
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """Every stored setting: section -> key -> value."""
+        ...
+
+    def record(self, changed: Mapping[str, Mapping[str, Any]], at: float) -> None:
+        """Store changed values under one new revision."""
+        ...

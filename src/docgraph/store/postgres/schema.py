@@ -305,7 +305,22 @@ _FEED: Final = (
         FOR EACH STATEMENT EXECUTE FUNCTION docgraph_chunks_fed()""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _FEED)
+# Admin settings changed through the admin tab, shared by every server of the database
+# (store/sql/settings.py).
+_SETTINGS: Final = (
+    """CREATE TABLE admin_settings (
+        section text NOT NULL,
+        key text NOT NULL,
+        value text NOT NULL,
+        revision bigint NOT NULL,
+        changed_at double precision NOT NULL,
+        PRIMARY KEY (section, key)
+    )""",
+    "CREATE INDEX admin_settings_revision ON admin_settings (revision)",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _FEED,
+                                                   _SETTINGS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
