@@ -14,6 +14,7 @@ import pytest
 from docgraph.errors import FileSkipped, SourceFileVanished
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.urn import normalize_urn
+from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
 from tests.helpers import write_files
 
 

@@ -7,6 +7,7 @@ import pytest
 from docgraph.errors import InvalidQuery
 from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
+from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
 from tests.helpers import write_files
 
 CORPUS = {

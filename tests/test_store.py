@@ -15,6 +15,7 @@ from docgraph.store.base import DocumentWrite
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.lexical import count_terms, decode_terms
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
 from tests.helpers import write_files
 
 
