@@ -296,7 +296,7 @@ class PostgresCatalog:
                 " (SELECT id FROM documents WHERE source_id = %s)", (source.id,)
             )
             db.execute("DELETE FROM sources WHERE id = %s", (source.id,))
-            db.execute("UPDATE namespaces SET graph_dirty = 1 WHERE name = %s",
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
                        (source.namespace,))
         return int(row[0])
 
@@ -418,7 +418,7 @@ class PostgresCatalog:
                 ])
             db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
                        (write.source.id, write.path))
-            db.execute("UPDATE namespaces SET graph_dirty = 1 WHERE id = %s", (ns_id,))
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE id = %s", (ns_id,))
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
@@ -436,7 +436,7 @@ class PostgresCatalog:
         with self.transaction() as db:
             db.execute("DELETE FROM chunks WHERE document_id = %s", (document.id,))
             db.execute("DELETE FROM documents WHERE id = %s", (document.id,))
-            db.execute("UPDATE namespaces SET graph_dirty = 1 WHERE name = %s",
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
                        (document.namespace,))
 
     def reusable_vectors(

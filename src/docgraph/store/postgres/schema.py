@@ -275,12 +275,9 @@ _V6: Final = (
 
 # The entity graph (tables of the embedded schema, same keys and cascades): entities,
 # chunk-entity links, co-occurrence edges, communities with members and the table rows their
-# reports drew on; namespaces gain the build state. ``graph_dirty`` becomes an integer (0/1,
-# as in SQLite) so one SQL text reads and writes it on both backends.
+# reports drew on; namespaces gain the rest of the build state (``graph_dirty`` is there since
+# migration 1: a boolean, which shared SQL spells TRUE/FALSE, as SQLite reads them too).
 _V7: Final = (
-    "ALTER TABLE namespaces ALTER COLUMN graph_dirty DROP DEFAULT",
-    "ALTER TABLE namespaces ALTER COLUMN graph_dirty TYPE integer USING graph_dirty::integer",
-    "ALTER TABLE namespaces ALTER COLUMN graph_dirty SET DEFAULT 0",
     "ALTER TABLE namespaces ADD COLUMN vocab_hash text NOT NULL DEFAULT ''",
     "ALTER TABLE namespaces ADD COLUMN graph_built_at double precision",
     """CREATE TABLE entities (

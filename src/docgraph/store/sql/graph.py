@@ -175,7 +175,7 @@ class SqlGraphStore:
     def dirty_namespaces(self) -> list[str]:
         """Namespaces whose documents changed since their graph was last built."""
         return [str(r[0]) for r in self._rows(
-            "SELECT name FROM namespaces WHERE graph_dirty = 1"
+            "SELECT name FROM namespaces WHERE graph_dirty = TRUE"
             f" ORDER BY name{self.backend.binary}")]
 
     def vocabulary_hash(self, namespace: str) -> str:
@@ -245,7 +245,7 @@ class SqlGraphStore:
                 (chunk_rowid, link) for chunk_rowid, chunk_links in links
                 for link in chunk_links])
             db.execute(self.dialect.sql(
-                "UPDATE namespaces SET vocab_hash = ?, graph_dirty = 1 WHERE id = ?"),
+                "UPDATE namespaces SET vocab_hash = ?, graph_dirty = TRUE WHERE id = ?"),
                 (vocab_hash, ns_id))
 
     def entity_names(self, namespace: str) -> dict[int, tuple[str, str, str]]:
@@ -337,7 +337,7 @@ class SqlGraphStore:
                        if c.report_text is not None and c.report_vector is not None and doc_id]
             after_commit = self.backend.insert_reports(db, ns_id, reports, now)
             db.execute(sql(
-                "UPDATE namespaces SET graph_dirty = 0, graph_built_at = ?, vocab_hash = ?"
+                "UPDATE namespaces SET graph_dirty = FALSE, graph_built_at = ?, vocab_hash = ?"
                 " WHERE id = ?"), (now, vocab_hash, ns_id))
         after_commit()
 
