@@ -248,7 +248,8 @@ def _names(query_tokens: list[str], title: str) -> bool:
 
 
 class CohortSearch:
-    """The main retrieval engine. Holds no per-query state: safe to share between threads."""
+    """The main retrieval engine over the storage ports (catalog, chunk index, graph store:
+    any backend). Holds no per-query state: safe to share between threads."""
 
     def __init__(
         self,
