@@ -2,7 +2,9 @@
 
 A module opts in by importing the fixture, which then overrides ``conftest.make_graph``::
 
-    from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
+    from tests import backend_graphs
+    make_graph = backend_graphs.make_graph
+    pgvector_server = backend_graphs.pgvector_server
 
 Each test of the module then runs twice: on the embedded SQLite file and on a fresh
 PostgreSQL database (the throwaway server of ``tests/pg.py``; skipped, or failed under

@@ -45,7 +45,7 @@ from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.sources.folder import FolderCrawler
 from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphBackend
 
 HARNESS = Path(__file__).resolve()
 REPO = HARNESS.parents[1]
@@ -148,7 +148,7 @@ class Trap:
             (SQLiteCatalog, "delete_document", after("write")),
             (SQLiteCatalog, "touch_document", after("write")),
             (GraphBuilder, "build", graph_build),
-            (SQLiteGraphStore, "_insert_report", after("graph")),
+            (SQLiteGraphBackend, "_insert_report", after("graph")),
         ]
         saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
         for owner, name, wrap in patches:

@@ -16,7 +16,9 @@ def add_row_documents(
     schema: str = "public", column: str = "body",
 ) -> None:
     """Index ``rows`` (pk -> text) as row documents ``schema.table.column/<pk>``."""
-    record = graph.catalog.add_source(f"sql://{source}/{schema}.{table}.{column}", namespace)
+    if graph.store.embedding_model() is None:  # as the ingest pipeline does
+        graph.store.set_embedding_model(graph.embedder.name, graph.embedder.dimension)
+    record = graph.store.add_source(f"sql://{source}/{schema}.{table}.{column}", namespace)
     for pk, text in rows.items():
         doc_id = f"{schema}.{table}.{column}/{pk}"
         document = extract(text.encode(), f"{doc_id}.txt")
@@ -25,7 +27,7 @@ def add_row_documents(
         embedded = [f"{b} {c.text}" for b, c in zip(crumbs, chunks, strict=True)]
         links = ([graph.extractor.links(c.text) for c in chunks]
                  if graph.extractor is not None else [])
-        graph.catalog.write_document(DocumentWrite(
+        graph.store.write_document(DocumentWrite(
             source=record, path=doc_id, doc_id=doc_id, title=doc_id, content_hash=text,
             change_token=text, media_type="text/plain", chunks=chunks, breadcrumbs=crumbs,
             embedded_texts=embedded, vectors=graph.embedder.embed_documents(embedded),

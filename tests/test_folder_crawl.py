@@ -14,8 +14,12 @@ import pytest
 from docgraph.errors import FileSkipped, SourceFileVanished
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.urn import normalize_urn
-from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 
 def _bump_mtime(path: Path) -> None:

@@ -6,17 +6,24 @@ sample), and the rows only one caller may read sit anywhere among them. The word
 rows (a codeword, and a person named nowhere else) must appear in no report text, title,
 entity list or relationship line shown to a caller who cannot read them, while a caller who
 can read every row sees the stored report with them (so the property is not vacuous).
+
+The docgraph catalog (graph, reports, their recorded row sources) is the embedded SQLite
+file or a PostgreSQL database of its own: the protection must hold on both.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from docgraph import DocGraph
+from docgraph.config import load_settings
 from docgraph.governance import (
     Caller,
     Governance,
@@ -26,7 +33,7 @@ from docgraph.governance import (
 )
 from docgraph.serve.tools import DocgraphTools
 from tests.governance_helpers import add_row_documents, create_rls_tickets
-from tests.pg import postgres_db, postgres_server  # noqa: F401  (fixtures)
+from tests.pg import pgvector_server, postgres_db, postgres_server  # noqa: F401  (fixtures)
 
 SECRET_WORDS = ("Zephyrquartz", "Quillon")
 FILLER = "Nordhaven Logistics shipped pallets with Castellan Freight through dock {i}."
@@ -44,6 +51,29 @@ def rls_tickets(postgres_db):  # noqa: F811
     for pool in authorizer._engines.values():
         pool.dispose()
     engine.dispose()
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def catalog_graph(request, make_graph, embedder) -> Iterator[Callable[[str], DocGraph]]:
+    """Open a DocGraph (graph enabled) whose catalog is a SQLite file or a fresh
+    PostgreSQL database (one per call)."""
+    if request.param == "embedded":
+        yield make_graph
+        return
+    server = request.getfixturevalue("pgvector_server")
+    opened: list[tuple[str, DocGraph]] = []
+
+    def make(name: str) -> DocGraph:
+        database = f"t_{uuid.uuid4().hex[:12]}"
+        url = server.create_database(database)
+        graph = DocGraph(load_settings(store={"backend": "postgres", "url": url}), embedder)
+        opened.append((database, graph))
+        return graph
+
+    yield make
+    for database, graph in opened:
+        graph.close()
+        server.drop_database(database)
 
 
 def _outputs(tools: DocgraphTools, caller: Caller) -> str:
@@ -79,7 +109,7 @@ def _outputs(tools: DocgraphTools, caller: Caller) -> str:
                                  HealthCheck.too_slow])
 @given(fillers=st.integers(min_value=205, max_value=230),
        secrets=st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=1, max_size=2))
-def test_no_report_shows_a_hidden_rows_words(rls_tickets, make_graph, fillers, secrets):
+def test_no_report_shows_a_hidden_rows_words(rls_tickets, catalog_graph, fillers, secrets):
     engine, authorizer = rls_tickets
     rows: dict[str, tuple[str, str]] = {
         str(i): ("alice", FILLER.format(i=i)) for i in range(1, fillers + 1)}
@@ -90,7 +120,7 @@ def test_no_report_shows_a_hidden_rows_words(rls_tickets, make_graph, fillers, s
         conn.exec_driver_sql("TRUNCATE tickets")
         conn.execute(sa.text("INSERT INTO tickets VALUES (:id, :owner, :body)"),
                      [{"id": int(k), "owner": o, "body": b} for k, (o, b) in rows.items()])
-    graph = make_graph(f"reports-{fillers}-{len(secrets)}.db")
+    graph = catalog_graph(f"reports-{fillers}-{len(secrets)}.db")
     add_row_documents(graph, "support", "tickets", {k: b for k, (_, b) in rows.items()},
                       source="crm", column="body")
     assert graph.graph_store.communities(["support"]), "the corpus must form a community"

@@ -7,8 +7,12 @@ import pytest
 from docgraph.errors import InvalidQuery
 from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse
-from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 CORPUS = {
     "security/advisory.md": "# Advisory\n\n## Summary\n\nCVE-2025-31337 lets an attacker reset the "

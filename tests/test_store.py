@@ -15,8 +15,12 @@ from docgraph.store.base import DocumentWrite
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.lexical import count_terms, decode_terms
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
-from tests.backend_graphs import make_graph, pgvector_server  # noqa: F401
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 
 def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

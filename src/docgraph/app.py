@@ -44,11 +44,12 @@ from docgraph.store.base import (
     StoreCatalog,
     TraceLog,
 )
+from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 from docgraph.store.sql.dialect import SqlDatabase
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.settings import SqlSettingsStore
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
-from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor, SQLiteGraphStore
+from docgraph.store.sqlite.graph import SQLiteGraphStore
 from docgraph.store.sqlite.logs import create_log_tables
 from docgraph.store.sqlite.settings import create_settings_table
 
@@ -94,8 +95,7 @@ class DocGraph:
             self._sqlite = SQLiteCatalog(self.settings.store.path)
             self.store = self._sqlite
         self.extractor: EntityExtractor | None = (
-            make_extractor(self.settings.graph)
-            if self.settings.graph.enabled and self._sqlite is not None else None
+            make_extractor(self.settings.graph) if self.settings.graph.enabled else None
         )
         llm = self.settings.llm
         self.chat_model: ChatModel | None = (
@@ -156,15 +156,16 @@ class DocGraph:
         if self._sqlite is None:
             raise UnsupportedByBackend(
                 f"{feature} needs store.backend = 'embedded'; the {self.backend!r} backend "
-                "offers index, remove_folder, search (modes 'hybrid' and 'dense'), documents, "
-                "namespaces and status"
+                "offers index, remove_folder, search (every mode), context, the entity graph, "
+                "documents, namespaces and status"
             )
         return self._sqlite
 
     @property
     def has_graph(self) -> bool:
-        """Whether this backend holds the entity graph (and so the cohort engine)."""
-        return self._sqlite is not None
+        """Whether this backend holds the entity graph (and so the cohort engine): every
+        backend does (the graph lives in the catalog, embedded SQLite or PostgreSQL)."""
+        return True
 
     def _postgres(self) -> PostgresCatalog:
         """The PostgreSQL catalog (only called when the backend is ``postgres``)."""
@@ -180,9 +181,13 @@ class DocGraph:
         return self._embedded("this feature (it reads the embedded SQLite catalog)")
 
     @cached_property
-    def graph_store(self) -> SQLiteGraphStore:
-        """Entities, edges and communities (embedded backend only)."""
-        return SQLiteGraphStore(self._embedded("the entity graph"))
+    def graph_store(self) -> GraphStore:
+        """Entities, edges and communities, in the catalog's database (shared SQL)."""
+        if self._sqlite is not None:
+            return SQLiteGraphStore(self._sqlite)
+        from docgraph.store.postgres.graph import PostgresGraphStore
+
+        return PostgresGraphStore(self._postgres())
 
     @cached_property
     def traces(self) -> TraceLog:
@@ -357,22 +362,16 @@ class DocGraph:
             token=os.environ.get(store.milvus_token_env, ""),
         )
 
-    def _embedded_index(self, feature: str) -> ChunkIndex:
-        """The chunk index over the embedded catalog (embedded or Milvus), or a clear error."""
-        self._embedded(feature)
-        return self.chunk_index()
-
     def searcher(self) -> HybridSearcher:
         """A hybrid searcher over this index."""
         return HybridSearcher(self.store, self.chunk_index(), self.embedder, self.settings.index)
 
     def cohort_engine(self, settings: CohortSettings | None = None) -> CohortSearch:
         """The cohort search engine over this index."""
-        index = self._embedded_index(
-            "cohort search (modes vector_first, graph_first, global; context; lookup)")
-        check_embedding_model(self.catalog, self.embedder)
+        index = self.chunk_index()
+        check_embedding_model(self.store, self.embedder)
         return CohortSearch(
-            self.catalog, index, self.graph_store, self.embedder, self.extractor,
+            self.store, index, self.graph_store, self.embedder, self.extractor,
             settings or self.cohort_settings, self.chat_model,
         )
 

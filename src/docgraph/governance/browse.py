@@ -19,7 +19,7 @@ from docgraph.lifecycle.status import NamespaceStatus
 from docgraph.model import DocumentRecord, StoredChunk
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import FailureRecord, NamespaceStats
-from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor
+from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph

@@ -22,7 +22,7 @@ from itertools import combinations
 from docgraph.governance.visibility import Visibility
 from docgraph.graph.reports import ReportInput, community_title, extractive_report
 from docgraph.model import SearchHit
-from docgraph.store.sqlite.graph import CommunityInfo, SQLiteGraphStore
+from docgraph.store.graph import CommunityInfo, GraphStore
 
 #: Chunks read per member entity when a report is re-assembled. Only chunks that pass the
 #: visibility check are used, so this bounds work, never what may be shown.
@@ -43,7 +43,7 @@ class VisibleCommunity:
 
 
 def visible_community(community_id: int, members: list[int], stored_title: str,
-                      stored_report: str | None, scope: Visibility, graph: SQLiteGraphStore,
+                      stored_report: str | None, scope: Visibility, graph: GraphStore,
                       sentences: int = 4) -> VisibleCommunity | None:
     """The community as ``scope``'s caller may see it, or None (nothing visible).
     ``stored_report`` None: only the title and members are wanted."""
@@ -77,7 +77,7 @@ def visible_community(community_id: int, members: list[int], stored_title: str,
                             rebuilt=True)
 
 
-def visible_report(hit: SearchHit, scope: Visibility, graph: SQLiteGraphStore
+def visible_report(hit: SearchHit, scope: Visibility, graph: GraphStore
                    ) -> SearchHit | None:
     """A community-report hit as ``scope``'s caller may see it: unchanged, re-assembled
     (text, title and section path), or None (withheld)."""
@@ -95,7 +95,7 @@ def visible_report(hit: SearchHit, scope: Visibility, graph: SQLiteGraphStore
 
 
 def visible_communities(found: list[CommunityInfo], scope: Visibility,
-                        graph: SQLiteGraphStore) -> list[CommunityInfo]:
+                        graph: GraphStore) -> list[CommunityInfo]:
     """Community listings as ``scope``'s caller may see them (titles and member names
     re-derived from visible material where a hidden row contributed; none left: dropped)."""
     out: list[CommunityInfo] = []

@@ -30,7 +30,7 @@ from docgraph.retrieve.cohort import (
 from docgraph.retrieve.hybrid import MAX_K, HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
 from docgraph.store.base import TraceLog
-from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.store.graph import GraphStore
 
 SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",
@@ -73,7 +73,7 @@ class GovernedSearch:
         return self.cohort.embedder
 
     @property
-    def graph(self) -> SQLiteGraphStore:
+    def graph(self) -> GraphStore:
         """The graph store behind the cohort engine."""
         return self.cohort.graph
 

@@ -43,7 +43,7 @@ from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import CohortResult
 from docgraph.retrieve.context import MAX_TOKEN_BUDGET, GraphContext, assemble_context
-from docgraph.store.sqlite.graph import CommunityInfo, EntityInfo, Neighbor
+from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph

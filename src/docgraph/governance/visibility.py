@@ -17,7 +17,7 @@ from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
 from docgraph.model import RowOrigin, StoredChunk
 from docgraph.store.base import StoreCatalog
-from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.store.graph import GraphStore
 
 
 class _Located(Protocol):
@@ -93,7 +93,7 @@ class Visibility:
                 if origin not in hidden and item.doc_id not in hidden_docs]
 
 
-def visible_mentions(store: SQLiteGraphStore, scope: Visibility, entity_ids: Iterable[int],
+def visible_mentions(store: GraphStore, scope: Visibility, entity_ids: Iterable[int],
                      per_entity: int) -> dict[int, list[StoredChunk]]:
     """Per entity, up to ``per_entity`` chunks mentioning it that ``scope``'s caller may see
     (strongest association first); an entity with none is absent."""

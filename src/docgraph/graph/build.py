@@ -29,12 +29,12 @@ from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
 from docgraph.model import RowOrigin, Vector
-from docgraph.store.sqlite.graph import (
+from docgraph.store.graph import (
     CommunityRow,
     EdgeTable,
     EntityInfo,
+    GraphStore,
     NamespaceLinks,
-    SQLiteGraphStore,
 )
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class GraphBuilder:
 
     def __init__(
         self,
-        store: SQLiteGraphStore,
+        store: GraphStore,
         embedder: Embedder,
         settings: GraphSettings,
         extractor: EntityExtractor,

@@ -38,9 +38,8 @@ similarity reranks) and ``global`` (community reports only).
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -56,10 +55,9 @@ from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
-from docgraph.store.base import ChunkIndex, require_namespaces
+from docgraph.store.base import ChunkIndex, StoreCatalog, require_namespaces
+from docgraph.store.graph import EntityInfo, GraphStore, Link
 from docgraph.store.lexical import STOPWORDS
-from docgraph.store.sqlite import SQLiteCatalog
-from docgraph.store.sqlite.graph import EntityInfo, SQLiteGraphStore
 
 CohortMode = Literal["vector_first", "graph_first", "global"]
 LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent")
@@ -177,7 +175,7 @@ class CohortSearcher(Protocol):
         ...
 
     @property
-    def graph(self) -> SQLiteGraphStore:
+    def graph(self) -> GraphStore:
         """The graph store entity names and relationships are read from."""
         ...
 
@@ -191,97 +189,6 @@ class CohortSearcher(Protocol):
         """The top ``k`` chunks for ``query_text`` within ``namespaces``."""
         ...
 
-Link = tuple[int, float, int]  # (entity id, association score, first position)
-
-
-class _Reads:
-    """Bounded graph reads for the lanes, on the catalog's connection.
-
-    The graph store's general queries count or sort every link of an entity (a frequent
-    entity has thousands), which dominated lane latency at 100k chunks; these read at most
-    ``cap`` links per entity and skip the mention counts. Candidates for
-    :class:`SQLiteGraphStore` (an index on ``chunk_entities(entity_id, score)`` would make
-    the capped top-links query exact)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
-        """Chunks mentioning each entity, counted up to ``cap + 1``."""
-        out: dict[int, int] = {}
-        for e in dict.fromkeys(int(i) for i in entity_ids):
-            row = self.db.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM chunk_entities WHERE entity_id = ?"
-                " LIMIT ?)", (e, cap + 1)).fetchone()
-            out[e] = int(row[0])
-        return out
-
-    def links_of(self, rowids: Iterable[int], cache: dict[int, list[Link]]) -> None:
-        """Fill ``cache`` with each chunk's links, strongest first."""
-        ids = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in cache]
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for r in part:
-                cache[r] = []
-            for chunk_id, entity_id, score, first in self.db.execute(
-                "SELECT chunk_id, entity_id, score, first_position FROM chunk_entities"
-                f" WHERE chunk_id IN ({','.join('?' * len(part))})"
-                " ORDER BY chunk_id, score DESC, first_position, entity_id", part,
-            ):
-                cache[int(chunk_id)].append((int(entity_id), float(score), int(first)))
-
-    def chunks_of(self, entity_ids: Iterable[int], per_entity: int, scan: int
-                  ) -> list[tuple[int, int, float, int]]:
-        """(entity, chunk row id, score, first position): each entity's ``per_entity``
-        strongest links among the first ``scan`` it has."""
-        out: list[tuple[int, int, float, int]] = []
-        for e in dict.fromkeys(int(i) for i in entity_ids):
-            rows = self.db.execute(
-                "SELECT chunk_id, score, first_position FROM chunk_entities"
-                " WHERE entity_id = ? LIMIT ?", (e, scan)).fetchall()
-            rows.sort(key=lambda r: (-r[1], r[2], r[0]))
-            out.extend((e, int(r[0]), float(r[1]), int(r[2])) for r in rows[:per_entity])
-        return out
-
-    def documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """(document row id, title) of each chunk."""
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        out: dict[int, tuple[int, str]] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for rowid, document, title in self.db.execute(
-                "SELECT c.id, c.document_id, d.title FROM chunks c"
-                " JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.id IN ({','.join('?' * len(part))})", part,
-            ):
-                out[int(rowid)] = (int(document), str(title))
-        return out
-
-    def entities(self, keys: Sequence[str], namespace_ids: Sequence[int]
-                 ) -> list[tuple[int, str, str, str, str]]:
-        """(id, key, name, type, namespace) of entities with one of ``keys``."""
-        if not keys or not namespace_ids:
-            return []
-        rows = self.db.execute(
-            "SELECT e.id, e.key, e.name, e.type, n.name FROM entities e"
-            " JOIN namespaces n ON n.id = e.namespace_id"
-            f" WHERE e.namespace_id IN ({','.join('?' * len(namespace_ids))})"
-            f" AND e.key IN ({','.join('?' * len(keys))})",
-            [*namespace_ids, *keys],
-        ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
-
-    def keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
-        ids = list(dict.fromkeys(int(i) for i in entity_ids))
-        out: dict[int, str] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            out.update((int(a), str(b)) for a, b in self.db.execute(
-                f"SELECT id, key FROM entities WHERE id IN ({','.join('?' * len(part))})",
-                part))
-        return out
-
-
 @dataclass
 class _Query:
     """Per-query working state (never stored on the engine)."""
@@ -291,7 +198,7 @@ class _Query:
     allowed: frozenset[str]
     settings: CohortSettings
     trace: RetrievalTrace
-    reads: _Reads
+    reads: GraphStore  # its bounded lane reads (capped counts, capped chunks, links)
     total_chunks: int
     pool: dict[int, _Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
@@ -305,11 +212,13 @@ class _Query:
         wanted = list(dict.fromkeys(entity_ids))
         missing = [e for e in wanted if e not in self.counts]
         if missing:
-            self.counts.update(self.reads.counts(missing, self.hub_limit))
+            self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
 
     def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
-        self.reads.links_of(rowids, self.links)
+        missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
+        if missing:
+            self.links.update(self.reads.chunk_links(missing))
         return self.links
 
 
@@ -339,13 +248,14 @@ def _names(query_tokens: list[str], title: str) -> bool:
 
 
 class CohortSearch:
-    """The main retrieval engine. Holds no per-query state: safe to share between threads."""
+    """The main retrieval engine over the storage ports (catalog, chunk index, graph store:
+    any backend). Holds no per-query state: safe to share between threads."""
 
     def __init__(
         self,
-        catalog: SQLiteCatalog,
+        catalog: StoreCatalog,
         index: ChunkIndex,
-        graph: SQLiteGraphStore,
+        graph: GraphStore,
         embedder: Embedder,
         extractor: EntityExtractor | None,
         settings: CohortSettings | None = None,
@@ -458,7 +368,7 @@ class CohortSearch:
         Longer matches win: an entity whose key is inside a longer matched key is dropped."""
         keys = query_entity_keys(q.text, self.extractor)
         ns_ids = list(self.catalog.namespace_ids(sorted(q.allowed)).values())
-        found = q.reads.entities(keys, ns_ids)
+        found = q.reads.entities_in(keys, ns_ids)
         if q.settings.query_names_capitalized:
             # A heuristic proper name is found capitalized in text; a single query word
             # written in lower case only ("place of birth") is the common noun, not it.
@@ -498,7 +408,7 @@ class CohortSearch:
         t = time.perf_counter()
         query_vector = self.embedder.embed_query(query)
         trace.timings_ms["embed_query"] = (time.perf_counter() - t) * 1000
-        q = _Query(query, query_vector, allowed, s, trace, _Reads(self.catalog.connection()),
+        q = _Query(query, query_vector, allowed, s, trace, self.graph,
                    self._chunk_total())
         pool = q.pool
 
@@ -583,7 +493,7 @@ class CohortSearch:
     def _structural_lane(self, seeds: list[int], q: _Query) -> None:
         t = time.perf_counter()
         added: list[str] = []
-        for source, neighbour, relation in self.catalog.structural_neighbours(seeds):
+        for source, neighbour, relation in self.graph.structural_neighbours(seeds):
             if neighbour not in q.pool:
                 added.append(str(neighbour))
             self._admit(q.pool, neighbour, "structural", f"{relation} of {source}", q.settings)
@@ -598,7 +508,7 @@ class CohortSearch:
         t = time.perf_counter()
         s = q.settings
         entities = q.non_hub(query_ids + seed_entities)
-        links = q.reads.chunks_of(entities, s.chunks_per_entity, s.entity_scan)
+        links = q.reads.capped_chunks(entities, s.chunks_per_entity, s.entity_scan)
         via: dict[int, int] = {}
         for entity_id, rowid, _, _ in links:
             via.setdefault(rowid, entity_id)
@@ -621,7 +531,7 @@ class CohortSearch:
         """Chunks of other documents introducing an entity of an anchored seed."""
         s = q.settings
         links = q.links_of(sources)
-        docs = q.reads.documents(sources)
+        docs = q.reads.chunk_documents(sources)
         query_tokens = _tokens(q.text)
         wanted = set(query_ids)
         entity_source: dict[int, int] = {}
@@ -636,12 +546,12 @@ class CohortSearch:
                 entity_source.setdefault(e, position)
         if not entity_source:
             return {}
-        candidates = [x for x in q.reads.chunks_of(entity_source, s.chunks_per_entity,
+        candidates = [x for x in q.reads.capped_chunks(entity_source, s.chunks_per_entity,
                                                    s.entity_scan) if x[1] not in set(sources)]
         if not candidates:
             return {}
-        keys = q.reads.keys(entity_source)
-        docs.update(q.reads.documents(x[1] for x in candidates))
+        keys = q.reads.entity_keys(entity_source)
+        docs.update(q.reads.chunk_documents(x[1] for x in candidates))
         hops: dict[int, _Hop] = {}
         for entity_id, rowid, _, first in candidates:
             position = entity_source[entity_id]
@@ -671,7 +581,7 @@ class CohortSearch:
                 for rowid in self.graph.edge_support(a, b, s.graph_chunks_per_entity):
                     rows.append(rowid)
                     row_paths.setdefault(rowid, []).append(path)
-        for entity_id, rowid, _, _ in q.reads.chunks_of(start, s.graph_chunks_per_entity,
+        for entity_id, rowid, _, _ in q.reads.capped_chunks(start, s.graph_chunks_per_entity,
                                                         s.entity_scan):
             rows.append(rowid)
             row_paths.setdefault(rowid, []).append(f"mentions {names.get(entity_id, entity_id)}")
@@ -686,7 +596,7 @@ class CohortSearch:
         t = time.perf_counter()
         s = q.settings
         peers = q.non_hub(self.graph.community_peers(start, s.cluster_peers))
-        links = q.reads.chunks_of(peers, s.cluster_chunks_per_entity, s.entity_scan)
+        links = q.reads.capped_chunks(peers, s.cluster_chunks_per_entity, s.entity_scan)
         chosen = self._gated([r for _, r, _, _ in links], q, s.cluster_min_similarity,
                              s.cluster_budget)
         for rowid in chosen:
@@ -705,7 +615,7 @@ class CohortSearch:
             if entity.id in in_pool:
                 trace.completeness[entity.name] = "in cohort"
                 continue
-            links = q.reads.chunks_of([entity.id], 4 * s.completeness_per_entity,
+            links = q.reads.capped_chunks([entity.id], 4 * s.completeness_per_entity,
                                       s.entity_scan)
             chosen = self._gated([r for _, r, _, _ in links], q, -1.0,
                                  s.completeness_per_entity)

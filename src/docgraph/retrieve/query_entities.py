@@ -6,8 +6,8 @@ import re
 
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
+from docgraph.store.graph import EntityInfo, GraphStore
 from docgraph.store.lexical import STOPWORDS
-from docgraph.store.sqlite.graph import EntityInfo, SQLiteGraphStore
 
 _WORDS = re.compile(r"[\w][\w'’.&+-]*[\w]|\w", re.UNICODE)
 
@@ -37,7 +37,7 @@ def query_entity_keys(
 def find_query_entities(
     query: str,
     extractor: EntityExtractor | None,
-    store: SQLiteGraphStore,
+    store: GraphStore,
     namespaces: frozenset[str],
 ) -> tuple[list[EntityInfo], list[str]]:
     """(entities of the namespaces the query names, extractor-found names not in the graph).

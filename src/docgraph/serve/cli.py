@@ -215,7 +215,8 @@ def migrate(
         "password from PGPASSWORD or ~/.pgpass).")],
 ) -> None:
     """Copy the embedded index (sources, documents, chunks with their vectors, embedding
-    model) into PostgreSQL without re-embedding; then set store.backend = "postgres"."""
+    model, entity graph and community reports) into PostgreSQL without re-embedding; then
+    set store.backend = "postgres"."""
     from docgraph.config import load_settings
     from docgraph.store.migrate import migrate_to_postgres
     from docgraph.store.postgres import PostgresCatalog
@@ -234,8 +235,9 @@ def migrate(
         target.close()
     console.print(
         f"copied {report.sources} sources, {report.documents} documents, {report.chunks} "
-        f"chunks ({report.model[0]}, {report.model[1]}-d vectors, none re-embedded) and "
-        f"{report.failures} failures to {escape(target.display_url)} in "
+        f"chunks ({report.model[0]}, {report.model[1]}-d vectors, none re-embedded), "
+        f"{report.entities} entities, {report.communities} communities ({report.reports} "
+        f"reports) and {report.failures} failures to {escape(target.display_url)} in "
         f"{time.perf_counter() - started:.1f}s"
     )
     console.print(escape(f'next: in [store] set backend = "postgres" and '

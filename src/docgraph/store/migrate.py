@@ -1,25 +1,33 @@
 """Copy an embedded index into PostgreSQL without re-embedding (``docgraph migrate``).
 
 Copied: the embedding model, every source, every document (content hash and change token
-too, so the next build there skips unchanged files) with its chunks and their stored
-vectors, and recorded failures. Not copied: the entity graph and community reports (the
-PostgreSQL backend does not hold them yet), traces, build history and audit records.
-Each document is one transaction on the target; the target must not hold documents yet.
-The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
+too, so the next build there skips unchanged files) with its chunks, their stored vectors
+and their entity links, recorded failures, and the entity graph: entities, co-occurrence
+edges, communities with their members and recorded row sources, the community reports (with
+their stored vectors) and each namespace's graph build state (dirty flag, vocabulary
+fingerprint, build time), so the copy needs no graph rebuild. Row ids are the target's own
+(entities and communities are mapped by key and position). Not copied: traces, build
+history and audit records. Each document is one transaction on the target, the graph one
+more; the target must not hold documents yet. The HNSW index is built once after the copy
+(``PostgresCatalog.bulk_load``).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.model import ChunkDraft, RowOrigin, SourceRecord
+from docgraph.model import ChunkDraft, EntityLink, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.catalog import PostgresCatalog
+from docgraph.store.postgres.graph import PostgresGraphBackend
+from docgraph.store.sql.graph import ReportDraft
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 
@@ -32,6 +40,10 @@ class MigrationReport:
     documents: int = 0
     chunks: int = 0
     failures: int = 0
+    entities: int = 0
+    edges: int = 0
+    communities: int = 0
+    reports: int = 0
 
 
 def migrate_to_postgres(
@@ -62,6 +74,7 @@ def migrate_to_postgres(
                 report.documents += 1
                 if progress is not None:
                     progress(report)
+        _copy_graph(embedded, target, report)
     for failure in embedded.failures():
         for copy in target.list_sources():
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:
@@ -83,6 +96,15 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
         " next_index, parent_index, embed_hash, vector FROM chunks"
         " WHERE document_id = ? AND kind = 'text' ORDER BY chunk_index", (doc[0],),
     ).fetchall()
+    links: dict[int, list[EntityLink]] = {}
+    for r in db.execute(
+        "SELECT c.chunk_index, e.key, e.name, e.type, ce.frequency, ce.first_position,"
+        " ce.score FROM chunk_entities ce JOIN chunks c ON c.id = ce.chunk_id"
+        " JOIN entities e ON e.id = ce.entity_id WHERE c.document_id = ? AND c.kind = 'text'"
+        " ORDER BY c.chunk_index, e.key", (doc[0],),
+    ):
+        links.setdefault(int(r[0]), []).append(EntityLink(r[1], r[2], r[3], int(r[4]),
+                                                          int(r[5]), float(r[6])))
     dimension = target.embedding_model()
     assert dimension is not None
     vectors = (np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32)
@@ -93,6 +115,91 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
         source=copy, path=path, doc_id=doc[1], title=doc[2], content_hash=doc[3],
         change_token=doc[4], media_type=doc[5], chunks=chunks,
         breadcrumbs=[r[2] for r in rows], embedded_texts=(), vectors=vectors,
+        entity_links=[links.get(int(r[0]), []) for r in rows] if links else (),
         origin=None if doc[6] is None else RowOrigin(*doc[6:11]),
     ), [r[8] for r in rows])
     return len(rows)
+
+
+def _copy_graph(embedded: SQLiteCatalog, target: PostgresCatalog,
+                report: MigrationReport) -> None:
+    """Entities, edges, communities (members, row sources, reports) and the graph build
+    state of every namespace, in one transaction on the target (after the documents, whose
+    links already name their entities)."""
+    source = embedded.connection()
+    backend = PostgresGraphBackend(target)
+    with target.transaction() as db:
+        for ns_id, name, dirty, vocab_hash, built_at in source.execute(
+            "SELECT id, name, graph_dirty, vocab_hash, graph_built_at FROM namespaces"
+            " ORDER BY id"
+        ).fetchall():
+            target_ns = target._namespace_id(db, str(name))
+            entity_ids = _copy_entities(source, db, int(ns_id), target_ns)
+            report.entities += len(entity_ids)
+            edges: list[tuple[int, int, int, float, int]] = []
+            for a, b, w, c in source.execute(
+                "SELECT source, target, weight, chunks FROM entity_edges"
+                " WHERE namespace_id = ?", (ns_id,)):
+                low, high = sorted((entity_ids[int(a)], entity_ids[int(b)]))
+                edges.append((target_ns, low, high, float(w), int(c)))
+            edges.sort()
+            backend.write_edges(db, edges, lambda: 0)
+            report.edges += len(edges)
+            _copy_communities(source, db, backend, int(ns_id), target_ns, entity_ids, report)
+            db.execute("UPDATE namespaces SET graph_dirty = %s, vocab_hash = %s,"
+                       " graph_built_at = %s WHERE id = %s",
+                       (bool(dirty), str(vocab_hash), built_at, target_ns))
+
+
+def _copy_entities(source: Any, db: Any, ns_id: int, target_ns: int) -> dict[int, int]:
+    """Every entity of the namespace (those no copied link named too); source id -> target
+    id."""
+    rows = source.execute("SELECT id, key, name, type FROM entities WHERE namespace_id = ?"
+                          " ORDER BY id", (ns_id,)).fetchall()
+    with db.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO entities(namespace_id, key, name, type) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (namespace_id, key) DO UPDATE SET name = excluded.name,"
+            " type = excluded.type", [(target_ns, r[1], r[2], r[3]) for r in rows])
+    by_key = dict(db.execute("SELECT key, id FROM entities WHERE namespace_id = %s",
+                             (target_ns,)).fetchall())
+    return {int(r[0]): int(by_key[r[1]]) for r in rows}
+
+
+def _copy_communities(source: Any, db: Any, backend: PostgresGraphBackend, ns_id: int,
+                      target_ns: int, entity_ids: dict[int, int],
+                      report: MigrationReport) -> None:
+    """Communities (parents first: lower ids), members, row sources and reports."""
+    rows = source.execute(
+        "SELECT id, level, ordinal, parent_id, size, title, report_doc_id FROM communities"
+        " WHERE namespace_id = ? ORDER BY id", (ns_id,)).fetchall()
+    ids = dict(zip((int(r[0]) for r in rows), backend.community_ids(db, len(rows)),
+                   strict=True))
+    with db.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO communities(id, namespace_id, level, ordinal, parent_id, size, title,"
+            " report_doc_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [(ids[int(r[0])], target_ns, r[1], r[2], None if r[3] is None else ids[int(r[3])],
+              r[4], r[5], r[6]) for r in rows])
+        cursor.executemany(
+            "INSERT INTO community_members(community_id, entity_id, centrality)"
+            " VALUES (%s, %s, %s)",
+            [(ids[int(c)], entity_ids[int(e)], float(w)) for c, e, w in source.execute(
+                "SELECT cm.community_id, cm.entity_id, cm.centrality FROM community_members cm"
+                " JOIN communities c ON c.id = cm.community_id WHERE c.namespace_id = ?",
+                (ns_id,))])
+        cursor.executemany(
+            "INSERT INTO community_row_sources VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(ids[int(r[0])], *r[1:]) for r in source.execute(
+                "SELECT s.community_id, s.doc_id, s.origin_source, s.origin_schema,"
+                " s.origin_table, s.origin_pk_column, s.origin_pk_value"
+                " FROM community_row_sources s JOIN communities c ON c.id = s.community_id"
+                " WHERE c.namespace_id = ?", (ns_id,))])
+    report.communities += len(rows)
+    drafts = [ReportDraft(str(r[0]), str(r[1]), str(r[2]), np.frombuffer(r[3], dtype=np.float32))
+              for r in source.execute(
+        "SELECT d.doc_id, d.title, c.text, c.vector FROM documents d"
+        " JOIN chunks c ON c.document_id = d.id WHERE d.namespace_id = ?"
+        " AND d.kind = 'community_report' ORDER BY d.id", (ns_id,))]
+    backend.insert_reports(db, target_ns, drafts, time.time())
+    report.reports += len(drafts)

@@ -40,6 +40,7 @@ from docgraph.store.postgres.schema import (
     hnsw_index_statements,
 )
 from docgraph.store.sql.dialect import POSTGRES, Dialect
+from docgraph.store.sql.graph import write_links
 
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
 
@@ -295,6 +296,8 @@ class PostgresCatalog:
                 " (SELECT id FROM documents WHERE source_id = %s)", (source.id,)
             )
             db.execute("DELETE FROM sources WHERE id = %s", (source.id,))
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
+                       (source.namespace,))
         return int(row[0])
 
     def mark_indexed(self, source: SourceRecord) -> None:
@@ -363,11 +366,9 @@ class PostgresCatalog:
             raise StoreError(
                 f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
             )
-        if any(write.entity_links):
-            raise StoreError(
-                f"{write.doc_id}: the PostgreSQL store does not hold entity links yet "
-                "(set graph.enabled = false)"
-            )
+        if write.entity_links and len(write.entity_links) != len(chunks):
+            raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
+                             f"{len(chunks)} chunks")
         dimension = self._dimension()
         now = time.time()
         with self.transaction() as db:
@@ -406,8 +407,18 @@ class PostgresCatalog:
                     _insert_chunks(db, rows)
                     rows = []
             _insert_chunks(db, rows)
+            if any(write.entity_links):
+                rowids = dict(db.execute(
+                    "SELECT chunk_index, id FROM chunks WHERE document_id = %s", (document_id,)
+                ).fetchall())
+                write_links(self.dialect, db, ns_id, [
+                    (int(rowids[chunk.index]), link)
+                    for chunk, links in zip(chunks, write.entity_links, strict=True)
+                    for link in links
+                ])
             db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
                        (write.source.id, write.path))
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE id = %s", (ns_id,))
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
@@ -425,6 +436,8 @@ class PostgresCatalog:
         with self.transaction() as db:
             db.execute("DELETE FROM chunks WHERE document_id = %s", (document.id,))
             db.execute("DELETE FROM documents WHERE id = %s", (document.id,))
+            db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
+                       (document.namespace,))
 
     def reusable_vectors(
         self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
@@ -504,7 +517,7 @@ class PostgresCatalog:
         return {str(r[0]): RowOrigin(*r[1:6]) for r in rows}
 
     def stats(self) -> list[NamespaceStats]:
-        """Sources, documents, chunks and failures per namespace (no graph here)."""
+        """Sources, documents, chunks, failures, entities and communities per namespace."""
         rows = self.connection().execute(
             "SELECT n.name,"
             " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
@@ -513,12 +526,16 @@ class PostgresCatalog:
             " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id AND c.kind = 'text'),"
             " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
             "   WHERE s.namespace_id = n.id),"
-            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id)"
-            " FROM namespaces n ORDER BY n.name"
+            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM entities e WHERE e.namespace_id = n.id),"
+            " (SELECT count(*) FROM communities c WHERE c.namespace_id = n.id),"
+            " n.graph_built_at"
+            ' FROM namespaces n ORDER BY n.name COLLATE "C"'
         ).fetchall()
         return [
             NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
-                           None if r[5] is None else float(r[5]))
+                           None if r[5] is None else float(r[5]), int(r[6]), int(r[7]),
+                           None if r[8] is None else float(r[8]))
             for r in rows
         ]
 

@@ -273,6 +273,72 @@ _V6: Final = (
     "CREATE INDEX audit_log_at ON audit_log (at)",
 )
 
+# The entity graph (tables of the embedded schema, same keys and cascades): entities,
+# chunk-entity links, co-occurrence edges, communities with members and the table rows their
+# reports drew on; namespaces gain the rest of the build state (``graph_dirty`` is there since
+# migration 1: a boolean, which shared SQL spells TRUE/FALSE, as SQLite reads them too).
+_V7: Final = (
+    "ALTER TABLE namespaces ADD COLUMN vocab_hash text NOT NULL DEFAULT ''",
+    "ALTER TABLE namespaces ADD COLUMN graph_built_at double precision",
+    """CREATE TABLE entities (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL REFERENCES namespaces(id),
+        key text NOT NULL,
+        name text NOT NULL,
+        type text NOT NULL,
+        UNIQUE (namespace_id, key)
+    )""",
+    """CREATE TABLE chunk_entities (
+        chunk_id bigint NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        entity_id bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        frequency integer NOT NULL,
+        first_position integer NOT NULL,
+        score double precision NOT NULL,
+        PRIMARY KEY (chunk_id, entity_id)
+    )""",
+    "CREATE INDEX chunk_entities_entity ON chunk_entities (entity_id, chunk_id)",
+    """CREATE TABLE entity_edges (
+        namespace_id integer NOT NULL,
+        source bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        target bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        weight double precision NOT NULL,
+        chunks integer NOT NULL,
+        PRIMARY KEY (source, target)
+    )""",
+    "CREATE INDEX entity_edges_target ON entity_edges (target, source)",
+    "CREATE INDEX entity_edges_namespace ON entity_edges (namespace_id)",
+    """CREATE TABLE communities (
+        id bigserial PRIMARY KEY,
+        namespace_id integer NOT NULL REFERENCES namespaces(id),
+        level integer NOT NULL,
+        ordinal integer NOT NULL,
+        parent_id bigint REFERENCES communities(id) ON DELETE CASCADE,
+        size integer NOT NULL,
+        title text NOT NULL,
+        report_doc_id text,
+        UNIQUE (namespace_id, level, ordinal)
+    )""",
+    # PostgreSQL checks the cascade of each deleted community through an index (or a scan)
+    "CREATE INDEX communities_parent ON communities (parent_id)",
+    """CREATE TABLE community_members (
+        community_id bigint NOT NULL REFERENCES communities(id) ON DELETE CASCADE,
+        entity_id bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+        centrality double precision NOT NULL,
+        PRIMARY KEY (community_id, entity_id)
+    )""",
+    "CREATE INDEX community_members_entity ON community_members (entity_id)",
+    """CREATE TABLE community_row_sources (
+        community_id bigint NOT NULL REFERENCES communities(id) ON DELETE CASCADE,
+        doc_id text NOT NULL,
+        origin_source text NOT NULL,
+        origin_schema text NOT NULL,
+        origin_table text NOT NULL,
+        origin_pk_column text NOT NULL,
+        origin_pk_value text NOT NULL,
+        PRIMARY KEY (community_id, doc_id)
+    )""",
+)
+
 # The change feed an external chunk index (Milvus) follows (store/postgres/feed.py). Row ids
 # come from a sequence and are not assigned in commit order, so the feed is a log whose
 # sequence numbers are drawn while the writer holds the corpus_stats row lock (kept until
@@ -319,8 +385,8 @@ _SETTINGS: Final = (
     "CREATE INDEX admin_settings_revision ON admin_settings (revision)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _FEED,
-                                                   _SETTINGS)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
+                                                   _FEED, _SETTINGS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -35,6 +35,7 @@ from docgraph.store.lexical import (
     count_terms,
 )
 from docgraph.store.sql.dialect import SQLITE, Dialect
+from docgraph.store.sql.graph import write_links
 
 SCHEMA_VERSION = 3
 
@@ -550,27 +551,7 @@ class SQLiteCatalog:
         db: sqlite3.Connection, ns_id: int, links: Sequence[tuple[int, EntityLink]]
     ) -> None:
         """Upsert the entities of (chunk row id, link) pairs, in order, and link them."""
-        db.executemany(
-            "INSERT INTO entities(namespace_id, key, name, type) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT(namespace_id, key) DO UPDATE SET type = excluded.type,"
-            " name = excluded.name WHERE entities.type IN ('name', 'acronym')"
-            " AND excluded.type NOT IN ('name', 'acronym')",
-            [(ns_id, link.key, link.name, link.type) for _, link in links],
-        )
-        keys = list(dict.fromkeys(link.key for _, link in links))
-        ids: dict[str, int] = {}
-        for start in range(0, len(keys), 500):
-            part = keys[start:start + 500]
-            ids.update(db.execute(
-                "SELECT key, id FROM entities WHERE namespace_id = ?"
-                f" AND key IN ({','.join('?' * len(part))})",
-                [ns_id, *part],
-            ).fetchall())
-        db.executemany(
-            "INSERT OR REPLACE INTO chunk_entities VALUES (?, ?, ?, ?, ?)",
-            [(rowid, ids[link.key], link.frequency, link.first_position, link.score)
-             for rowid, link in links],
-        )
+        write_links(SQLITE, db, ns_id, links)
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
         """Store a new change token for a document whose content hash did not change."""
@@ -670,26 +651,6 @@ class SQLiteCatalog:
                 part,
             ):
                 out[str(row[0])] = RowOrigin(*row[1:6])
-        return out
-
-    def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
-        """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
-        relation is ``prev``, ``next`` or ``parent``. Neighbours share the chunk's document."""
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        out: list[tuple[int, int, str]] = []
-        db = self.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for relation in ("prev", "next", "parent"):
-                out.extend(
-                    (int(a), int(b), relation) for a, b in db.execute(
-                        f"SELECT c.id, n.id FROM chunks c JOIN chunks n"
-                        f" ON n.document_id = c.document_id AND n.chunk_index = c.{relation}_index"
-                        f" WHERE c.id IN ({marks}) AND n.id != c.id",
-                        part,
-                    )
-                )
         return out
 
     def stats(self) -> list[NamespaceStats]:
