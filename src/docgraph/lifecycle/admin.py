@@ -164,7 +164,7 @@ class AdminSettings:
         embed = validated.get("embed")
         new_embedder = None
         if isinstance(embed, EmbedSettings) and "model" in result.changed.get("embed", {}):
-            chunks = sum(ns.chunks for ns in self.graph.catalog.stats())
+            chunks = sum(ns.chunks for ns in self.graph.store.stats())
             cost = (f"changing embed.model from {settings.embed.model!r} to "
                     f"{embed.model!r} invalidates every stored vector: all {chunks} chunks "
                     "(and community reports) are dropped and re-embedded")

@@ -2,8 +2,10 @@
 
 Copied: the embedding model, every source, every document (content hash and change token
 too, so the next build there skips unchanged files) with its chunks and their stored
-vectors, and recorded failures. Not copied: the entity graph and community reports (the
-PostgreSQL backend does not hold them yet), traces, build history and audit records.
+vectors, recorded failures, the SQL sources (their URLs never held passwords), the column
+tags and the build history (with its phase outcomes, so status keeps the last build and
+its staleness). Not copied: the entity graph and community reports (the PostgreSQL backend
+does not hold them yet), traces and audit records.
 Each document is one transaction on the target; the target must not hold documents yet.
 The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 """
@@ -11,6 +13,7 @@ The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,7 +23,10 @@ from docgraph.errors import StoreError
 from docgraph.model import ChunkDraft, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.catalog import PostgresCatalog
+from docgraph.store.sql.builds import SqlBuildHistoryStore
+from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 
 
 @dataclass
@@ -32,6 +38,9 @@ class MigrationReport:
     documents: int = 0
     chunks: int = 0
     failures: int = 0
+    sql_sources: int = 0
+    column_tags: int = 0
+    builds: int = 0
 
 
 def migrate_to_postgres(
@@ -67,7 +76,28 @@ def migrate_to_postgres(
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:
                 target.record_failure(copy, failure.path, failure.reason)
                 report.failures += 1
+    _copy_registry_and_history(embedded, target, report)
     return report
+
+
+def _copy_registry_and_history(embedded: SQLiteCatalog, target: PostgresCatalog,
+                               report: MigrationReport) -> None:
+    """SQL sources, column tags and build records (oldest first, so they keep their order)."""
+    create_registry_tables(embedded)  # an index that never registered one has no tables
+    create_build_tables(embedded)
+    source_registry, target_registry = (SqlSourceRegistryStore(embedded),
+                                        SqlSourceRegistryStore(target))
+    for sql_source in source_registry.sql_sources():
+        target_registry.save_sql_source(sql_source)
+        report.sql_sources += 1
+    for tag in source_registry.tags():
+        target_registry.save_tag(tag, time.time())
+        report.column_tags += 1
+    source_history, target_history = SqlBuildHistoryStore(embedded), SqlBuildHistoryStore(target)
+    builds = source_history.recent(limit=2**31 - 1)
+    for build in reversed(builds):
+        target_history.record(build, keep=len(builds))
+        report.builds += 1
 
 
 def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: SourceRecord,
