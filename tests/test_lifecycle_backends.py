@@ -332,3 +332,80 @@ def test_migrate_copies_sql_sources_tags_and_build_history(request: pytest.Fixtu
             moved.close()
     finally:
         target.close()
+
+
+def test_a_leader_whose_session_the_server_ended_stops_leading(request: pytest.FixtureRequest,
+                                                               tmp_path: Path) -> None:
+    import psycopg
+
+    from docgraph.store.postgres import PostgresCatalog, connection_url
+    from docgraph.store.postgres.leader import PostgresLeaderLock
+    from docgraph.store.postgres.schema import LEADER_LOCK_KEYS
+
+    database = PostgresBackend(request, tmp_path)
+    PostgresCatalog(database.url).close()  # the schema, as any opener creates it
+    first, second = (PostgresLeaderLock(database.url, identity=name)
+                     for name in ("first@a", "second@b"))
+    try:
+        assert first.holder() is None
+        assert first.try_acquire() and not second.try_acquire()
+        assert second.holder() == "first@a"
+        with psycopg.connect(connection_url(database.url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype ="
+                          " 'advisory' AND classid::bigint = %s AND objid::bigint = %s",
+                          LEADER_LOCK_KEYS)
+        _wait_for("the second lock to take over", second.try_acquire, [])
+        assert not first.try_acquire()  # its session is gone, and the leadership with it
+        assert not first.held and first.holder() == "second@b"
+    finally:
+        first.close()
+        second.close()
+        database.close()
+
+
+def test_an_index_file_of_an_earlier_docgraph_keeps_its_registry_and_history(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    from docgraph.store.sqlite import SQLiteCatalog
+
+    path = tmp_path / "index.db"
+    SQLiteCatalog(path).close()
+    db = sqlite3.connect(path)  # the tables and rows as the registry and history wrote them
+    db.executescript("""
+        CREATE TABLE sql_sources (name TEXT PRIMARY KEY, url TEXT NOT NULL,
+                                  created_at REAL NOT NULL);
+        CREATE TABLE column_tags (id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL REFERENCES sql_sources(name) ON DELETE CASCADE,
+            schema_name TEXT NOT NULL, table_name TEXT NOT NULL, column_name TEXT NOT NULL,
+            pk_column TEXT, tag TEXT NOT NULL, domain TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL,
+            UNIQUE (source, schema_name, table_name, column_name, tag, domain));
+        CREATE TABLE build_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
+            started_at REAL NOT NULL, finished_at REAL NOT NULL, outcome TEXT NOT NULL,
+            documents_changed INTEGER NOT NULL DEFAULT 0,
+            chunks_embedded INTEGER NOT NULL DEFAULT 0, bodies_read INTEGER NOT NULL DEFAULT 0);
+        CREATE TABLE build_phases (
+            build_id INTEGER NOT NULL REFERENCES build_runs(id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL, source TEXT NOT NULL, phase TEXT NOT NULL,
+            outcome TEXT NOT NULL, message TEXT NOT NULL, items INTEGER NOT NULL,
+            seconds REAL NOT NULL, PRIMARY KEY (build_id, ordinal));
+        INSERT INTO sql_sources VALUES ('crm', 'sqlite:////srv/crm.db', 1.0);
+        INSERT INTO column_tags VALUES (1, 'crm', 'main', 'products', 'name', NULL,
+                                        'entity:product', '', 1.0);
+        INSERT INTO build_runs VALUES (7, 'hr', 10.0, 12.0, 'ok', 2, 3, 2);
+        INSERT INTO build_phases VALUES (7, 0, 'file:///hr', 'crawl', 'ok',
+                                         '2 listed, 2 fetched', 2, 0.5);
+    """)
+    db.close()
+    graph = DocGraph(load_settings(store={"path": path}), CountingEmbedder())
+    try:
+        assert [(s.name, s.url) for s in graph.sources.sql_sources()] == \
+            [("crm", "sqlite:////srv/crm.db")]
+        assert [t.entity_type for t in graph.sources.tags()] == ["product"]
+        [build] = graph.build_history.recent()
+        assert (build.id, build.namespace, build.outcome, build.finished_at) == \
+            (7, "hr", "ok", 12.0)
+        assert [(p.phase, p.message) for p in build.phases] == [("crawl", "2 listed, 2 fetched")]
+    finally:
+        graph.close()
