@@ -553,7 +553,8 @@ class Refresher:
                 self._wake.wait(wait)
                 self._wake.clear()
         finally:
-            self.leader_lock.release()
+            with self.graph.build_lock:  # not under an explicit run_once of this process
+                self.leader_lock.release()
 
     def _lead(self) -> bool:
         """Hold (or take) the leadership; False, logged once per change, while another
