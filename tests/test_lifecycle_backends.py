@@ -278,6 +278,13 @@ def test_an_explicit_refresh_waits_for_the_leader_to_stop(backend: Backend, tmp_
     assert leader.leader_lock.try_acquire()  # leads (as a background loop would)
     with pytest.raises(RefreshBusy, match="led by "):
         other.refresher.run_once()
+    with pytest.raises(RefreshBusy, match="led by "):  # a full re-index would be refused too
+        other.reindex_full()
+    with pytest.raises(RefreshBusy, match="nothing was changed"):
+        other.admin.update({"embed.model": "e5-small-4bit"}, is_admin=True, full_reindex=True,
+                           persist=False)
+    assert other.settings.embed.model != "e5-small-4bit"
+    assert other.search("parental leave", namespaces={"hr"}, k=1)  # no vector was dropped
     leader.leader_lock.release()
     result = other.refresher.run_once(wait_seconds=DEADLINE_S)
     assert [b.outcome for b in result.builds] == ["ok"]
