@@ -1,26 +1,66 @@
 """The refresher (phases recorded per source, failures logged and kept, one global interval,
-a background loop that stops cleanly), index_status and the admin settings."""
+a background loop that stops cleanly), index_status and the admin settings.
+
+Tests taking ``make_any_graph`` run on the embedded and the PostgreSQL backend; the graph
+phases are asserted where the backend builds the entity graph."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from docgraph import DocGraph
+from docgraph.config import load_settings
 from docgraph.errors import ConfigError, EmbeddingModelMismatch
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.lifecycle import PHASES, AdminRequired, Refresher, index_status
 from docgraph.sources.urn import normalize_urn
-from tests.helpers import write_files
+from tests.helpers import CountingEmbedder, write_files
+from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture for postgres)
 
 HR = {
     "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n",
     "travel.md": "# Travel\n\nBook trains to Rotterdam through the Heron portal.\n",
 }
 OPS = {"runbook.md": "# Runbook\n\nError E-417 on the Kestrel K2 means the lidar is blocked.\n"}
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def make_any_graph(request: pytest.FixtureRequest, tmp_path: Path, embedder: CountingEmbedder,
+                   ) -> Iterator[Callable[..., DocGraph]]:
+    """Like ``make_graph``, on the parametrized backend: one name is one index (a SQLite file,
+    or a fresh PostgreSQL database)."""
+    server: PostgresServer | None = (request.getfixturevalue("pgvector_server")
+                                     if request.param == "postgres" else None)
+    databases: dict[str, str] = {}
+    opened: list[DocGraph] = []
+
+    def make(name: str = "index.db", **overrides: object) -> DocGraph:
+        settings = load_settings(**overrides)  # type: ignore[arg-type]
+        if server is None:
+            settings.store.path = tmp_path / name
+        else:
+            if name not in databases:
+                databases[name] = f"t_{uuid.uuid4().hex[:12]}"
+                server.create_database(databases[name])
+            settings.store.backend = "postgres"
+            settings.store.url = server.url(databases[name])
+        graph = DocGraph(settings, embedder)
+        opened.append(graph)
+        return graph
+
+    yield make
+    for graph in opened:
+        graph.close()
+    for database in databases.values():
+        assert server is not None
+        server.drop_database(database)
 
 
 def _graph_with_two_namespaces(tmp_path, make_graph):
@@ -32,21 +72,22 @@ def _graph_with_two_namespaces(tmp_path, make_graph):
     return graph, hr, ops
 
 
-def test_run_once_builds_every_namespace_and_records_each_phase(tmp_path, make_graph, embedder):
-    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_run_once_builds_every_namespace_and_records_each_phase(tmp_path, make_any_graph, embedder):
+    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     result = graph.refresher.run_once()
     assert [b.namespace for b in result.builds] == ["hr", "ops"]
     assert result.ok and all(b.outcome == "ok" for b in result.builds)
     hr_build = result.builds[0]
     source = normalize_urn(hr)
     assert [p.phase for p in hr_build.phases if p.source == source] == list(PHASES[:6])
-    assert [p.phase for p in hr_build.phases if p.source == "*"] == ["graph", "communities"]
+    graph_phases = ["graph", "communities"] if graph.extractor is not None else []
+    assert [p.phase for p in hr_build.phases if p.source == "*"] == graph_phases
     crawl = next(p for p in hr_build.phases if p.phase == "crawl")
     assert crawl.message == "2 listed, 2 fetched" and crawl.items == 2
     assert hr_build.documents_changed == 2 and hr_build.chunks_embedded >= 2
 
     # Persisted in the catalog: a reopened index sees the same record.
-    reopened = make_graph()
+    reopened = make_any_graph()
     stored = reopened.build_history.latest("hr")
     assert stored is not None and stored.id == hr_build.id
     assert [(p.source, p.phase, p.outcome) for p in stored.phases] == \
@@ -57,13 +98,13 @@ def test_run_once_builds_every_namespace_and_records_each_phase(tmp_path, make_g
     again = graph.refresher.run_once()
     assert embedder.embedded == before
     assert sum(b.bodies_read for b in again.builds) == 0
-    graph_phase = next(p for p in again.builds[0].phases if p.phase == "graph")
-    assert graph_phase.message == "up to date"
+    assert [p.message for p in again.builds[0].phases if p.source == "*"] == \
+        ["up to date"] * len(graph_phases)
 
 
-def test_a_failing_source_is_an_error_logged_and_keeps_its_documents(tmp_path, make_graph,
+def test_a_failing_source_is_an_error_logged_and_keeps_its_documents(tmp_path, make_any_graph,
                                                                     caplog):
-    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     graph.refresher.run_once()
     gone = tmp_path / "hr-moved"
     hr.rename(gone)  # the folder vanishes: listing fails
@@ -80,11 +121,11 @@ def test_a_failing_source_is_an_error_logged_and_keeps_its_documents(tmp_path, m
     # Never an empty source: the documents stay searchable.
     hits = graph.search("parental leave", namespaces={"hr"}, k=1)
     assert hits and hits[0].source_path == "leave.md"
-    assert len(graph.catalog.documents_for_source(graph.sources.folders()[0])) == 2
+    assert len(graph.store.documents_for_source(graph.sources.folders()[0])) == 2
 
 
-def test_unreadable_documents_make_a_partial_build(tmp_path, make_graph):
-    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_unreadable_documents_make_a_partial_build(tmp_path, make_any_graph):
+    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     (hr / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
     build = graph.refresher.run_once().builds[0]
     assert build.outcome == "partial"
@@ -110,8 +151,8 @@ def test_graph_phase_failures_are_attributed(tmp_path, make_graph, monkeypatch):
     assert graph.search("lidar blocked", namespaces={"ops"}, k=1)  # documents are in
 
 
-def test_index_status_reports_staleness_outcome_and_counts(tmp_path, make_graph):
-    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_index_status_reports_staleness_outcome_and_counts(tmp_path, make_any_graph):
+    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     assert {s.namespace: s.last_outcome for s in graph.index_status()} == \
         {"hr": None, "ops": None}
     assert all(s.overdue and s.staleness_seconds is None for s in graph.index_status())
@@ -129,16 +170,16 @@ def test_index_status_reports_staleness_outcome_and_counts(tmp_path, make_graph)
     assert {b.namespace for b in info.builds} == {"hr", "ops"}
 
 
-def test_build_history_is_pruned(tmp_path, make_graph):
-    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_build_history_is_pruned(tmp_path, make_any_graph):
+    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     graph.settings.refresh.keep_builds = 2
     for _ in range(4):
         graph.refresher.run_once(namespaces=["ops"])
     assert len(graph.build_history.recent("ops", limit=10)) == 2
 
 
-def test_background_loop_refreshes_on_one_interval_and_stops_cleanly(tmp_path, make_graph):
-    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_background_loop_refreshes_on_one_interval_and_stops_cleanly(tmp_path, make_any_graph):
+    graph, hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     refresher = Refresher(graph, interval_seconds=0.2)
     refresher.start()
     try:
@@ -166,8 +207,8 @@ def test_the_interval_is_one_global_setting_read_every_cycle(make_graph):
     assert refresher.interval_seconds == 30
 
 
-def test_loop_survives_a_run_that_cannot_build(tmp_path, make_graph, monkeypatch):
-    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+def test_loop_survives_a_run_that_cannot_build(tmp_path, make_any_graph, monkeypatch):
+    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     graph.refresher.run_once()
 
     class Other(HashingEmbedder):
@@ -229,11 +270,11 @@ def test_admin_settings_are_validated_applied_and_written_back(tmp_path, make_gr
     assert admin.view()["refresh"]["interval_seconds"] == 60
 
 
-def test_changing_the_embedding_model_needs_an_explicit_full_reindex(tmp_path, make_graph,
+def test_changing_the_embedding_model_needs_an_explicit_full_reindex(tmp_path, make_any_graph,
                                                                       monkeypatch):
-    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_graph)
+    graph, _hr, _ops = _graph_with_two_namespaces(tmp_path, make_any_graph)
     graph.refresher.run_once()
-    chunks = sum(ns.chunks for ns in graph.catalog.stats())
+    chunks = sum(ns.chunks for ns in graph.store.stats())
     with pytest.raises(EmbeddingModelMismatch, match=rf"all {chunks} chunks") as info:
         graph.admin.update({"embed.model": "e5-small-4bit"}, is_admin=True, persist=False)
     assert "full_reindex" in str(info.value)
@@ -247,7 +288,7 @@ def test_changing_the_embedding_model_needs_an_explicit_full_reindex(tmp_path, m
                                 full_reindex=True, persist=False)
     assert result.warnings and "re-embedded" in result.warnings[0]
     assert result.reindexed_chunks == chunks
-    assert graph.catalog.embedding_model() == ("replacement", graph.embedder.dimension)
+    assert graph.store.embedding_model() == ("replacement", graph.embedder.dimension)
     assert graph.search("parental leave", namespaces={"hr"}, k=1)[0].source_path == "leave.md"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
-from docgraph.errors import ConfigError, StoreError, UnsupportedByBackend
+from docgraph.errors import ConfigError, StoreError
 from docgraph.model import ChunkDraft, DocumentRecord, SourceRecord
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
@@ -227,8 +227,8 @@ def test_a_selective_namespace_filter_is_exact(pg_url: str, tmp_path: Path) -> N
     catalog.close()
 
 
-def test_docgraph_names_features_the_postgres_backend_lacks(pg_url: str,
-                                                            tmp_path: Path) -> None:
+def test_docgraph_offers_search_graph_and_refresh_on_postgres(pg_url: str,
+                                                             tmp_path: Path) -> None:
     write_files(tmp_path / "docs", {"a.md": "# A\n\nOtters hold hands while sleeping.\n"})
     graph = DocGraph(load_settings(store={"backend": "postgres", "url": pg_url,
                                           "pg_ef_search": 123}), CountingEmbedder())
@@ -241,12 +241,8 @@ def test_docgraph_names_features_the_postgres_backend_lacks(pg_url: str,
         assert graph.search("otters", namespaces={"zoo"}, mode="vector_first")[0].source_path \
             == "a.md"
         assert isinstance(graph.entities({"zoo"}), list)  # a graph to ask, no error
-        for call, feature in (
-            (lambda: graph.refresh(), "refresher"),
-        ):
-            with pytest.raises(UnsupportedByBackend, match=feature) as caught:
-                call()
-            assert "'postgres'" in str(caught.value)
+        [report] = graph.refresh()  # the refresher runs on PostgreSQL: nothing changed
+        assert (report.unchanged, report.chunks_embedded) == (1, 0)
         assert graph.remove_folder(tmp_path / "docs", namespace="zoo") == 1
     finally:
         graph.close()

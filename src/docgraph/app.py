@@ -45,11 +45,16 @@ from docgraph.store.base import (
     TraceLog,
 )
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
+from docgraph.store.lifecycle import LeaderLock
+from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.dialect import SqlDatabase
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
+from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sql.settings import SqlSettingsStore
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
+from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 from docgraph.store.sqlite.logs import create_log_tables
 from docgraph.store.sqlite.settings import create_settings_table
 
@@ -67,6 +72,7 @@ class IndexStatus:
     sources: list[SourceRecord]
     failures: list[FailureRecord]
     builds: list[NamespaceStatus] = field(default_factory=list)
+    refresh_leader: str | None = None  # pid@host of the process leading the refresh
 
 
 class DocGraph:
@@ -157,7 +163,7 @@ class DocGraph:
             raise UnsupportedByBackend(
                 f"{feature} needs store.backend = 'embedded'; the {self.backend!r} backend "
                 "offers index, remove_folder, search (every mode), context, the entity graph, "
-                "documents, namespaces and status"
+                "documents, namespaces, status, sources and tags, refresh and reindex"
             )
         return self._sqlite
 
@@ -219,19 +225,33 @@ class DocGraph:
         """Document folders, SQL sources and column tags (credentials from env/secrets)."""
         credentials = Credentials(self.settings.sources.secrets_file,
                                   timeout_s=self.settings.sources.timeout_s)
-        return SourceRegistry(self._embedded("the source registry (SQL sources, column tags)"),
+        if self._sqlite is not None:
+            create_registry_tables(self._sqlite)
+        return SourceRegistry(self.store, SqlSourceRegistryStore(self._sql_database()),
                               credentials)
 
     @cached_property
     def build_history(self) -> BuildHistory:
         """Recorded namespace builds and their phase outcomes."""
-        return BuildHistory(self._embedded("build history"))
+        if self._sqlite is not None:
+            create_build_tables(self._sqlite)
+        return BuildHistory(SqlBuildHistoryStore(self._sql_database()))
+
+    @cached_property
+    def leader_lock(self) -> LeaderLock:
+        """Elects the one process that refreshes this index: a PostgreSQL advisory lock, or
+        a file lock beside the SQLite file."""
+        if self._sqlite is None:
+            from docgraph.store.postgres.leader import PostgresLeaderLock
+
+            return PostgresLeaderLock(self._postgres().url)
+        return FileLeaderLock(leader_lock_path(self._sqlite.path))
 
     @cached_property
     def refresher(self) -> Refresher:
         """The refresher (one global interval); ``refresher.start()`` runs it in the
-        background, ``refresher.run_once()`` builds every namespace now."""
-        self._embedded("the refresher (refresh, reindex --full)")
+        background while this process leads, ``refresher.run_once()`` builds every
+        namespace now (see :class:`Refresher` for the leadership)."""
         return Refresher(self)
 
     @cached_property
@@ -247,8 +267,6 @@ class DocGraph:
 
     def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
         """Register a folder (local path or URN) in ``namespace`` without indexing it."""
-        if self._sqlite is None:
-            return self.store.add_source(normalize_urn(folder), namespace.strip())
         return self.sources.add_folder(folder, namespace)
 
     def index(
@@ -261,13 +279,9 @@ class DocGraph:
         check_embedding_model(self.store, self.embedder)
         source = self.add_folder(folder, namespace)
         with self._build_lock:
-            if self._sqlite is not None:
+            if self.extractor is not None:
                 self.refresher.load_vocabulary()
-                options = self.sources.credentials.storage_options(source.urn)
-            else:
-                options = Credentials(self.settings.sources.secrets_file,
-                                      timeout_s=self.settings.sources.timeout_s
-                                      ).storage_options(source.urn)
+            options = self.sources.credentials.storage_options(source.urn)
             with FolderCrawler(source.urn, self.settings.loader.include, options) as crawler:
                 report = self._pipeline().index_source(source, progress, crawler=crawler)
             self._build_graphs()
@@ -281,14 +295,17 @@ class DocGraph:
         return self.refresher.run_once(progress).reports
 
     def reindex_full(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
-        """Drop every vector and re-embed the whole corpus with the configured model."""
-        self._embedded("reindex --full")
-        with self._build_lock:
-            self.catalog.clear_all_chunks()
+        """Drop every vector and re-embed the whole corpus with the configured model (as the
+        refresh leader: nothing is dropped while another process leads)."""
+
+        def drop_vectors() -> None:
+            self.store.clear_all_chunks()
             with self._index_lock:
                 index, self._index = self._index, None
             _close_index(index)
-        return self.refresher.run_once(progress, force_graph=True).reports
+
+        return self.refresher.run_once(progress, force_graph=True,
+                                       before_build=drop_vectors).reports
 
     def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
         """Unregister a folder and delete everything indexed from it; returns documents removed."""
@@ -462,7 +479,8 @@ class DocGraph:
             namespaces=self.store.stats(),
             sources=self.store.list_sources(),
             failures=self.store.failures(),
-            builds=self.index_status() if self._sqlite is not None else [],
+            builds=self.index_status(),
+            refresh_leader=self.refresher.leader(),
         )
 
     def close(self) -> None:
@@ -470,6 +488,12 @@ class DocGraph:
         with self._index_lock:
             index, self._index = self._index, None
         _close_index(index)
+        refresher = self.__dict__.get("refresher")
+        if refresher is not None:
+            refresher.stop()
+        lock = self.__dict__.get("leader_lock")
+        if lock is not None:
+            lock.close()
         self.store.close()
 
     def __enter__(self) -> DocGraph:

@@ -52,3 +52,8 @@ class InvalidQuery(DocgraphError):
 
 class UnsupportedByBackend(DocgraphError):
     """The configured store backend does not offer this feature (the message names both)."""
+
+
+class RefreshBusy(DocgraphError):
+    """Another process leads the refresh of this index (the message names it): this one
+    does not build concurrently."""

@@ -35,7 +35,7 @@ from docgraph.config import (
     RefreshSettings,
     StoreSettings,
 )
-from docgraph.errors import ConfigError, DocgraphError, EmbeddingModelMismatch
+from docgraph.errors import ConfigError, DocgraphError, EmbeddingModelMismatch, RefreshBusy
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph
@@ -164,7 +164,7 @@ class AdminSettings:
         embed = validated.get("embed")
         new_embedder = None
         if isinstance(embed, EmbedSettings) and "model" in result.changed.get("embed", {}):
-            chunks = sum(ns.chunks for ns in self.graph.catalog.stats())
+            chunks = sum(ns.chunks for ns in self.graph.store.stats())
             cost = (f"changing embed.model from {settings.embed.model!r} to "
                     f"{embed.model!r} invalidates every stored vector: all {chunks} chunks "
                     "(and community reports) are dropped and re-embedded")
@@ -173,6 +173,12 @@ class AdminSettings:
                     f"{cost}; refused - request a full re-index explicitly "
                     "(full_reindex=True, `docgraph admin set ... --full-reindex`)"
                 )
+            refresher = self.graph.refresher
+            leader = None if refresher.leading else refresher.leader()
+            if leader is not None:  # the re-index would be refused after the switch
+                raise RefreshBusy(f"{cost}, and the refresh of this index is led by {leader}; "
+                                  "change it there, or stop that process first (nothing was "
+                                  "changed)")
             from docgraph.ingest.embed import make_embedder
 
             new_embedder = make_embedder(embed)

@@ -12,6 +12,14 @@ its previously indexed content stays searchable - and the other sources still bu
 :meth:`Refresher.start` runs ``run_once`` in a background thread every
 ``refresh.interval_seconds`` (one interval for all namespaces); :meth:`Refresher.stop` ends
 it cleanly after the namespace being built.
+
+Exactly one process refreshes an index at a time: the one holding the backend's
+:class:`~docgraph.store.lifecycle.LeaderLock` (a PostgreSQL advisory lock, or a file lock
+beside the SQLite file). The background loop builds only while it leads; a loop that does
+not lead tries again every :data:`LEADER_RETRY_SECONDS` (or its interval, if shorter) and
+takes over once the leader stops or dies. An explicit :meth:`Refresher.run_once` in a
+process that does not lead waits up to ``wait_seconds`` for the lock, then raises
+:class:`~docgraph.errors.RefreshBusy` naming the leader.
 """
 
 from __future__ import annotations
@@ -20,11 +28,11 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from docgraph.errors import DocgraphError
+from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.graph.build import (
     GraphBuilder,
     GraphBuildReport,
@@ -48,11 +56,17 @@ from docgraph.lifecycle.vocabulary import live_vocabulary
 from docgraph.model import SourceRecord
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.registry import ColumnTag, SourceRegistry
+from docgraph.store.lifecycle import LeaderLock
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph
 
 log = logging.getLogger(__name__)
+
+#: How often a process that does not lead tries to take over (at most; a shorter refresh
+#: interval is used instead).
+LEADER_RETRY_SECONDS = 5.0
+_WAIT_POLL_SECONDS = 0.25
 
 _INGEST_PHASES = PHASES[:6]  # crawl .. store: per source
 _COMMUNITY_FRAMES = frozenset({"detect_communities", "_community_rows", "_write_report",
@@ -147,9 +161,16 @@ def _graph_phase_of(exc: BaseException) -> str:
 class Refresher:
     """Keeps every namespace of a :class:`DocGraph` fresh on one global interval."""
 
-    def __init__(self, graph: DocGraph, interval_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        graph: DocGraph,
+        interval_seconds: float | None = None,
+        leader_lock: LeaderLock | None = None,
+    ) -> None:
         self.graph = graph
         self._interval = interval_seconds
+        self.leader_lock: LeaderLock = leader_lock if leader_lock is not None \
+            else graph.leader_lock
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -157,6 +178,7 @@ class Refresher:
         self.last_result: RefreshResult | None = None
         self.last_error: str | None = None
         self.runs = 0
+        self._told_follower = False
 
     # -- configuration -----------------------------------------------------------
 
@@ -178,6 +200,20 @@ class Refresher:
         """The graph's build history."""
         return self.graph.build_history
 
+    @property
+    def retry_seconds(self) -> float:
+        """How often a loop that does not lead tries to take over."""
+        return min(self.interval_seconds, LEADER_RETRY_SECONDS)
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process leads the refresh (holds the leader lock)."""
+        return self.leader_lock.held
+
+    def leader(self) -> str | None:
+        """Which process leads the refresh of this index (``pid@host``), or None."""
+        return self.leader_lock.holder()
+
     # -- one refresh ---------------------------------------------------------------
 
     def run_once(
@@ -186,22 +222,67 @@ class Refresher:
         *,
         namespaces: Iterable[str] | None = None,
         force_graph: bool = False,
+        wait_seconds: float = 0.0,
+        before_build: Callable[[], None] | None = None,
     ) -> RefreshResult:
         """Build every namespace (or the given ones) once; returns what happened.
 
-        Raises only when nothing can be built at all (the configured embedding model does
-        not match the index); every per-source failure is recorded instead."""
+        Only the refresh leader builds: this process leads for the run (and keeps leading if
+        its background loop runs). When another process leads, this waits up to
+        ``wait_seconds`` for it to stop, then raises :class:`RefreshBusy` naming it - it
+        never builds concurrently. ``before_build`` runs first, while leading (a full
+        re-index drops the vectors there).
+
+        Raises otherwise only when nothing can be built at all (the configured embedding
+        model does not match the index); every per-source failure is recorded instead."""
+        lock = self.leader_lock
+        acquired = False
+        if not lock.held:
+            acquired = self._acquire(wait_seconds)
+            if not acquired:
+                holder = lock.holder() or "another process (it just stopped leading)"
+                raise RefreshBusy(
+                    f"the refresh of this index is led by {holder}; it refreshes every "
+                    f"namespace on its interval - not building concurrently (wait for it "
+                    "with `docgraph refresh --wait SECONDS`, or stop that process)")
+        try:
+            return self._run_leading(progress, namespaces, force_graph, before_build)
+        finally:
+            if acquired and not self.running:
+                lock.release()
+
+    def _acquire(self, wait_seconds: float) -> bool:
+        deadline = time.monotonic() + max(0.0, wait_seconds)
+        while True:
+            if self.leader_lock.try_acquire():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(_WAIT_POLL_SECONDS, left))
+
+    def _run_leading(
+        self,
+        progress: ProgressCallback | None,
+        namespaces: Iterable[str] | None,
+        force_graph: bool,
+        before_build: Callable[[], None] | None,
+    ) -> RefreshResult:
         graph = self.graph
         result = RefreshResult()
         with graph.build_lock:
-            check_embedding_model(graph.catalog, graph.embedder)
+            if before_build is not None:
+                before_build()
+            check_embedding_model(graph.store, graph.embedder)
             registry = self.registry
             registry.sync_derived_sources()
             vocabulary_phases, vocabulary_complete = self.load_vocabulary()
             by_namespace: dict[str, list[SourceRecord]] = {}
-            for source in graph.catalog.list_sources():
+            for source in graph.store.list_sources():
                 by_namespace.setdefault(source.namespace, []).append(source)
-            dirty = set(graph.graph_store.dirty_namespaces())
+            # The graph phase runs where the backend offers the entity graph (an extractor).
+            dirty = set(graph.graph_store.dirty_namespaces()) \
+                if graph.extractor is not None else set()
             if namespaces is None:
                 names = sorted(set(by_namespace) | dirty)
             else:
@@ -319,7 +400,7 @@ class Refresher:
 
     def _pipeline(self) -> IngestPipeline:
         graph = self.graph
-        return IngestPipeline(graph.catalog, graph.embedder, graph.settings.loader,
+        return IngestPipeline(graph.store, graph.embedder, graph.settings.loader,
                               extractor=graph.extractor)
 
     def _ingest_folder(
@@ -429,8 +510,9 @@ class Refresher:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        """Run :meth:`run_once` now and then every :attr:`interval_seconds`, in a daemon
-        thread, until :meth:`stop`."""
+        """In a daemon thread until :meth:`stop`: lead the refresh of this index and run
+        :meth:`run_once` now and then every :attr:`interval_seconds`; while another process
+        leads, try to take over every :attr:`retry_seconds` instead."""
         if self.running:
             return
         self._stop.clear()
@@ -444,7 +526,8 @@ class Refresher:
         self._wake.set()
 
     def stop(self, timeout: float | None = 60.0) -> bool:
-        """Stop the loop after the namespace being built; True once the thread ended."""
+        """Stop the loop after the namespace being built (and stop leading); True once the
+        thread ended."""
         self._stop.set()
         self._wake.set()
         thread = self._thread
@@ -457,21 +540,48 @@ class Refresher:
         return True
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                result = self.run_once()
-                self.last_error = None if result.ok else "; ".join(
-                    f"{b.namespace}: {p.source} {p.phase}: {p.message}"
-                    for b in result.builds for p in b.phases if p.outcome == "error")
-            except Exception as exc:  # e.g. embedding model mismatch: nothing was built
-                self.last_error = _describe(exc)
-                log.exception("refresh failed")
-            if self._stop.is_set():
-                break
-            wait = max(0.0, self.interval_seconds - (time.monotonic() - started))
-            self._wake.wait(wait)
-            self._wake.clear()
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                if self._lead():
+                    self._tick()
+                    wait = max(0.0, self.interval_seconds - (time.monotonic() - started))
+                else:
+                    wait = self.retry_seconds
+                if self._stop.is_set():
+                    break
+                self._wake.wait(wait)
+                self._wake.clear()
+        finally:
+            with self.graph.build_lock:  # not under an explicit run_once of this process
+                self.leader_lock.release()
+
+    def _lead(self) -> bool:
+        """Hold (or take) the leadership; False, logged once per change, while another
+        process has it."""
+        was = self.leader_lock.held
+        try:
+            leads = self.leader_lock.try_acquire()
+        except Exception as exc:  # the lock's database is unreachable: try again later
+            log.error("cannot take the refresh leadership: %s", _describe(exc))
+            return False
+        if leads and not was:
+            log.info("this process (%s) now leads the refresh", self.leader_lock.identity)
+        elif not leads and (was or not self._told_follower):
+            log.info("the refresh is led by another process; trying again every %.0fs",
+                     self.retry_seconds)
+            self._told_follower = True
+        return leads
+
+    def _tick(self) -> None:
+        try:
+            result = self._run_leading(None, None, False, None)
+            self.last_error = None if result.ok else "; ".join(
+                f"{b.namespace}: {p.source} {p.phase}: {p.message}"
+                for b in result.builds for p in b.phases if p.outcome == "error")
+        except Exception as exc:  # e.g. embedding model mismatch: nothing was built
+            self.last_error = _describe(exc)
+            log.exception("refresh failed")
 
     def __enter__(self) -> Refresher:
         self.start()

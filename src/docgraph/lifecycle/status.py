@@ -43,8 +43,8 @@ def index_status(graph: DocGraph, now: float | None = None) -> list[NamespaceSta
     now = time.time() if now is None else now
     history = graph.build_history
     interval = float(graph.settings.refresh.interval_seconds)
-    stats = {s.namespace: s for s in graph.catalog.stats()}
-    names = sorted(set(graph.catalog.namespaces()) | set(history.namespaces()))
+    stats = {s.namespace: s for s in graph.store.stats()}
+    names = sorted(set(graph.store.namespaces()) | set(history.namespaces()))
     out: list[NamespaceStatus] = []
     for name in names:
         latest = history.latest(name)

@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from docgraph.app import DocGraph
-from docgraph.errors import DocgraphError
+from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 
 app = typer.Typer(
@@ -138,8 +138,15 @@ def refresh(
         bool, typer.Option("--watch", help="Keep refreshing every refresh.interval_seconds "
                                           "until interrupted.")
     ] = False,
+    wait: Annotated[
+        float, typer.Option("--wait", min=0, help="When another process leads the refresh of "
+                            "this index, wait up to this many seconds for it to stop.")
+    ] = 0.0,
 ) -> None:
-    """Bring every registered source up to date; failed phases are listed (exit code 1)."""
+    """Bring every registered source up to date; failed phases are listed (exit code 1).
+
+    One process at a time refreshes an index: when another one leads (a `serve` or
+    `refresh --watch`), this says which and exits 1 instead of building concurrently."""
     with _open() as dg:
         if watch:
             _watch(dg)
@@ -148,10 +155,14 @@ def refresh(
         results: list[Any] = []
 
         def build(cb: Any) -> list[IngestReport]:
-            results.append(dg.refresher.run_once(cb))
+            results.append(dg.refresher.run_once(cb, wait_seconds=wait))
             return list(results[-1].reports)
 
-        reports = _run_build(build)
+        try:
+            reports = _run_build(build)
+        except RefreshBusy as exc:
+            err.print(f"[yellow]not refreshed:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
         _print_reports(reports, time.perf_counter() - started)
         failed = _print_build_errors(results[0].builds)
     if failed:
@@ -175,9 +186,14 @@ def _watch(dg: DocGraph) -> None:
     err.print(f"refreshing every {refresher.interval_seconds:.0f}s; Ctrl-C stops")
     refresher.start()
     seen = 0
+    told: str | None = None
     try:
         while refresher.running:
             time.sleep(0.5)
+            leader = None if refresher.leading else refresher.leader()
+            if leader is not None and leader != told:
+                err.print(f"the refresh is led by {escape(leader)}; taking over when it stops")
+            told = leader
             if refresher.runs != seen and refresher.last_result is not None:
                 seen = refresher.runs
                 result = refresher.last_result
@@ -204,7 +220,11 @@ def reindex(
     with _open() as dg:
         err.print("[yellow]re-embedding every document; this takes a while on large corpora[/]")
         started = time.perf_counter()
-        reports = _run_build(dg.reindex_full)
+        try:
+            reports = _run_build(dg.reindex_full)
+        except RefreshBusy as exc:
+            err.print(f"[yellow]not re-indexed (nothing was dropped):[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -215,8 +235,8 @@ def migrate(
         "password from PGPASSWORD or ~/.pgpass).")],
 ) -> None:
     """Copy the embedded index (sources, documents, chunks with their vectors, embedding
-    model, entity graph and community reports) into PostgreSQL without re-embedding; then
-    set store.backend = "postgres"."""
+    model, entity graph and community reports, SQL sources, column tags, build history) into
+    PostgreSQL without re-embedding; then set store.backend = "postgres"."""
     from docgraph.config import load_settings
     from docgraph.store.migrate import migrate_to_postgres
     from docgraph.store.postgres import PostgresCatalog
@@ -237,7 +257,9 @@ def migrate(
         f"copied {report.sources} sources, {report.documents} documents, {report.chunks} "
         f"chunks ({report.model[0]}, {report.model[1]}-d vectors, none re-embedded), "
         f"{report.entities} entities, {report.communities} communities ({report.reports} "
-        f"reports) and {report.failures} failures to {escape(target.display_url)} in "
+        f"reports), {report.failures} failures, {report.sql_sources} SQL sources, "
+        f"{report.column_tags} column tags and {report.builds} build records to "
+        f"{escape(target.display_url)} in "
         f"{time.perf_counter() - started:.1f}s"
     )
     console.print(escape(f'next: in [store] set backend = "postgres" and '
@@ -295,12 +317,15 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
             "failures": [{"source": f.source_urn, "path": f.path, "reason": f.reason}
                          for f in info.failures],
             "builds": [b.to_dict() for b in info.builds],
+            "refresh_leader": info.refresh_leader,
         }
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return
     model = info.embedding_model
     console.print(f"index [bold]{escape(info.path)}[/], model "
                   f"{escape(model[0]) + f' ({model[1]}-d)' if model else '(none yet)'}")
+    console.print("refresh led by " + (escape(info.refresh_leader) if info.refresh_leader
+                                       else "no process (none refreshes on an interval)"))
     table = Table("namespace", "sources", "documents", "chunks", "entities", "communities",
                   "failures", "last indexed")
     for ns in info.namespaces:

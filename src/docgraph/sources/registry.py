@@ -33,7 +33,8 @@ from docgraph.sources.credentials import Credentials, credential_key, sql_creden
 from docgraph.sources.rows import derived_source_urn
 from docgraph.sources.tables import ColumnRef, TableReader
 from docgraph.sources.urn import SUPPORTED_SCHEMES, normalize_urn
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.base import StoreCatalog
+from docgraph.store.lifecycle import SourceRegistryStore, StoredColumnTag, StoredSqlSource
 
 log = logging.getLogger(__name__)
 
@@ -43,27 +44,6 @@ _SOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 _SECRET_QUERY_KEYS = ("password", "secret", "token", "sslpassword", "passfile")
 
 SourceKind = Literal["documents", "relational", "table"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS sql_sources (
-    name TEXT PRIMARY KEY,
-    url TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS column_tags (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL REFERENCES sql_sources(name) ON DELETE CASCADE,
-    schema_name TEXT NOT NULL,
-    table_name TEXT NOT NULL,
-    column_name TEXT NOT NULL,
-    pk_column TEXT,
-    tag TEXT NOT NULL,
-    domain TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    UNIQUE (source, schema_name, table_name, column_name, tag, domain)
-);
-"""
-
 
 def validate_tag(tag: str) -> str:
     """``natural_language`` or ``entity:<type>`` (type: lower-case letters, digits, _ and -)."""
@@ -158,21 +138,22 @@ class SourceInfo:
 
 
 class SourceRegistry:
-    """Registers document folders, SQL sources and column tags in the catalog.
+    """Registers document folders (as ``catalog`` sources), SQL sources and column tags (in
+    ``store``, the backend's :class:`~docgraph.store.lifecycle.SourceRegistryStore`).
 
     Credentials are never stored: folder URNs lose their user info at normalization and SQL
     URLs their password; both are looked up at build time (:class:`Credentials`).
     """
 
     def __init__(
-        self, catalog: SQLiteCatalog, credentials: Credentials | None = None
+        self,
+        catalog: StoreCatalog,
+        store: SourceRegistryStore,
+        credentials: Credentials | None = None,
     ) -> None:
         self.catalog = catalog
+        self.store = store
         self.credentials = credentials or Credentials()
-        with catalog.transaction() as db:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
 
     # -- document folders ------------------------------------------------------
 
@@ -211,35 +192,25 @@ class SourceRegistry:
         if stripped:
             log.warning("password removed from the URL of SQL source %r; set it with %s* or "
                         "the secrets file", name, f"DOCGRAPH_SOURCE_{sql_credential_key(name)}_")
-        now = time.time()
-        with self.catalog.transaction() as db:
-            db.execute(
-                "INSERT INTO sql_sources(name, url, created_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET url = excluded.url", (name, stored, now))
+        self.store.save_sql_source(StoredSqlSource(name, stored, time.time()))
         return self.sql_source(name)
 
     def sql_source(self, name: str) -> SqlSource:
         """A registered SQL source by name."""
-        row = self.catalog.connection().execute(
-            "SELECT name, url, created_at FROM sql_sources WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None:
+        found = self.store.sql_source(name)
+        if found is None:
             raise SourceError(f"no SQL source named {name!r} (add it with `docgraph sources "
                               "add-sql NAME URL`)")
-        return SqlSource(str(row[0]), str(row[1]), float(row[2]))
+        return SqlSource(found.name, found.url, found.created_at)
 
     def sql_sources(self) -> list[SqlSource]:
         """Every registered SQL source."""
-        rows = self.catalog.connection().execute(
-            "SELECT name, url, created_at FROM sql_sources ORDER BY name").fetchall()
-        return [SqlSource(str(n), str(u), float(c)) for n, u, c in rows]
+        return [SqlSource(s.name, s.url, s.created_at) for s in self.store.sql_sources()]
 
     def remove_sql_source(self, name: str) -> int:
         """Unregister a SQL source, its tags and the documents derived from them."""
         self.sql_source(name)
-        with self.catalog.transaction() as db:
-            db.execute("DELETE FROM column_tags WHERE source = ?", (name,))
-            db.execute("DELETE FROM sql_sources WHERE name = ?", (name,))
+        self.store.remove_sql_source(name)
         return self.sync_derived_sources(also_owners={name})[1]
 
     def reader(self, name: str) -> TableReader:
@@ -293,15 +264,8 @@ class SourceRegistry:
                     f"in domain {domain!r} from SQL source {clash[0].source!r}; row document "
                     "names would collide"
                 )
-        with self.catalog.transaction() as db:
-            db.execute(
-                "INSERT INTO column_tags(source, schema_name, table_name, column_name, pk_column,"
-                " tag, domain, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT(source, schema_name, table_name, column_name, tag, domain)"
-                " DO UPDATE SET pk_column = excluded.pk_column",
-                (source, ref.schema, ref.table, ref.column, ref.pk_column, tag, domain,
-                 time.time()),
-            )
+        self.store.save_tag(StoredColumnTag(source, ref.schema, ref.table, ref.column, tag,
+                                            domain, ref.pk_column), time.time())
         self.sync_derived_sources()
         return ColumnTag(source, ref.schema, ref.table, ref.column, tag, domain, ref.pk_column)
 
@@ -331,23 +295,14 @@ class SourceRegistry:
         if len(matches) > 1 and (schema is None or (tag == NATURAL_LANGUAGE and domain is None)):
             raise SourceError("several tags match; name the schema and domain: "
                               + ", ".join(f"{t.label()} ({t.domain or '-'})" for t in matches))
-        with self.catalog.transaction() as db:
-            for t in matches:
-                db.execute(
-                    "DELETE FROM column_tags WHERE source = ? AND schema_name = ? AND"
-                    " table_name = ? AND column_name = ? AND tag = ? AND domain = ?",
-                    (t.source, t.schema, t.table, t.column, t.tag, t.domain),
-                )
+        self.store.remove_tags([StoredColumnTag(t.source, t.schema, t.table, t.column, t.tag,
+                                                t.domain, t.pk_column) for t in matches])
         return self.sync_derived_sources()[1]
 
     def tags(self) -> list[ColumnTag]:
         """Every column tag, by source, schema, table, column."""
-        rows = self.catalog.connection().execute(
-            "SELECT source, schema_name, table_name, column_name, tag, domain, pk_column"
-            " FROM column_tags ORDER BY source, schema_name, table_name, column_name, tag, domain"
-        ).fetchall()
-        return [ColumnTag(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
-                          None if r[6] is None else str(r[6])) for r in rows]
+        return [ColumnTag(t.source, t.schema, t.table, t.column, t.tag, t.domain, t.pk_column)
+                for t in self.store.tags()]
 
     def natural_language_tags(self) -> list[ColumnTag]:
         """Tags that produce row documents."""
@@ -388,18 +343,17 @@ class SourceRegistry:
 
     def list(self) -> list[SourceInfo]:
         """Every source: folders, SQL sources and the derived (read-only) table sources."""
-        last = dict(self.catalog.connection().execute(
-            "SELECT id, last_indexed_at FROM sources").fetchall())
+        last = self.store.last_indexed()
         out: list[SourceInfo] = []
         for s in self.catalog.list_sources():
             when = last.get(s.id)
             if s.scheme == "sql":
                 out.append(SourceInfo("table", "sql", s.urn, s.namespace, True, None, s.id,
-                                      None if when is None else float(when)))
+                                      when))
             else:
                 out.append(SourceInfo("documents", s.scheme, s.urn, s.namespace, False,
                                       f"DOCGRAPH_SOURCE_{credential_key(s.urn)}_", s.id,
-                                      None if when is None else float(when)))
+                                      when))
         for q in self.sql_sources():
             out.append(SourceInfo("relational", _backend(q.url), q.url, None, False,
                                   q.credential_env))

@@ -2,14 +2,15 @@
 
 Copied: the embedding model, every source, every document (content hash and change token
 too, so the next build there skips unchanged files) with its chunks, their stored vectors
-and their entity links, recorded failures, and the entity graph: entities, co-occurrence
-edges, communities with their members and recorded row sources, the community reports (with
-their stored vectors) and each namespace's graph build state (dirty flag, vocabulary
-fingerprint, build time), so the copy needs no graph rebuild. Row ids are the target's own
-(entities and communities are mapped by key and position). Not copied: traces, build
-history and audit records. Each document is one transaction on the target, the graph one
-more; the target must not hold documents yet. The HNSW index is built once after the copy
-(``PostgresCatalog.bulk_load``).
+and their entity links, recorded failures, the entity graph (entities, co-occurrence edges,
+communities with their members and recorded row sources, the community reports with their
+stored vectors, and each namespace's graph build state: dirty flag, vocabulary fingerprint,
+build time, so the copy needs no graph rebuild), the SQL sources (their URLs never held
+passwords), the column tags and the build history (with its phase outcomes, so status keeps
+the last build and its staleness). Row ids are the target's own (entities and communities
+are mapped by key and position). Not copied: traces and audit records. Each document is one
+transaction on the target, the graph one more; the target must not hold documents yet. The
+HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from docgraph.model import ChunkDraft, EntityLink, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.catalog import PostgresCatalog
 from docgraph.store.postgres.graph import PostgresGraphBackend
+from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.graph import ReportDraft
+from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 
 
 @dataclass
@@ -44,6 +48,9 @@ class MigrationReport:
     edges: int = 0
     communities: int = 0
     reports: int = 0
+    sql_sources: int = 0
+    column_tags: int = 0
+    builds: int = 0
 
 
 def migrate_to_postgres(
@@ -80,7 +87,28 @@ def migrate_to_postgres(
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:
                 target.record_failure(copy, failure.path, failure.reason)
                 report.failures += 1
+    _copy_registry_and_history(embedded, target, report)
     return report
+
+
+def _copy_registry_and_history(embedded: SQLiteCatalog, target: PostgresCatalog,
+                               report: MigrationReport) -> None:
+    """SQL sources, column tags and build records (oldest first, so they keep their order)."""
+    create_registry_tables(embedded)  # an index that never registered one has no tables
+    create_build_tables(embedded)
+    source_registry, target_registry = (SqlSourceRegistryStore(embedded),
+                                        SqlSourceRegistryStore(target))
+    for sql_source in source_registry.sql_sources():
+        target_registry.save_sql_source(sql_source)
+        report.sql_sources += 1
+    for tag in source_registry.tags():
+        target_registry.save_tag(tag, time.time())
+        report.column_tags += 1
+    source_history, target_history = SqlBuildHistoryStore(embedded), SqlBuildHistoryStore(target)
+    builds = source_history.recent(limit=2**31 - 1)
+    for build in reversed(builds):
+        target_history.record(build, keep=len(builds))
+        report.builds += 1
 
 
 def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: SourceRecord,

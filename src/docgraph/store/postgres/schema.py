@@ -385,12 +385,58 @@ _SETTINGS: Final = (
     "CREATE INDEX admin_settings_revision ON admin_settings (revision)",
 )
 
+# The source registry (SQL sources without passwords, column tags) and the build history
+# (each namespace build and its phase outcomes): shared by every process serving this
+# database, so a refresher elected in any of them (see docgraph.store.postgres.leader)
+# records builds the others report. No statement refers to tables of other migrations.
+_LIFECYCLE: Final = (
+    "CREATE TABLE sql_sources (name text PRIMARY KEY, url text NOT NULL,"
+    " created_at double precision NOT NULL)",
+    """CREATE TABLE column_tags (
+        id bigserial PRIMARY KEY,
+        source text NOT NULL REFERENCES sql_sources(name) ON DELETE CASCADE,
+        schema_name text NOT NULL,
+        table_name text NOT NULL,
+        column_name text NOT NULL,
+        pk_column text,
+        tag text NOT NULL,
+        domain text NOT NULL DEFAULT '',
+        created_at double precision NOT NULL,
+        UNIQUE (source, schema_name, table_name, column_name, tag, domain)
+    )""",
+    """CREATE TABLE build_runs (
+        id bigserial PRIMARY KEY,
+        namespace text NOT NULL,
+        started_at double precision NOT NULL,
+        finished_at double precision NOT NULL,
+        outcome text NOT NULL,
+        documents_changed bigint NOT NULL DEFAULT 0,
+        chunks_embedded bigint NOT NULL DEFAULT 0,
+        bodies_read bigint NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX build_runs_namespace ON build_runs (namespace, finished_at)",
+    """CREATE TABLE build_phases (
+        build_id bigint NOT NULL REFERENCES build_runs(id) ON DELETE CASCADE,
+        ordinal integer NOT NULL,
+        source text NOT NULL,
+        phase text NOT NULL,
+        outcome text NOT NULL,
+        message text NOT NULL,
+        items bigint NOT NULL,
+        seconds double precision NOT NULL,
+        PRIMARY KEY (build_id, ordinal)
+    )""",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
-                                                   _FEED, _SETTINGS)
+                                                   _FEED, _SETTINGS, _LIFECYCLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
 MIGRATION_LOCK_KEY: Final = 0x646F6367726170
+# The (int4, int4) key of the session-level advisory lock held by the refresh leader
+# ("docg", "rfsh"); the two-key form keeps it apart from every one-key lock.
+LEADER_LOCK_KEYS: Final = (0x646F6367, 0x72667368)
 
 
 def hnsw_index_statements(dimension: int) -> tuple[str, ...]:

@@ -1,0 +1,126 @@
+"""The refresh leader on PostgreSQL: a session-level advisory lock on a connection of its own.
+
+:meth:`PostgresLeaderLock.try_acquire` runs ``pg_try_advisory_lock`` on a dedicated
+connection (never one of the catalog's per-thread connections, which come and go) and keeps
+that connection open while it leads. The server drops the lock with the session: when the
+leader releases it, closes, or dies (a killed process's socket closes, its backend ends), so
+another process's next ``try_acquire`` takes over. Advisory locks are per database, so two
+indexes on one server elect their leaders independently.
+
+The connection's ``application_name`` carries the leader's ``pid@host``: :meth:`holder`
+reads it from ``pg_locks`` joined with ``pg_stat_activity`` (both readable by every role).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from docgraph.errors import StoreError
+from docgraph.store.lifecycle import process_identity
+from docgraph.store.postgres.catalog import connection_url, redacted
+from docgraph.store.postgres.schema import LEADER_LOCK_KEYS
+
+_APPLICATION = "docgraph refresher "
+_NAME_LIMIT = 63  # NAMEDATALEN - 1: the server truncates application_name there
+
+
+class PostgresLeaderLock:
+    """The :class:`~docgraph.store.lifecycle.LeaderLock` port on one PostgreSQL database."""
+
+    def __init__(self, url: str, identity: str | None = None) -> None:
+        self.url = connection_url(url)
+        self.display_url = redacted(self.url)
+        self.identity = (identity or process_identity())[: _NAME_LIMIT - len(_APPLICATION)]
+        self._conn: Any = None
+        self._held = False
+        self._lock = threading.Lock()
+
+    def _connection(self) -> Any:
+        import psycopg
+
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            self._conn = psycopg.connect(self.url, autocommit=True,
+                                         application_name=_APPLICATION + self.identity)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.display_url} for the "
+                             f"refresh leader lock: {exc}") from exc
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn, self._held = self._conn, None, False
+        if conn is not None:
+            with contextlib.suppress(Exception):  # a broken connection may fail to close
+                conn.close()
+
+    def try_acquire(self) -> bool:
+        """Lead if no process does; True when this process leads. A leading connection
+        that broke (server restart, network) lost the lock with it: it is dropped (this
+        returns False) and the next call tries again on a new one; an unreachable server
+        is False too."""
+        import psycopg
+
+        with self._lock:
+            try:
+                if self._held:
+                    self._connection().execute("SELECT 1")
+                    return True
+                row = self._connection().execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)", LEADER_LOCK_KEYS).fetchone()
+            except (psycopg.Error, StoreError):
+                self._drop_connection()
+                return False
+            self._held = bool(row[0])
+            return self._held
+
+    @property
+    def held(self) -> bool:
+        """Whether this process leads through this lock."""
+        return self._held
+
+    def holder(self) -> str | None:
+        """Who leads (``pid@host``), or None when no process does."""
+        import psycopg
+
+        if self._held:
+            return self.identity
+        with self._lock:
+            try:
+                row = self._connection().execute(
+                    "SELECT a.application_name FROM pg_locks l"
+                    " LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+                    " WHERE l.locktype = 'advisory' AND l.granted"
+                    " AND l.database = (SELECT oid FROM pg_database"
+                    " WHERE datname = current_database())"
+                    " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 2",
+                    LEADER_LOCK_KEYS).fetchone()
+            except psycopg.Error as exc:
+                self._drop_connection()
+                raise StoreError(f"{self.display_url}: cannot read the refresh leader: "
+                                 f"{exc}") from exc
+        if row is None:
+            return None
+        name = str(row[0] or "")
+        return name[len(_APPLICATION):] if name.startswith(_APPLICATION) else "unknown process"
+
+    def release(self) -> None:
+        """Stop leading (a no-op when not leading)."""
+        import psycopg
+
+        with self._lock:
+            if not self._held:
+                return
+            try:
+                self._connection().execute("SELECT pg_advisory_unlock(%s, %s)",
+                                           LEADER_LOCK_KEYS)
+                self._held = False
+            except psycopg.Error:
+                self._drop_connection()  # the session, and so the lock, is gone
+
+    def close(self) -> None:
+        """Release the lock and close its connection."""
+        with self._lock:
+            self._drop_connection()
