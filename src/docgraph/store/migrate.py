@@ -2,7 +2,8 @@
 
 Copied: the embedding model, every source, every document (content hash and change token
 too, so the next build there skips unchanged files) with its chunks and their stored
-vectors, and recorded failures. Not copied: the entity graph and community reports (the
+vectors, recorded failures, and the bearer-token digests (revoked ones too, so they stay
+revoked). Not copied: the entity graph and community reports (the
 PostgreSQL backend does not hold them yet), traces, build history and audit records.
 Each document is one transaction on the target; the target must not hold documents yet.
 The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
@@ -32,6 +33,7 @@ class MigrationReport:
     documents: int = 0
     chunks: int = 0
     failures: int = 0
+    tokens: int = 0
 
 
 def migrate_to_postgres(
@@ -67,7 +69,19 @@ def migrate_to_postgres(
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:
                 target.record_failure(copy, failure.path, failure.reason)
                 report.failures += 1
+    report.tokens = _copy_tokens(embedded, target)
     return report
+
+
+def _copy_tokens(embedded: SQLiteCatalog, target: PostgresCatalog) -> int:
+    """Copy the bearer-token digests (live and revoked) the target lacks; returns how many."""
+    from docgraph.store.sql.tokens import SqlTokenStore
+
+    if embedded.connection().execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'bearer_tokens'").fetchone() is None:
+        return 0
+    copy = SqlTokenStore(target)
+    return sum(copy.add(e) for e in SqlTokenStore(embedded).entries(include_revoked=True))
 
 
 def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: SourceRecord,
