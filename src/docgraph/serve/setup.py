@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from docgraph.app import DocGraph
 from docgraph.config import GovernanceSettings, ServeSettings
-from docgraph.errors import ConfigError, DocgraphError, InvalidQuery
+from docgraph.errors import ConfigError, DocgraphError, InvalidQuery, UnsupportedByBackend
 from docgraph.governance import (
     AccessDenied,
     CallableRowAuthorizer,
@@ -44,12 +44,14 @@ def build_entitlements(settings: GovernanceSettings) -> Entitlements:
 
 def build_row_authorizer(graph: DocGraph, settings: GovernanceSettings) -> RowAuthorizer | None:
     """The row re-check of table-row documents: ``row_source_urls`` or else the registered
-    SQL sources. None when there is no table source (then row documents, if any, are
-    denied: the re-check fails closed)."""
+    SQL sources. None when there is no table source, or the backend has no source registry
+    (then row documents, if any, are denied: the re-check fails closed)."""
     urls = dict(settings.row_source_urls)
     if not urls:
         try:
             urls = graph.sources.sql_urls()
+        except UnsupportedByBackend:
+            urls = {}  # no source registry on this backend: no SQL sources to re-check with
         except DocgraphError:
             raise
         except Exception as exc:
