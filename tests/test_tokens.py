@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from docgraph.serve.cli import app
 from docgraph.serve.http import create_app
 from docgraph.serve.setup import open_bearer_tokens
 from tests.helpers import CountingEmbedder, write_files
-from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
+from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture)
 from tests.store_backends import BACKENDS, Backend
 from tests.test_http_server import Running
 from tests.test_mcp_tools import ENGINEERING, make_tools
@@ -40,10 +41,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         made.close()
 
 
-def write_config(backend: Backend, tmp_path: Path) -> Path:
-    """A settings file for ``backend`` with the hashing embedder and a legacy tokens file
-    path inside ``tmp_path``."""
-    store = backend.store_settings()
+def write_config(backend: Backend | dict[str, object], tmp_path: Path) -> Path:
+    """A settings file for ``backend`` (or a ``[store]`` section) with the hashing embedder
+    and a legacy tokens file path inside ``tmp_path``."""
+    store = backend if isinstance(backend, dict) else backend.store_settings()
     lines = ["[store]"] + [f'{key} = "{value}"' for key, value in store.items()]
     lines += ["[embed]", 'model = "hashing"',
               "[serve]", f'tokens_file = "{tmp_path / "legacy-tokens.toml"}"']
@@ -159,14 +160,18 @@ def test_a_legacy_tokens_file_is_imported_once_and_never_written(
     legacy.write_text(f'[tokens.{hash_token("old-secret")}]\nuser = "carol"\nrole = "eng"\n'
                       f'[tokens.{hash_token("other-secret")}]\nuser = "dave"\n')
     before = legacy.read_bytes()
-    code, listed, err = cli(config, "token", "list")
-    assert code == 0, err
-    assert "imported 2 token(s)" in err and str(legacy) in err.replace("\n", "")
-    assert "carol" in listed and "dave" in listed
-    code, listed, err = cli(config, "token", "list")  # already imported: no notice, no copy
-    assert code == 0 and "imported" not in err and listed.count("carol") == 1
-    code, out, err = cli(config, "token", "remove", hash_token("old-secret")[:12])
-    assert code == 0 and "removed 1 token(s)" in out, err
+    runner = CliRunner()
+    listed = runner.invoke(app, ["--config", str(config), "token", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "imported 2 token(s)" in listed.stderr
+    assert str(legacy) in listed.stderr.replace("\n", "")
+    assert "carol" in listed.stdout and "dave" in listed.stdout
+    listed = runner.invoke(app, ["--config", str(config), "token", "list"])
+    assert listed.exit_code == 0 and "imported" not in listed.stderr  # no second import
+    assert listed.stdout.count("carol") == 1
+    removed = runner.invoke(app, ["--config", str(config), "token", "remove",
+                                  hash_token("old-secret")[:12]])
+    assert removed.exit_code == 0 and "removed 1 token(s)" in removed.stdout
     with open_graph(config) as graph:
         tokens = open_bearer_tokens(graph)  # the file still lists carol: she stays revoked
         assert tokens.verify("old-secret") is None
@@ -176,47 +181,35 @@ def test_a_legacy_tokens_file_is_imported_once_and_never_written(
 
 
 def test_a_broken_legacy_file_is_an_error_naming_it(tmp_path: Path) -> None:
-    from tests.store_backends import EmbeddedBackend
-
-    config = write_config(EmbeddedBackend(None, tmp_path), tmp_path)  # type: ignore[arg-type]
+    config = write_config({"path": tmp_path / "index.db"}, tmp_path)
     (tmp_path / "legacy-tokens.toml").write_text('[tokens.abc]\nuser = "x"\n')
     result = CliRunner().invoke(app, ["--config", str(config), "token", "list"])
     assert isinstance(result.exception, ConfigError)
     assert "legacy-tokens.toml" in str(result.exception)
 
 
-def test_migrate_copies_the_token_digests(pgvector_server, tmp_path: Path) -> None:  # noqa: F811
-    from tests.store_backends import EmbeddedBackend, PostgresBackend
-
-    embedded = EmbeddedBackend(None, tmp_path)  # type: ignore[arg-type]
-    config = write_config(embedded, tmp_path)
+def test_migrate_copies_the_token_digests(pgvector_server: PostgresServer,  # noqa: F811
+                                         tmp_path: Path) -> None:
+    config = write_config({"path": tmp_path / "index.db"}, tmp_path)
     with open_graph(config) as graph:
         graph.index(write_files(tmp_path / "eng", ENGINEERING), namespace="engineering")
         tokens = BearerTokens(graph.token_store)
         kept, revoked = tokens.add("alice"), tokens.add("bob")
         tokens.remove(hash_token(revoked)[:12])
-    target = PostgresBackend(_Request(pgvector_server), tmp_path)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = pgvector_server.create_database(name)
     try:
-        result = CliRunner().invoke(app, ["--config", str(config), "migrate", "--to",
-                                          target.url])
+        result = CliRunner().invoke(app, ["--config", str(config), "migrate", "--to", url])
         assert result.exit_code == 0, result.output
         assert "2 bearer token digest(s)" in " ".join(result.output.split())
-        with DocGraph(load_settings(store=target.store_settings(), embed={"model": "hashing"}),
+        with DocGraph(load_settings(store={"backend": "postgres", "url": url}),
                       CountingEmbedder()) as moved:
             served = BearerTokens(moved.token_store)
             assert served.verify(kept) is not None and served.verify(revoked) is None
-            # the revoked digest came along, so it cannot be imported back
-            assert not moved.token_store.add(
-                moved.token_store.entries(include_revoked=True)[1])
+            # the revoked digest came along, so it cannot be added (imported) back
+            gone = [e for e in moved.token_store.entries(include_revoked=True)
+                    if e.revoked_at is not None]
+            assert [e.digest for e in gone] == [hash_token(revoked)]
+            assert not moved.token_store.add(gone[0])
     finally:
-        target.close()
-
-
-class _Request:
-    """The part of ``pytest.FixtureRequest`` :class:`PostgresBackend` uses."""
-
-    def __init__(self, server: object) -> None:
-        self.server = server
-
-    def getfixturevalue(self, name: str) -> object:
-        return self.server
+        pgvector_server.drop_database(name)
