@@ -5,7 +5,11 @@ process re-indexes a changed file.
 What must hold: no call fails, every answer comes only from the caller's namespaces, the
 write of the indexing process is visible to both servers on their next query, both servers
 answer the same query identically afterwards, and a token added by another process while
-they run is accepted by both.
+they run is accepted by both (and refused by both once another process revoked it).
+
+``search_documents`` runs cohort search, which still needs the embedded store: the variant
+of the scenario that calls it is a strict xfail until cohort search runs on PostgreSQL;
+the ``lookup_knowledge`` variant (its evidence port runs ``hybrid`` there) must pass.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from docgraph.serve.auth import hash_token
 from tests.helpers import write_files
 from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture)
 from tests.test_mcp_tools import ENGINEERING, SUPPORT
@@ -245,6 +250,14 @@ def run_scenario(deployment: Deployment, tools: tuple[str, ...]) -> None:
         [answer] = anyio.run(one_session, url, late,
                              [(probe, arguments(probe, "How do I reboot a Tern T3?"))])
         assert hits(answer) and namespaces_in(answer) == {"support"}
+
+    # a wrong token is refused by both; the late token, revoked by another process, too
+    deployment.run("token", "remove", hash_token(late)[:12])
+    for url in servers:
+        for token in (late, tokens["alice"] + "x"):
+            answer = httpx.post(url + "/api/v1/index_status", json={}, timeout=60,
+                                headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 401
 
     [before] = anyio.run(one_session, servers[0], tokens["alice"],
                          [(probe, arguments(probe, "Zephyrine coolant pump"))])
