@@ -43,7 +43,7 @@ from common import REPO_ROOT, cached_embedder, percentile, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
 from docgraph.ingest.embed import make_embedder
-from docgraph.serve.auth import TokenStore
+from docgraph.serve.auth import BearerTokens
 
 CORPUS = REPO_ROOT / "examples" / "corpus"
 NAMESPACES = ("engineering", "support", "people")
@@ -112,14 +112,15 @@ def free_port() -> int:
         return port
 
 
-def build_index(root: Path, embedder: str) -> tuple[dict[str, str], dict[str, int]]:
-    """Index the example corpus under ``root``; returns the child environment and counts."""
+def build_index(root: Path, embedder: str
+                ) -> tuple[dict[str, str], dict[str, int], dict[str, str]]:
+    """Index the example corpus under ``root``; returns the child environment, counts and
+    a bearer token per user (stored in the index database)."""
     env = {
         "DOCGRAPH_CONFIG": str(root / "absent-docgraph.toml"),
         "DOCGRAPH_EMBED__MODEL": embedder,
         "DOCGRAPH_STORE__PATH": str(root / "index.db"),
         "DOCGRAPH_GOVERNANCE__POLICY_FILE": str(root / "policy.yaml"),
-        "DOCGRAPH_SERVE__TOKENS_FILE": str(root / "tokens.toml"),
     }
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -138,11 +139,13 @@ def build_index(root: Path, embedder: str) -> tuple[dict[str, str], dict[str, in
         for namespace in NAMESPACES:
             graph.index(CORPUS / namespace, namespace=namespace)
         stats = graph.catalog.stats()
+        tokens = BearerTokens(graph.token_store)
+        issued = {"alice": tokens.add("alice"), "bob": tokens.add("bob")}
     counts = {"documents": sum(s.documents for s in stats),
               "chunks": sum(s.chunks for s in stats),
               "entities": sum(s.entities for s in stats),
               "communities": sum(s.communities for s in stats)}
-    return env, counts
+    return env, counts, issued
 
 
 def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -241,10 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="docgraph-serve-load-") as tmp:
         root = Path(tmp)
         started = time.perf_counter()
-        env, counts = build_index(root, args.embedder)
+        env, counts, issued = build_index(root, args.embedder)
         index_seconds = time.perf_counter() - started
-        tokens = TokenStore(root / "tokens.toml")
-        issued = {"alice": tokens.add("alice"), "bob": tokens.add("bob")}
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
         server = start_server(env, port, root / "server.log")

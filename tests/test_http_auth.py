@@ -4,74 +4,91 @@ configuration the servers are built from."""
 from __future__ import annotations
 
 import hashlib
-import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 from typer.testing import CliRunner
 
+from docgraph import DocGraph
 from docgraph.config import GovernanceSettings, ServeSettings, load_settings
 from docgraph.errors import ConfigError
 from docgraph.governance import Caller, PolicyFileEntitlements
 from docgraph.serve.auth import (
+    BearerTokens,
     StoreTokenVerifier,
-    TokenStore,
     caller_from_access_token,
+    entry_caller,
     hash_token,
+    parse_tokens_file,
 )
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_entitlements, stdio_caller
+from tests.helpers import CountingEmbedder
 from tests.test_mcp_tools import POLICY_YAML
 
 
-def test_tokens_are_stored_as_sha256_only(tmp_path: Path):
-    store = TokenStore(tmp_path / "tokens.toml")
-    token = store.add("alice", "support")
-    text = store.path.read_text()
-    assert token not in text and hashlib.sha256(token.encode()).hexdigest() in text
-    assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
-    entry = store.verify(token)
-    assert entry is not None and entry.caller() == Caller("alice", "support")
-    assert store.verify(token + "x") is None and store.verify("") is None
-    assert store.verify("x" * 10_000) is None
+@pytest.fixture
+def tokens(tmp_path: Path) -> Iterator[BearerTokens]:
+    """The bearer tokens of an embedded index."""
+    graph = DocGraph(load_settings(store={"path": tmp_path / "index.db"}), CountingEmbedder())
+    try:
+        yield BearerTokens(graph.token_store)
+    finally:
+        graph.close()
 
 
-def test_the_store_follows_file_changes_and_revocation(tmp_path: Path):
-    store = TokenStore(tmp_path / "tokens.toml")
-    assert store.entries() == [] and store.verify("anything") is None
-    first = store.add("alice")
-    second = TokenStore(store.path).add("bob")  # another process adds a token
-    assert store.verify(second) is not None and store.verify(first) is not None
-    removed = store.remove(hash_token(first)[:12])
-    assert removed == 1 and store.verify(first) is None and store.verify(second) is not None
+def test_tokens_are_stored_as_sha256_only(tokens: BearerTokens):
+    token = tokens.add("alice", "support")
+    stored = tokens.store.entries()
+    assert [(e.digest, e.user, e.role) for e in stored] == [
+        (hashlib.sha256(token.encode()).hexdigest(), "alice", "support")]
+    entry = tokens.verify(token)
+    assert entry is not None and entry_caller(entry) == Caller("alice", "support")
+    assert tokens.verify(token + "x") is None and tokens.verify("") is None
+    assert tokens.verify("x" * 10_000) is None
+
+
+def test_the_cache_follows_other_instances_and_revocation(tokens: BearerTokens,
+                                                         tmp_path: Path):
+    assert tokens.entries() == () and tokens.verify("anything") is None
+    first = tokens.add("alice")
+    with DocGraph(load_settings(store={"path": tmp_path / "index.db"}),
+                  CountingEmbedder()) as other:  # another process adds a token
+        second = BearerTokens(other.token_store).add("bob")
+    assert tokens.verify(second) is not None and tokens.verify(first) is not None
+    removed = tokens.remove(hash_token(first)[:12])
+    assert removed == 1 and tokens.verify(first) is None and tokens.verify(second) is not None
     with pytest.raises(ConfigError, match="8 hex digits"):
-        store.remove("ab")
+        tokens.remove("ab")
 
 
 def test_yaml_token_files_are_read(tmp_path: Path):
     path = tmp_path / "tokens.yaml"
     path.write_text(f"tokens:\n  {hash_token('s3cret')}: {{user: carol, role: eng}}\n")
-    entry = TokenStore(path).verify("s3cret")
-    assert entry is not None and (entry.user, entry.role) == ("carol", "eng")
+    [entry] = parse_tokens_file(path)
+    assert (entry.digest, entry.user, entry.role) == (hash_token("s3cret"), "carol", "eng")
 
 
 @pytest.mark.parametrize("content", [
     '[tokens.abc]\nuser = "x"\n',                       # not a digest
     f'[tokens.{"0" * 64}]\nrole = "x"\n',                 # no user
     "tokens = 3\n",
+    "[tokens\n",                                         # not TOML
 ])
-def test_broken_token_files_are_config_errors(tmp_path: Path, content: str):
+def test_broken_token_files_are_config_errors(tokens: BearerTokens, tmp_path: Path,
+                                              content: str):
     path = tmp_path / "tokens.toml"
     path.write_text(content)
     with pytest.raises(ConfigError, match="tokens file"):
-        TokenStore(path).verify("anything")
+        tokens.import_file(path)
+    assert tokens.entries() == ()
 
 
-def test_the_sdk_verifier_maps_a_token_to_its_caller(tmp_path: Path):
-    store = TokenStore(tmp_path / "tokens.toml")
-    token = store.add("bob", "support")
-    verifier = StoreTokenVerifier(store)
+def test_the_sdk_verifier_maps_a_token_to_its_caller(tokens: BearerTokens):
+    token = tokens.add("bob", "support")
+    verifier = StoreTokenVerifier(tokens)
     access = anyio.run(verifier.verify_token, token)
     assert access is not None and caller_from_access_token(access) == Caller("bob", "support")
     assert token not in access.model_dump_json()  # the raw token is not carried along
@@ -80,17 +97,20 @@ def test_the_sdk_verifier_maps_a_token_to_its_caller(tmp_path: Path):
 
 def test_token_commands_print_the_token_once_and_store_its_hash(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCGRAPH_SERVE__TOKENS_FILE", str(tmp_path / "t.toml"))
+    monkeypatch.setenv("DOCGRAPH_STORE__PATH", str(tmp_path / "index.db"))
     runner = CliRunner()
     added = runner.invoke(app, ["token", "add", "alice", "--role", "support"])
     assert added.exit_code == 0, added.output
     token = added.stdout.strip().splitlines()[0]
     assert token.startswith("dg_") and len(token) > 40
-    assert token not in (tmp_path / "t.toml").read_text()
     listed = runner.invoke(app, ["token", "list"])
     assert "alice" in listed.stdout and token not in listed.stdout
+    assert hash_token(token)[:12] in listed.stdout
     removed = runner.invoke(app, ["token", "remove", hash_token(token)[:10]])
-    assert removed.exit_code == 0 and TokenStore(tmp_path / "t.toml").entries() == []
+    assert removed.exit_code == 0
+    with DocGraph(load_settings(), CountingEmbedder()) as graph:
+        assert graph.token_store.entries() == []
+        assert [e.user for e in graph.token_store.entries(include_revoked=True)] == ["alice"]
 
 
 def test_serve_refuses_to_start_without_tokens(tmp_path: Path, monkeypatch):

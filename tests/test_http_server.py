@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from docgraph import DocGraph
-from docgraph.serve.auth import TokenStore
+from docgraph.serve.auth import BearerTokens, hash_token
 from docgraph.serve.http import create_app
 from tests.test_mcp_tools import (
     TOOL_NAMES,
@@ -81,7 +81,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     """The corpus served on a free loopback port, with one token per test user."""
     root = tmp_path_factory.mktemp("http-corpus")
     graph: DocGraph = build_corpus(open_isolated_graph(root / "index.db"), root)
-    tokens = TokenStore(root / "tokens.toml")
+    tokens = BearerTokens(graph.token_store)
     issued = {"alice": tokens.add("alice"), "bob": tokens.add("bob", "support"),
               "mallory": tokens.add("mallory"), "bob_admin": tokens.add("bob", "admin")}
     with Running(create_app(make_tools(graph), tokens)) as running:
@@ -201,8 +201,8 @@ def test_one_host_and_origin_policy_guards_mcp_and_the_json_api(served):
 
 def test_bound_beyond_loopback_neither_route_checks_the_host(served):
     """The policy follows the bind address for /mcp and /api/v1 alike."""
-    app = create_app(make_tools(served["graph"]), TokenStore(
-        served["graph"].settings.store.path.parent / "tokens.toml"), host="0.0.0.0")
+    app = create_app(make_tools(served["graph"]), BearerTokens(served["graph"].token_store),
+                     host="0.0.0.0")
     alice = {"Authorization": f"Bearer {served['tokens']['alice']}", "Host": "docs.example"}
     with Running(app) as running:
         api_answer = httpx.post(running.url + "/api/v1/index_status", json={},
@@ -432,10 +432,12 @@ def test_the_audit_log_records_http_callers(served):
     assert ("bob", "index_status") in records
 
 
-def test_the_tokens_file_holds_only_hashes(served):
-    stored = (served["graph"].settings.store.path.parent / "tokens.toml").read_text()
+def test_the_index_database_holds_only_token_hashes(served):
+    stored = served["graph"].token_store.entries()
+    digests = {e.digest for e in stored}
     for token in served["tokens"].values():
-        assert token not in stored
+        assert hash_token(token) in digests
+        assert all(token not in (e.digest, e.user, e.role) for e in stored)
 
 
 HOSTILE_TEXT = ["'; DROP TABLE chunks; --", "NEAR(a b) * ^ \"", "a\x00b", "\u202e\u05d0",

@@ -51,12 +51,15 @@ from docgraph.store.sql.dialect import SqlDatabase
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sql.settings import SqlSettingsStore
+from docgraph.store.sql.tokens import SqlTokenStore
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
 from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
 from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 from docgraph.store.sqlite.logs import create_log_tables
 from docgraph.store.sqlite.settings import create_settings_table
+from docgraph.store.sqlite.tokens import create_token_tables
+from docgraph.store.tokens import TokenStore
 
 if TYPE_CHECKING:
     from docgraph.store.postgres import PostgresCatalog
@@ -208,6 +211,14 @@ class DocGraph:
         if self._sqlite is not None:
             create_log_tables(self._sqlite)
         return SqlAuditStore(self._sql_database())
+
+    @cached_property
+    def token_store(self) -> TokenStore:
+        """Bearer-token digests of ``docgraph serve`` (in the backend's database, shared by
+        every process serving it)."""
+        if self._sqlite is not None:
+            create_token_tables(self._sqlite)
+        return SqlTokenStore(self._sql_database())
 
     def _sql_database(self) -> SqlDatabase:
         """The relational catalog shared SQL runs on (SQLite file or PostgreSQL)."""

@@ -325,7 +325,10 @@ class ServeSettings(_Section):
     port: int = Field(default=8765, ge=0, le=65535)
     tokens_file: Path = Field(
         default=Path(".docgraph/tokens.toml"),
-        description="Bearer tokens: sha256(token) hex -> {user, role} (TOML or YAML).",
+        description="Legacy bearer-token file (sha256(token) hex -> {user, role}, TOML or "
+                    "YAML): tokens now live in the index database; an existing file's "
+                    "entries are imported there (by digest, once) when `serve` or a `token` "
+                    "command opens the index. Never written.",
     )
     stdio_user: str | None = Field(default=None, description="Caller of `docgraph mcp` (stdio).")
     stdio_role: str | None = Field(default=None, description="Active role of the stdio caller.")

@@ -1,35 +1,52 @@
 """Bearer tokens for the HTTP transports: each token maps to a caller (user + optional role).
 
-Tokens are stored only as ``sha256(token)`` hex digests, in a TOML (or YAML) file::
+Tokens are stored only as ``sha256(token)`` hex digests, in the index's database (the
+:class:`~docgraph.store.tokens.TokenStore` port: the SQLite file or PostgreSQL), so every
+``docgraph serve`` process on one database accepts the same tokens. A presented token is
+hashed and compared with every stored digest using :func:`hmac.compare_digest` (constant
+time per entry, all entries always compared). Entries are cached per process and re-read
+when the store's change counter moves, so ``docgraph token add`` / ``remove`` run anywhere
+take effect on every server's next request, without a restart.
+
+A legacy tokens file (``serve.tokens_file``, TOML or YAML)::
 
     [tokens.3f7a...e1]            # sha256 of the token
     user = "alice"
     role = "support"              # optional: the caller acts in this role only
 
-A presented token is hashed and compared with every stored digest using
-:func:`hmac.compare_digest` (constant time per entry, all entries always compared). The file
-is re-read when it changes, so ``docgraph token add`` takes effect without a restart.
+is imported into the database (by digest, idempotently) when the server or a token command
+opens the index; it is never written. A token revoked in the database stays revoked even
+if the file still lists it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
+import logging
 import secrets
-import threading
+import time
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from mcp.server.auth.provider import AccessToken
 
 from docgraph.errors import ConfigError
 from docgraph.governance import Caller
+from docgraph.store.tokens import MIN_TOKEN_ID_CHARS, TokenEntry, TokenStore
+
+__all__ = ["MAX_TOKEN_CHARS", "BearerTokens", "StoreTokenVerifier", "TokenEntry",
+           "caller_from_access_token", "entry_caller", "hash_token", "new_token",
+           "parse_tokens_file"]
+
+log = logging.getLogger(__name__)
 
 #: Longest token accepted from a request (anything longer is rejected before hashing).
 MAX_TOKEN_CHARS = 512
+_HEX = frozenset("0123456789abcdef")
 
 
 def hash_token(token: str) -> str:
@@ -42,31 +59,27 @@ def new_token() -> str:
     return "dg_" + secrets.token_urlsafe(32)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenEntry:
-    """One stored token: its digest and the caller it stands for."""
-
-    digest: str
-    user: str
-    role: str | None = None
-
-    @property
-    def token_id(self) -> str:
-        """A short, non-secret identifier of the token (first 12 hex digits of the digest)."""
-        return self.digest[:12]
-
-    def caller(self) -> Caller:
-        """The caller this token authenticates."""
-        return Caller(self.user, self.role)
+def entry_caller(entry: TokenEntry) -> Caller:
+    """The caller a stored token authenticates."""
+    return Caller(entry.user, entry.role)
 
 
-def _parse(path: Path, text: str) -> list[TokenEntry]:
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
+def parse_tokens_file(path: Path) -> list[TokenEntry]:
+    """The entries of a legacy tokens file (TOML, or YAML by suffix); a broken file is a
+    :class:`ConfigError` naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"tokens file {path} cannot be read: {exc}") from exc
+    try:
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
 
-        data: Any = yaml.safe_load(text) or {}
-    else:
-        data = tomllib.loads(text)
+            data: Any = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except Exception as exc:
+        raise ConfigError(f"tokens file {path}: not valid TOML/YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"tokens file {path}: expected a table of tokens")
     table = data.get("tokens", {})
@@ -75,7 +88,7 @@ def _parse(path: Path, text: str) -> list[TokenEntry]:
     entries: list[TokenEntry] = []
     for digest, value in table.items():
         digest = str(digest).strip().lower()
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        if len(digest) != 64 or set(digest) - _HEX:
             raise ConfigError(f"tokens file {path}: {digest[:16]!r}... is not a sha256 hex digest")
         if not isinstance(value, dict) or not str(value.get("user", "")).strip():
             raise ConfigError(f"tokens file {path}: token {digest[:12]} needs a user")
@@ -85,29 +98,36 @@ def _parse(path: Path, text: str) -> list[TokenEntry]:
     return entries
 
 
-class TokenStore:
-    """The token file, re-read when its modification time or size changes."""
+def _check_name(value: str, what: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ConfigError(f"a token needs a non-empty {what}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ConfigError(f"{what} {value!r}: control characters are not allowed")
+    return value
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._stamp: tuple[float, int] | None = None
-        self._entries: list[TokenEntry] = []
 
-    def entries(self) -> list[TokenEntry]:
-        """Every stored token (an absent file holds none)."""
-        try:
-            stat = self.path.stat()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise ConfigError(f"tokens file {self.path} cannot be read: {exc}") from exc
-        stamp = (stat.st_mtime, stat.st_size)
-        with self._lock:
-            if stamp != self._stamp:
-                self._entries = _parse(self.path, self.path.read_text(encoding="utf-8"))
-                self._stamp = stamp
-            return self._entries
+class BearerTokens:
+    """The tokens a server accepts, read through a :class:`TokenStore` and cached.
+
+    Every :meth:`entries` call (so every request) asks the store's change counter (one
+    tiny read) and re-reads the entries only when it moved. The counter is read before the
+    entries, so a change committed in between only causes one more re-read, never a stale
+    cache.
+    """
+
+    def __init__(self, store: TokenStore) -> None:
+        self.store = store
+        self._cache: tuple[int, tuple[TokenEntry, ...]] | None = None
+
+    def entries(self) -> tuple[TokenEntry, ...]:
+        """Every live token."""
+        version = self.store.version()
+        cached = self._cache
+        if cached is None or cached[0] != version:
+            cached = (version, tuple(self.store.entries()))
+            self._cache = cached  # one atomic swap: readers see the old or the new pair
+        return cached[1]
 
     def verify(self, token: str) -> TokenEntry | None:
         """The entry of ``token``, or None. Compares the digest with every entry in constant
@@ -125,68 +145,58 @@ class TokenStore:
         """Create a token for ``user`` (acting as ``role``), store its digest, return the token.
 
         The token itself is not stored anywhere; it is shown once to whoever runs this."""
-        if not user.strip():
-            raise ConfigError("a token needs a non-empty user")
-        if self.path.suffix.lower() in (".yaml", ".yml"):
-            raise ConfigError(f"{self.path}: `token add` writes TOML files; use a .toml path")
+        user = _check_name(user, "user")
+        role = _check_name(role, "role") if role is not None and role.strip() else None
         token = new_token()
-        digest = hash_token(token)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
-        _parse(self.path, existing)  # refuse to append to a broken file
-        entry = f'\n[tokens.{digest}]\nuser = {_toml_string(user.strip())}\n'
-        if role:
-            entry += f"role = {_toml_string(role.strip())}\n"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        fd = os.open(self.path, flags, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as handle:
-            handle.write(entry)
+        if not self.store.add(TokenEntry(hash_token(token), user, role, time.time())):
+            raise ConfigError("token digest collision; run `token add` again")  # 2**-256
         return token
 
     def remove(self, token_id: str) -> int:
-        """Delete the tokens whose digest starts with ``token_id`` (at least 8 hex digits);
-        returns how many were removed."""
+        """Revoke the tokens whose digest starts with ``token_id`` (at least 8 hex digits);
+        returns how many were revoked."""
         token_id = token_id.strip().lower()
-        if len(token_id) < 8:
-            raise ConfigError("give at least 8 hex digits of the token id")
-        entries = self.entries()
-        kept = [e for e in entries if not e.digest.startswith(token_id)]
-        if len(kept) == len(entries):
+        if len(token_id) < MIN_TOKEN_ID_CHARS or set(token_id) - _HEX:
+            raise ConfigError(f"token id {token_id[:16]!r}: give at least "
+                              f"{MIN_TOKEN_ID_CHARS} hex digits of the token id")
+        return self.store.remove(token_id, time.time())
+
+    def import_file(self, path: str | Path,
+                    notify: Callable[[str], None] | None = None) -> int:
+        """Import a legacy tokens file's entries not stored yet (by digest; revoked ones stay
+        revoked); returns how many were added. An absent file imports nothing. When some
+        were added, ``notify`` (default: a log warning) gets a notice naming the file."""
+        path = Path(path)
+        if not path.is_file():
             return 0
-        if self.path.suffix.lower() in (".yaml", ".yml"):
-            raise ConfigError(f"{self.path}: `token remove` rewrites TOML files only")
-        lines = []
-        for e in kept:
-            lines.append(f"[tokens.{e.digest}]\nuser = {_toml_string(e.user)}\n"
-                         + (f"role = {_toml_string(e.role)}\n" if e.role else ""))
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines))
-        tmp.replace(self.path)
-        return len(entries) - len(kept)
-
-
-def _toml_string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    if any(ord(c) < 0x20 for c in escaped):
-        raise ConfigError(f"{value!r}: control characters are not allowed")
-    return f'"{escaped}"'
+        try:
+            created = path.stat().st_mtime
+        except OSError:
+            created = time.time()
+        added = sum(self.store.add(TokenEntry(e.digest, e.user, e.role, created))
+                    for e in parse_tokens_file(path))
+        if added:
+            (notify or log.warning)(
+                f"imported {added} token(s) from {path} into the index database, where "
+                "tokens now live (`docgraph token list/add/remove`); the file is no longer "
+                "written, and a token revoked in the database stays revoked: delete the file")
+        return added
 
 
 class StoreTokenVerifier:
-    """The MCP SDK's ``TokenVerifier`` over a :class:`TokenStore`.
+    """The MCP SDK's ``TokenVerifier`` over :class:`BearerTokens`.
 
     The access token's ``client_id`` is the token id (so an MCP session stays bound to the
-    token that opened it), ``subject`` the user, and ``claims`` carry user and role.
+    token that opened it), ``subject`` the user, and ``claims`` carry user and role. The
+    store is read in a worker thread (it may be a PostgreSQL round trip).
     """
 
-    def __init__(self, store: TokenStore) -> None:
-        self.store = store
+    def __init__(self, tokens: BearerTokens) -> None:
+        self.tokens = tokens
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The access info of a valid token, else None."""
-        entry = self.store.verify(token)
+        entry = await anyio.to_thread.run_sync(self.tokens.verify, token)
         if entry is None:
             return None
         return AccessToken(token=entry.token_id, client_id=f"token:{entry.token_id}",

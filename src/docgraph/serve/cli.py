@@ -258,7 +258,8 @@ def migrate(
         f"chunks ({report.model[0]}, {report.model[1]}-d vectors, none re-embedded), "
         f"{report.entities} entities, {report.communities} communities ({report.reports} "
         f"reports), {report.failures} failures, {report.sql_sources} SQL sources, "
-        f"{report.column_tags} column tags and {report.builds} build records to "
+        f"{report.column_tags} column tags, {report.builds} build records and "
+        f"{report.tokens} bearer token digest(s) to "
         f"{escape(target.display_url)} in "
         f"{time.perf_counter() - started:.1f}s"
     )
@@ -695,16 +696,15 @@ def serve_http(
 
     Every request needs a bearer token (`docgraph token add USER`); callers see only their
     entitled namespaces (governance.policy_file or governance.sql_url)."""
-    from docgraph.serve.auth import TokenStore
     from docgraph.serve.http import serve
-    from docgraph.serve.setup import build_tools
+    from docgraph.serve.setup import build_tools, open_bearer_tokens
 
     with _open() as dg:
         settings = dg.settings.serve
-        tokens = TokenStore(settings.tokens_file)
+        tokens = open_bearer_tokens(dg, _notice)
         if not tokens.entries():
-            err.print(f"no bearer tokens in {escape(str(settings.tokens_file))}: create one "
-                      "with [bold]docgraph token add USER[/]")
+            err.print("no bearer tokens in the index database: create one with "
+                      "[bold]docgraph token add USER[/]")
             raise typer.Exit(1)
         tools = build_tools(dg)
         bind = host or settings.host
@@ -744,11 +744,25 @@ token_app = typer.Typer(help="Bearer tokens of `docgraph serve` (stored as sha25
 app.add_typer(token_app, name="token")
 
 
-def _token_store() -> Any:
-    from docgraph.config import load_settings
-    from docgraph.serve.auth import TokenStore
+def _notice(message: str) -> None:
+    err.print(f"[yellow]notice:[/] {escape(message)}")
 
-    return TokenStore(load_settings(_state.get("config")).serve.tokens_file)
+
+def _token_command(command: Any) -> Any:
+    """Run ``command(tokens, graph)`` on the bearer tokens of the index's database (the
+    legacy tokens file imported first)."""
+    from docgraph.serve.setup import open_bearer_tokens
+
+    with _open() as dg:
+        return command(open_bearer_tokens(dg, _notice), dg)
+
+
+def _token_location(dg: DocGraph) -> str:
+    if dg.backend == "postgres":
+        from docgraph.store.postgres import redacted
+
+        return redacted(dg.settings.store.url or "")
+    return str(dg.settings.store.path)
 
 
 @token_app.command("add")
@@ -758,20 +772,24 @@ def token_add(
         str | None, typer.Option("--role", "-r", help="Act only in this role.")
     ] = None,
 ) -> None:
-    """Create a token for USER; prints it once (only its sha256 is stored)."""
-    store = _token_store()
-    token = store.add(user, role)
-    sys.stdout.write(token + "\n")
+    """Create a token for USER; prints it once (only its sha256 is stored, in the index's
+    database, so every server on that database accepts it at once)."""
+    def add(tokens: Any, dg: DocGraph) -> tuple[str, str]:
+        return f"{tokens.add(user, role)}\n", _token_location(dg)
+
+    token, where = _token_command(add)
+    sys.stdout.write(token)
     err.print(f"token for {escape(user)}{' as ' + escape(role) if role else ''} stored (as its "
-              f"sha256) in {escape(str(store.path))}; it is not shown again")
+              f"sha256) in {escape(where)}; it is not shown again")
 
 
 @token_app.command("list")
 def token_list() -> None:
-    """Token ids (digest prefixes), users and roles; never the tokens."""
-    table = Table("token id", "user", "role")
-    for entry in _token_store().entries():
-        table.add_row(entry.token_id, escape(entry.user), escape(entry.role or "-"))
+    """Token ids (digest prefixes), users, roles and creation times; never the tokens."""
+    table = Table("token id", "user", "role", "created")
+    for entry in _token_command(lambda tokens, dg: tokens.entries()):
+        table.add_row(entry.token_id, escape(entry.user), escape(entry.role or "-"),
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.created_at)))
     console.print(table)
 
 
@@ -779,8 +797,9 @@ def token_list() -> None:
 def token_remove(
     token_id: Annotated[str, typer.Argument(help="Token id from `docgraph token list`.")],
 ) -> None:
-    """Revoke the token(s) whose id starts with TOKEN_ID."""
-    removed = _token_store().remove(token_id)
+    """Revoke the token(s) whose id starts with TOKEN_ID (every server refuses them from its
+    next request on)."""
+    removed = _token_command(lambda tokens, dg: tokens.remove(token_id))
     console.print(f"removed {removed} token(s)")
     if not removed:
         raise typer.Exit(1)

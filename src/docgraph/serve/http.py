@@ -45,7 +45,7 @@ from starlette.routing import Route
 from docgraph import __version__
 from docgraph.errors import DocgraphError, InvalidQuery
 from docgraph.governance import AccessDenied, Caller
-from docgraph.serve.auth import StoreTokenVerifier, TokenStore, caller_from_access_token
+from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
@@ -103,7 +103,7 @@ def _check_text(arguments: dict[str, Any]) -> None:
         raise InvalidQuery(f"{finding.where()}: {finding.problem}")
 
 
-def create_app(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0.1",
+def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
                stateless: bool = False) -> Starlette:
     """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``."""
     mcp_server = build_mcp_server(tools, http_caller)
@@ -252,7 +252,7 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def serve(tools: DocgraphTools, tokens: TokenStore, *, host: str = "127.0.0.1",
+def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
           port: int = 8765, log_level: str = "warning") -> None:
     """Run the HTTP server until interrupted (blocking)."""
     import uvicorn

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from docgraph.app import DocGraph
 from docgraph.config import GovernanceSettings, ServeSettings
@@ -20,6 +20,7 @@ from docgraph.governance import (
     SqlRowAuthorizer,
     StaticEntitlements,
 )
+from docgraph.serve.auth import BearerTokens
 from docgraph.serve.tools import DocgraphTools
 
 
@@ -141,3 +142,13 @@ def stdio_caller(settings: ServeSettings, user: str | None = None,
         raise ConfigError("the stdio MCP server needs a caller: set [serve] stdio_user "
                           "(and optionally stdio_role) or pass --user")
     return Caller(user, role)
+
+
+def open_bearer_tokens(graph: DocGraph,
+                       notify: Callable[[str], None] | None = None) -> BearerTokens:
+    """The bearer tokens of ``graph``'s database, after importing the legacy
+    ``[serve] tokens_file`` if there is one (idempotent; ``notify`` gets the notice naming
+    the file when it added tokens)."""
+    tokens = BearerTokens(graph.token_store)
+    tokens.import_file(graph.settings.serve.tokens_file, notify)
+    return tokens

@@ -7,7 +7,8 @@ communities with their members and recorded row sources, the community reports w
 stored vectors, and each namespace's graph build state: dirty flag, vocabulary fingerprint,
 build time, so the copy needs no graph rebuild), the SQL sources (their URLs never held
 passwords), the column tags and the build history (with its phase outcomes, so status keeps
-the last build and its staleness). Row ids are the target's own (entities and communities
+the last build and its staleness) and the bearer-token digests (revoked ones too, so
+they stay revoked). Row ids are the target's own (entities and communities
 are mapped by key and position). Not copied: traces and audit records. Each document is one
 transaction on the target, the graph one more; the target must not hold documents yet. The
 HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
@@ -51,6 +52,7 @@ class MigrationReport:
     sql_sources: int = 0
     column_tags: int = 0
     builds: int = 0
+    tokens: int = 0
 
 
 def migrate_to_postgres(
@@ -88,6 +90,7 @@ def migrate_to_postgres(
                 target.record_failure(copy, failure.path, failure.reason)
                 report.failures += 1
     _copy_registry_and_history(embedded, target, report)
+    report.tokens = _copy_tokens(embedded, target)
     return report
 
 
@@ -109,6 +112,17 @@ def _copy_registry_and_history(embedded: SQLiteCatalog, target: PostgresCatalog,
     for build in reversed(builds):
         target_history.record(build, keep=len(builds))
         report.builds += 1
+
+
+def _copy_tokens(embedded: SQLiteCatalog, target: PostgresCatalog) -> int:
+    """Copy the bearer-token digests (live and revoked) the target lacks; returns how many."""
+    from docgraph.store.sql.tokens import SqlTokenStore
+
+    if embedded.connection().execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'bearer_tokens'").fetchone() is None:
+        return 0
+    copy = SqlTokenStore(target)
+    return sum(copy.add(e) for e in SqlTokenStore(embedded).entries(include_revoked=True))
 
 
 def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: SourceRecord,

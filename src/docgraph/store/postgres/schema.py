@@ -428,8 +428,19 @@ _LIFECYCLE: Final = (
     )""",
 )
 
+# Bearer tokens of `docgraph serve` (sha256 digests only; a revoked row is kept so the digest
+# cannot come back) and the change counter every server polls per request
+# (docgraph.store.tokens): shared by every process serving this database.
+_TOKENS: Final = (
+    "CREATE TABLE bearer_tokens (digest text PRIMARY KEY, user_id text NOT NULL, role text,"
+    " created_at double precision NOT NULL, revoked_at double precision)",
+    "CREATE TABLE bearer_token_version (id integer PRIMARY KEY CHECK (id = 1),"
+    " n bigint NOT NULL)",
+    "INSERT INTO bearer_token_version (id, n) VALUES (1, 0)",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
-                                                   _FEED, _SETTINGS, _LIFECYCLE)
+                                                   _FEED, _SETTINGS, _LIFECYCLE, _TOKENS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.
