@@ -172,7 +172,7 @@ def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph)
     graph.cohort_engine().search("outage", namespaces={"ops"}, k=2)
     assert graph.traces.count() == 0  # the engine itself stores nothing
     store = SqlTraceLog(graph.catalog, retention=3)
-    graph.__dict__["traces"] = store
+    graph.ports.__dict__["traces"] = store  # type: ignore[attr-defined]
     governance, caller = local_governance(graph)
     for i in range(5):
         governance.search(caller, f"outage {i}", k=2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import ConfigError, SourceError, UnsupportedByBackend
+from docgraph.errors import SourceError, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder, make_embedder
@@ -40,29 +39,16 @@ from docgraph.store.base import (
     ChunkIndex,
     FailureRecord,
     NamespaceStats,
-    SettingsStore,
     StoreCatalog,
     TraceLog,
 )
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 from docgraph.store.lifecycle import LeaderLock
-from docgraph.store.sql.builds import SqlBuildHistoryStore
-from docgraph.store.sql.dialect import SqlDatabase
-from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
-from docgraph.store.sql.registry import SqlSourceRegistryStore
-from docgraph.store.sql.settings import SqlSettingsStore
-from docgraph.store.sql.tokens import SqlTokenStore
-from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
-from docgraph.store.sqlite.graph import SQLiteGraphStore
-from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
-from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
-from docgraph.store.sqlite.logs import create_log_tables
-from docgraph.store.sqlite.settings import create_settings_table
-from docgraph.store.sqlite.tokens import create_token_tables
+from docgraph.store.ports import StorePorts, open_ports
 from docgraph.store.tokens import TokenStore
 
 if TYPE_CHECKING:
-    from docgraph.store.postgres import PostgresCatalog
+    from docgraph.store.sqlite import SQLiteCatalog
 
 
 @dataclass(frozen=True)
@@ -93,16 +79,8 @@ class DocGraph:
         self._shared_settings: SharedSettings | None = None
         self.embedder = embedder or make_embedder(self.settings.embed)
         self.backend = self.settings.store.backend
-        self._sqlite: SQLiteCatalog | None = None
-        self.store: StoreCatalog
-        if self.backend == "postgres":
-            from docgraph.store.postgres import PostgresCatalog
-
-            assert self.settings.store.url is not None  # checked by StoreSettings
-            self.store = PostgresCatalog(self.settings.store.url)
-        else:
-            self._sqlite = SQLiteCatalog(self.settings.store.path)
-            self.store = self._sqlite
+        self.ports: StorePorts = open_ports(self.settings.store)
+        self.store: StoreCatalog = self.ports.catalog
         self.extractor: EntityExtractor | None = (
             make_extractor(self.settings.graph) if self.settings.graph.enabled else None
         )
@@ -117,7 +95,7 @@ class DocGraph:
         self._index_lock = threading.Lock()
         self._build_lock = threading.Lock()
         self.config_file: Path | None = None
-        self._shared_settings = SharedSettings(self._settings_store(), self._settings)
+        self._shared_settings = SharedSettings(self.ports.settings, self._settings)
         self._shared_settings.sync(force=True)
 
     @property
@@ -135,11 +113,6 @@ class DocGraph:
         """The admin settings stored in the index (shared by every process)."""
         assert self._shared_settings is not None
         return self._shared_settings
-
-    def _settings_store(self) -> SettingsStore:
-        if self._sqlite is not None:
-            create_settings_table(self._sqlite)
-        return SqlSettingsStore(self._sql_database())
 
     @classmethod
     def open(
@@ -160,69 +133,44 @@ class DocGraph:
 
     # -- backends ------------------------------------------------------------
 
-    def _embedded(self, feature: str) -> SQLiteCatalog:
-        """The embedded catalog, or a clear error naming ``feature`` and the backend."""
-        if self._sqlite is None:
-            raise UnsupportedByBackend(
-                f"{feature} needs store.backend = 'embedded'; the {self.backend!r} backend "
-                "offers index, remove_folder, search (every mode), context, the entity graph, "
-                "documents, namespaces, status, sources and tags, refresh and reindex"
-            )
-        return self._sqlite
-
     @property
     def has_graph(self) -> bool:
         """Whether this backend holds the entity graph (and so the cohort engine): every
         backend does (the graph lives in the catalog, embedded SQLite or PostgreSQL)."""
         return True
 
-    def _postgres(self) -> PostgresCatalog:
-        """The PostgreSQL catalog (only called when the backend is ``postgres``)."""
-        from docgraph.store.postgres import PostgresCatalog
+    @property
+    def catalog(self) -> SQLiteCatalog:
+        """The raw embedded SQLite catalog, for tests and benchmarks that look inside the
+        file. The product uses the ports (:attr:`store`, :attr:`graph_store`, ...)."""
+        from docgraph.store.sqlite import SQLiteCatalog
 
-        assert isinstance(self.store, PostgresCatalog)
+        if not isinstance(self.store, SQLiteCatalog):
+            raise UnsupportedByBackend(
+                f"the raw SQLite catalog exists only with store.backend = 'embedded', not "
+                f"{self.backend!r}; every feature works through the storage ports")
         return self.store
 
     @property
-    def catalog(self) -> SQLiteCatalog:
-        """The embedded SQLite catalog (graph, cohort search, traces, governance, sources
-        registry). Backend-neutral code uses :attr:`store`."""
-        return self._embedded("this feature (it reads the embedded SQLite catalog)")
-
-    @cached_property
     def graph_store(self) -> GraphStore:
         """Entities, edges and communities, in the catalog's database (shared SQL)."""
-        if self._sqlite is not None:
-            return SQLiteGraphStore(self._sqlite)
-        from docgraph.store.postgres.graph import PostgresGraphStore
+        return self.ports.graph
 
-        return PostgresGraphStore(self._postgres())
-
-    @cached_property
+    @property
     def traces(self) -> TraceLog:
         """Retrieval traces stored by the governed service (in the backend's database)."""
-        if self._sqlite is not None:
-            create_log_tables(self._sqlite)
-        return SqlTraceLog(self._sql_database())
+        return self.ports.traces
 
-    @cached_property
+    @property
     def audit_store(self) -> AuditStore:
         """The audit log of governed requests (in the backend's database)."""
-        if self._sqlite is not None:
-            create_log_tables(self._sqlite)
-        return SqlAuditStore(self._sql_database())
+        return self.ports.audit
 
-    @cached_property
+    @property
     def token_store(self) -> TokenStore:
         """Bearer-token digests of ``docgraph serve`` (in the backend's database, shared by
         every process serving it)."""
-        if self._sqlite is not None:
-            create_token_tables(self._sqlite)
-        return SqlTokenStore(self._sql_database())
-
-    def _sql_database(self) -> SqlDatabase:
-        """The relational catalog shared SQL runs on (SQLite file or PostgreSQL)."""
-        return self._sqlite if self._sqlite is not None else self._postgres()
+        return self.ports.tokens
 
     # -- sources and lifecycle -------------------------------------------------
 
@@ -236,27 +184,18 @@ class DocGraph:
         """Document folders, SQL sources and column tags (credentials from env/secrets)."""
         credentials = Credentials(self.settings.sources.secrets_file,
                                   timeout_s=self.settings.sources.timeout_s)
-        if self._sqlite is not None:
-            create_registry_tables(self._sqlite)
-        return SourceRegistry(self.store, SqlSourceRegistryStore(self._sql_database()),
-                              credentials)
+        return SourceRegistry(self.store, self.ports.registry, credentials)
 
     @cached_property
     def build_history(self) -> BuildHistory:
         """Recorded namespace builds and their phase outcomes."""
-        if self._sqlite is not None:
-            create_build_tables(self._sqlite)
-        return BuildHistory(SqlBuildHistoryStore(self._sql_database()))
+        return BuildHistory(self.ports.builds)
 
-    @cached_property
+    @property
     def leader_lock(self) -> LeaderLock:
         """Elects the one process that refreshes this index: a PostgreSQL advisory lock, or
         a file lock beside the SQLite file."""
-        if self._sqlite is None:
-            from docgraph.store.postgres.leader import PostgresLeaderLock
-
-            return PostgresLeaderLock(self._postgres().url)
-        return FileLeaderLock(leader_lock_path(self._sqlite.path))
+        return self.ports.leader
 
     @cached_property
     def refresher(self) -> Refresher:
@@ -369,26 +308,7 @@ class DocGraph:
             return self._index
 
     def _open_index(self) -> ChunkIndex:
-        store = self.settings.store
-        if store.index == "embedded" and self._sqlite is None:
-            from docgraph.store.postgres import PostgresChunkIndex
-
-            return PostgresChunkIndex(self._postgres(), self.embedder.dimension,
-                                      ef_search=store.pg_ef_search)
-        if store.index == "embedded":
-            assert self._sqlite is not None
-            return EmbeddedChunkIndex(self._sqlite, self.embedder.dimension)
-        try:
-            from docgraph.store.milvus.index import MilvusChunkIndex
-        except ImportError as exc:
-            raise ConfigError(
-                "[store] index = 'milvus' needs pymilvus: pip install 'docgraph[milvus]'"
-            ) from exc
-        return MilvusChunkIndex.over(
-            self.store, self.embedder.dimension, store.resolved_milvus_uri(),
-            collection=store.milvus_collection,
-            token=os.environ.get(store.milvus_token_env, ""),
-        )
+        return self.ports.chunk_index(self.embedder.dimension)
 
     def searcher(self) -> HybridSearcher:
         """A hybrid searcher over this index."""
@@ -479,13 +399,8 @@ class DocGraph:
 
     def status(self) -> IndexStatus:
         """Model, counts per namespace, sources and failures."""
-        location = str(self.settings.store.path)
-        if self._sqlite is None:
-            from docgraph.store.postgres import redacted
-
-            location = redacted(self.settings.store.url or "")
         return IndexStatus(
-            path=location,
+            path=self.ports.location,
             embedding_model=self.store.embedding_model(),
             namespaces=self.store.stats(),
             sources=self.store.list_sources(),
@@ -502,10 +417,7 @@ class DocGraph:
         refresher = self.__dict__.get("refresher")
         if refresher is not None:
             refresher.stop()
-        lock = self.__dict__.get("leader_lock")
-        if lock is not None:
-            lock.close()
-        self.store.close()
+        self.ports.close()
 
     def __enter__(self) -> DocGraph:
         return self

@@ -1,0 +1,94 @@
+"""The embedded backend's ports: one SQLite file holds them all (the tables each shared-SQL
+store needs are created when the store is first used)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from docgraph.config import StoreSettings
+from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
+from docgraph.store.graph import GraphStore
+from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
+from docgraph.store.ports import milvus_index
+from docgraph.store.sql.builds import SqlBuildHistoryStore
+from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
+from docgraph.store.sql.registry import SqlSourceRegistryStore
+from docgraph.store.sql.settings import SqlSettingsStore
+from docgraph.store.sql.tokens import SqlTokenStore
+from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.store.sqlite.index import EmbeddedChunkIndex
+from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
+from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
+from docgraph.store.sqlite.logs import create_log_tables
+from docgraph.store.sqlite.settings import create_settings_table
+from docgraph.store.sqlite.tokens import create_token_tables
+from docgraph.store.tokens import TokenStore
+
+
+class SQLitePorts:
+    """Every store of an embedded index, over one :class:`SQLiteCatalog` file."""
+
+    def __init__(self, settings: StoreSettings) -> None:
+        self.store_settings = settings
+        self.catalog: SQLiteCatalog = SQLiteCatalog(settings.path)
+        self.location = str(settings.path)
+
+    @cached_property
+    def graph(self) -> GraphStore:
+        """Entities, links, edges, communities and reports in the catalog file."""
+        return SQLiteGraphStore(self.catalog)
+
+    @cached_property
+    def traces(self) -> TraceLog:
+        """Retrieval traces in the catalog file."""
+        create_log_tables(self.catalog)
+        return SqlTraceLog(self.catalog)
+
+    @cached_property
+    def audit(self) -> AuditStore:
+        """The audit log in the catalog file."""
+        create_log_tables(self.catalog)
+        return SqlAuditStore(self.catalog)
+
+    @cached_property
+    def tokens(self) -> TokenStore:
+        """Bearer-token digests in the catalog file."""
+        create_token_tables(self.catalog)
+        return SqlTokenStore(self.catalog)
+
+    @cached_property
+    def settings(self) -> SettingsStore:
+        """Admin settings changed at run time, in the catalog file."""
+        create_settings_table(self.catalog)
+        return SqlSettingsStore(self.catalog)
+
+    @cached_property
+    def registry(self) -> SourceRegistryStore:
+        """SQL sources and column tags in the catalog file."""
+        create_registry_tables(self.catalog)
+        return SqlSourceRegistryStore(self.catalog)
+
+    @cached_property
+    def builds(self) -> BuildHistoryStore:
+        """Build history in the catalog file."""
+        create_build_tables(self.catalog)
+        return SqlBuildHistoryStore(self.catalog)
+
+    @cached_property
+    def leader(self) -> LeaderLock:
+        """A file lock beside the catalog file (every process on this machine sees it)."""
+        return FileLeaderLock(leader_lock_path(self.catalog.path))
+
+    def chunk_index(self, dimension: int) -> ChunkIndex:
+        """The in-memory index following the file, or Milvus (``[store] index``)."""
+        if self.store_settings.index == "milvus":
+            return milvus_index(self.catalog, dimension, self.store_settings)
+        return EmbeddedChunkIndex(self.catalog, dimension)
+
+    def close(self) -> None:
+        """Release the refresh lock (if taken) and close every connection."""
+        lock = self.__dict__.get("leader")
+        if lock is not None:
+            lock.close()
+        self.catalog.close()
