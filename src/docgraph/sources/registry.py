@@ -91,16 +91,10 @@ class SqlSource:
 
 
 @dataclass(frozen=True, slots=True)
-class ColumnTag:
-    """A tag on one column of a SQL source; ``domain`` is empty for entity tags."""
-
-    source: str
-    schema: str
-    table: str
-    column: str
-    tag: str
-    domain: str
-    pk_column: str | None = None
+class ColumnTag(StoredColumnTag):
+    """A tag on one column of a SQL source (the stored record, see
+    :class:`~docgraph.store.lifecycle.StoredColumnTag`) with what the registry derives from
+    it; ``domain`` is empty for entity tags."""
 
     @property
     def entity_type(self) -> str | None:
@@ -264,10 +258,10 @@ class SourceRegistry:
                     f"in domain {domain!r} from SQL source {clash[0].source!r}; row document "
                     "names would collide"
                 )
-        self.store.save_tag(StoredColumnTag(source, ref.schema, ref.table, ref.column, tag,
-                                            domain, ref.pk_column), time.time())
+        saved = ColumnTag(source, ref.schema, ref.table, ref.column, tag, domain, ref.pk_column)
+        self.store.save_tag(saved, time.time())
         self.sync_derived_sources()
-        return ColumnTag(source, ref.schema, ref.table, ref.column, tag, domain, ref.pk_column)
+        return saved
 
     def remove_tag(
         self,
@@ -295,8 +289,7 @@ class SourceRegistry:
         if len(matches) > 1 and (schema is None or (tag == NATURAL_LANGUAGE and domain is None)):
             raise SourceError("several tags match; name the schema and domain: "
                               + ", ".join(f"{t.label()} ({t.domain or '-'})" for t in matches))
-        self.store.remove_tags([StoredColumnTag(t.source, t.schema, t.table, t.column, t.tag,
-                                                t.domain, t.pk_column) for t in matches])
+        self.store.remove_tags(matches)
         return self.sync_derived_sources()[1]
 
     def tags(self) -> list[ColumnTag]:
