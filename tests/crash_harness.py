@@ -44,6 +44,7 @@ from docgraph.ingest.embed import HashingEmbedder
 from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.sources.folder import FolderCrawler
+from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sqlite import SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphBackend
 
@@ -146,7 +147,7 @@ class Trap:
             (HashingEmbedder, "embed_documents", before("embed")),
             (SQLiteCatalog, "_write_one", after("write")),
             (SQLiteCatalog, "delete_document", after("write")),
-            (SQLiteCatalog, "touch_document", after("write")),
+            (SqlCatalogRecords, "touch_document", after("write")),
             (GraphBuilder, "build", graph_build),
             (SQLiteGraphBackend, "_insert_report", after("graph")),
         ]

@@ -40,6 +40,8 @@ class Dialect:
     name = "sqlite"
     #: Largest number of bound parameters one statement may carry.
     max_params = 30_000
+    #: Appended to an ORDER BY on text to sort by code point, as SQLite's default does.
+    binary_order = ""
 
     def sql(self, text: str) -> str:
         """The statement in this driver's placeholder style."""
@@ -71,6 +73,7 @@ class PostgresDialect(Dialect):
 
     name = "postgres"
     max_params = 60_000
+    binary_order = ' COLLATE "C"'
 
     def sql(self, text: str) -> str:
         """The statement with ``%s`` placeholders (a literal ``%`` doubled)."""

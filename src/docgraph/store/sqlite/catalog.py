@@ -17,16 +17,11 @@ from docgraph.model import (
     DocumentRecord,
     EntityLink,
     RowOrigin,
-    SourceRecord,
     StoredChunk,
     Vector,
 )
-from docgraph.sources.urn import urn_scheme
 from docgraph.store.base import (
     DocumentWrite,
-    FailureRecord,
-    NamespaceStats,
-    require_namespaces,
 )
 from docgraph.store.lexical import (
     CountedTerms,
@@ -34,6 +29,7 @@ from docgraph.store.lexical import (
     TermDictionary,
     count_terms,
 )
+from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.graph import write_links
 
@@ -192,7 +188,7 @@ def _check_write(write: DocumentWrite) -> None:
         raise StoreError(f"{write.doc_id}#chunk-{write.chunks[bad].index}: invalid vector")
 
 
-class SQLiteCatalog:
+class SQLiteCatalog(SqlCatalogRecords):
     """The catalog in one SQLite file (WAL mode), safe to share between threads.
 
     Each thread gets its own connection; writes are serialized by SQLite's ``BEGIN
@@ -279,15 +275,6 @@ class SQLiteCatalog:
 
     # -- model -------------------------------------------------------------
 
-    def embedding_model(self) -> tuple[str, int] | None:
-        """(model name, dimension) recorded for this index, if any."""
-        rows = dict(self.connection().execute(
-            "SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dimension')"
-        ).fetchall())
-        if "embed_model" not in rows:
-            return None
-        return rows["embed_model"], int(rows["embed_dimension"])
-
     def set_embedding_model(self, name: str, dimension: int) -> None:
         """Record the embedding model (name and dimension) of this index."""
         with self.transaction() as db:
@@ -296,117 +283,7 @@ class SQLiteCatalog:
                 "INSERT OR REPLACE INTO meta VALUES ('embed_dimension', ?)", (str(dimension),)
             )
 
-    # -- namespaces and sources -------------------------------------------
-
-    def _namespace_id(self, db: sqlite3.Connection, name: str) -> int:
-        db.execute("INSERT OR IGNORE INTO namespaces(name) VALUES (?)", (name,))
-        row = db.execute("SELECT id FROM namespaces WHERE name = ?", (name,)).fetchone()
-        return int(row[0])
-
-    def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
-        """Ids of the named namespaces that exist (unknown names are absent)."""
-        wanted = list(names)
-        if not wanted:
-            return {}
-        marks = ",".join("?" * len(wanted))
-        rows = self.connection().execute(
-            f"SELECT name, id FROM namespaces WHERE name IN ({marks})", wanted
-        ).fetchall()
-        return {str(n): int(i) for n, i in rows}
-
-    def namespaces(self) -> list[str]:
-        """Names of namespaces that have at least one source."""
-        rows = self.connection().execute(
-            "SELECT DISTINCT n.name FROM namespaces n JOIN sources s ON s.namespace_id = n.id "
-            "ORDER BY n.name"
-        ).fetchall()
-        return [str(r[0]) for r in rows]
-
-    def add_source(self, urn: str, namespace: str) -> SourceRecord:
-        """Register a normalized folder URN in ``namespace``; returns the existing one if any."""
-        if not namespace or not namespace.strip():
-            raise StoreError("namespace name must not be empty")
-        with self.transaction() as db:
-            ns_id = self._namespace_id(db, namespace)
-            db.execute(
-                "INSERT OR IGNORE INTO sources(urn, namespace_id, scheme, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                (urn, ns_id, urn_scheme(urn), time.time()),
-            )
-            row = db.execute(
-                "SELECT id FROM sources WHERE urn = ? AND namespace_id = ?", (urn, ns_id)
-            ).fetchone()
-        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn))
-
-    def list_sources(self) -> list[SourceRecord]:
-        """Every registered source, ordered by namespace then URN."""
-        rows = self.connection().execute(
-            "SELECT s.id, s.urn, n.name, s.scheme FROM sources s "
-            "JOIN namespaces n ON n.id = s.namespace_id ORDER BY n.name, s.urn"
-        ).fetchall()
-        return [SourceRecord(int(i), u, n, sc) for i, u, n, sc in rows]
-
-    def remove_source(self, source: SourceRecord) -> int:
-        """Delete a source with its documents and chunks, in one transaction."""
-        with self.transaction() as db:
-            count = db.execute(
-                "SELECT count(*) FROM documents WHERE source_id = ?", (source.id,)
-            ).fetchone()[0]
-            db.execute(
-                "DELETE FROM chunks WHERE document_id IN "
-                "(SELECT id FROM documents WHERE source_id = ?)", (source.id,)
-            )
-            db.execute("DELETE FROM documents WHERE source_id = ?", (source.id,))
-            db.execute("DELETE FROM failures WHERE source_id = ?", (source.id,))
-            db.execute(
-                "UPDATE namespaces SET graph_dirty = 1 WHERE name = ?", (source.namespace,)
-            )
-            db.execute("DELETE FROM sources WHERE id = ?", (source.id,))
-        return int(count)
-
-    def mark_indexed(self, source: SourceRecord) -> None:
-        """Record that a build of this source just finished."""
-        with self.transaction() as db:
-            db.execute("UPDATE sources SET last_indexed_at = ? WHERE id = ?",
-                       (time.time(), source.id))
-
     # -- documents ---------------------------------------------------------
-
-    _DOC_COLUMNS = (
-        "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash, "
-        "d.change_token, d.media_type, d.chunk_count, d.updated_at"
-    )
-
-    @staticmethod
-    def _document(row: Sequence[object]) -> DocumentRecord:
-        return DocumentRecord(
-            int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]),  # type: ignore[call-overload]
-            str(row[3]), str(row[4]), str(row[5]),
-            str(row[6]), str(row[7]), str(row[8]), int(row[9]), float(row[10]),  # type: ignore[call-overload,arg-type]
-        )
-
-    def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
-        """The source's documents keyed by relative path."""
-        rows = self.connection().execute(
-            f"SELECT {self._DOC_COLUMNS} FROM documents d "
-            "JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = ?",
-            (source.id,),
-        ).fetchall()
-        return {str(r[4]): self._document(r) for r in rows}
-
-    def list_documents(
-        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
-    ) -> list[DocumentRecord]:
-        """Documents of the given namespaces, ordered by internal id, for cursor paging."""
-        names = sorted(require_namespaces(namespaces))
-        marks = ",".join("?" * len(names))
-        rows = self.connection().execute(
-            f"SELECT {self._DOC_COLUMNS} FROM documents d "
-            f"JOIN namespaces n ON n.id = d.namespace_id WHERE n.name IN ({marks}) "
-            "AND d.kind = 'document' AND d.id > ? ORDER BY d.id LIMIT ?",
-            [*names, after_id, limit],
-        ).fetchall()
-        return [self._document(r) for r in rows]
 
     def write_document(self, write: DocumentWrite) -> DocumentRecord:
         """Replace the document's row and every chunk in one transaction.
@@ -553,13 +430,6 @@ class SQLiteCatalog:
         """Upsert the entities of (chunk row id, link) pairs, in order, and link them."""
         write_links(SQLITE, db, ns_id, links)
 
-    def touch_document(self, document: DocumentRecord, change_token: str) -> None:
-        """Store a new change token for a document whose content hash did not change."""
-        with self.transaction() as db:
-            db.execute(
-                "UPDATE documents SET change_token = ? WHERE id = ?", (change_token, document.id)
-            )
-
     def delete_document(self, document: DocumentRecord) -> None:
         """Delete a document and its chunks in one transaction."""
         with self.transaction() as db:
@@ -584,30 +454,6 @@ class SQLiteCatalog:
         return {
             str(h): np.frombuffer(v, dtype=np.float32) for h, v in rows if h in wanted
         }
-
-    # -- failures ----------------------------------------------------------
-
-    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
-        """Remember that ``path`` under ``source`` could not be indexed, and why."""
-        with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO failures VALUES (?, ?, ?, ?)",
-                (source.id, path, reason, time.time()),
-            )
-
-    def clear_failure(self, source: SourceRecord, path: str) -> None:
-        """Forget a recorded failure."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM failures WHERE source_id = ? AND path = ?", (source.id, path))
-
-    def failures(self) -> list[FailureRecord]:
-        """Every recorded failure, newest first."""
-        rows = self.connection().execute(
-            "SELECT n.name, s.urn, f.path, f.reason, f.at FROM failures f"
-            " JOIN sources s ON s.id = f.source_id JOIN namespaces n ON n.id = s.namespace_id"
-            " ORDER BY f.at DESC"
-        ).fetchall()
-        return [FailureRecord(n, u, p, r, float(a)) for n, u, p, r, a in rows]
 
     # -- chunks ------------------------------------------------------------
 
@@ -636,45 +482,6 @@ class SQLiteCatalog:
                     origin=None if row[11] is None else RowOrigin(*row[11:16]),
                 )
         return out
-
-    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
-        """Row origins of the given documents (documents without one are absent)."""
-        ids = list(dict.fromkeys(doc_ids))
-        out: dict[str, RowOrigin] = {}
-        db = self.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for row in db.execute(
-                "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
-                " origin_pk_value FROM documents WHERE origin_source IS NOT NULL"
-                f" AND doc_id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                out[str(row[0])] = RowOrigin(*row[1:6])
-        return out
-
-    def stats(self) -> list[NamespaceStats]:
-        """Sources, documents, chunks, failures, entities and communities per namespace."""
-        rows = self.connection().execute(
-            "SELECT n.name,"
-            " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
-            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id"
-            "   AND d.kind = 'document'),"
-            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id AND c.kind = 'text'),"
-            " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
-            "   WHERE s.namespace_id = n.id),"
-            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id),"
-            " (SELECT count(*) FROM entities e WHERE e.namespace_id = n.id),"
-            " (SELECT count(*) FROM communities c WHERE c.namespace_id = n.id),"
-            " n.graph_built_at"
-            " FROM namespaces n ORDER BY n.name"
-        ).fetchall()
-        return [
-            NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
-                           None if r[5] is None else float(r[5]), int(r[6]), int(r[7]),
-                           None if r[8] is None else float(r[8]))
-            for r in rows
-        ]
 
     def clear_all_chunks(self) -> None:
         """Drop every chunk and forget content hashes, so the next build re-embeds all."""

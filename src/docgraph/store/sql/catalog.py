@@ -1,0 +1,227 @@
+"""The catalog's records that both relational backends keep alike, written once: the
+embedding model, namespaces, sources, document listings, failures, row origins and the
+per-namespace counts.
+
+:class:`SqlCatalogRecords` is a base class of :class:`~docgraph.store.sqlite.SQLiteCatalog`
+and :class:`~docgraph.store.postgres.PostgresCatalog`; what differs (document and chunk
+writes: SQLite stores BM25 terms and vector blobs, PostgreSQL a ``vector`` column and
+trigger-kept postings; connections; migrations) stays in each backend's ``catalog.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from docgraph.errors import StoreError
+from docgraph.model import DocumentRecord, RowOrigin, SourceRecord
+from docgraph.sources.urn import urn_scheme
+from docgraph.store.base import FailureRecord, NamespaceStats, require_namespaces
+from docgraph.store.sql.dialect import Dialect, marks
+
+_IN_BATCH = 500  # values per IN (...) list
+
+
+class SqlCatalogRecords:
+    """Catalog methods whose SQL is the same on every relational backend."""
+
+    dialect: Dialect
+
+    _DOC_COLUMNS = (
+        "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
+        " d.change_token, d.media_type, d.chunk_count, d.updated_at"
+    )
+
+    def connection(self) -> Any:
+        """This thread's connection (implemented by the backend)."""
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction on this thread's connection (implemented by the backend)."""
+        raise NotImplementedError
+
+    def _run(self, text: str, params: Sequence[Any] = ()) -> Any:
+        return self.connection().execute(self.dialect.sql(text), params)
+
+    # -- model ---------------------------------------------------------------
+
+    def embedding_model(self) -> tuple[str, int] | None:
+        """(model name, dimension) recorded for this index, if any."""
+        rows = dict(self._run(
+            "SELECT key, value FROM meta WHERE key IN ('embed_model', 'embed_dimension')"
+        ).fetchall())
+        if "embed_model" not in rows:
+            return None
+        return str(rows["embed_model"]), int(rows["embed_dimension"])
+
+    # -- namespaces and sources ----------------------------------------------
+
+    def _namespace_id(self, db: Any, name: str) -> int:
+        sql = self.dialect.sql
+        db.execute(sql("INSERT INTO namespaces(name) VALUES (?) ON CONFLICT (name) DO NOTHING"),
+                   (name,))
+        return int(db.execute(sql("SELECT id FROM namespaces WHERE name = ?"), (name,))
+                   .fetchone()[0])
+
+    def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
+        """Ids of the named namespaces that exist (unknown names are absent)."""
+        wanted = list(dict.fromkeys(names))
+        out: dict[str, int] = {}
+        for start in range(0, len(wanted), _IN_BATCH):
+            part = wanted[start:start + _IN_BATCH]
+            out.update((str(n), int(i)) for n, i in self._run(
+                f"SELECT name, id FROM namespaces WHERE name IN ({marks(len(part))})", part))
+        return out
+
+    def namespaces(self) -> list[str]:
+        """Names of namespaces that have at least one source."""
+        rows = self._run(
+            "SELECT n.name FROM namespaces n WHERE EXISTS"
+            " (SELECT 1 FROM sources s WHERE s.namespace_id = n.id)"
+            f" ORDER BY n.name{self.dialect.binary_order}").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def add_source(self, urn: str, namespace: str) -> SourceRecord:
+        """Register a normalized folder URN in ``namespace``; returns the existing one if any."""
+        if not namespace or not namespace.strip():
+            raise StoreError("namespace name must not be empty")
+        sql = self.dialect.sql
+        with self.transaction() as db:
+            ns_id = self._namespace_id(db, namespace)
+            db.execute(sql(
+                "INSERT INTO sources(urn, namespace_id, scheme, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (urn, namespace_id) DO NOTHING"),
+                (urn, ns_id, urn_scheme(urn), time.time()))
+            row = db.execute(sql("SELECT id FROM sources WHERE urn = ? AND namespace_id = ?"),
+                             (urn, ns_id)).fetchone()
+        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn))
+
+    def list_sources(self) -> list[SourceRecord]:
+        """Every registered source, ordered by namespace then URN."""
+        order = self.dialect.binary_order
+        rows = self._run(
+            "SELECT s.id, s.urn, n.name, s.scheme FROM sources s"
+            f" JOIN namespaces n ON n.id = s.namespace_id ORDER BY n.name{order}, s.urn{order}"
+        ).fetchall()
+        return [SourceRecord(int(i), str(u), str(n), str(sc)) for i, u, n, sc in rows]
+
+    def remove_source(self, source: SourceRecord) -> int:
+        """Delete a source with its documents, chunks and failures, in one transaction."""
+        sql = self.dialect.sql
+        with self.transaction() as db:
+            count = int(db.execute(sql("SELECT count(*) FROM documents WHERE source_id = ?"),
+                                   (source.id,)).fetchone()[0])
+            db.execute(sql("DELETE FROM chunks WHERE document_id IN"
+                           " (SELECT id FROM documents WHERE source_id = ?)"), (source.id,))
+            db.execute(sql("DELETE FROM documents WHERE source_id = ?"), (source.id,))
+            db.execute(sql("DELETE FROM failures WHERE source_id = ?"), (source.id,))
+            db.execute(sql("UPDATE namespaces SET graph_dirty = TRUE WHERE name = ?"),
+                       (source.namespace,))
+            db.execute(sql("DELETE FROM sources WHERE id = ?"), (source.id,))
+        return count
+
+    def mark_indexed(self, source: SourceRecord) -> None:
+        """Record that a build of this source just finished."""
+        with self.transaction() as db:
+            db.execute(self.dialect.sql("UPDATE sources SET last_indexed_at = ? WHERE id = ?"),
+                       (time.time(), source.id))
+
+    # -- documents -----------------------------------------------------------
+
+    @staticmethod
+    def _document(row: Sequence[Any]) -> DocumentRecord:
+        return DocumentRecord(
+            int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]), str(row[3]),
+            str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
+            float(row[10]),
+        )
+
+    def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
+        """The source's documents keyed by relative path."""
+        rows = self._run(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d"
+            " JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = ?",
+            (source.id,)).fetchall()
+        return {str(r[4]): self._document(r) for r in rows}
+
+    def list_documents(
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+    ) -> list[DocumentRecord]:
+        """Documents of the given namespaces, ordered by internal id, for cursor paging."""
+        names = sorted(require_namespaces(namespaces))
+        rows = self._run(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d"
+            f" JOIN namespaces n ON n.id = d.namespace_id WHERE n.name IN ({marks(len(names))})"
+            " AND d.kind = 'document' AND d.id > ? ORDER BY d.id LIMIT ?",
+            [*names, after_id, limit]).fetchall()
+        return [self._document(r) for r in rows]
+
+    def touch_document(self, document: DocumentRecord, change_token: str) -> None:
+        """Store a new change token for a document whose content hash did not change."""
+        with self.transaction() as db:
+            db.execute(self.dialect.sql("UPDATE documents SET change_token = ? WHERE id = ?"),
+                       (change_token, document.id))
+
+    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
+        """Row origins of the given documents (documents without one are absent)."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, RowOrigin] = {}
+        for start in range(0, len(ids), _IN_BATCH):
+            part = ids[start:start + _IN_BATCH]
+            for row in self._run(
+                "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
+                " origin_pk_value FROM documents WHERE origin_source IS NOT NULL"
+                f" AND doc_id IN ({marks(len(part))})", part):
+                out[str(row[0])] = RowOrigin(*(str(v) for v in row[1:6]))
+        return out
+
+    # -- failures ------------------------------------------------------------
+
+    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
+        """Remember that ``path`` under ``source`` could not be indexed, and why."""
+        with self.transaction() as db:
+            db.execute(self.dialect.sql(
+                "INSERT INTO failures VALUES (?, ?, ?, ?) ON CONFLICT (source_id, path)"
+                " DO UPDATE SET reason = excluded.reason, at = excluded.at"),
+                (source.id, path, reason, time.time()))
+
+    def clear_failure(self, source: SourceRecord, path: str) -> None:
+        """Forget a recorded failure."""
+        with self.transaction() as db:
+            db.execute(self.dialect.sql("DELETE FROM failures WHERE source_id = ? AND path = ?"),
+                       (source.id, path))
+
+    def failures(self) -> list[FailureRecord]:
+        """Every recorded failure, newest first."""
+        rows = self._run(
+            "SELECT n.name, s.urn, f.path, f.reason, f.at FROM failures f"
+            " JOIN sources s ON s.id = f.source_id JOIN namespaces n ON n.id = s.namespace_id"
+            " ORDER BY f.at DESC").fetchall()
+        return [FailureRecord(str(n), str(u), str(p), str(r), float(a))
+                for n, u, p, r, a in rows]
+
+    # -- counts --------------------------------------------------------------
+
+    def stats(self) -> list[NamespaceStats]:
+        """Sources, documents, chunks, failures, entities and communities per namespace."""
+        rows = self._run(
+            "SELECT n.name,"
+            " (SELECT count(*) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM documents d WHERE d.namespace_id = n.id"
+            "   AND d.kind = 'document'),"
+            " (SELECT count(*) FROM chunks c WHERE c.namespace_id = n.id AND c.kind = 'text'),"
+            " (SELECT count(*) FROM failures f JOIN sources s ON s.id = f.source_id"
+            "   WHERE s.namespace_id = n.id),"
+            " (SELECT max(last_indexed_at) FROM sources s WHERE s.namespace_id = n.id),"
+            " (SELECT count(*) FROM entities e WHERE e.namespace_id = n.id),"
+            " (SELECT count(*) FROM communities c WHERE c.namespace_id = n.id),"
+            " n.graph_built_at"
+            f" FROM namespaces n ORDER BY n.name{self.dialect.binary_order}").fetchall()
+        return [
+            NamespaceStats(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]),
+                           None if r[5] is None else float(r[5]), int(r[6]), int(r[7]),
+                           None if r[8] is None else float(r[8]))
+            for r in rows
+        ]
