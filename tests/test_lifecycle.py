@@ -9,20 +9,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from docgraph import DocGraph
 from docgraph.config import load_settings
 from docgraph.errors import ConfigError, EmbeddingModelMismatch
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.lifecycle import PHASES, AdminRequired, Refresher, index_status
 from docgraph.sources.urn import normalize_urn
-from tests.helpers import CountingEmbedder, write_files
-from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture for postgres)
+from tests import backend_graphs
+from tests.helpers import write_files
 
 HR = {
     "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n",
@@ -31,36 +28,9 @@ HR = {
 OPS = {"runbook.md": "# Runbook\n\nError E-417 on the Kestrel K2 means the lidar is blocked.\n"}
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def make_any_graph(request: pytest.FixtureRequest, tmp_path: Path, embedder: CountingEmbedder,
-                   ) -> Iterator[Callable[..., DocGraph]]:
-    """Like ``make_graph``, on the parametrized backend: one name is one index (a SQLite file,
-    or a fresh PostgreSQL database)."""
-    server: PostgresServer | None = (request.getfixturevalue("pgvector_server")
-                                     if request.param == "postgres" else None)
-    databases: dict[str, str] = {}
-    opened: list[DocGraph] = []
-
-    def make(name: str = "index.db", **overrides: object) -> DocGraph:
-        settings = load_settings(**overrides)  # type: ignore[arg-type]
-        if server is None:
-            settings.store.path = tmp_path / name
-        else:
-            if name not in databases:
-                databases[name] = f"t_{uuid.uuid4().hex[:12]}"
-                server.create_database(databases[name])
-            settings.store.backend = "postgres"
-            settings.store.url = server.url(databases[name])
-        graph = DocGraph(settings, embedder)
-        opened.append(graph)
-        return graph
-
-    yield make
-    for graph in opened:
-        graph.close()
-    for database in databases.values():
-        assert server is not None
-        server.drop_database(database)
+# On the embedded file and on PostgreSQL: one name is one index.
+make_any_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 
 def _graph_with_two_namespaces(tmp_path, make_graph):
@@ -262,7 +232,6 @@ def test_admin_settings_are_validated_applied_and_written_back(tmp_path, make_gr
     text = config.read_text(encoding="utf-8")
     assert "# deployment settings" in text and "# tokens" in text and "return_n = 3" in text
     monkeypatch.delenv("DOCGRAPH_INDEX__RRF_K")
-    from docgraph.config import load_settings
 
     reloaded = load_settings(config)
     assert (reloaded.loader.chunk_tokens, reloaded.index.rrf_k,
@@ -293,7 +262,6 @@ def test_changing_the_embedding_model_needs_an_explicit_full_reindex(tmp_path, m
 
 
 def test_config_sections_have_defaults_and_env_overrides(monkeypatch):
-    from docgraph.config import load_settings
 
     settings = load_settings()
     assert settings.refresh.interval_seconds == 900 and settings.sources.secrets_file is None
