@@ -25,7 +25,7 @@ from docgraph.config import load_settings
 from tests.helpers import CountingEmbedder
 from tests.pg import PostgresServer, pgvector_server
 
-__all__ = ["make_graph", "pgvector_server"]
+__all__ = ["embedded_only", "make_graph", "pgvector_server"]
 
 BACKEND_NAMES = ("embedded", "postgres")
 
@@ -58,3 +58,8 @@ def make_graph(request: pytest.FixtureRequest, tmp_path: Path,
     if server is not None:
         for database, _ in databases.values():
             server.drop_database(database)
+
+
+#: Marks a test of an opted-in module that is about the SQLite file itself (its indexes,
+#: pragmas, migrations): it runs on the embedded backend only, not skipped on the others.
+embedded_only = pytest.mark.parametrize("make_graph", ["embedded"], indirect=True)

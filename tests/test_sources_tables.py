@@ -12,7 +12,11 @@ import pytest
 
 from docgraph.errors import SourceError
 from docgraph.model import RowOrigin
-from tests import pg
+from tests import backend_graphs, pg
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 postgres_server = pg.postgres_server
 postgres_db = pg.postgres_db
