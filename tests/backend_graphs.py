@@ -14,18 +14,22 @@ name, as the conftest fixture does; the same name opens the same index again.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
+from docgraph.ingest.embed import Embedder
 from tests.helpers import CountingEmbedder
 from tests.pg import PostgresServer, pgvector_server
 
-__all__ = ["embedded_only", "make_graph", "pgvector_server"]
+__all__ = ["embedded_only", "graph_on_backend", "make_graph", "pgvector_server",
+           "point_the_cli_at"]
 
 BACKEND_NAMES = ("embedded", "postgres")
 
@@ -63,3 +67,39 @@ def make_graph(request: pytest.FixtureRequest, tmp_path: Path,
 #: Marks a test of an opted-in module that is about the SQLite file itself (its indexes,
 #: pragmas, migrations): it runs on the embedded backend only, not skipped on the others.
 embedded_only = pytest.mark.parametrize("make_graph", ["embedded"], indirect=True)
+
+
+@contextmanager
+def graph_on_backend(backend: str, request: pytest.FixtureRequest, path: Path,
+                     embedder: Embedder) -> Iterator[DocGraph]:
+    """A DocGraph with the default settings only (no docgraph.toml or DOCGRAPH_* variable of
+    the machine is read, so it suits module-scoped fixtures) on ``backend``: the SQLite file
+    ``path``, or a fresh PostgreSQL database dropped afterwards. For a module-scoped fixture
+    parametrized over :data:`BACKEND_NAMES`."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key in list(os.environ):
+            if key.startswith("DOCGRAPH_"):
+                patch.delenv(key)
+        patch.setenv("DOCGRAPH_CONFIG", str(path.parent / "absent-docgraph.toml"))
+        settings = load_settings()
+    settings.store.path = path
+    server: PostgresServer | None = None
+    database = f"t_{uuid.uuid4().hex[:12]}"
+    if backend == "postgres":
+        server = request.getfixturevalue("pgvector_server")
+        settings.store.backend = "postgres"
+        settings.store.url = server.create_database(database)
+    graph = DocGraph(settings, embedder)
+    try:
+        yield graph
+    finally:
+        graph.close()
+        if server is not None:
+            server.drop_database(database)
+
+
+def point_the_cli_at(graph: DocGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``docgraph --index PATH ...`` (the CLI) open ``graph``'s index on its backend."""
+    monkeypatch.setenv("DOCGRAPH_STORE__BACKEND", graph.backend)
+    if graph.settings.store.url is not None:
+        monkeypatch.setenv("DOCGRAPH_STORE__URL", graph.settings.store.url)

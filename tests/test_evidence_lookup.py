@@ -274,9 +274,7 @@ def test_cli_lookup_prints_the_projected_json(graph, monkeypatch):
     path = graph.settings.store.path
     graph.close()
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
-    monkeypatch.setenv("DOCGRAPH_STORE__BACKEND", graph.backend)  # the CLI opens this index
-    if graph.settings.store.url is not None:
-        monkeypatch.setenv("DOCGRAPH_STORE__URL", graph.settings.store.url)
+    backend_graphs.point_the_cli_at(graph, monkeypatch)
     runner = CliRunner()
     out = runner.invoke(app, ["--index", str(path), "lookup", "parental leave"])
     assert out.exit_code == 0, out.output
