@@ -276,11 +276,15 @@ def test_small_change_is_prepared_inline_without_workers(tmp_path, make_graph):
     assert graph.index(folder, namespace="hr").workers == 1  # under PARALLEL_AFTER_FILES
 
 
-def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
+def test_script_without_main_guard_still_indexes_everything_once(tmp_path, make_graph):
     """``spawn`` workers re-import the caller's script: a script that indexes at module level
     must neither index twice nor fail; the build finishes inline with a warning."""
     import subprocess
     import sys
+
+    opened = make_graph()  # this test's index on its backend (the script builds it)
+    store = {"backend": opened.backend, "path": str(opened.settings.store.path),
+             **({"url": opened.settings.store.url} if opened.settings.store.url else {})}
 
     folder = write_files(tmp_path / "docs", {
         f"doc-{i:02d}.md": f"# Note {i}\n\nThe Kestrel K{i} picker reported error E-{i}."
@@ -290,8 +294,8 @@ def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
     script.write_text(
         "from docgraph.app import DocGraph\n"
         "from docgraph.config import load_settings\n"
-        f"settings = load_settings(embed={{'model': 'hashing'}}, loader={{'workers': 2}})\n"
-        f"settings.store.path = {str(tmp_path / 'index.db')!r}\n"
+        f"settings = load_settings(embed={{'model': 'hashing'}}, loader={{'workers': 2}},"
+        f" store={store!r})\n"
         "graph = DocGraph(settings)\n"
         f"report = graph.index({str(folder)!r}, namespace='notes')\n"
         "print('ADDED', len(report.added), 'FAILED', len(report.failed))\n",
@@ -303,3 +307,4 @@ def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
     assert done.stdout.count("ADDED") == 1  # the workers did not run the build again
     assert "ADDED 40 FAILED 0" in done.stdout
     assert "__main__" in done.stderr  # the warning says how to fix the script
+    assert sum(n.documents for n in opened.store.stats() if n.namespace == "notes") == 40
