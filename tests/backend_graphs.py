@@ -33,6 +33,25 @@ __all__ = ["embedded_only", "graph_on_backend", "make_graph", "pgvector_server",
 
 BACKEND_NAMES = ("embedded", "postgres")
 
+_TEMPLATES: dict[Path, str] = {}  # server directory -> its migrated template database
+
+
+def fresh_database(server: PostgresServer) -> tuple[str, str]:
+    """A new database (name, URL) on ``server`` that already holds docgraph's schema: a copy
+    of a template migrated once per server, so a test does not pay for the migrations (the
+    schema itself is tested by the store tests, on empty databases)."""
+    template = _TEMPLATES.get(server.base)
+    if template is None:
+        template = f"docgraph_template_{uuid.uuid4().hex[:8]}"
+        settings = load_settings()
+        settings.store.backend = "postgres"
+        settings.store.url = server.create_database(template)
+        DocGraph(settings, CountingEmbedder()).close()  # migrates; no session stays open
+        _TEMPLATES[server.base] = template
+    database = f"t_{uuid.uuid4().hex[:12]}"
+    server.execute(f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
+    return database, server.url(database)
+
 
 @pytest.fixture(params=BACKEND_NAMES)
 def make_graph(request: pytest.FixtureRequest, tmp_path: Path,
@@ -48,8 +67,7 @@ def make_graph(request: pytest.FixtureRequest, tmp_path: Path,
         settings.store.path = tmp_path / name
         if server is not None:
             if name not in databases:
-                database = f"t_{uuid.uuid4().hex[:12]}"
-                databases[name] = (database, server.create_database(database))
+                databases[name] = fresh_database(server)
             settings.store.backend = "postgres"
             settings.store.url = databases[name][1]
         graph = DocGraph(settings, embedder)
@@ -84,11 +102,11 @@ def graph_on_backend(backend: str, request: pytest.FixtureRequest, path: Path,
         settings = load_settings()
     settings.store.path = path
     server: PostgresServer | None = None
-    database = f"t_{uuid.uuid4().hex[:12]}"
+    database = ""
     if backend == "postgres":
         server = request.getfixturevalue("pgvector_server")
+        database, settings.store.url = fresh_database(server)
         settings.store.backend = "postgres"
-        settings.store.url = server.create_database(database)
     graph = DocGraph(settings, embedder)
     try:
         yield graph
