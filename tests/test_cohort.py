@@ -9,7 +9,12 @@ import pytest
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import CohortSettings
 from docgraph.store.sql.logs import SqlTraceLog
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 OPS = {
     "postmortem.md": "# Rotterdam outage\n\n## Cause\n\nA memory leak in firmware 5.3.0 made every "
@@ -171,7 +176,7 @@ def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph)
 
     graph.cohort_engine().search("outage", namespaces={"ops"}, k=2)
     assert graph.traces.count() == 0  # the engine itself stores nothing
-    store = SqlTraceLog(graph.catalog, retention=3)
+    store = SqlTraceLog(graph.store, retention=3)  # the backend's database, either backend
     graph.ports.__dict__["traces"] = store  # type: ignore[attr-defined]
     governance, caller = local_governance(graph)
     for i in range(5):

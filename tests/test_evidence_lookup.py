@@ -21,8 +21,13 @@ from docgraph.evidence import (
     ScoreLabel,
 )
 from docgraph.evidence.quality import l2_from_cosine
+from tests import backend_graphs
 from tests.helpers import write_files
 from tests.test_evidence_helpers import ScriptedPort, make_hit
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 HANDBOOK = {
     "leave.md": "# Leave policy\n\n## Parental leave\n\nParental leave is twenty weeks, paid in "
@@ -269,6 +274,7 @@ def test_cli_lookup_prints_the_projected_json(graph, monkeypatch):
     path = graph.settings.store.path
     graph.close()
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
+    backend_graphs.point_the_cli_at(graph, monkeypatch)
     runner = CliRunner()
     out = runner.invoke(app, ["--index", str(path), "lookup", "parental leave"])
     assert out.exit_code == 0, out.output

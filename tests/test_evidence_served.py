@@ -11,14 +11,27 @@ import numpy as np
 import pytest
 
 from docgraph.governance import Caller
-from tests.test_mcp_tools import corpus_graph, make_tools  # noqa: F401  (fixture)
+from tests import backend_graphs
+from tests.helpers import CountingEmbedder
+from tests.test_mcp_tools import build_corpus, make_tools
+
+pgvector_server = backend_graphs.pgvector_server
 
 ALICE = Caller("alice")
 EXACT = "Nordhaven Logistics lost its Rotterdam Tern T3 fleet for two hours because of E-417"
 OFF_TOPIC = "sourdough bread needs flour water salt and a long cold proof"
 
 
-def test_cohort_hits_carry_their_own_cosine_not_the_composite(corpus_graph):  # noqa: F811
+@pytest.fixture(scope="module", params=backend_graphs.BACKEND_NAMES)
+def corpus_graph(request, tmp_path_factory):
+    """The MCP tests' corpus, indexed once per backend (the tests here only read it)."""
+    root = tmp_path_factory.mktemp("served-corpus")
+    with backend_graphs.graph_on_backend(request.param, request, root / "index.db",
+                                         CountingEmbedder()) as graph:
+        yield build_corpus(graph, root)
+
+
+def test_cohort_hits_carry_their_own_cosine_not_the_composite(corpus_graph):
     # What the evidence port of lookup_knowledge receives: the governed cohort search.
     hits = make_tools(corpus_graph).governance.search(ALICE, EXACT, k=10, mode="vector_first")
     assert len(hits) >= 3
@@ -32,7 +45,7 @@ def test_cohort_hits_carry_their_own_cosine_not_the_composite(corpus_graph):  # 
     assert any(abs(h.score - (h.dense_similarity or 0.0)) > 0.05 for h in hits)
 
 
-def test_served_lookup_grades_by_similarity(corpus_graph):  # noqa: F811
+def test_served_lookup_grades_by_similarity(corpus_graph):
     tools = make_tools(corpus_graph)
     exact = tools.call("lookup_knowledge", ALICE, {"query": EXACT})
     assert exact["relevance_level"] == "PRECISE" and exact["is_low_quality"] is False

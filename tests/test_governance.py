@@ -23,8 +23,13 @@ from docgraph.governance import (
     route_namespaces,
 )
 from docgraph.governance.service import Answer
+from tests import backend_graphs
 from tests.governance_helpers import add_row_documents
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 GRANTS = StaticEntitlements([
     RoleAssignment("alice", "support", "support"),

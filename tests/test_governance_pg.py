@@ -12,8 +12,13 @@ from docgraph.governance import (
     SqlRowAuthorizer,
     StaticEntitlements,
 )
+from tests import backend_graphs
 from tests.governance_helpers import add_row_documents, create_rls_tickets
 from tests.pg import postgres_db, postgres_server  # noqa: F401  (fixtures)
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 ROWS = {
     "1": ("alice", "Ticket 1: Nordhaven fleet stopped with E-417."),

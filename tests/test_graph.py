@@ -8,7 +8,13 @@ import shutil
 import pytest
 
 from docgraph.graph.communities import detect_communities
+from docgraph.store.sql.dialect import run
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 OPS = {
     "incident.md": "# Rotterdam outage\n\nMei Tanaka led INC-2025-007 at Nordhaven Logistics. "
@@ -67,7 +73,7 @@ def test_community_reports_are_searchable_chunks_kept_out_of_ordinary_search(bui
     assert with_report
     index = built.chunk_index()
     reports = index.lexical_search("Plover", 20, frozenset({"ops"}), kind="community_report")
-    texts = built.catalog.chunks_by_rowid([r.rowid for r in reports])
+    texts = built.store.chunks_by_rowid([r.rowid for r in reports])
     assert texts and all(c.doc_id.startswith("community://ops/") for c in texts.values())
     ordinary = built.search("Plover P2 E-508 Brightwell", namespaces={"ops"}, k=50)
     assert ordinary and not any(h.doc_id.startswith("community://") for h in ordinary)
@@ -123,11 +129,12 @@ def test_incremental_update_equals_a_fresh_build(tmp_path, make_graph):
 
 
 def _report_texts(graph) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    return {doc: text for doc, text in graph.catalog.connection().execute(
-        "SELECT d.doc_id, c.text FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE c.kind = 'community_report'")}
+    return {doc: text for doc, text in run(
+        graph.store, "SELECT d.doc_id, c.text FROM chunks c JOIN documents d"
+        " ON d.id = c.document_id WHERE c.kind = 'community_report'")}
 
 
+@backend_graphs.embedded_only  # drops and rebuilds the SQLite file's edge indexes
 def test_bulk_edge_write_rebuilds_the_edge_indexes_with_the_same_graph(
         tmp_path, make_graph, monkeypatch):
     folder = write_files(tmp_path / "ops", OPS)
@@ -152,12 +159,11 @@ def test_deleting_a_document_cascades_to_links_edges_and_reports(tmp_path, built
     built.index(tmp_path / "ops", namespace="ops")
     keys = {e.key for e in built.entities({"ops"}, limit=500)}
     assert "sup-4502" not in keys and "plover p2" not in keys
-    db = built.catalog.connection()
-    orphans = db.execute(
-        "SELECT count(*) FROM entities e WHERE NOT EXISTS"
-        " (SELECT 1 FROM chunk_entities ce WHERE ce.entity_id = e.id)").fetchone()[0]
+    orphans = run(built.store, "SELECT count(*) FROM entities e WHERE NOT EXISTS"
+                  " (SELECT 1 FROM chunk_entities ce WHERE ce.entity_id = e.id)").fetchone()[0]
     assert orphans == 0
-    reports = db.execute("SELECT text FROM chunks WHERE kind = 'community_report'").fetchall()
+    reports = run(built.store, "SELECT text FROM chunks WHERE kind = 'community_report'"
+                  ).fetchall()
     assert not any("Plover" in r[0] for r in reports)
 
 

@@ -19,8 +19,12 @@ from docgraph.governance import (
     StaticEntitlements,
 )
 from docgraph.serve.tools import TOOLS, DocgraphTools
+from docgraph.store.sql.dialect import run
+from tests import backend_graphs
 from tests.governance_helpers import add_row_documents
-from tests.helpers import write_files
+from tests.helpers import CountingEmbedder, write_files
+
+pgvector_server = backend_graphs.pgvector_server
 
 HOSTILE = [
     "'; DROP TABLE chunks; --", '" OR 1=1 --', "NEAR(a b) AND OR NOT * ^ \"", "%_\\%",
@@ -33,29 +37,25 @@ texts = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40),
                           max_size=8))
 
 
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory):
-    from docgraph.app import DocGraph
-    from docgraph.config import load_settings
-    from tests.helpers import CountingEmbedder
-
+@pytest.fixture(scope="module", params=backend_graphs.BACKEND_NAMES)
+def tools(request, tmp_path_factory):
+    """Governed tools over a small index, once per backend."""
     root = tmp_path_factory.mktemp("hostile")
-    settings = load_settings()
-    settings.store.path = root / "index.db"
-    graph = DocGraph(settings, CountingEmbedder())
-    graph.index(write_files(root / "docs", {
-        "a.md": "# Outage\n\nNordhaven Logistics lost the Tern T3 fleet to E-417 in Rotterdam.\n",
-        "b.md": "# Firmware\n\nFirmware 5.3.1 for Tern T3 fixes E-417 for Nordhaven.\n",
-    }), namespace="ops")
-    add_row_documents(graph, "ops", "tickets", {
-        "1": "Ticket 1: Nordhaven Logistics asks about E-417 again.",
-        "2": "Ticket 2: secret Castellan escalation about E-417 zqhidden.",
-    })
-    governance = Governance(
-        graph, StaticEntitlements([RoleAssignment("alice", "r", "ops")]),
-        CallableRowAuthorizer(lambda caller, table, pks: set(pks) - {"2"}))
-    yield DocgraphTools(governance)
-    graph.close()
+    with backend_graphs.graph_on_backend(request.param, request, root / "index.db",
+                                         CountingEmbedder()) as graph:
+        graph.index(write_files(root / "docs", {
+            "a.md": "# Outage\n\nNordhaven Logistics lost the Tern T3 fleet to E-417 in "
+                    "Rotterdam.\n",
+            "b.md": "# Firmware\n\nFirmware 5.3.1 for Tern T3 fixes E-417 for Nordhaven.\n",
+        }), namespace="ops")
+        add_row_documents(graph, "ops", "tickets", {
+            "1": "Ticket 1: Nordhaven Logistics asks about E-417 again.",
+            "2": "Ticket 2: secret Castellan escalation about E-417 zqhidden.",
+        })
+        governance = Governance(
+            graph, StaticEntitlements([RoleAssignment("alice", "r", "ops")]),
+            CallableRowAuthorizer(lambda caller, table, pks: set(pks) - {"2"}))
+        yield DocgraphTools(governance)
 
 
 def _accepts(run) -> None:  # type: ignore[no-untyped-def]
@@ -102,18 +102,21 @@ def test_stored_traces_hold_no_hidden_row_and_no_query_text(tools):
     caller = Caller("alice")
     for mode in ("vector_first", "graph_first", "global"):
         tools.governance.retrieve(caller, "Castellan escalation E-417 zqhidden", k=10, mode=mode)
-    rows = graph.catalog.connection().execute(
-        "SELECT payload FROM traces ORDER BY created_at DESC LIMIT 3").fetchall()
+    rows = run(graph.store, "SELECT payload FROM traces ORDER BY created_at DESC LIMIT 3"
+               ).fetchall()
     assert len(rows) == 3
-    for (payload,) in rows:
+    for (raw,) in rows:
+        stored = graph.store.dialect.json_value(raw)
+        payload = json.dumps(stored, ensure_ascii=False)
         assert "tickets.body/2" not in payload  # the hidden row, in no lane
         assert "zqhidden" not in payload and "Castellan escalation" not in payload
-        assert json.loads(payload)["user_id"] == "alice"
+        assert stored["user_id"] == "alice"
 
 
-def test_cli_refuses_hostile_input_with_one_line(tools, tmp_path):
+def test_cli_refuses_hostile_input_with_one_line(tools, tmp_path, monkeypatch):
     from docgraph.serve.cli import app
 
+    backend_graphs.point_the_cli_at(tools.graph, monkeypatch)
     path = str(tools.graph.settings.store.path)
     runner = CliRunner()
     for args in (["search", "\ud800"], ["entities", "x" * 60_000],

@@ -10,7 +10,12 @@ import pytest
 from docgraph.errors import EmbeddingModelMismatch, SourceError
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.store.lexical import decode_terms
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 HANDBOOK = {
     "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n\n"
@@ -168,7 +173,7 @@ def test_a_different_embedding_model_is_refused(tmp_path, make_graph):
     assert graph.search("parental leave", namespaces={"hr"}, k=1)[0].source_path == "leave.md"
     # An explicit full reindex switches the model.
     other.reindex_full()
-    assert other.catalog.embedding_model() == ("other-model", 256)
+    assert other.store.embedding_model() == ("other-model", 256)
     assert other.search("parental leave", namespaces={"hr"}, k=1)[0].source_path == "leave.md"
     other.close()
 
@@ -192,23 +197,43 @@ def test_folder_with_spaces_and_non_ascii_in_its_path(tmp_path, make_graph):
     assert graph.index(folder, namespace="x").unchanged == 1
 
 
-def _index_rows(graph) -> list[tuple]:  # type: ignore[no-untyped-def]
-    """Every chunk as the catalog stores it (BM25 terms decoded), plus its entity links."""
+INDEX_PROBES = ("Rotterdam", "Escalated gateway", "Résolution", "Priya Raman", "E-403",
+                "firmware rolled out", "Ticket T-1007 summary")
+
+
+def _index_rows(graph, namespace: str) -> tuple[list[tuple], dict[str, list]]:  # type: ignore[no-untyped-def]
+    """Every text chunk as the store holds it, with its entity links, and the BM25 ranking
+    (chunk and score) of a few probe queries: the lexical statistics the build wrote (terms
+    and lengths on SQLite, lexemes on PostgreSQL) show in the scores. Read through the
+    ports, so it holds on every backend."""
+    rowids = [rowid for rowid, _ in graph.graph_store.chunk_texts(namespace)]
+    chunks = graph.store.chunks_by_rowid(rowids)
+    links = graph.graph_store.chunk_links(rowids)
+    entities = graph.graph_store.entities_by_id(
+        {entity for found in links.values() for entity, _, _ in found})
+    rows = sorted(
+        (c.source_path, c.index, c.text, c.title, c.section_path, c.prev_index, c.next_index,
+         sorted((entities[e].key, entities[e].type, round(score, 6), first)
+                for e, score, first in links[c.rowid]))
+        for c in chunks.values())
+    index = graph.chunk_index()
+    ranked = {probe: [(chunks[r.rowid].chunk_id, round(r.score, 5)) for r in index.lexical_search(
+        probe, 20, frozenset({namespace}))] for probe in INDEX_PROBES}
+    return rows, ranked
+
+
+def _embedded_terms(graph) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """Each chunk's BM25 terms and weights as the build computed them in Python: only the
+    embedded catalog stores those (PostgreSQL derives its lexemes from the text itself)."""
     db = graph.catalog.connection()
     terms = dict(db.execute("SELECT id, term FROM terms"))
-    chunks = []
-    for path, index, text, crumb, section, blob, length, chunk_id in db.execute(
-        "SELECT d.path, c.chunk_index, c.text, c.breadcrumb, c.section_path, c.terms,"
-        " c.term_count, c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " ORDER BY d.path, c.chunk_index"
-    ):
-        ids, weights = decode_terms(blob)
-        links = sorted(db.execute(
-            "SELECT e.key, e.type, ce.frequency, ce.first_position FROM chunk_entities ce"
-            " JOIN entities e ON e.id = ce.entity_id WHERE ce.chunk_id = ?", (chunk_id,)))
-        words = sorted(zip((terms[int(i)] for i in ids), weights.tolist(), strict=True))
-        chunks.append((path, index, text, crumb, section, length, words, links))
-    return chunks
+    return [(path, index, length, sorted(zip((terms[int(i)] for i in ids), weights.tolist(),
+                                             strict=True)))
+            for path, index, length, (ids, weights) in (
+                (path, index, length, decode_terms(blob)) for path, index, blob, length in
+                db.execute("SELECT d.path, c.chunk_index, c.terms, c.term_count FROM chunks c"
+                           " JOIN documents d ON d.id = c.document_id"
+                           " ORDER BY d.path, c.chunk_index"))]
 
 
 def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_graph):
@@ -233,8 +258,11 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     assert pooled_report.added == inline_report.added and len(pooled_report.added) == 45
     assert pooled_report.failed == inline_report.failed
     assert [p for p, _ in pooled_report.failed] == ["zz-broken.pdf"]
-    rows = _index_rows(pooled)
-    assert rows == _index_rows(inline)
+    rows, ranked = _index_rows(pooled, "ops")
+    assert (rows, ranked) == _index_rows(inline, "ops")
+    assert len(rows) >= 45 and all(ranked.values())
+    if pooled.backend == "embedded":
+        assert _embedded_terms(pooled) == _embedded_terms(inline)
     linked = {link[0] for row in rows for link in row[7]}
     assert {"priya raman", "e-403", "rotterdam"} <= linked  # entities found in the workers
     hits = pooled.search("Rotterdam firmware E-403", namespaces={"ops"}, k=3)
@@ -248,11 +276,15 @@ def test_small_change_is_prepared_inline_without_workers(tmp_path, make_graph):
     assert graph.index(folder, namespace="hr").workers == 1  # under PARALLEL_AFTER_FILES
 
 
-def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
+def test_script_without_main_guard_still_indexes_everything_once(tmp_path, make_graph):
     """``spawn`` workers re-import the caller's script: a script that indexes at module level
     must neither index twice nor fail; the build finishes inline with a warning."""
     import subprocess
     import sys
+
+    opened = make_graph()  # this test's index on its backend (the script builds it)
+    store = {"backend": opened.backend, "path": str(opened.settings.store.path),
+             **({"url": opened.settings.store.url} if opened.settings.store.url else {})}
 
     folder = write_files(tmp_path / "docs", {
         f"doc-{i:02d}.md": f"# Note {i}\n\nThe Kestrel K{i} picker reported error E-{i}."
@@ -262,8 +294,8 @@ def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
     script.write_text(
         "from docgraph.app import DocGraph\n"
         "from docgraph.config import load_settings\n"
-        f"settings = load_settings(embed={{'model': 'hashing'}}, loader={{'workers': 2}})\n"
-        f"settings.store.path = {str(tmp_path / 'index.db')!r}\n"
+        f"settings = load_settings(embed={{'model': 'hashing'}}, loader={{'workers': 2}},"
+        f" store={store!r})\n"
         "graph = DocGraph(settings)\n"
         f"report = graph.index({str(folder)!r}, namespace='notes')\n"
         "print('ADDED', len(report.added), 'FAILED', len(report.failed))\n",
@@ -275,3 +307,4 @@ def test_script_without_main_guard_still_indexes_everything_once(tmp_path):
     assert done.stdout.count("ADDED") == 1  # the workers did not run the build again
     assert "ADDED 40 FAILED 0" in done.stdout
     assert "__main__" in done.stderr  # the warning says how to fix the script
+    assert sum(n.documents for n in opened.store.stats() if n.namespace == "notes") == 40

@@ -4,6 +4,7 @@ the MCP tools, the JSON-ready tool layer, the CLI and the Python API; the CLI is
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,20 +16,40 @@ from docgraph.errors import InvalidQuery
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_tools, local_governance
 from tests.helpers import write_files
+from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
+from tests.store_backends import Backend, EmbeddedBackend, PostgresBackend
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 QUESTION = "What caused the Rotterdam outage?"
 
 
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """Where the index lives: the SQLite file, or a fresh PostgreSQL database."""
+    made: Backend = (EmbeddedBackend if request.param == "embedded"
+                     else PostgresBackend)(request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def _store_section(backend: Backend) -> str:
+    """The ``[store]`` section of a docgraph.toml that opens ``backend``'s index."""
+    lines = [f'{key} = "{value.as_posix() if isinstance(value, Path) else value}"'
+             for key, value in backend.store_settings().items()]
+    return "[store]\n" + "\n".join(lines) + "\n"
+
+
 @pytest.fixture
-def deployment(tmp_path, monkeypatch):
+def deployment(tmp_path, monkeypatch, backend):
     """An index of the sample corpus in two namespaces, a policy that grants alice one."""
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
     policy = tmp_path / "policy.yaml"
     policy.write_text("assignments:\n  - {user: alice, role: ops, domain: ops}\n")
     config = tmp_path / "docgraph.toml"
-    config.write_text(f'[store]\npath = "{(tmp_path / "index.db").as_posix()}"\n'
-                      f'[governance]\npolicy_file = "{policy.as_posix()}"\n')
+    config.write_text(_store_section(backend)
+                      + f'[governance]\npolicy_file = "{policy.as_posix()}"\n')
     with DocGraph.open(config_file=config) as dg:
         dg.index(SAMPLE, namespace="ops")
         dg.index(write_files(tmp_path / "hr", {"pay.md": "# Pay\n\nThe Rotterdam outage "
@@ -80,9 +101,10 @@ def test_the_cli_is_a_caller_and_is_denied_without_one(deployment):
     assert code != 0  # --namespace can only narrow what alice holds
 
 
-def test_without_governance_the_owner_reads_through_the_same_path(tmp_path, monkeypatch):
+def test_without_governance_the_owner_reads_through_the_same_path(tmp_path, monkeypatch,
+                                                                 backend):
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
-    with DocGraph.open(tmp_path / "own.db") as dg:
+    with DocGraph.open(tmp_path / "own.db", store=backend.store_settings()) as dg:
         dg.index(SAMPLE, namespace="ops")
         governance, caller = docgraph.governed(dg)
         assert caller.user_id == "owner"

@@ -16,7 +16,12 @@ from docgraph.sources.credentials import Credentials, credential_key
 from docgraph.sources.folder import MAX_CONSECUTIVE_FETCH_FAILURES, FolderCrawler
 from docgraph.sources.registry import strip_sql_credentials
 from docgraph.sources.urn import normalize_urn
+from tests import backend_graphs
 from tests.helpers import write_files
+
+# Every DocGraph test here runs on the embedded file and on PostgreSQL.
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 # -- folders ---------------------------------------------------------------------------
 
