@@ -11,6 +11,11 @@ from docgraph import DocGraph
 from docgraph.config import load_settings
 from tests.helpers import CountingEmbedder
 
+# The throwaway PostgreSQL (session, started only when a test asks for it), visible to every
+# module: a module that imports a backend-parametrized fixture of another module (e.g.
+# corpus_graph of test_mcp_tools) gets the server that fixture needs.
+from tests.pg import pgvector_server  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "examples" / "corpus"
 

@@ -7,9 +7,11 @@ Each example question of ``examples/QUERIES.md`` must find its answer's source d
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,10 @@ from docgraph import DocGraph
 from docgraph.config import load_settings
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
 from docgraph.serve.tools import DocgraphTools
+from tests.backend_graphs import BACKEND_NAMES
 from tests.conftest import SAMPLE_CORPUS
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
+from tests.store_backends import BACKENDS, Backend
 
 pytestmark = pytest.mark.e2e
 QUERIES = Path(__file__).resolve().parents[1] / "examples" / "QUERIES.md"
@@ -118,19 +123,35 @@ def test_unchanged_rerun_embeds_nothing_with_the_real_model(real):
     assert graph.last_graph_reports == []
 
 
-def test_cli_index_and_search_json(tmp_path):
-    index = tmp_path / "cli.db"
-    cli = [sys.executable, "-m", "docgraph.serve.cli", "--index", str(index)]
+@pytest.fixture(params=BACKEND_NAMES)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The CLI's index on the embedded file or on PostgreSQL (the CLI test runs on both)."""
+    made = BACKENDS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_cli_index_and_search_json(backend, tmp_path):
+    store = backend.store_settings()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCGRAPH_STORE__")}
+    cli = [sys.executable, "-m", "docgraph.serve.cli"]
+    if store["backend"] == "postgres":
+        env |= {"DOCGRAPH_STORE__BACKEND": "postgres", "DOCGRAPH_STORE__URL": str(store["url"])}
+    else:
+        cli += ["--index", str(store["path"])]
     done = subprocess.run([*cli, "index", str(SAMPLE_CORPUS / "people"), "-n", "hr"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     assert "added" in done.stdout
     found = subprocess.run([*cli, "search", "How many days may employees work from abroad?",
-                            "-k", "2", "--json"], capture_output=True, text=True, timeout=300)
+                            "-k", "2", "--json"], capture_output=True, text=True, timeout=300,
+                           env=env)
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits[0]["source"] == "leave-and-hybrid-work-policy.md"
     assert hits[0]["score_label"] == "hybrid" and hits[0]["namespace"] == "hr"
     bad = subprocess.run([*cli, "search", "x", "--mode", "nonsense"], capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=300, env=env)
     assert bad.returncode == 1 and "mode: must be one of" in bad.stderr

@@ -25,14 +25,34 @@ from docgraph.serve.auth import (
 )
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_entitlements, stdio_caller
+from tests.backend_graphs import BACKEND_NAMES
 from tests.helpers import CountingEmbedder
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
+from tests.store_backends import BACKENDS, Backend
 from tests.test_mcp_tools import POLICY_YAML
 
 
+@pytest.fixture(params=BACKEND_NAMES)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The index's backend: every test taking it runs on the embedded file and on
+    PostgreSQL."""
+    made = BACKENDS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def store_env(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point ``load_settings`` (and so the CLI) at ``backend`` through DOCGRAPH_STORE__*."""
+    for key, value in backend.store_settings().items():
+        monkeypatch.setenv(f"DOCGRAPH_STORE__{key.upper()}", str(value))
+
+
 @pytest.fixture
-def tokens(tmp_path: Path) -> Iterator[BearerTokens]:
-    """The bearer tokens of an embedded index."""
-    graph = DocGraph(load_settings(store={"path": tmp_path / "index.db"}), CountingEmbedder())
+def tokens(backend: Backend) -> Iterator[BearerTokens]:
+    """The bearer tokens of an index on the test's backend."""
+    graph = DocGraph(load_settings(store=backend.store_settings()), CountingEmbedder())
     try:
         yield BearerTokens(graph.token_store)
     finally:
@@ -51,10 +71,10 @@ def test_tokens_are_stored_as_sha256_only(tokens: BearerTokens):
 
 
 def test_the_cache_follows_other_instances_and_revocation(tokens: BearerTokens,
-                                                         tmp_path: Path):
+                                                         backend: Backend):
     assert tokens.entries() == () and tokens.verify("anything") is None
     first = tokens.add("alice")
-    with DocGraph(load_settings(store={"path": tmp_path / "index.db"}),
+    with DocGraph(load_settings(store=backend.store_settings()),
                   CountingEmbedder()) as other:  # another process adds a token
         second = BearerTokens(other.token_store).add("bob")
     assert tokens.verify(second) is not None and tokens.verify(first) is not None
@@ -95,9 +115,10 @@ def test_the_sdk_verifier_maps_a_token_to_its_caller(tokens: BearerTokens):
     assert anyio.run(verifier.verify_token, "nope") is None
 
 
-def test_token_commands_print_the_token_once_and_store_its_hash(tmp_path: Path, monkeypatch):
+def test_token_commands_print_the_token_once_and_store_its_hash(backend: Backend,
+                                                                tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DOCGRAPH_STORE__PATH", str(tmp_path / "index.db"))
+    store_env(backend, monkeypatch)
     runner = CliRunner()
     added = runner.invoke(app, ["token", "add", "alice", "--role", "support"])
     assert added.exit_code == 0, added.output
@@ -113,9 +134,10 @@ def test_token_commands_print_the_token_once_and_store_its_hash(tmp_path: Path, 
         assert [e.user for e in graph.token_store.entries(include_revoked=True)] == ["alice"]
 
 
-def test_serve_refuses_to_start_without_tokens(tmp_path: Path, monkeypatch):
+def test_serve_refuses_to_start_without_tokens(backend: Backend, tmp_path: Path,
+                                               monkeypatch):
     monkeypatch.setenv("DOCGRAPH_SERVE__TOKENS_FILE", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("DOCGRAPH_STORE__PATH", str(tmp_path / "index.db"))
+    store_env(backend, monkeypatch)
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
     result = CliRunner().invoke(app, ["serve"])
     assert result.exit_code == 1 and "token add" in result.output

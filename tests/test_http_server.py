@@ -24,8 +24,11 @@ from mcp.shared.exceptions import MCPError
 from docgraph import DocGraph
 from docgraph.serve.auth import BearerTokens, hash_token
 from docgraph.serve.http import create_app
+from tests.backend_graphs import BACKEND_NAMES
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.test_mcp_tools import (
     TOOL_NAMES,
+    backend_for,
     build_corpus,
     error_text,
     make_tools,
@@ -76,17 +79,23 @@ class Running:
         self.thread.join(15)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The corpus served on a free loopback port, with one token per test user."""
+@pytest.fixture(scope="module", params=BACKEND_NAMES)
+def served(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The corpus served on a free loopback port, with one token per test user; once on the
+    embedded file and once on PostgreSQL (every test here runs on both)."""
     root = tmp_path_factory.mktemp("http-corpus")
-    graph: DocGraph = build_corpus(open_isolated_graph(root / "index.db"), root)
-    tokens = BearerTokens(graph.token_store)
-    issued = {"alice": tokens.add("alice"), "bob": tokens.add("bob", "support"),
-              "mallory": tokens.add("mallory"), "bob_admin": tokens.add("bob", "admin")}
-    with Running(create_app(make_tools(graph), tokens)) as running:
-        yield {"url": running.url, "tokens": issued, "graph": graph}
-    graph.close()
+    with backend_for(request, root) as backend:
+        graph: DocGraph = build_corpus(
+            open_isolated_graph(root / "index.db", backend.store_settings()), root)
+        tokens = BearerTokens(graph.token_store)
+        issued = {"alice": tokens.add("alice"), "bob": tokens.add("bob", "support"),
+                  "mallory": tokens.add("mallory"), "bob_admin": tokens.add("bob", "admin")}
+        try:
+            with Running(create_app(make_tools(graph), tokens)) as running:
+                yield {"url": running.url, "tokens": issued, "graph": graph}
+        finally:
+            graph.close()
 
 
 def mcp_calls(url: str, token: str | None, calls: list[tuple[str, dict[str, Any]]],
@@ -427,9 +436,8 @@ def test_openapi_lists_the_operations(served):
 
 def test_the_audit_log_records_http_callers(served):
     api(served, "index_status", {}, user="bob")
-    records = served["graph"].catalog.connection().execute(
-        "SELECT user_id, operation FROM audit_log ORDER BY id DESC LIMIT 5").fetchall()
-    assert ("bob", "index_status") in records
+    records = served["graph"].audit_store.recent(5)  # the audit log in the index database
+    assert ("bob", "index_status") in [(r["user_id"], r["operation"]) for r in records]
 
 
 def test_the_index_database_holds_only_token_hashes(served):

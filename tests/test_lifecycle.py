@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from docgraph.lifecycle import PHASES, AdminRequired, Refresher, index_status
 from docgraph.sources.urn import normalize_urn
 from tests import backend_graphs
 from tests.helpers import write_files
+from tests.store_backends import BACKENDS, Backend
 
 HR = {
     "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n",
@@ -273,7 +275,17 @@ def test_config_sections_have_defaults_and_env_overrides(monkeypatch):
     assert os.environ["DOCGRAPH_REFRESH__INTERVAL_SECONDS"] == "0"
 
 
-def test_cli_sources_tags_refresh_status_admin(tmp_path, monkeypatch):
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The CLI's index on the embedded file or on PostgreSQL."""
+    made = BACKENDS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_cli_sources_tags_refresh_status_admin(backend, tmp_path, monkeypatch):
     import json
 
     import sqlalchemy as sa
@@ -281,6 +293,13 @@ def test_cli_sources_tags_refresh_status_admin(tmp_path, monkeypatch):
 
     from docgraph.serve.cli import app
 
+    store = backend.store_settings()
+    index: list[str] = []
+    if store["backend"] == "postgres":
+        monkeypatch.setenv("DOCGRAPH_STORE__BACKEND", "postgres")
+        monkeypatch.setenv("DOCGRAPH_STORE__URL", str(store["url"]))
+    else:
+        index = ["--index", str(store["path"])]
     monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
     monkeypatch.setenv("DOCGRAPH_CONFIG", str(tmp_path / "docgraph.toml"))
     folder = write_files(tmp_path / "docs", HR)
@@ -290,7 +309,6 @@ def test_cli_sources_tags_refresh_status_admin(tmp_path, monkeypatch):
         conn.exec_driver_sql("INSERT INTO tickets VALUES (1, 'Heron portal is down again.')")
     engine.dispose()
     runner = CliRunner()
-    index = ["--index", str(tmp_path / "index.db")]
 
     def run(*args: str) -> str:
         done = runner.invoke(app, [*index, *args])

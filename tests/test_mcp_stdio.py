@@ -9,6 +9,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,9 +18,12 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.backend_graphs import BACKEND_NAMES
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.test_mcp_tools import (
     POLICY_YAML,
     TOOL_NAMES,
+    backend_for,
     build_corpus,
     error_text,
     open_isolated_graph,
@@ -38,19 +42,23 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture
-def index_env(tmp_path: Path) -> dict[str, str]:
-    """An index built by the test and the environment that points a child process at it."""
-    graph = build_corpus(open_isolated_graph(tmp_path / "index.db"), tmp_path, rows=False)
-    graph.close()
-    (tmp_path / "policy.yaml").write_text(POLICY_YAML, encoding="utf-8")
-    return {
-        "DOCGRAPH_CONFIG": str(tmp_path / "absent-docgraph.toml"),
-        "DOCGRAPH_EMBED__MODEL": "hashing",
-        "DOCGRAPH_STORE__PATH": str(tmp_path / "index.db"),
-        "DOCGRAPH_GOVERNANCE__POLICY_FILE": str(tmp_path / "policy.yaml"),
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-    }
+@pytest.fixture(params=BACKEND_NAMES)
+def index_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """An index built by the test (on the embedded file or on PostgreSQL: every test here runs
+    on both) and the environment that points a child process at it."""
+    with backend_for(request, tmp_path) as backend:
+        store = backend.store_settings()
+        graph = build_corpus(open_isolated_graph(tmp_path / "index.db", store), tmp_path,
+                             rows=False)
+        graph.close()
+        (tmp_path / "policy.yaml").write_text(POLICY_YAML, encoding="utf-8")
+        yield {
+            "DOCGRAPH_CONFIG": str(tmp_path / "absent-docgraph.toml"),
+            "DOCGRAPH_EMBED__MODEL": "hashing",
+            **{f"DOCGRAPH_STORE__{key.upper()}": str(value) for key, value in store.items()},
+            "DOCGRAPH_GOVERNANCE__POLICY_FILE": str(tmp_path / "policy.yaml"),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }
 
 
 async def _session(env: dict[str, str], cwd: Path, log: Path,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ from docgraph.governance import (
 )
 from docgraph.serve.mcp import build_mcp_server, fixed_caller
 from docgraph.serve.tools import TOOLS, DocgraphTools, decode_cursor, encode_cursor
+from tests.backend_graphs import BACKEND_NAMES
 from tests.governance_helpers import add_row_documents
 from tests.helpers import CountingEmbedder, write_files
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
+from tests.store_backends import BACKENDS, Backend
 
 TOOL_NAMES = ["lookup_knowledge", "search_documents", "explore_topics", "trace_connections",
               "document_context", "search_entities", "list_documents", "index_status"]
@@ -106,26 +110,44 @@ def error_text(result: Any) -> str:
     return text
 
 
-def open_isolated_graph(path: Path) -> DocGraph:
-    """A graph at ``path`` with the hashing embedder and default settings only (no
-    docgraph.toml or DOCGRAPH_* variable of the machine is read)."""
+def open_isolated_graph(path: Path, store: dict[str, object] | None = None) -> DocGraph:
+    """A graph at ``path`` (or on the ``[store]`` settings ``store``, e.g. a backend's
+    :meth:`~tests.store_backends.Backend.store_settings`) with the hashing embedder and default
+    settings only (no docgraph.toml or DOCGRAPH_* variable of the machine is read)."""
     with pytest.MonkeyPatch.context() as patch:
         for key in list(os.environ):
             if key.startswith("DOCGRAPH_"):
                 patch.delenv(key)
         patch.setenv("DOCGRAPH_CONFIG", str(path.parent / "absent-docgraph.toml"))
-        settings = load_settings()
-    settings.store.path = path
+        settings = load_settings(store=store) if store else load_settings()
+    if not store:
+        settings.store.path = path
     return DocGraph(settings, CountingEmbedder())
 
 
-@pytest.fixture(scope="module")
-def corpus_graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocGraph]:
-    """One indexed corpus shared by the tests of this module (they only read it)."""
+@contextmanager
+def backend_for(request: pytest.FixtureRequest, root: Path) -> Iterator[Backend]:
+    """The backend named by ``request.param`` (``embedded`` or ``postgres``: a SQLite file in
+    ``root`` or a fresh database on the session's PostgreSQL), released afterwards. Usable
+    from a module-scoped fixture, so a module builds its corpus once per backend."""
+    backend = BACKENDS[request.param](request, root)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+@pytest.fixture(scope="module", params=BACKEND_NAMES)
+def corpus_graph(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocGraph]:
+    """One indexed corpus per backend shared by the tests of this module (they only read
+    it): every test here runs on the embedded file and on PostgreSQL."""
     root = tmp_path_factory.mktemp("mcp-corpus")
-    graph = build_corpus(open_isolated_graph(root / "index.db"), root)
-    yield graph
-    graph.close()
+    with backend_for(request, root) as backend:
+        graph = build_corpus(open_isolated_graph(root / "index.db", backend.store_settings()),
+                             root)
+        yield graph
+        graph.close()
 
 
 @pytest.fixture
