@@ -14,7 +14,7 @@ Adding a backend is one class (like :class:`MilvusBackend`) and one line in :dat
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -181,3 +181,15 @@ BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Backend]] = {
     "milvus": MilvusBackend,
     "milvus-postgres": MilvusPostgresBackend,
 }
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def product_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """The two backends that hold the whole product, for tests that configure DocGraph (or
+    a ``docgraph`` subprocess) themselves; a module uses it as ``backend =
+    store_backends.product_backend``."""
+    made = BACKENDS[request.param](request, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()

@@ -25,22 +25,14 @@ from docgraph.serve.auth import (
 )
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_entitlements, stdio_caller
-from tests.backend_graphs import BACKEND_NAMES
+from tests import store_backends
 from tests.helpers import CountingEmbedder
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
-from tests.store_backends import BACKENDS, Backend
+from tests.store_backends import Backend
 from tests.test_mcp_tools import POLICY_YAML
 
-
-@pytest.fixture(params=BACKEND_NAMES)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The index's backend: every test taking it runs on the embedded file and on
-    PostgreSQL."""
-    made = BACKENDS[request.param](request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+# On the embedded file and on PostgreSQL.
+backend = store_backends.product_backend
 
 
 def store_env(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,8 @@ from docgraph.errors import ConfigError, EmbeddingModelMismatch
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.lifecycle import PHASES, AdminRequired, Refresher, index_status
 from docgraph.sources.urn import normalize_urn
-from tests import backend_graphs
+from tests import backend_graphs, store_backends
 from tests.helpers import write_files
-from tests.store_backends import BACKENDS, Backend
 
 HR = {
     "leave.md": "# Leave\n\n## Parental leave\n\nStaff get twenty weeks of parental leave.\n",
@@ -275,14 +273,8 @@ def test_config_sections_have_defaults_and_env_overrides(monkeypatch):
     assert os.environ["DOCGRAPH_REFRESH__INTERVAL_SECONDS"] == "0"
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The CLI's index on the embedded file or on PostgreSQL."""
-    made = BACKENDS[request.param](request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+# On the embedded file and on PostgreSQL.
+backend = store_backends.product_backend
 
 
 def test_cli_sources_tags_refresh_status_admin(backend, tmp_path, monkeypatch):

@@ -4,7 +4,6 @@ the MCP tools, the JSON-ready tool layer, the CLI and the Python API; the CLI is
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,23 +14,17 @@ from docgraph.app import DocGraph
 from docgraph.errors import InvalidQuery
 from docgraph.serve.cli import app
 from docgraph.serve.setup import build_tools, local_governance
+from tests import store_backends
 from tests.helpers import write_files
 from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
-from tests.store_backends import Backend, EmbeddedBackend, PostgresBackend
+from tests.store_backends import Backend
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 QUESTION = "What caused the Rotterdam outage?"
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """Where the index lives: the SQLite file, or a fresh PostgreSQL database."""
-    made: Backend = (EmbeddedBackend if request.param == "embedded"
-                     else PostgresBackend)(request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+# On the embedded file and on PostgreSQL.
+backend = store_backends.product_backend
 
 
 def _store_section(backend: Backend) -> str:

@@ -3,26 +3,19 @@ on the embedded file and on PostgreSQL alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
+from tests import store_backends
 from tests.helpers import CountingEmbedder
 from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
-from tests.store_backends import Backend, EmbeddedBackend, PostgresBackend
+from tests.store_backends import Backend
 
-
-@pytest.fixture(params=["embedded", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made: Backend = (EmbeddedBackend if request.param == "embedded"
-                     else PostgresBackend)(request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+# On the embedded file and on PostgreSQL.
+backend = store_backends.product_backend
 
 
 def _open(backend: Backend, config: Path) -> DocGraph:

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,22 +22,18 @@ from docgraph.serve.auth import BearerTokens, hash_token
 from docgraph.serve.cli import app
 from docgraph.serve.http import create_app
 from docgraph.serve.setup import open_bearer_tokens
+from tests import store_backends
 from tests.helpers import CountingEmbedder, write_files
 from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture)
-from tests.store_backends import BACKENDS, Backend
+from tests.store_backends import Backend
 from tests.test_http_server import Running
 from tests.test_mcp_tools import ENGINEERING, make_tools
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = BACKENDS[request.param](request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+# On the embedded file and on PostgreSQL.
+backend = store_backends.product_backend
 
 
 def write_config(backend: Backend | dict[str, object], tmp_path: Path) -> Path:
