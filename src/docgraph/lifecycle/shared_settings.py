@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from docgraph.config import IndexSettings, LoaderSettings, RefreshSettings, Settings
-from docgraph.errors import DocgraphError
 from docgraph.store.base import SettingsStore
 
 log = logging.getLogger(__name__)
@@ -70,10 +69,7 @@ class SharedSettings:
                 if revision == self._revision:
                     return False
                 overrides = self.store.overrides()
-            except (DocgraphError, OSError, RuntimeError) as exc:
-                log.warning("cannot read the shared admin settings: %s", exc)
-                return False
-            except Exception as exc:  # a driver error (sqlite3 / psycopg): same
+            except Exception as exc:  # a store or driver error (sqlite3 / psycopg)
                 log.warning("cannot read the shared admin settings: %s", exc)
                 return False
             self._revision = revision
