@@ -134,12 +134,6 @@ class DocGraph:
     # -- backends ------------------------------------------------------------
 
     @property
-    def has_graph(self) -> bool:
-        """Whether this backend holds the entity graph (and so the cohort engine): every
-        backend does (the graph lives in the catalog, embedded SQLite or PostgreSQL)."""
-        return True
-
-    @property
     def catalog(self) -> SQLiteCatalog:
         """The raw embedded SQLite catalog, for tests and benchmarks that look inside the
         file. The product uses the ports (:attr:`store`, :attr:`graph_store`, ...)."""

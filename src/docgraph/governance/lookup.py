@@ -3,9 +3,8 @@
 ``lookup_knowledge`` post-processes what a search port returns; governed, that port is the
 request's :class:`~docgraph.governance.search.GovernedSearch` in ``vector_first`` mode (the
 cohort engine: dense + BM25 seeds widened by the lanes, row re-check with over-fetch),
-within the caller's namespaces; on a backend without the entity graph (``DocGraph.has_graph``
-false; embedded SQLite and PostgreSQL both hold it) in ``hybrid`` mode. A request's category
-filter can only narrow them.
+within the caller's namespaces, on every backend. A request's category filter can only
+narrow them.
 """
 
 from __future__ import annotations

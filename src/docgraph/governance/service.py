@@ -177,8 +177,7 @@ class Governance:
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
             engine = self._search(scope)
             service = KnowledgeService(
-                GovernedSearchPort(engine, scope.namespaces,
-                                   "vector_first" if self.graph.has_graph else "hybrid"),
+                GovernedSearchPort(engine, scope.namespaces, "vector_first"),
                 rag=self.graph.settings.rag, evidence=self.evidence,
                 transformer=QueryTransformer(scope.namespaces, descriptions=self.descriptions),
             )
