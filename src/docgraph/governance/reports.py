@@ -19,9 +19,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from docgraph.governance.visibility import Visibility
+from docgraph.governance.visibility import Visibility, visible_links
 from docgraph.graph.reports import ReportInput, community_title, extractive_report
-from docgraph.model import SearchHit
+from docgraph.model import SearchHit, StoredChunk
 from docgraph.store.graph import CommunityInfo, GraphStore
 
 #: Chunks read per member entity when a report is re-assembled. Only chunks that pass the
@@ -50,13 +50,11 @@ def visible_community(community_id: int, members: list[int], stored_title: str,
     sources = graph.report_row_sources(community_id)
     if not scope.any_hidden(sources.values()):
         return VisibleCommunity(stored_title, (), stored_report, rebuilt=False)
-    links = graph.chunks_for_entities(members, CHUNKS_PER_MEMBER)
-    chunks = graph.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-    visible = {c.rowid: c for c in scope.visible(chunks.values())}
+    visible: dict[int, StoredChunk] = {}
     members_of: dict[int, set[int]] = {}
-    for entity_id, rowid, _, _ in links:
-        if rowid in visible:
-            members_of.setdefault(rowid, set()).add(entity_id)
+    for entity_id, chunk in visible_links(graph, scope, members, CHUNKS_PER_MEMBER):
+        visible[chunk.rowid] = chunk
+        members_of.setdefault(chunk.rowid, set()).add(entity_id)
     counts: Counter[int] = Counter(e for ids in members_of.values() for e in ids)
     if not counts:
         return None

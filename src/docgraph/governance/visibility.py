@@ -93,17 +93,24 @@ class Visibility:
                 if origin not in hidden and item.doc_id not in hidden_docs]
 
 
+def visible_links(store: GraphStore, scope: Visibility, entity_ids: Iterable[int],
+                  scan: int) -> list[tuple[int, StoredChunk]]:
+    """(entity id, chunk) for the chunks among each entity's ``scan`` strongest mentions that
+    ``scope``'s caller may see, strongest association first."""
+    links = store.chunks_for_entities(entity_ids, scan)
+    chunks = store.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
+    visible = {c.rowid: c for c in scope.visible(chunks.values())}
+    return [(entity_id, visible[rowid]) for entity_id, rowid, _, _ in links
+            if rowid in visible]
+
+
 def visible_mentions(store: GraphStore, scope: Visibility, entity_ids: Iterable[int],
                      per_entity: int) -> dict[int, list[StoredChunk]]:
     """Per entity, up to ``per_entity`` chunks mentioning it that ``scope``'s caller may see
     (strongest association first); an entity with none is absent."""
-    links = store.chunks_for_entities(entity_ids, MENTION_SCAN)
-    chunks = store.catalog.chunks_by_rowid([rowid for _, rowid, _, _ in links])
-    visible = {c.rowid: c for c in scope.visible(chunks.values())}
     out: dict[int, list[StoredChunk]] = {}
-    for entity_id, rowid, _, _ in links:
-        if rowid in visible:
-            rows = out.setdefault(entity_id, [])
-            if len(rows) < per_entity:
-                rows.append(visible[rowid])
+    for entity_id, chunk in visible_links(store, scope, entity_ids, MENTION_SCAN):
+        rows = out.setdefault(entity_id, [])
+        if len(rows) < per_entity:
+            rows.append(chunk)
     return out
