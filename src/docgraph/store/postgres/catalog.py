@@ -69,12 +69,6 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, *parts[2:]))
 
 
-def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
-    if origin is None:
-        return (None, None, None, None, None)
-    return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
-
-
 class PostgresCatalog(SqlCatalogRecords):
     """The catalog in a PostgreSQL database; safe to share between threads (one connection
     per thread, every document write one transaction)."""
@@ -252,23 +246,7 @@ class PostgresCatalog(SqlCatalogRecords):
         now = time.time()
         with self.transaction() as db:
             ns_id = self._namespace_id(db, write.source.namespace)
-            row = db.execute(
-                "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
-                " change_token, media_type, chunk_count, updated_at, origin_source,"
-                " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
-                " content_hash = excluded.content_hash, change_token = excluded.change_token,"
-                " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-                " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
-                " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
-                " origin_pk_column = excluded.origin_pk_column,"
-                " origin_pk_value = excluded.origin_pk_value RETURNING id",
-                (write.source.id, ns_id, write.doc_id, write.path, write.title,
-                 write.content_hash, write.change_token, write.media_type, len(chunks), now,
-                 *_origin_columns(write.origin)),
-            ).fetchone()
-            document_id = int(row[0])
+            document_id = self._upsert_document(db, write, ns_id, len(chunks), now)
             db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
             rows: list[tuple[Any, ...]] = []
             for chunk, crumb, embed_hash, vector in zip(

@@ -18,7 +18,12 @@ from typing import Any
 from docgraph.errors import StoreError
 from docgraph.model import DocumentRecord, RowOrigin, SourceRecord
 from docgraph.sources.urn import urn_scheme
-from docgraph.store.base import FailureRecord, NamespaceStats, require_namespaces
+from docgraph.store.base import (
+    DocumentWrite,
+    FailureRecord,
+    NamespaceStats,
+    require_namespaces,
+)
 from docgraph.store.sql.dialect import Dialect, marks
 
 _IN_BATCH = 500  # values per IN (...) list
@@ -137,6 +142,31 @@ class SqlCatalogRecords:
             str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
             float(row[10]),
         )
+
+    def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
+                         now: float) -> int:
+        """Insert or replace the document row of ``write`` (inside the caller's transaction);
+        returns its id. Its chunks are the backend's to write."""
+        origin = write.origin
+        origin_columns = ((None,) * 5 if origin is None else
+                          (origin.source, origin.schema, origin.table, origin.pk_column,
+                           origin.pk_value))
+        row = db.execute(self.dialect.sql(
+            "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
+            " change_token, media_type, chunk_count, updated_at, origin_source,"
+            " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
+            " content_hash = excluded.content_hash, change_token = excluded.change_token,"
+            " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
+            " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
+            " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
+            " origin_pk_column = excluded.origin_pk_column,"
+            " origin_pk_value = excluded.origin_pk_value RETURNING id"),
+            (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
+             write.change_token, write.media_type, chunk_count, now, *origin_columns),
+        ).fetchone()
+        return int(row[0])
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
         """The source's documents keyed by relative path."""

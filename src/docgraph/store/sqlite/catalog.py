@@ -167,12 +167,6 @@ CREATE TABLE IF NOT EXISTS failures (
 """
 
 
-def _origin_columns(origin: RowOrigin | None) -> tuple[str | None, ...]:
-    if origin is None:
-        return (None, None, None, None, None)
-    return (origin.source, origin.schema, origin.table, origin.pk_column, origin.pk_value)
-
-
 def _check_write(write: DocumentWrite) -> None:
     """Reject a write whose parts do not line up or whose vectors are not finite."""
     n = len(write.chunks)
@@ -371,23 +365,7 @@ class SQLiteCatalog(SqlCatalogRecords):
         from docgraph.ingest.embed_cache import text_hash
 
         chunks = list(write.chunks)
-        (document_id,) = db.execute(
-            "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
-            " change_token, media_type, chunk_count, updated_at, origin_source,"
-            " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT(source_id, path) DO UPDATE SET title = excluded.title,"
-            " content_hash = excluded.content_hash, change_token = excluded.change_token,"
-            " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-            " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
-            " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
-            " origin_pk_column = excluded.origin_pk_column,"
-            " origin_pk_value = excluded.origin_pk_value"
-            " RETURNING id",
-            (write.source.id, ns_id, write.doc_id, write.path, write.title,
-             write.content_hash, write.change_token, write.media_type, len(chunks), now,
-             *(_origin_columns(write.origin))),
-        ).fetchone()
+        document_id = self._upsert_document(db, write, ns_id, len(chunks), now)
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
         paths: dict[tuple[str, ...], str] = {}  # chunks of a document share section paths
