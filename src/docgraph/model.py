@@ -29,21 +29,31 @@ class BlockKind(StrEnum):
 class Block:
     """One structural unit of an extracted document.
 
-    ``level`` is the heading level (1-6) for headings and 0 otherwise.
+    ``level`` is the heading level (1-6) for headings and 0 otherwise. ``page`` is the
+    1-based page (PDF page, slide number) the block was read from, where the format has
+    pages; ``ocr`` says its text was recognised from an image rather than read from a text
+    layer.
     """
 
     kind: BlockKind
     text: str
     level: int = 0
+    page: int | None = None
+    ocr: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ExtractedDocument:
-    """The text of one file as an ordered list of blocks, with its title."""
+    """The text of one file as an ordered list of blocks, with its title.
+
+    ``metadata`` holds what the format says about the document besides its text (an
+    e-mail's from, to, date, subject and message id; a PDF's author), as plain strings.
+    """
 
     title: str
     blocks: tuple[Block, ...]
     media_type: str
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
