@@ -11,11 +11,6 @@ they run is accepted by both (and refused by both once another process revoked i
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +24,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from docgraph.serve.auth import hash_token
+from tests.deployment import Deployment, postgres_store
 from tests.helpers import write_files
 from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture)
 from tests.test_mcp_tools import ENGINEERING, SUPPORT
 
-REPO = Path(__file__).resolve().parents[1]
 HR = {"salaries.md": "# Salaries\n\nConfidential: the Tern T3 firmware team bonus pool after "
                      "E-417 is 90,000 EUR. Nordhaven Logistics never sees this.\n"}
 POLICY = ("assignments:\n"
@@ -47,92 +42,14 @@ NEW_FACT = "E-500: Zephyrine coolant leak on the Heron H7; replace the Zephyrine
 CLIENTS = 8
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Deployment:
-    """A settings file for the shared database and the processes started from it."""
-
-    def __init__(self, root: Path, url: str) -> None:
-        self.root = root
-        (root / "policy.yaml").write_text(POLICY, encoding="utf-8")
-        self.config = root / "docgraph.toml"
-        self.config.write_text(
-            f'[store]\nbackend = "postgres"\nurl = "{url}"\n'
-            '[embed]\nmodel = "hashing"\n'
-            f'[governance]\npolicy_file = "{root / "policy.yaml"}"\n'
-            f'[serve]\ntokens_file = "{root / "no-legacy-tokens.toml"}"\n', encoding="utf-8")
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("DOCGRAPH_")}
-        self.env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + self.env.get("PYTHONPATH", "")
-        self.env["DOCGRAPH_CONFIG"] = str(self.config)
-        self.processes: list[tuple[subprocess.Popen[bytes], Path]] = []
-
-    def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "docgraph.serve.cli", "--config", str(self.config), *args]
-
-    def run(self, *args: str) -> str:
-        """Run one docgraph command to completion; returns its stdout (fails the test with
-        its stderr on a non-zero exit)."""
-        done = subprocess.run(self.command(*args), capture_output=True, text=True,
-                              env=self.env, cwd=self.root, timeout=300, check=False)
-        assert done.returncode == 0, (args, done.stderr[-3000:])
-        return done.stdout
-
-    def serve(self) -> str:
-        """Start ``docgraph serve`` on a free port; returns its base URL once it answers."""
-        port = _free_port()
-        log = self.root / f"serve-{port}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(self.command("serve", "--port", str(port)),
-                                       env=self.env, cwd=self.root, stdout=out,
-                                       stderr=subprocess.STDOUT)
-        self.processes.append((process, log))
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"docgraph serve exited {process.returncode}: "
-                                     f"{log.read_text(errors='replace')[-3000:]}")
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    return url
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"docgraph serve did not start: {log.read_text()[-3000:]}")
-            time.sleep(0.2)
-
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        """Start a docgraph command in the background (killed at the end if still running)."""
-        log = self.root / f"run-{len(self.processes)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(self.command(*args), env=self.env, cwd=self.root,
-                                       stdout=out, stderr=subprocess.STDOUT)
-        self.processes.append((process, log))
-        return process
-
-    def stop(self) -> None:
-        """End every process this deployment started."""
-        for process, _ in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process, _ in self.processes:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(15)
-
-
 @pytest.fixture
 def deployment(pgvector_server: PostgresServer,  # noqa: F811
                tmp_path: Path) -> Iterator[Deployment]:
     name = f"t_{uuid.uuid4().hex[:12]}"
     url = pgvector_server.create_database(name)
-    made = Deployment(tmp_path, url)
+    # The servers only serve here: the writer is a concurrent `docgraph index`, which would
+    # be refused while one of them led the refresh (tests/test_serve_refresh.py covers that).
+    made = Deployment(tmp_path, postgres_store(url), POLICY, "[refresh]\nin_serve = false\n")
     try:
         yield made
     finally:

@@ -22,6 +22,7 @@ from docgraph.ingest.pipeline import (
 )
 from docgraph.lifecycle.admin import AdminSettings
 from docgraph.lifecycle.history import BuildHistory
+from docgraph.lifecycle.leadership import Leadership
 from docgraph.lifecycle.refresher import Refresher
 from docgraph.lifecycle.shared_settings import SharedSettings
 from docgraph.lifecycle.status import NamespaceStatus, index_status
@@ -62,6 +63,8 @@ class IndexStatus:
     failures: list[FailureRecord]
     builds: list[NamespaceStatus] = field(default_factory=list)
     refresh_leader: str | None = None  # pid@host of the process leading the refresh
+    this_process_leads: bool = False
+    refresher_running: bool = False  # this process runs the background refresh loop
 
 
 class DocGraph:
@@ -93,7 +96,7 @@ class DocGraph:
         self.cohort_settings = CohortSettings()
         self._index: ChunkIndex | None = None
         self._index_lock = threading.Lock()
-        self._build_lock = threading.Lock()
+        self._build_lock = threading.RLock()  # an elected build may call another
         self.config_file: Path | None = None
         self._shared_settings = SharedSettings(self.ports.settings, self._settings)
         self._shared_settings.sync(force=True)
@@ -169,8 +172,9 @@ class DocGraph:
     # -- sources and lifecycle -------------------------------------------------
 
     @property
-    def build_lock(self) -> threading.Lock:
-        """Held by every build: builds of one index are serialized."""
+    def build_lock(self) -> threading.RLock:
+        """Held by every build: builds of one process are serialized (re-entrant, so a
+        build may call another, e.g. in a ``before_build`` callback)."""
         return self._build_lock
 
     @cached_property
@@ -190,6 +194,13 @@ class DocGraph:
         """Elects the one process that refreshes this index: a PostgreSQL advisory lock, or
         a file lock beside the SQLite file."""
         return self.ports.leader
+
+    @cached_property
+    def leadership(self) -> Leadership:
+        """The one process that builds this index: every build (refresh, :meth:`index`,
+        :meth:`remove_folder`, :meth:`build_graph`, :meth:`reindex_full`) runs as its leader
+        (see :mod:`docgraph.lifecycle.leadership`)."""
+        return Leadership(self.ports.leader, self._build_lock)
 
     @cached_property
     def refresher(self) -> Refresher:
@@ -218,11 +229,21 @@ class DocGraph:
         folder: str | Path,
         namespace: str = "default",
         progress: ProgressCallback | None = None,
+        *,
+        wait_seconds: float = 0.0,
     ) -> IngestReport:
-        """Register ``folder`` in ``namespace`` (if new) and bring its index up to date."""
+        """Register ``folder`` in ``namespace`` (if new) and bring its index up to date.
+
+        Builds as the index's leader: while another process leads (a ``docgraph serve`` or
+        ``refresh --watch`` refreshing it), waits up to ``wait_seconds`` for it to stop,
+        then raises :class:`~docgraph.errors.RefreshBusy` naming it, having registered
+        nothing."""
         check_embedding_model(self.store, self.embedder)
-        source = self.add_folder(folder, namespace)
-        with self._build_lock:
+        hint = (f"register the folder with `docgraph sources add {folder} --domain "
+                f"{namespace}` and the leader indexes it at its next refresh, or wait with "
+                "`docgraph index --wait SECONDS` (wait_seconds=)")
+        with self.leadership.elected(f"indexing {folder}", wait_seconds, hint):
+            source = self.add_folder(folder, namespace)
             if self.extractor is not None:
                 self.refresher.load_vocabulary()
             options = self.sources.credentials.storage_options(source.urn)
@@ -251,15 +272,18 @@ class DocGraph:
         return self.refresher.run_once(progress, force_graph=True,
                                        before_build=drop_vectors).reports
 
-    def remove_folder(self, folder: str | Path, namespace: str = "default") -> int:
-        """Unregister a folder and delete everything indexed from it; returns documents removed."""
+    def remove_folder(self, folder: str | Path, namespace: str = "default", *,
+                      wait_seconds: float = 0.0) -> int:
+        """Unregister a folder and delete everything indexed from it; returns documents
+        removed. Runs as the index's leader, like :meth:`index` (``wait_seconds`` the same)."""
         urn = normalize_urn(folder)
-        for source in self.store.list_sources():
-            if source.urn == urn and source.namespace == namespace:
-                with self._build_lock:
+        hint = "wait with `--wait SECONDS` (wait_seconds=), or stop that process"
+        with self.leadership.elected(f"removing {urn}", wait_seconds, hint):
+            for source in self.store.list_sources():
+                if source.urn == urn and source.namespace == namespace:
                     removed = self.store.remove_source(source)
                     self._build_graphs()
-                return removed
+                    return removed
         raise SourceError(f"no folder {urn} registered in namespace {namespace!r}")
 
     def _pipeline(self) -> IngestPipeline:
@@ -278,12 +302,15 @@ class DocGraph:
         self.last_graph_reports = [builder.build(ns) for ns in names]
         return self.last_graph_reports
 
-    def build_graph(self, namespaces: Iterable[str] | None = None) -> list[GraphBuildReport]:
+    def build_graph(self, namespaces: Iterable[str] | None = None, *,
+                    wait_seconds: float = 0.0) -> list[GraphBuildReport]:
         """Rebuild the entity graph, communities and reports of ``namespaces`` (default: those
-        whose documents changed). Also re-extracts entities if the vocabulary changed."""
+        whose documents changed). Also re-extracts entities if the vocabulary changed. Runs
+        as the index's leader, like :meth:`index`."""
         if self.extractor is None:
             return []
-        with self._build_lock:
+        hint = "the leader rebuilds changed graphs at its next refresh; or wait (wait_seconds=)"
+        with self.leadership.elected("a graph build", wait_seconds, hint):
             if namespaces is None:
                 return self._build_graphs()
             builder = GraphBuilder(self.graph_store, self.embedder, self.settings.graph,
@@ -400,7 +427,9 @@ class DocGraph:
             sources=self.store.list_sources(),
             failures=self.store.failures(),
             builds=self.index_status(),
-            refresh_leader=self.refresher.leader(),
+            refresh_leader=self.leadership.leader(),
+            this_process_leads=self.leadership.leading,
+            refresher_running="refresher" in self.__dict__ and self.refresher.running,
         )
 
     def close(self) -> None:

@@ -210,6 +210,12 @@ class RefreshSettings(_Section):
     )
     keep_builds: int = Field(default=50, ge=1, le=10_000,
                              description="Build records kept per namespace.")
+    in_serve: bool = Field(
+        default=True,
+        description="Whether `docgraph serve` runs the refresher on this interval (only "
+        "while it leads: one process of an index builds at a time). False leaves refreshing "
+        "to `docgraph refresh` / `refresh --watch`; read when `serve` starts.",
+    )
 
 
 class SourcesSettings(_Section):

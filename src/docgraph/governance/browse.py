@@ -47,13 +47,22 @@ class DocumentPage:
 
 @dataclass(frozen=True)
 class StatusView:
-    """The index status of the caller's namespaces only."""
+    """The index status of the caller's namespaces only, and who refreshes the index.
+
+    ``refresh_leader`` is the ``pid@host`` of the process that builds the index (None when
+    none does); ``this_process_leads`` says whether that is the process answering, and
+    ``refresher_running`` whether it runs the background refresh loop (a follower's loop
+    takes over when the leader stops). Which process leads carries no namespace data, so
+    every caller sees it; builds, counts and failures are only the caller's namespaces'."""
 
     embedding_model: tuple[str, int] | None
     refresh_interval_seconds: float
     builds: list[NamespaceStatus]
     stats: dict[str, NamespaceStats]
     failures: list[FailureRecord] = field(default_factory=list)
+    refresh_leader: str | None = None
+    this_process_leads: bool = False
+    refresher_running: bool = False
 
 
 def mentions(graph: DocGraph, scope: Visibility, entities: list[EntityInfo],
@@ -132,4 +141,7 @@ def status(graph: DocGraph, scope: Visibility) -> StatusView:
         builds=[b for b in info.builds if b.namespace in allowed],
         stats={s.namespace: s for s in info.namespaces if s.namespace in allowed},
         failures=[f for f in info.failures if f.namespace in allowed],
+        refresh_leader=info.refresh_leader,
+        this_process_leads=info.this_process_leads,
+        refresher_running=info.refresher_running,
     )

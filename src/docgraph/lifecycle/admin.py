@@ -5,7 +5,8 @@ They are ordinary sections of ``docgraph.toml``; :meth:`AdminSettings.update` va
 change with the same models as the file, applies it to the running :class:`DocGraph` and
 writes it back to the file (comments and other sections preserved). What applies when:
 
-* ``index`` - at once; ``refresh`` - from the refresher's next cycle;
+* ``index`` - at once; ``refresh`` - from the refresher's next cycle (``refresh.in_serve``
+  when ``docgraph serve`` next starts);
 * ``loader`` - from the next build, to documents that change (run ``docgraph reindex
   --full`` to re-chunk everything);
 * ``store`` - at the next start (the open catalog is not swapped under running work).
@@ -192,6 +193,8 @@ class AdminSettings:
                 result.restart_required.append("store")
                 continue
             setattr(settings, section, section_settings)
+            if section == "refresh" and "in_serve" in result.changed[section]:
+                result.restart_required.append("refresh.in_serve")
             if section == "embed" and new_embedder is None:
                 result.restart_required.append("embed")
             if section == "loader":

@@ -13,11 +13,12 @@ its previously indexed content stays searchable - and the other sources still bu
 ``refresh.interval_seconds`` (one interval for all namespaces); :meth:`Refresher.stop` ends
 it cleanly after the namespace being built.
 
-Exactly one process refreshes an index at a time: the one holding the backend's
+Exactly one process builds an index at a time: the one holding the backend's
 :class:`~docgraph.store.lifecycle.LeaderLock` (a PostgreSQL advisory lock, or a file lock
-beside the SQLite file). The background loop builds only while it leads; a loop that does
-not lead tries again every :data:`LEADER_RETRY_SECONDS` (or its interval, if shorter) and
-takes over once the leader stops or dies. An explicit :meth:`Refresher.run_once` in a
+beside the SQLite file), through :class:`~docgraph.lifecycle.leadership.Leadership`. The
+background loop builds only while it leads, and keeps leading between rounds; a loop that
+does not lead tries again every :data:`LEADER_RETRY_SECONDS` (or its interval, if shorter)
+and takes over once the leader stops or dies. An explicit :meth:`Refresher.run_once` in a
 process that does not lead waits up to ``wait_seconds`` for the lock, then raises
 :class:`~docgraph.errors.RefreshBusy` naming the leader.
 """
@@ -32,7 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from docgraph.errors import DocgraphError, RefreshBusy
+from docgraph.errors import DocgraphError
 from docgraph.graph.build import (
     GraphBuilder,
     GraphBuildReport,
@@ -52,6 +53,7 @@ from docgraph.lifecycle.history import (
     Outcome,
     PhaseOutcome,
 )
+from docgraph.lifecycle.leadership import Leadership
 from docgraph.lifecycle.vocabulary import live_vocabulary
 from docgraph.model import SourceRecord
 from docgraph.sources.folder import FolderCrawler
@@ -66,7 +68,6 @@ log = logging.getLogger(__name__)
 #: How often a process that does not lead tries to take over (at most; a shorter refresh
 #: interval is used instead).
 LEADER_RETRY_SECONDS = 5.0
-_WAIT_POLL_SECONDS = 0.25
 
 _INGEST_PHASES = PHASES[:6]  # crawl .. store: per source
 _COMMUNITY_FRAMES = frozenset({"detect_communities", "_community_rows", "_write_report",
@@ -169,8 +170,8 @@ class Refresher:
     ) -> None:
         self.graph = graph
         self._interval = interval_seconds
-        self.leader_lock: LeaderLock = leader_lock if leader_lock is not None \
-            else graph.leader_lock
+        self.leadership: Leadership = graph.leadership if leader_lock is None \
+            else Leadership(leader_lock, graph.build_lock)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,13 +207,18 @@ class Refresher:
         return min(self.interval_seconds, LEADER_RETRY_SECONDS)
 
     @property
+    def leader_lock(self) -> LeaderLock:
+        """The lock that elects this index's one builder."""
+        return self.leadership.lock
+
+    @property
     def leading(self) -> bool:
         """Whether this process leads the refresh (holds the leader lock)."""
-        return self.leader_lock.held
+        return self.leadership.leading
 
     def leader(self) -> str | None:
         """Which process leads the refresh of this index (``pid@host``), or None."""
-        return self.leader_lock.holder()
+        return self.leadership.leader()
 
     # -- one refresh ---------------------------------------------------------------
 
@@ -235,31 +241,11 @@ class Refresher:
 
         Raises otherwise only when nothing can be built at all (the configured embedding
         model does not match the index); every per-source failure is recorded instead."""
-        lock = self.leader_lock
-        acquired = False
-        if not lock.held:
-            acquired = self._acquire(wait_seconds)
-            if not acquired:
-                holder = lock.holder() or "another process (it just stopped leading)"
-                raise RefreshBusy(
-                    f"the refresh of this index is led by {holder}; it refreshes every "
-                    f"namespace on its interval - not building concurrently (wait for it "
-                    "with `docgraph refresh --wait SECONDS`, or stop that process)")
-        try:
+        with self.leadership.elected(
+                "a refresh", wait_seconds,
+                "wait for it with `docgraph refresh --wait SECONDS` (wait_seconds=), or stop "
+                "that process; it refreshes every namespace on its interval"):
             return self._run_leading(progress, namespaces, force_graph, before_build)
-        finally:
-            if acquired and not self.running:
-                lock.release()
-
-    def _acquire(self, wait_seconds: float) -> bool:
-        deadline = time.monotonic() + max(0.0, wait_seconds)
-        while True:
-            if self.leader_lock.try_acquire():
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(_WAIT_POLL_SECONDS, left))
 
     def _run_leading(
         self,
@@ -270,38 +256,34 @@ class Refresher:
     ) -> RefreshResult:
         graph = self.graph
         result = RefreshResult()
-        with graph.build_lock:
-            if before_build is not None:
-                before_build()
-            check_embedding_model(graph.store, graph.embedder)
-            registry = self.registry
-            registry.sync_derived_sources()
-            vocabulary_phases, vocabulary_complete = self.load_vocabulary()
-            by_namespace: dict[str, list[SourceRecord]] = {}
-            for source in graph.store.list_sources():
-                by_namespace.setdefault(source.namespace, []).append(source)
-            # The graph phase runs where the backend offers the entity graph (an extractor).
-            dirty = set(graph.graph_store.dirty_namespaces()) \
-                if graph.extractor is not None else set()
-            if namespaces is None:
-                names = sorted(set(by_namespace) | dirty)
-            else:
-                names = sorted(set(namespaces))
-            for name in names:
-                if self._stop.is_set():
-                    log.info("refresher stopping: %d namespace(s) not built this round",
-                             len(names) - len(result.builds))
-                    break
-                build = self._build_namespace(
-                    name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
-                    progress, force_graph, result,
-                )
-                self.history.record(build, keep=graph.settings.refresh.keep_builds)
-                result.builds.append(build)
-                if build.outcome == "error":
-                    log.error("build of namespace %r failed: %s", name,
-                              "; ".join(f"{p.source} {p.phase}: {p.message}"
-                                        for p in build.phases if p.outcome == "error"))
+        if before_build is not None:
+            before_build()
+        check_embedding_model(graph.store, graph.embedder)
+        registry = self.registry
+        registry.sync_derived_sources()
+        vocabulary_phases, vocabulary_complete = self.load_vocabulary()
+        by_namespace: dict[str, list[SourceRecord]] = {}
+        for source in graph.store.list_sources():
+            by_namespace.setdefault(source.namespace, []).append(source)
+        # The graph phase runs where the backend offers the entity graph (an extractor).
+        dirty = set(graph.graph_store.dirty_namespaces()) \
+            if graph.extractor is not None else set()
+        names = sorted(set(by_namespace) | dirty if namespaces is None else set(namespaces))
+        for name in names:
+            if self._stop.is_set() and threading.current_thread() is self._thread:
+                log.info("refresher stopping: %d namespace(s) not built this round",
+                         len(names) - len(result.builds))
+                break
+            build = self._build_namespace(
+                name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
+                progress, force_graph, result,
+            )
+            self.history.record(build, keep=graph.settings.refresh.keep_builds)
+            result.builds.append(build)
+            if build.outcome == "error":
+                log.error("build of namespace %r failed: %s", name,
+                          "; ".join(f"{p.source} {p.phase}: {p.message}"
+                                    for p in build.phases if p.outcome == "error"))
         graph.last_graph_reports = result.graph_reports
         self.last_result = result
         self.runs += 1
@@ -517,6 +499,7 @@ class Refresher:
             return
         self._stop.clear()
         self._wake.clear()
+        self.leadership.keep()  # leadership taken by any build of this process now stays
         self._thread = threading.Thread(target=self._loop, name="docgraph-refresher",
                                         daemon=True)
         self._thread.start()
@@ -553,15 +536,14 @@ class Refresher:
                 self._wake.wait(wait)
                 self._wake.clear()
         finally:
-            with self.graph.build_lock:  # not under an explicit run_once of this process
-                self.leader_lock.release()
+            self.leadership.let_go()  # after a build of this process that is still running
 
     def _lead(self) -> bool:
         """Hold (or take) the leadership; False, logged once per change, while another
         process has it."""
-        was = self.leader_lock.held
+        was = self.leadership.leading
         try:
-            leads = self.leader_lock.try_acquire()
+            leads = self.leadership.try_lead()
         except Exception as exc:  # the lock's database is unreachable: try again later
             log.error("cannot take the refresh leadership: %s", _describe(exc))
             return False
@@ -574,8 +556,13 @@ class Refresher:
         return leads
 
     def _tick(self) -> None:
+        started = time.monotonic()
         try:
-            result = self._run_leading(None, None, False, None)
+            with self.leadership.build_lock:  # after a build of this process, not beside it
+                result = self._run_leading(None, None, False, None)
+            log.info("refreshed %d namespace(s), %d document(s) changed, in %.1fs",
+                     len(result.builds), sum(b.documents_changed for b in result.builds),
+                     time.monotonic() - started)
             self.last_error = None if result.ok else "; ".join(
                 f"{b.namespace}: {p.source} {p.phase}: {p.message}"
                 for b in result.builds for p in b.phases if p.outcome == "error")

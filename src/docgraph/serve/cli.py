@@ -120,15 +120,30 @@ def _print_reports(reports: list[IngestReport], seconds: float) -> None:
             err.print(f"  [yellow]skipped[/] {escape(path)}: {escape(reason)}")
 
 
+WaitOption = Annotated[
+    float, typer.Option("--wait", min=0, help="When another process leads the builds of this "
+                        "index (a `serve` or `refresh --watch`), wait up to this many seconds "
+                        "for it to stop.")]
+
+
 @app.command()
 def index(
     path: Annotated[str, typer.Argument(help="Folder to index: a local path or a URN.")],
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace.")] = "default",
+    wait: WaitOption = 0.0,
 ) -> None:
-    """Index a folder (incremental: unchanged files are not re-read or re-embedded)."""
+    """Index a folder (incremental: unchanged files are not re-read or re-embedded).
+
+    One process at a time builds an index: when another one leads (a `serve` or
+    `refresh --watch`), this says which and exits 1, changing nothing."""
     with _open() as dg:
         started = time.perf_counter()
-        reports = _run_build(lambda cb: [dg.index(path, namespace, progress=cb)])
+        try:
+            reports = _run_build(lambda cb: [dg.index(path, namespace, progress=cb,
+                                                      wait_seconds=wait)])
+        except RefreshBusy as exc:
+            err.print(f"[yellow]not indexed:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -138,10 +153,7 @@ def refresh(
         bool, typer.Option("--watch", help="Keep refreshing every refresh.interval_seconds "
                                           "until interrupted.")
     ] = False,
-    wait: Annotated[
-        float, typer.Option("--wait", min=0, help="When another process leads the refresh of "
-                            "this index, wait up to this many seconds for it to stop.")
-    ] = 0.0,
+    wait: WaitOption = 0.0,
 ) -> None:
     """Bring every registered source up to date; failed phases are listed (exit code 1).
 
@@ -325,7 +337,9 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     model = info.embedding_model
     console.print(f"index [bold]{escape(info.path)}[/], model "
                   f"{escape(model[0]) + f' ({model[1]}-d)' if model else '(none yet)'}")
-    console.print("refresh led by " + (escape(info.refresh_leader) if info.refresh_leader
+    every = f"every {dg.settings.refresh.interval_seconds:g}s"
+    console.print("refresh led by " + (f"{escape(info.refresh_leader)} ({every})"
+                                       if info.refresh_leader
                                        else "no process (none refreshes on an interval)"))
     table = Table("namespace", "sources", "documents", "chunks", "entities", "communities",
                   "failures", "last indexed")
@@ -471,10 +485,14 @@ def communities(
 
 
 @graph_app.command("build")
-def graph_build(namespace: NamespaceOption = None) -> None:
+def graph_build(namespace: NamespaceOption = None, wait: WaitOption = 0.0) -> None:
     """Rebuild the graph, communities and reports (default: namespaces that changed)."""
     with _open() as dg:
-        reports = dg.build_graph(namespace or None)
+        try:
+            reports = dg.build_graph(namespace or None, wait_seconds=wait)
+        except RefreshBusy as exc:
+            err.print(f"[yellow]not built:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
     for r in reports:
         console.print(f"[cyan]{escape(r.namespace)}[/]: {r.entities} entities, {r.edges} edges, "
                       f"{r.communities} communities, {r.reports} reports "
@@ -506,10 +524,16 @@ def sources_add(
 def sources_remove(
     urn: Annotated[str, typer.Argument(help="The folder as registered (any spelling).")],
     domain: DomainOption,
+    wait: WaitOption = 0.0,
 ) -> None:
-    """Unregister a folder from a domain and delete everything indexed from it."""
+    """Unregister a folder from a domain and delete everything indexed from it (as the
+    index's one builder, like `index`)."""
     with _open() as dg:
-        removed = dg.remove_folder(urn, domain)
+        try:
+            removed = dg.remove_folder(urn, domain, wait_seconds=wait)
+        except RefreshBusy as exc:
+            err.print(f"[yellow]not removed:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
     console.print(f"removed; {removed} document(s) deleted")
 
 
@@ -695,7 +719,10 @@ def serve_http(
     """Serve MCP (streamable HTTP at /mcp) and the JSON API (/api/v1, /openapi.json).
 
     Every request needs a bearer token (`docgraph token add USER`); callers see only their
-    entitled namespaces (governance.policy_file or governance.sql_url)."""
+    entitled namespaces (governance.policy_file or governance.sql_url). With
+    refresh.in_serve (the default) it also refreshes every namespace each
+    refresh.interval_seconds while it leads: of several servers on one index exactly one
+    does, and another takes over when it stops or dies."""
     from docgraph.serve.http import serve
     from docgraph.serve.setup import build_tools, open_bearer_tokens
 
@@ -707,6 +734,7 @@ def serve_http(
                       "[bold]docgraph token add USER[/]")
             raise typer.Exit(1)
         tools = build_tools(dg)
+        refresh = dg.settings.refresh
         bind = host or settings.host
         bind_port = settings.port if port is None else port
         if bind not in ("127.0.0.1", "localhost", "::1"):
@@ -715,7 +743,26 @@ def serve_http(
         err.print(f"MCP at http://{escape(bind)}:{bind_port}/mcp, JSON API at "
                   f"http://{escape(bind)}:{bind_port}/api/v1 (OpenAPI: /openapi.json); "
                   "Ctrl-C stops")
-        serve(tools, tokens, host=bind, port=bind_port)
+        if refresh.in_serve:
+            _log_to_stderr()  # leadership changes, rounds and failures of the refresher
+            err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
+                      "leads the index's builds (one process does; refresh.in_serve = false "
+                      "turns this off)")
+        serve(tools, tokens, host=bind, port=bind_port,
+              refresher=dg.refresher if refresh.in_serve else None)
+
+
+def _log_to_stderr() -> None:
+    """Show docgraph's log records of INFO and above on stderr (unless logging is set up)."""
+    import logging
+
+    logger = logging.getLogger("docgraph")
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 @app.command("mcp")
@@ -727,7 +774,10 @@ def mcp_stdio(
         str | None, typer.Option("--role", help="Active role (default serve.stdio_role).")
     ] = None,
 ) -> None:
-    """Serve MCP over stdin/stdout as the configured caller (for agent hosts that spawn it)."""
+    """Serve MCP over stdin/stdout as the configured caller (for agent hosts that spawn it).
+
+    It never refreshes the index: agent hosts start one per session and end it with the
+    session, so builds belong to a long-running `serve` or `refresh --watch`."""
     import anyio
 
     from docgraph.serve.mcp import run_stdio

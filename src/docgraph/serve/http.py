@@ -8,6 +8,11 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 - ``GET /openapi.json``    the OpenAPI 3.1 document of the JSON API
 - ``GET /healthz``         liveness (no token, no data)
 
+With a :class:`~docgraph.lifecycle.refresher.Refresher` given, the server runs its
+background loop from start-up to shutdown (``docgraph serve`` with ``refresh.in_serve``):
+the lifespan starts it and, on SIGTERM or Ctrl-C, stops it after the namespace being built,
+before the process exits, so leadership is released and no build is cut off.
+
 Every route but ``/healthz`` first passes one Host/Origin (DNS-rebinding) policy derived from
 the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign ``Host``, 403 for a
 foreign ``Origin``). Every request without a valid ``Authorization: Bearer <token>`` then
@@ -22,7 +27,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -52,7 +57,12 @@ from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 
+if TYPE_CHECKING:
+    from docgraph.lifecycle.refresher import Refresher
+
 log = logging.getLogger(__name__)
+#: How long shutdown waits for the refresher to finish the namespace it is building.
+REFRESHER_STOP_SECONDS = 120.0
 
 API_PREFIX = "/api/v1"
 MAX_BODY_BYTES = 64 * 1024
@@ -104,8 +114,9 @@ def _check_text(arguments: dict[str, Any]) -> None:
 
 
 def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
-               stateless: bool = False) -> Starlette:
-    """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``."""
+               stateless: bool = False, refresher: Refresher | None = None) -> Starlette:
+    """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``;
+    ``refresher``'s background loop runs while the app does (see the module docstring)."""
     mcp_server = build_mcp_server(tools, http_caller)
     policy = host_policy(host)
     # Builds the session manager; its own Host/Origin check gets the same policy.
@@ -156,7 +167,14 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with session_manager.run():
-            yield
+            if refresher is None:
+                yield
+                return
+            refresher.start()
+            try:
+                yield
+            finally:
+                await anyio.to_thread.run_sync(_stop_refresher, refresher)
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint),
@@ -170,6 +188,15 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Middleware(AuthContextMiddleware),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def _stop_refresher(refresher: Refresher) -> None:
+    """Stop the loop (it finishes the namespace it builds) and stop leading."""
+    if refresher.stop(timeout=REFRESHER_STOP_SECONDS):
+        log.info("refresher stopped; this process no longer leads the refresh")
+    else:
+        log.warning("the refresher did not finish its namespace within %.0fs; exiting "
+                    "anyway (the next leader redoes the build)", REFRESHER_STOP_SECONDS)
 
 
 def openapi_document() -> dict[str, Any]:
@@ -253,11 +280,13 @@ def openapi_document() -> dict[str, Any]:
 
 
 def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
-          port: int = 8765, log_level: str = "warning") -> None:
-    """Run the HTTP server until interrupted (blocking)."""
+          port: int = 8765, log_level: str = "warning",
+          refresher: Refresher | None = None) -> None:
+    """Run the HTTP server until interrupted (blocking); with ``refresher``, its loop runs
+    as long as the server does."""
     import uvicorn
 
-    app = create_app(tools, tokens, host=host)
+    app = create_app(tools, tokens, host=host, refresher=refresher)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             server_header=False, timeout_graceful_shutdown=5)
     uvicorn.Server(config).run()

@@ -214,7 +214,9 @@ DESCRIPTIONS: dict[str, str] = {
     "index_status": (
         "Freshness of your part of the index: per namespace, the last build, its outcome, "
         "staleness in seconds (and whether it is overdue), document and chunk counts, and "
-        "the errors of the last build. Check it when results seem out of date or missing."
+        "the errors of the last build; and who refreshes the index (refresh.leader, "
+        "pid@host or null when no process refreshes it, and whether this server is that "
+        "process). Check it when results seem out of date or missing."
     ),
 }
 
@@ -460,6 +462,10 @@ class DocgraphTools:
         return {
             "embedding_model": {"name": model[0], "dimension": model[1]} if model else None,
             "refresh_interval_seconds": view.refresh_interval_seconds,
+            "refresh": {"leader": view.refresh_leader,
+                        "this_process_leads": view.this_process_leads,
+                        "refresher_running": view.refresher_running,
+                        "interval_seconds": view.refresh_interval_seconds},
             "namespaces": namespaces,
             "failed_files": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
                               "reason": f.reason, "at": f.at} for f in view.failures[:100]],
