@@ -346,7 +346,7 @@ def test_a_leader_whose_session_the_server_ended_stops_leading(request: pytest.F
     import psycopg
 
     from docgraph.store.postgres import PostgresCatalog, connection_url
-    from docgraph.store.postgres.leader import PostgresLeaderLock
+    from docgraph.store.postgres.leader import SERVER_KEEPALIVES, PostgresLeaderLock
     from docgraph.store.postgres.schema import LEADER_LOCK_KEYS
 
     database = PostgresBackend(request, tmp_path)
@@ -364,6 +364,12 @@ def test_a_leader_whose_session_the_server_ended_stops_leading(request: pytest.F
         _wait_for("the second lock to take over", second.try_acquire, [])
         assert not first.try_acquire()  # its session is gone, and the leadership with it
         assert not first.held and first.holder() == "second@b"
+        # A leader whose machine vanishes closes no socket: the server's keepalives on the
+        # lock's session end it (and free the lock) within about 25 s instead of hours.
+        settings = dict(second._conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name LIKE 'tcp_keepalives%'"
+        ).fetchall())
+        assert settings == {name: str(value) for name, value in SERVER_KEEPALIVES.items()}
     finally:
         first.close()
         second.close()

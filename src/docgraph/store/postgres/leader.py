@@ -9,6 +9,13 @@ indexes on one server elect their leaders independently.
 
 The connection's ``application_name`` carries the leader's ``pid@host``: :meth:`holder`
 reads it from ``pg_locks`` joined with ``pg_stat_activity`` (both readable by every role).
+
+A leader whose whole machine dies (or whose network goes) closes no socket: the server
+would keep its session, and the lock, until TCP gives up - two hours with the kernel's
+defaults. The lock's session therefore sets the server's TCP keepalives
+(:data:`SERVER_KEEPALIVES`: a probe after 10 s of silence, every 5 s, 3 unanswered end the
+session), so the server drops such a leader within about 25 s and a follower takes over at
+its next try. (They apply to TCP connections; a Unix socket has no peer machine to lose.)
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from docgraph.store.postgres.catalog import connection_url, redacted
 from docgraph.store.postgres.schema import LEADER_LOCK_KEYS
 
 _APPLICATION = "docgraph refresher "
+#: Server-side TCP keepalive settings of the lock's session (seconds, seconds, probes).
+SERVER_KEEPALIVES = {"tcp_keepalives_idle": 10, "tcp_keepalives_interval": 5,
+                     "tcp_keepalives_count": 3}
 _NAME_LIMIT = 63  # NAMEDATALEN - 1: the server truncates application_name there
 
 
@@ -43,12 +53,20 @@ class PostgresLeaderLock:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         try:
-            self._conn = psycopg.connect(self.url, autocommit=True,
-                                         application_name=_APPLICATION + self.identity)
+            conn = psycopg.connect(self.url, autocommit=True,
+                                   application_name=_APPLICATION + self.identity)
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.display_url} for the "
                              f"refresh leader lock: {exc}") from exc
-        return self._conn
+        try:
+            for name, value in SERVER_KEEPALIVES.items():
+                conn.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(f"{self.display_url}: cannot set the keepalives of the refresh "
+                             f"leader lock's session: {exc}") from exc
+        self._conn = conn
+        return conn
 
     def _drop_connection(self) -> None:
         conn, self._conn, self._held = self._conn, None, False
