@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,13 +46,17 @@ from docgraph.ingest.pipeline import (
 )
 from docgraph.lifecycle.history import (
     NAMESPACE_WIDE,
-    PHASES,
     BuildHistory,
     NamespaceBuild,
-    Outcome,
     PhaseOutcome,
 )
 from docgraph.lifecycle.leadership import Leadership
+from docgraph.lifecycle.outcomes import (
+    describe_error,
+    graph_phase_of,
+    phases_after_failure,
+    phases_of_report,
+)
 from docgraph.lifecycle.vocabulary import live_vocabulary
 from docgraph.model import SourceRecord
 from docgraph.sources.folder import FolderCrawler
@@ -69,10 +72,6 @@ log = logging.getLogger(__name__)
 #: interval is used instead).
 LEADER_RETRY_SECONDS = 5.0
 
-_INGEST_PHASES = PHASES[:6]  # crawl .. store: per source
-_COMMUNITY_FRAMES = frozenset({"detect_communities", "_community_rows", "_write_report",
-                               "_embed_reports", "extractive_report", "llm_report"})
-
 
 @dataclass
 class RefreshResult:
@@ -86,77 +85,6 @@ class RefreshResult:
     def ok(self) -> bool:
         """True when no namespace build had a failed phase."""
         return all(b.outcome != "error" for b in self.builds)
-
-
-def _describe(exc: BaseException) -> str:
-    """The message of a deliberate docgraph error; ``Type: message`` for anything else."""
-    text = " ".join(str(exc).split())
-    if isinstance(exc, DocgraphError) and text:
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _phases_after_failure(source: str, failed: str, message: str,
-                          done: dict[str, float]) -> list[PhaseOutcome]:
-    """``ok`` for the phases before ``failed``, ``error`` for it, ``skipped`` after it."""
-    out: list[PhaseOutcome] = []
-    reached = False
-    for phase in _INGEST_PHASES:
-        if phase == failed:
-            out.append(PhaseOutcome(source, phase, "error", message, 0, done.get(phase, 0.0)))
-            reached = True
-        elif reached:
-            out.append(PhaseOutcome(source, phase, "skipped", f"{failed} failed", 0, 0.0))
-        else:
-            out.append(PhaseOutcome(source, phase, "ok", "", 0, done.get(phase, 0.0)))
-    return out
-
-
-def _phases_of_report(source: str, report: IngestReport) -> list[PhaseOutcome]:
-    """Per-phase outcomes of a source build that ran to the end."""
-    sec = report.seconds
-    fetch_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) == "crawl"]
-    other_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) != "crawl"]
-    changed = len(report.added) + len(report.updated)
-    listed = changed + report.unchanged + len(report.failed)
-    crawl_message = f"{listed} listed, {report.bodies_read} fetched"
-    crawl: Outcome = "ok"
-    if fetch_failed:
-        crawl = "error"
-        reason = fetch_failed[0][1]
-        crawl_message += (f"; {len(fetch_failed)} could not be fetched (kept as indexed before),"
-                          f" first: {reason}")
-    extract: Outcome = "partial" if other_failed else "ok"
-    extract_message = f"{changed} extracted"
-    if other_failed:
-        extract_message += (f"; {len(other_failed)} skipped (kept as indexed before), first: "
-                            f"{other_failed[0][1]}")
-    return [
-        PhaseOutcome(source, "crawl", crawl, crawl_message, report.bodies_read,
-                     sec.get("list", 0.0) + sec.get("read", 0.0)),
-        PhaseOutcome(source, "extract", extract, extract_message, changed, sec.get("extract", 0.0)),
-        PhaseOutcome(source, "chunk", "ok", f"{report.chunks_written} chunks",
-                     report.chunks_written, sec.get("chunk", 0.0)),
-        PhaseOutcome(source, "embed", "ok",
-                     f"{report.chunks_embedded} embedded, {report.chunks_reused} reused",
-                     report.chunks_embedded, sec.get("embed", 0.0)),
-        PhaseOutcome(source, "entities", "ok", "", report.chunks_written,
-                     sec.get("entities", 0.0)),
-        PhaseOutcome(source, "store", "ok",
-                     f"{len(report.added)} added, {len(report.updated)} updated, "
-                     f"{len(report.removed)} removed, {report.unchanged} unchanged",
-                     changed + len(report.removed), sec.get("store", 0.0)),
-    ]
-
-
-def _graph_phase_of(exc: BaseException) -> str:
-    """``communities`` if the error was raised while detecting communities or writing their
-    reports, else ``graph``."""
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if frame.name in _COMMUNITY_FRAMES or any(f"{name}(" in (frame.line or "")
-                                                  for name in _COMMUNITY_FRAMES):
-            return "communities"
-    return "graph"
 
 
 class Refresher:
@@ -326,7 +254,7 @@ class Refresher:
                     ref = reader.resolve(item.schema, item.table, item.column)
                     terms = reader.distinct_values(ref, limit)
                 except Exception as exc:
-                    message = _describe(exc)
+                    message = describe_error(exc)
                     cached = self._vocabulary_cache.get(key)
                     if cached is None:
                         complete = False
@@ -393,21 +321,21 @@ class Refresher:
             options = self.registry.credentials.storage_options(source.urn)
             crawler = FolderCrawler(source.urn, self.graph.settings.loader.include, options)
         except Exception as exc:
-            message = _describe(exc)
+            message = describe_error(exc)
             log.error("cannot open %s: %s", source.urn, message)
-            return None, _phases_after_failure(source.urn, "crawl", message,
+            return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
         pipeline = self._pipeline()
         try:
             report = pipeline.index_source(source, progress, crawler=crawler)
         except Exception as exc:
-            message = _describe(exc)
+            message = describe_error(exc)
             log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
                       exc_info=not isinstance(exc, DocgraphError))
-            return None, _phases_after_failure(source.urn, pipeline.phase, message, {})
+            return None, phases_after_failure(source.urn, pipeline.phase, message, {})
         finally:
             crawler.close()
-        return report, _phases_of_report(source.urn, report)
+        return report, phases_of_report(source.urn, report)
 
     def _ingest_table(
         self, source: SourceRecord, progress: ProgressCallback | None
@@ -420,22 +348,22 @@ class Refresher:
         try:
             reader = self.registry.reader(tag.source)
         except Exception as exc:
-            message = _describe(exc)
+            message = describe_error(exc)
             log.error("cannot open SQL source %s: %s", tag.source, message)
-            return None, _phases_after_failure(source.urn, "crawl", message,
+            return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
         pipeline = self._pipeline()
         try:
             ref = reader.resolve(tag.schema, tag.table, tag.column)
             report = pipeline.index_rows(source, reader.scan_rows(ref), progress)
         except Exception as exc:
-            message = _describe(exc)
+            message = describe_error(exc)
             log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
                       exc_info=not isinstance(exc, DocgraphError))
-            return None, _phases_after_failure(source.urn, pipeline.phase, message, {})
+            return None, phases_after_failure(source.urn, pipeline.phase, message, {})
         finally:
             reader.close()
-        return report, _phases_of_report(source.urn, report)
+        return report, phases_of_report(source.urn, report)
 
     def _build_graph(
         self, namespace: str, vocabulary_complete: bool, force: bool, result: RefreshResult
@@ -460,8 +388,8 @@ class Refresher:
         try:
             report = builder.build(namespace)
         except Exception as exc:
-            phase = _graph_phase_of(exc)
-            message = _describe(exc)
+            phase = graph_phase_of(exc)
+            message = describe_error(exc)
             log.error("graph build of namespace %r failed in phase %s: %s", namespace, phase,
                       message, exc_info=True)
             elapsed = time.perf_counter() - started
@@ -545,7 +473,7 @@ class Refresher:
         try:
             leads = self.leadership.try_lead()
         except Exception as exc:  # the lock's database is unreachable: try again later
-            log.error("cannot take the refresh leadership: %s", _describe(exc))
+            log.error("cannot take the refresh leadership: %s", describe_error(exc))
             return False
         if leads and not was:
             log.info("this process (%s) now leads the refresh", self.leader_lock.identity)
@@ -567,7 +495,7 @@ class Refresher:
                 f"{b.namespace}: {p.source} {p.phase}: {p.message}"
                 for b in result.builds for p in b.phases if p.outcome == "error")
         except Exception as exc:  # e.g. embedding model mismatch: nothing was built
-            self.last_error = _describe(exc)
+            self.last_error = describe_error(exc)
             log.exception("refresh failed")
 
     def __enter__(self) -> Refresher:
