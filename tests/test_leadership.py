@@ -178,3 +178,41 @@ def test_index_status_names_the_leader_within_the_callers_namespaces(
     assert alice["refresh"]["this_process_leads"] is True
     assert [n["namespace"] for n in alice["namespaces"]] == ["hr"]
     graph.leader_lock.release()
+
+
+def test_cli_status_is_the_callers_view_and_names_the_leader(
+        tmp_path: Path, make_graph: Callable[..., DocGraph],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from docgraph.governance import AccessDenied
+    from docgraph.serve.cli import app
+
+    graph, other = make_graph(), make_graph()
+    graph.add_folder(write_files(tmp_path / "hr", HR), "hr")
+    graph.add_folder(write_files(tmp_path / "ops", OPS), "ops")
+    assert graph.refresher.run_once().ok
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("assignments:\n  - {user: alice, role: hr, domain: hr}\n",
+                      encoding="utf-8")
+    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
+    backend_graphs.point_the_cli_at(graph, monkeypatch)
+    base = ["--index", str(graph.settings.store.path)]
+    runner = CliRunner()
+    assert other.leader_lock.try_acquire()
+
+    owner = json.loads(runner.invoke(app, [*base, "status", "--json"]).stdout)
+    assert [b["namespace"] for b in owner["builds"]] == ["hr", "ops"]  # no [governance]
+    monkeypatch.setenv("DOCGRAPH_GOVERNANCE__POLICY_FILE", str(policy))
+    denied = runner.invoke(app, [*base, "status", "--json"])
+    assert denied.exit_code == 1 and isinstance(denied.exception, AccessDenied)
+    done = runner.invoke(app, [*base, "--user", "alice", "status", "--json"])
+    assert done.exit_code == 0, done.output
+    alice = json.loads(done.stdout)
+    assert [(b["namespace"], b["last_outcome"]) for b in alice["builds"]] == [("hr", "ok")]
+    assert [n["namespace"] for n in alice["namespaces"]] == ["hr"]
+    assert [s["namespace"] for s in alice["sources"]] == ["hr"]
+    assert alice["refresh_leader"] == other.leader_lock.identity
+    text = runner.invoke(app, [*base, "--user", "alice", "status"]).output
+    assert f"refresh led by {other.leader_lock.identity} (every 900s)" in " ".join(text.split())
+    other.leader_lock.release()

@@ -16,7 +16,7 @@ from docgraph.governance.reports import visible_communities
 from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.normalize import canonical_key
 from docgraph.lifecycle.status import NamespaceStatus
-from docgraph.model import DocumentRecord, StoredChunk
+from docgraph.model import DocumentRecord, SourceRecord, StoredChunk
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import FailureRecord, NamespaceStats
 from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
@@ -60,6 +60,7 @@ class StatusView:
     builds: list[NamespaceStatus]
     stats: dict[str, NamespaceStats]
     failures: list[FailureRecord] = field(default_factory=list)
+    sources: list[SourceRecord] = field(default_factory=list)
     refresh_leader: str | None = None
     this_process_leads: bool = False
     refresher_running: bool = False
@@ -132,7 +133,7 @@ def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
 
 
 def status(graph: DocGraph, scope: Visibility) -> StatusView:
-    """Builds, counts and failed files of the caller's namespaces."""
+    """Builds, counts, sources and failed files of the caller's namespaces; the leader."""
     allowed = scope.namespaces
     info = graph.status()
     return StatusView(
@@ -141,6 +142,7 @@ def status(graph: DocGraph, scope: Visibility) -> StatusView:
         builds=[b for b in info.builds if b.namespace in allowed],
         stats={s.namespace: s for s in info.namespaces if s.namespace in allowed},
         failures=[f for f in info.failures if f.namespace in allowed],
+        sources=[s for s in info.sources if s.namespace in allowed],
         refresh_leader=info.refresh_leader,
         this_process_leads=info.this_process_leads,
         refresher_running=info.refresher_running,

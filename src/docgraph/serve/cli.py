@@ -318,14 +318,27 @@ def search(
 
 @app.command()
 def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Show the embedding model, per-namespace counts, sources and failed files."""
+    """Show the embedding model, which process leads the refresh, and for the caller's
+    namespaces their counts, last builds, sources and failed files (as the caller, like the
+    index_status tool: with [governance] configured pass --user)."""
+    from docgraph.governance.browse import StatusView
+    from docgraph.serve.setup import local_governance
+
     with _open() as dg:
-        info = dg.status()
+        path, every = dg.ports.location, f"every {dg.settings.refresh.interval_seconds:g}s"
+        if dg.namespaces():
+            governance, caller = local_governance(dg, _state.get("user"), _state.get("role"))
+            info = governance.index_status(caller)
+        else:  # nothing namespaced to show or to hide
+            whole = dg.status()
+            info = StatusView(whole.embedding_model, dg.settings.refresh.interval_seconds, [],
+                              {}, refresh_leader=whole.refresh_leader)
+    namespaces = [info.stats[name] for name in sorted(info.stats)]
     if as_json:
         payload = {
-            "path": info.path,
+            "path": path,
             "embedding_model": info.embedding_model,
-            "namespaces": [dataclasses.asdict(ns) for ns in info.namespaces],
+            "namespaces": [dataclasses.asdict(ns) for ns in namespaces],
             "sources": [{"urn": s.urn, "namespace": s.namespace} for s in info.sources],
             "failures": [{"source": f.source_urn, "path": f.path, "reason": f.reason}
                          for f in info.failures],
@@ -335,15 +348,14 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return
     model = info.embedding_model
-    console.print(f"index [bold]{escape(info.path)}[/], model "
+    console.print(f"index [bold]{escape(path)}[/], model "
                   f"{escape(model[0]) + f' ({model[1]}-d)' if model else '(none yet)'}")
-    every = f"every {dg.settings.refresh.interval_seconds:g}s"
     console.print("refresh led by " + (f"{escape(info.refresh_leader)} ({every})"
                                        if info.refresh_leader
                                        else "no process (none refreshes on an interval)"))
     table = Table("namespace", "sources", "documents", "chunks", "entities", "communities",
                   "failures", "last indexed")
-    for ns in info.namespaces:
+    for ns in namespaces:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns.last_indexed_at)) \
             if ns.last_indexed_at else "never"
         table.add_row(ns.namespace, str(ns.sources), str(ns.documents), str(ns.chunks),
