@@ -10,8 +10,9 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 
 With a :class:`~docgraph.lifecycle.refresher.Refresher` given, the server runs its
 background loop from start-up to shutdown (``docgraph serve`` with ``refresh.in_serve``):
-the lifespan starts it and, on SIGTERM or Ctrl-C, stops it after the namespace being built,
-before the process exits, so leadership is released and no build is cut off.
+the lifespan starts it and, on SIGTERM or Ctrl-C, stops it after the namespace being built
+(waiting up to :data:`REFRESHER_STOP_SECONDS`; a longer build is cut off like a crash and
+redone by the next leader) and before the process exits, so leadership is released.
 
 Every route but ``/healthz`` first passes one Host/Origin (DNS-rebinding) policy derived from
 the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign ``Host``, 403 for a
