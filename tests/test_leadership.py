@@ -216,3 +216,13 @@ def test_cli_status_is_the_callers_view_and_names_the_leader(
     text = runner.invoke(app, [*base, "--user", "alice", "status"]).output
     assert f"refresh led by {other.leader_lock.identity} (every 900s)" in " ".join(text.split())
     other.leader_lock.release()
+
+
+@backend_graphs.embedded_only
+def test_in_serve_is_an_admin_setting_that_applies_at_the_next_serve_start(
+        make_graph: Callable[..., DocGraph]) -> None:
+    graph = make_graph()
+    assert graph.settings.refresh.in_serve  # serve refreshes unless turned off
+    update = graph.admin.update({"refresh.in_serve": "false"}, is_admin=True, persist=False)
+    assert update.changed == {"refresh": {"in_serve": False}}
+    assert update.restart_required == ["refresh.in_serve"]

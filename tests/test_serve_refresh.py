@@ -190,6 +190,7 @@ def test_two_servers_elect_one_refresher_and_the_other_takes_over(
         assert graph.status().refresh_leader is None
 
 
+@pytest.mark.parametrize("deployment", ["embedded"], indirect=True)  # a setting, not storage
 def test_a_server_with_in_serve_off_does_not_refresh(deployment: Deployment,
                                                      tmp_path: Path) -> None:
     with DocGraph.open(config_file=deployment.config) as graph:
