@@ -93,6 +93,40 @@ def test_index_remove_and_graph_builds_are_refused_while_another_process_leads(
     assert other.namespaces() == ["ops"] and leader.leadership.leader() is None
 
 
+
+def test_registry_removals_are_elected_too(tmp_path: Path,
+                                           make_graph: Callable[..., DocGraph]) -> None:
+    import sqlalchemy as sa
+
+    leader, other = make_graph(), make_graph()
+    crm = f"sqlite:///{tmp_path / 'crm.db'}"
+    engine = sa.create_engine(crm)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE tickets (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.exec_driver_sql("INSERT INTO tickets VALUES (1, 'The Heron portal is down.')")
+    engine.dispose()
+    other.sources.add_folder(write_files(tmp_path / "hr", HR), "hr")
+    other.sources.add_sql_source("crm", crm)
+    other.sources.set_tag("crm", "tickets", "body", "natural_language", domain="support")
+    assert other.refresher.run_once().ok
+    before = {s.namespace: s.documents for s in other.store.stats()}
+    assert before == {"hr": 1, "support": 1}
+
+    assert leader.leader_lock.try_acquire()
+    registry = other.sources
+    for remove in (lambda: registry.remove_tag("crm", "tickets", "body", "natural_language"),
+                   lambda: registry.remove_sql_source("crm"),
+                   lambda: registry.remove_folder(tmp_path / "hr", "hr")):
+        with pytest.raises(RefreshBusy, match=f"led by {leader.leader_lock.identity}"):
+            remove()
+    assert {s.namespace: s.documents for s in other.store.stats()} == before
+    assert len(registry.tags()) == 1 and len(registry.sql_sources()) == 1
+
+    threading.Timer(0.5, leader.leader_lock.release).start()
+    assert registry.remove_sql_source("crm", wait_seconds=DEADLINE_S) == 1
+    assert registry.remove_folder(tmp_path / "hr", "hr") == 1
+    assert registry.tags() == [] and other.namespaces() == []
+
 def test_a_process_that_leads_builds_without_waiting_on_itself(
         tmp_path: Path, make_graph: Callable[..., DocGraph]) -> None:
     graph, other = make_graph(), make_graph()

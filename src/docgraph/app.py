@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import SourceError, UnsupportedByBackend
+from docgraph.errors import UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.embed import Embedder, make_embedder
@@ -182,7 +182,8 @@ class DocGraph:
         """Document folders, SQL sources and column tags (credentials from env/secrets)."""
         credentials = Credentials(self.settings.sources.secrets_file,
                                   timeout_s=self.settings.sources.timeout_s)
-        return SourceRegistry(self.store, self.ports.registry, credentials)
+        return SourceRegistry(self.store, self.ports.registry, credentials,
+                              elect=self.leadership.elected)
 
     @cached_property
     def build_history(self) -> BuildHistory:
@@ -274,17 +275,14 @@ class DocGraph:
 
     def remove_folder(self, folder: str | Path, namespace: str = "default", *,
                       wait_seconds: float = 0.0) -> int:
-        """Unregister a folder and delete everything indexed from it; returns documents
-        removed. Runs as the index's leader, like :meth:`index` (``wait_seconds`` the same)."""
-        urn = normalize_urn(folder)
+        """Unregister a folder and delete everything indexed from it, then rebuild the
+        namespace's graph; returns documents removed. Runs as the index's leader, like
+        :meth:`index` (``wait_seconds`` the same)."""
         hint = "wait with `--wait SECONDS` (wait_seconds=), or stop that process"
-        with self.leadership.elected(f"removing {urn}", wait_seconds, hint):
-            for source in self.store.list_sources():
-                if source.urn == urn and source.namespace == namespace:
-                    removed = self.store.remove_source(source)
-                    self._build_graphs()
-                    return removed
-        raise SourceError(f"no folder {urn} registered in namespace {namespace!r}")
+        with self.leadership.elected(f"removing {normalize_urn(folder)}", wait_seconds, hint):
+            removed = self.sources.remove_folder(folder, namespace)
+            self._build_graphs()
+        return removed
 
     def _pipeline(self) -> IngestPipeline:
         return IngestPipeline(

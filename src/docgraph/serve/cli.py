@@ -6,8 +6,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -37,6 +38,7 @@ console = Console()
 err = Console(stderr=True)
 
 _state: dict[str, Any] = {}
+T = TypeVar("T")
 
 
 @app.callback()
@@ -120,6 +122,16 @@ def _print_reports(reports: list[IngestReport], seconds: float) -> None:
             err.print(f"  [yellow]skipped[/] {escape(path)}: {escape(reason)}")
 
 
+def _as_builder(refused: str, build: Callable[[], T]) -> T:
+    """Run a build (or a removal); when another process leads the index's builds, say
+    which and exit 1 (nothing was changed)."""
+    try:
+        return build()
+    except RefreshBusy as exc:
+        err.print(f"[yellow]{refused}:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from exc
+
+
 WaitOption = Annotated[
     float, typer.Option("--wait", min=0, help="When another process leads the builds of this "
                         "index (a `serve` or `refresh --watch`), wait up to this many seconds "
@@ -138,12 +150,8 @@ def index(
     `refresh --watch`), this says which and exits 1, changing nothing."""
     with _open() as dg:
         started = time.perf_counter()
-        try:
-            reports = _run_build(lambda cb: [dg.index(path, namespace, progress=cb,
-                                                      wait_seconds=wait)])
-        except RefreshBusy as exc:
-            err.print(f"[yellow]not indexed:[/] {escape(str(exc))}")
-            raise typer.Exit(1) from exc
+        reports = _as_builder("not indexed", lambda: _run_build(
+            lambda cb: [dg.index(path, namespace, progress=cb, wait_seconds=wait)]))
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -500,11 +508,8 @@ def communities(
 def graph_build(namespace: NamespaceOption = None, wait: WaitOption = 0.0) -> None:
     """Rebuild the graph, communities and reports (default: namespaces that changed)."""
     with _open() as dg:
-        try:
-            reports = dg.build_graph(namespace or None, wait_seconds=wait)
-        except RefreshBusy as exc:
-            err.print(f"[yellow]not built:[/] {escape(str(exc))}")
-            raise typer.Exit(1) from exc
+        reports = _as_builder("not built",
+                              lambda: dg.build_graph(namespace or None, wait_seconds=wait))
     for r in reports:
         console.print(f"[cyan]{escape(r.namespace)}[/]: {r.entities} entities, {r.edges} edges, "
                       f"{r.communities} communities, {r.reports} reports "
@@ -541,11 +546,8 @@ def sources_remove(
     """Unregister a folder from a domain and delete everything indexed from it (as the
     index's one builder, like `index`)."""
     with _open() as dg:
-        try:
-            removed = dg.remove_folder(urn, domain, wait_seconds=wait)
-        except RefreshBusy as exc:
-            err.print(f"[yellow]not removed:[/] {escape(str(exc))}")
-            raise typer.Exit(1) from exc
+        removed = _as_builder("not removed",
+                              lambda: dg.remove_folder(urn, domain, wait_seconds=wait))
     console.print(f"removed; {removed} document(s) deleted")
 
 
@@ -579,10 +581,13 @@ def sources_add_sql(
 
 
 @sources_app.command("remove-sql")
-def sources_remove_sql(name: Annotated[str, typer.Argument(help="SQL source name.")]) -> None:
-    """Unregister a SQL source, its tags and the documents derived from them."""
+def sources_remove_sql(name: Annotated[str, typer.Argument(help="SQL source name.")],
+                       wait: WaitOption = 0.0) -> None:
+    """Unregister a SQL source, its tags and the documents derived from them (as the
+    index's one builder, like `index`)."""
     with _open() as dg:
-        removed = dg.sources.remove_sql_source(name)
+        removed = _as_builder("not removed",
+                              lambda: dg.sources.remove_sql_source(name, wait_seconds=wait))
     console.print(f"removed; {removed} document(s) deleted")
 
 
@@ -623,11 +628,14 @@ def tags_remove(
     column: Annotated[str, typer.Argument(help="[schema.]table.column")],
     tag: Annotated[str, typer.Argument(help="natural_language or entity:<type>")],
     domain: Annotated[str | None, typer.Option("--domain", "-d", help="Domain.")] = None,
+    wait: WaitOption = 0.0,
 ) -> None:
-    """Remove a tag; removing natural_language deletes its row documents."""
+    """Remove a tag; removing natural_language deletes its row documents (as the index's
+    one builder, like `index`)."""
     schema, table, name = _column(column)
     with _open() as dg:
-        removed = dg.sources.remove_tag(source, table, name, tag, schema=schema, domain=domain)
+        removed = _as_builder("not removed", lambda: dg.sources.remove_tag(
+            source, table, name, tag, schema=schema, domain=domain, wait_seconds=wait))
     console.print(f"removed; {removed} document(s) deleted")
 
 

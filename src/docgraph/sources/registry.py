@@ -19,9 +19,12 @@ its terms are matched in every namespace and never stored).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -44,6 +47,16 @@ _SOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 _SECRET_QUERY_KEYS = ("password", "secret", "token", "sslpassword", "passfile")
 
 SourceKind = Literal["documents", "relational", "table"]
+
+#: Runs a change that deletes indexed documents as the index's one builder:
+#: ``elect(what, wait_seconds, hint)`` (see :mod:`docgraph.lifecycle.leadership`).
+Elect = Callable[[str, float, str], AbstractContextManager[None]]
+_WAIT_HINT = "wait with `--wait SECONDS` (wait_seconds=), or stop that process"
+
+
+def _unelected(what: str, wait_seconds: float, hint: str) -> AbstractContextManager[None]:
+    """No election: a registry on its own (tests of the registry alone)."""
+    return contextlib.nullcontext()
 
 def validate_tag(tag: str) -> str:
     """``natural_language`` or ``entity:<type>`` (type: lower-case letters, digits, _ and -)."""
@@ -137,6 +150,12 @@ class SourceRegistry:
 
     Credentials are never stored: folder URNs lose their user info at normalization and SQL
     URLs their password; both are looked up at build time (:class:`Credentials`).
+
+    Removals delete indexed documents, so they run through ``elect`` as the index's one
+    builder (``DocGraph.sources`` passes its leadership): beside another process that
+    leads, they wait up to ``wait_seconds`` and then raise
+    :class:`~docgraph.errors.RefreshBusy`, having changed nothing. Registrations only add
+    what the leader builds at its next round and are not elected.
     """
 
     def __init__(
@@ -144,10 +163,12 @@ class SourceRegistry:
         catalog: StoreCatalog,
         store: SourceRegistryStore,
         credentials: Credentials | None = None,
+        elect: Elect | None = None,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.credentials = credentials or Credentials()
+        self.elect: Elect = elect or _unelected
 
     # -- document folders ------------------------------------------------------
 
@@ -164,12 +185,15 @@ class SourceRegistry:
                         urn, f"DOCGRAPH_SOURCE_{credential_key(urn)}_")
         return self.catalog.add_source(urn, _domain(domain))
 
-    def remove_folder(self, urn_or_path: str | Path, domain: str) -> int:
-        """Unregister a folder from ``domain`` and delete everything indexed from it."""
+    def remove_folder(self, urn_or_path: str | Path, domain: str, *,
+                      wait_seconds: float = 0.0) -> int:
+        """Unregister a folder from ``domain`` and delete everything indexed from it
+        (elected)."""
         urn = normalize_urn(urn_or_path)
-        for source in self.catalog.list_sources():
-            if source.urn == urn and source.namespace == domain:
-                return self.catalog.remove_source(source)
+        with self.elect(f"removing {urn}", wait_seconds, _WAIT_HINT):
+            for source in self.catalog.list_sources():
+                if source.urn == urn and source.namespace == domain:
+                    return self.catalog.remove_source(source)
         raise SourceError(f"no folder {urn} registered in domain {domain!r}")
 
     def folders(self) -> list[SourceRecord]:
@@ -201,11 +225,13 @@ class SourceRegistry:
         """Every registered SQL source."""
         return [SqlSource(s.name, s.url, s.created_at) for s in self.store.sql_sources()]
 
-    def remove_sql_source(self, name: str) -> int:
-        """Unregister a SQL source, its tags and the documents derived from them."""
+    def remove_sql_source(self, name: str, *, wait_seconds: float = 0.0) -> int:
+        """Unregister a SQL source, its tags and the documents derived from them
+        (elected)."""
         self.sql_source(name)
-        self.store.remove_sql_source(name)
-        return self.sync_derived_sources(also_owners={name})[1]
+        with self.elect(f"removing SQL source {name!r}", wait_seconds, _WAIT_HINT):
+            self.store.remove_sql_source(name)
+            return self.sync_derived_sources(also_owners={name})[1]
 
     def reader(self, name: str) -> TableReader:
         """A reader for SQL source ``name`` with its credentials filled in."""
@@ -272,9 +298,10 @@ class SourceRegistry:
         *,
         schema: str | None = None,
         domain: str | None = None,
+        wait_seconds: float = 0.0,
     ) -> int:
-        """Remove a tag; a removed ``natural_language`` tag deletes its row documents.
-        Returns the number of documents removed."""
+        """Remove a tag; a removed ``natural_language`` tag deletes its row documents
+        (elected). Returns the number of documents removed."""
         tag = validate_tag(tag)
         matches = [
             t for t in self.tags()
@@ -289,8 +316,10 @@ class SourceRegistry:
         if len(matches) > 1 and (schema is None or (tag == NATURAL_LANGUAGE and domain is None)):
             raise SourceError("several tags match; name the schema and domain: "
                               + ", ".join(f"{t.label()} ({t.domain or '-'})" for t in matches))
-        self.store.remove_tags(matches)
-        return self.sync_derived_sources()[1]
+        with self.elect(f"removing tag {tag!r} of {matches[0].label()}", wait_seconds,
+                        _WAIT_HINT):
+            self.store.remove_tags(matches)
+            return self.sync_derived_sources()[1]
 
     def tags(self) -> list[ColumnTag]:
         """Every column tag, by source, schema, table, column."""
