@@ -260,3 +260,28 @@ def test_in_serve_is_an_admin_setting_that_applies_at_the_next_serve_start(
     update = graph.admin.update({"refresh.in_serve": "false"}, is_admin=True, persist=False)
     assert update.changed == {"refresh": {"in_serve": False}}
     assert update.restart_required == ["refresh.in_serve"]
+
+
+def test_the_numbers_the_docs_quote_are_the_codes() -> None:
+    from docgraph.config import RefreshSettings
+    from docgraph.lifecycle.refresher import LEADER_RETRY_SECONDS
+    from docgraph.serve.http import REFRESHER_STOP_SECONDS
+    from docgraph.store.postgres.leader import SERVER_KEEPALIVES
+
+    repo = Path(__file__).resolve().parents[1]
+
+    def flat(name: str) -> str:
+        return " ".join((repo / name).read_text(encoding="utf-8").split())
+
+    architecture, refresh = flat("docs/ARCHITECTURE.md"), flat("docs/sources-and-refresh.md")
+    idle, interval, count = (SERVER_KEEPALIVES[f"tcp_keepalives_{key}"]
+                             for key in ("idle", "interval", "count"))
+    assert f"retries every `min(interval, {LEADER_RETRY_SECONDS:g} s)`" in architecture
+    assert f"tries again every {LEADER_RETRY_SECONDS:g} seconds" in refresh
+    assert f"up to {REFRESHER_STOP_SECONDS:g} s, `REFRESHER_STOP_SECONDS`" in architecture
+    assert (f"{idle} s idle, {count} probes {interval} s apart): the server ends it, freeing "
+            f"the lock, within about {idle + interval * count} s") in architecture
+    assert f"within about {idle + interval * count} s" in refresh
+    default = RefreshSettings().in_serve
+    assert "`refresh.in_serve` is true (the default" in architecture and default
+    assert f"in_serve = {str(default).lower()}" in flat("README.md")
