@@ -42,7 +42,14 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
 
 from ablation import WORKDIR, QueryVectorCache, open_dataset_index  # noqa: E402
-from common import cached_embedder, load_beir, log, print_table, write_result  # noqa: E402
+from common import (  # noqa: E402
+    BeirDataset,
+    cached_embedder,
+    load_beir,
+    log,
+    print_table,
+    write_result,
+)
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import load_settings  # noqa: E402
 from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
@@ -107,34 +114,48 @@ def corpus_id(source_path: str, files: dict[str, str]) -> str:
     return files[name]
 
 
-def lane_keys(catalog: StoreCatalog, rows: Sequence[Any]) -> list[tuple[str, int]]:
-    """Backend-independent keys (document id, chunk index) of scored rows, in rank order."""
+def lane_keys(catalog: StoreCatalog, rows: Sequence[Any]) -> list[tuple[str, int, str]]:
+    """Backend-independent keys (document id, chunk index, file path) of scored rows, in
+    rank order."""
     chunks = catalog.chunks_by_rowid([r.rowid for r in rows])
-    return [(chunks[r.rowid].doc_id, chunks[r.rowid].index) for r in rows if r.rowid in chunks]
+    return [(chunks[r.rowid].doc_id, chunks[r.rowid].index, chunks[r.rowid].source_path)
+            for r in rows if r.rowid in chunks]
 
 
-def lane_overlap(graphs: dict[str, DocGraph], embedder: QueryVectorCache,
-                 queries: dict[str, str]) -> dict[str, Any]:
-    """Mean overlap of PostgreSQL's dense and BM25 top 10 with embedded's, and the share of
-    queries whose top 10 differ at all (each lane asked ``LANE_K`` deep)."""
+def lane_diagnostics(graphs: dict[str, DocGraph], embedder: QueryVectorCache,
+                     queries: dict[str, str], data: BeirDataset, files: dict[str, str],
+                     metrics: Sequence[str]) -> dict[str, Any]:
+    """Each lane alone (dense, BM25; ``LANE_K`` deep) per backend: its document-level
+    metrics, and PostgreSQL's top-10 overlap with embedded's (mean, and how many queries
+    differ at all). The embedded dense lane is exact, so its overlap is PostgreSQL's dense
+    recall@10."""
     ns = frozenset({NAMESPACE})
     overlaps: dict[str, list[float]] = {"dense": [], "bm25": []}
-    for text in queries.values():
+    runs: dict[str, dict[str, dict[str, list[str]]]] = {
+        lane: {name: {} for name in graphs} for lane in overlaps}
+    for qid, text in queries.items():
         vector = embedder.embed_query(text)
-        tops: dict[str, dict[str, list[tuple[str, int]]]] = {}
+        tops: dict[str, dict[str, list[tuple[str, int, str]]]] = {}
         for name, graph in graphs.items():
             index: ChunkIndex = graph.chunk_index()
             tops[name] = {
-                "dense": lane_keys(graph.store, index.dense_search(vector, LANE_K, ns))[:10],
-                "bm25": lane_keys(graph.store, index.lexical_search(text, LANE_K, ns))[:10]}
+                "dense": lane_keys(graph.store, index.dense_search(vector, LANE_K, ns)),
+                "bm25": lane_keys(graph.store, index.lexical_search(text, LANE_K, ns))}
+            for lane, keys in tops[name].items():
+                runs[lane][name][qid] = list(dict.fromkeys(
+                    corpus_id(path, files) for _, _, path in keys))
         for lane in overlaps:
-            base = tops["embedded"][lane]
-            other = set(tops["postgres"][lane])
-            overlaps[lane].append(len(other & set(base)) / max(len(base), 1))
-    return {f"{lane}_top10_overlap": round(statistics.fmean(values), 4)
-            for lane, values in overlaps.items()} | {
-        f"{lane}_queries_differing": sum(v < 1.0 for v in values)
-        for lane, values in overlaps.items()}
+            base = {key[:2] for key in tops["embedded"][lane][:10]}
+            other = {key[:2] for key in tops["postgres"][lane][:10]}
+            overlaps[lane].append(len(other & base) / max(len(base), 1))
+    out: dict[str, Any] = {}
+    for lane, values in overlaps.items():
+        out[lane] = {"top10_overlap": round(statistics.fmean(values), 4),
+                     "queries_differing": sum(v < 1.0 for v in values)}
+        for name in graphs:
+            scores = score_run(runs[lane][name], data, list(queries))
+            out[lane][name] = {m: scores[m] for m in metrics}
+    return out
 
 
 def evaluate(name: str, limit: int | None, url: str) -> dict[str, Any]:
@@ -186,7 +207,7 @@ def evaluate(name: str, limit: int | None, url: str) -> dict[str, Any]:
             log(f"  {mode:<12} " + "  ".join(
                 f"{m} {base[m]:.4f} / {other[m]:.4f} ({other['delta'][m]:+.4f})"
                 for m in METRICS[name]) + f"  differing {other['queries_ranked_differently']}")
-        lanes = lane_overlap(graphs, embedder, queries)
+        lanes = lane_diagnostics(graphs, embedder, queries, data, files, METRICS[name])
         log(f"  lanes: {lanes}")
         return {"documents": len(doc_ids), "test_queries": len(queries), "index": build,
                 "postgres_copy": copy, "counts": counts["embedded"], "lanes": lanes,
