@@ -38,7 +38,7 @@ from docgraph.graph.build import GraphBuilder, make_extractor
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.model import ChunkDraft, EntityLink
 from docgraph.retrieve.query_entities import find_query_entities
-from docgraph.store.base import DocumentWrite
+from docgraph.store.base import DocumentWrite, StoreCatalog
 from docgraph.store.sqlite import SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
 
@@ -58,7 +58,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_passages(catalog: SQLiteCatalog, namespace: str,
+def write_passages(catalog: StoreCatalog, namespace: str,
                    passages: list[tuple[str, str, list[EntityLink]]], per_doc: int = 1) -> float:
     """Write (doc id, text, links) rows, ``per_doc`` chunks per document; returns seconds."""
     source = catalog.add_source(f"file:///bench/{namespace}", namespace)
@@ -195,9 +195,9 @@ def linkage_share(data, catalog: SQLiteCatalog, extractor, namespace: str) -> di
     }
 
 
-def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path,
-              repeats: int) -> dict[str, object]:
-    """``n_chunks`` chunks with Zipf-distributed entities (3-12 per chunk, 50k vocabulary)."""
+def synthetic_passages(n_chunks: int) -> list[tuple[str, str, list[EntityLink]]]:
+    """``n_chunks`` (doc id, text, links) rows, 100 per document, with Zipf-distributed
+    entities (3-12 per chunk, 50k vocabulary); seeded, so every call gives the same rows."""
     rng = np.random.default_rng(7)
     vocabulary = 50_000
     passages: list[tuple[str, str, list[EntityLink]]] = []
@@ -207,6 +207,13 @@ def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path,
         links = [EntityLink(f"e{int(e)}", f"Entity {int(e)}", "name", 1, j * 10, 1 / len(ids))
                  for j, e in enumerate(ids)]
         passages.append((f"d{i // 100}", f"chunk {i}", links))
+    return passages
+
+
+def synthetic(n_chunks: int, settings: GraphSettings, workdir: Path,
+              repeats: int) -> dict[str, object]:
+    """Build the graph of ``synthetic_passages(n_chunks)``."""
+    passages = synthetic_passages(n_chunks)
     catalog = SQLiteCatalog(workdir / "synthetic.db")
     catalog.set_embedding_model(EMBEDDER.name, EMBEDDER.dimension)
     write_s = write_passages(catalog, "synthetic", passages, per_doc=100)

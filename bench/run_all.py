@@ -1,5 +1,6 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
-ablation, refresh, serve_load, backends, serve_backends and crash.
+ablation, refresh, serve_load, backends, serve_backends, quality_backends, graph_backends and
+crash.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -20,7 +21,8 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
-         "refresh", "serve_load", "backends", "serve_backends", "crash")
+         "refresh", "serve_load", "backends", "serve_backends", "quality_backends",
+         "graph_backends", "crash")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -36,6 +38,8 @@ QUICK_ARGS = {
                  "--name", "backends_quick"],
     "serve_backends": ["--sizes", "3000", "--clients", "1,4", "--calls", "10",
                        "--name", "serve_backends_quick"],
+    "quality_backends": ["--limit", "20", "--name", "quality_backends_quick"],
+    "graph_backends": ["--chunks", "3000", "--repeats", "1", "--name", "graph_backends_quick"],
     "crash": ["--kills", "10", "--name", "crash_quick"],
 }
 

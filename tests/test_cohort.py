@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from docgraph.errors import InvalidQuery
-from docgraph.retrieve.cohort import CohortSettings
+from docgraph.retrieve.cohort import CohortSearch, CohortSettings
 from docgraph.store.sql.logs import SqlTraceLog
 from tests import backend_graphs
-from tests.helpers import write_files
+from tests.helpers import CountingEmbedder, write_files
 
 # Every DocGraph test here runs on the embedded file and on PostgreSQL.
 make_graph = backend_graphs.make_graph
@@ -208,3 +210,47 @@ def test_graph_first_fills_k_from_the_seeds_when_the_graph_adds_nothing(tmp_path
                           mode="graph_first").hits
     assert len(hits) == 10
     assert len({h.chunk_id for h in hits}) == 10
+
+
+class _NotesLexicalStart:
+    """The graph's real chunk index; sets ``started`` when a BM25 search begins."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.started = threading.Event()
+
+    def lexical_search(self, *args: Any, **kwargs: Any) -> Any:
+        self.started.set()
+        return self.inner.lexical_search(*args, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _WaitsForLexicalStart(CountingEmbedder):
+    """The hashing embedder; before embedding a query, waits (at most 5 s) for the BM25
+    search to have started and records whether it had."""
+
+    def __init__(self, started: threading.Event) -> None:
+        super().__init__()
+        self.started = started
+        self.overlapped: list[bool] = []
+
+    def embed_query(self, text):  # type: ignore[no-untyped-def]
+        self.overlapped.append(self.started.wait(5))
+        return super().embed_query(text)
+
+
+def test_the_bm25_seed_list_runs_while_the_query_is_embedded(graph):
+    # The seed lane costs the slower of its two lists, not their sum: BM25 starts before
+    # (and so runs during) the query embedding and dense search, as in hybrid search.
+    index = _NotesLexicalStart(graph.chunk_index())
+    embedder = _WaitsForLexicalStart(index.started)
+    engine = CohortSearch(graph.store, index, graph.graph_store, embedder, graph.extractor)
+    hits = engine.search("memory leak firmware", namespaces={"ops"}, k=4).hits
+    assert embedder.overlapped == [True]
+    expected = graph.retrieve("memory leak firmware", namespaces={"ops"}, k=4).hits
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in expected]

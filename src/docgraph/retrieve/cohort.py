@@ -52,7 +52,7 @@ from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
-from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
+from docgraph.retrieve.hybrid import LANE_POOL, MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog, require_namespaces
@@ -320,17 +320,10 @@ class CohortSearch:
         self, query: str, vector: Vector, allowed: frozenset[str], depth: int, kind: ChunkKind,
         rrf_k: int | None = None,
     ) -> list[ScoredRow]:
-        return self._seed_lists(query, vector, allowed, depth, kind, rrf_k)[0]
-
-    def _seed_lists(
-        self, query: str, vector: Vector, allowed: frozenset[str], depth: int, kind: ChunkKind,
-        rrf_k: int | None = None,
-    ) -> tuple[list[ScoredRow], list[ScoredRow], list[ScoredRow]]:
-        """(fused, dense, lexical) candidate lists, each ``depth`` deep."""
+        """Dense and BM25 candidate lists, each ``depth`` deep, fused by reciprocal rank."""
         dense = self.index.dense_search(vector, depth, allowed, kind=kind)
         lexical = self.index.lexical_search(query, depth, allowed, kind=kind)
-        fused = rrf_fuse([dense, lexical], k=self.settings.rrf_k if rrf_k is None else rrf_k)
-        return fused, dense, lexical
+        return rrf_fuse([dense, lexical], k=self.settings.rrf_k if rrf_k is None else rrf_k)
 
     def _gated(self, rows: list[int], q: _Query, floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""
@@ -405,16 +398,26 @@ class CohortSearch:
         trace: RetrievalTrace,
         graph_first: bool,
     ) -> CohortResult:
-        t = time.perf_counter()
-        query_vector = self.embedder.embed_query(query)
-        trace.timings_ms["embed_query"] = (time.perf_counter() - t) * 1000
+        depth = max(s.seed_candidates, k)
+        # The BM25 seed list needs no vector: it runs in a lane thread while the query is
+        # embedded and the dense list is searched (as in hybrid search), so the seed lane
+        # costs the slower of the two lists, not their sum.
+        pending = LANE_POOL.get().submit(self.index.lexical_search, query, depth, allowed,
+                                         kind="text")
+        try:
+            t = time.perf_counter()
+            query_vector = self.embedder.embed_query(query)
+            trace.timings_ms["embed_query"] = (time.perf_counter() - t) * 1000
+            t = time.perf_counter()
+            dense = self.index.dense_search(query_vector, depth, allowed, kind="text")
+        except BaseException:
+            pending.cancel()
+            raise
+        lexical = pending.result()
+        fused = rrf_fuse([dense, lexical], k=s.rrf_k)
         q = _Query(query, query_vector, allowed, s, trace, self.graph,
                    self._chunk_total())
         pool = q.pool
-
-        t = time.perf_counter()
-        fused, dense, lexical = self._seed_lists(query, query_vector, allowed,
-                                                 max(s.seed_candidates, k), "text", s.rrf_k)
         width = max(s.seed_pool, k) if s.seed_pool_grows_with_k else s.seed_pool
         seeds = [r.rowid for r in fused[:width]]
         trace.timings_ms["seed"] = (time.perf_counter() - t) * 1000
