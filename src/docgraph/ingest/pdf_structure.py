@@ -7,9 +7,10 @@ pieces into lines that know their vertical position, font size and weight. From 
 of every page:
 
 * **running headers and footers** are the lines at the top or bottom of a page (the first
-  and last two) whose text, digits ignored, recurs there on at least half of the pages
-  (two pages at least); bare page numbers ("7", "Page 7 of 12", "- 7 -", "vii") at a
-  page's edge are dropped on any document of two pages or more;
+  and last two) whose text recurs there on at least half of the pages (two pages at
+  least), digits ignored in lines of up to twelve words; bare page numbers ("7",
+  "Page 7 of 12", "- 7 -", "vii") at a page's edge are dropped on any document of two
+  pages or more;
 * **headings** come from the outline (bookmarks) when the PDF has one: each entry is
   placed on its destination page above the first line below its destination's top, and
   the line(s) spelling its title become that heading. Without an outline, lines set
@@ -41,6 +42,8 @@ HEADING_SIZE_RATIO = 1.15
 EDGE_LINES = 2
 #: A running header/footer recurs on at least this share of the pages (and on two).
 RUNNING_SHARE = 0.5
+#: Digits are ignored when comparing edge lines of at most this many words.
+RUNNING_MAX_WORDS = 12
 #: A vertical gap this much wider than the usual line spacing ends a paragraph.
 PARAGRAPH_GAP = 1.3
 
@@ -127,7 +130,13 @@ class PageLines:
 
 
 def _edge_key(text: str) -> str:
-    return " ".join(_DIGITS.sub("#", text.casefold()).split())
+    """What must recur for a line to be running: its words, digits ignored in a short line
+    (page numbers, dates); a longer line must recur exactly (body text that only differs
+    in its numbers is not a header)."""
+    words = text.casefold().split()
+    if len(words) > RUNNING_MAX_WORDS:
+        return " ".join(words)
+    return " ".join(_DIGITS.sub("#", " ".join(words)).split())
 
 
 def _edges(lines: list[Line]) -> list[int]:
@@ -163,14 +172,19 @@ def _body_size(pages: list[list[Line]]) -> float:
 
 
 def _line_gap(pages: list[list[Line]], body: float) -> float | None:
-    """The usual distance between consecutive body lines (None when positions are unknown)."""
+    """The usual distance between consecutive lines of one body paragraph (None when
+    positions are unknown): the smallest common gap between body lines, since paragraphs
+    of one or two lines can make the wider gap between paragraphs the most common one."""
     gaps: Counter[float] = Counter()
     for lines in pages:
         for above, below in itertools.pairwise(lines):
             if (above.y is not None and below.y is not None and above.size == body
-                    and below.size == body and above.y > below.y):
+                    and below.size == body and above.y - below.y >= 0.8 * body):
                 gaps[round(above.y - below.y, 1)] += 1
-    return gaps.most_common(1)[0][0] if gaps else None
+    if not gaps:
+        return None
+    common = max(gaps.values())
+    return min(gap for gap, n in gaps.items() if n >= max(2, common // 5) or n == common)
 
 
 def _heading_levels(pages: list[list[Line]], body: float) -> dict[tuple[float, bool], int]:

@@ -22,7 +22,7 @@ from docgraph.governance import Caller, Governance
 from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
 from docgraph.governance.inputs import check_optional_text as _optional_text
 from docgraph.governance.inputs import check_text as _text
-from docgraph.model import SearchHit
+from docgraph.model import SearchHit, StoredChunk, page_list
 
 MAX_K = MAX_RESULTS
 MIN_TOKEN_BUDGET = 200
@@ -273,6 +273,15 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + "…"
 
 
+def _mention(chunk: StoredChunk) -> dict[str, Any]:
+    out: dict[str, Any] = {"chunk_id": chunk.chunk_id, "source": chunk.source_path,
+                           "section": " > ".join(chunk.section_path),
+                           "snippet": _snippet(chunk.text)}
+    if chunk.pages is not None:
+        out["pages"] = page_list(chunk.pages)
+    return out
+
+
 def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any]:
     """A search result as agents see it."""
     out: dict[str, Any] = {
@@ -289,6 +298,10 @@ def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any
         "lanes": list(hit.lanes),
         "text": hit.text,
     }
+    if hit.pages is not None:
+        out["pages"] = page_list(hit.pages)
+    if hit.ocr:
+        out["ocr"] = True
     if paths is not None:
         out["paths"] = paths
     return out
@@ -413,9 +426,7 @@ class DocgraphTools:
         entities = [{
             "name": m.entity.name, "type": m.entity.type, "key": m.entity.key,
             "namespace": m.entity.namespace, "chunk_count": m.entity.chunk_count,
-            "chunks": [{"chunk_id": c.chunk_id, "source": c.source_path,
-                        "section": " > ".join(c.section_path), "snippet": _snippet(c.text)}
-                       for c in m.chunks],
+            "chunks": [_mention(c) for c in m.chunks],
         } for m in found]
         out: dict[str, Any] = {"query_text": args.query_text, "count": len(entities),
                                "entities": entities}
