@@ -264,9 +264,10 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         built = embedded.index(SAMPLE_CORPUS, namespace="demo")
         write_files(tmp_path / "more", {"x.md": "# Extra\n\nA second namespace.\n"})
         embedded.index(tmp_path / "more", namespace="extra")
-        before = {(q, m): [(h.chunk_id, round(h.score, 4)) for h in
+        before = {(q, m): [(h.chunk_id, round(h.score, 4), h.pages) for h in
                            embedded.search(q, namespaces={"demo"}, k=5, mode=m)]
                   for q in queries for m in ("dense", "hybrid")}
+        metadata = {d.path: d.metadata for d in embedded.store.list_documents({"demo"})}
     finally:
         embedded.close()
 
@@ -281,10 +282,14 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         for (query, mode), hits in before.items():
             after = moved.search(query, namespaces={"demo"}, k=5, mode=mode)  # type: ignore[arg-type]
             if mode == "dense":
-                assert [(h.chunk_id, round(h.score, 4)) for h in after] == hits, query
+                assert [(h.chunk_id, round(h.score, 4), h.pages) for h in after] == hits, query
             else:  # BM25 differs in tokenization details (PostgreSQL's analyzer): the fused
                 # top hit must still be one of the embedded index's best three
-                assert after[0].chunk_id in [c for c, _ in hits[:3]], query
+                assert after[0].chunk_id in [c for c, _, _ in hits[:3]], query
+        assert any(pages for hits in before.values() for _, _, pages in hits)  # PDF pages
+        assert {d.path: d.metadata for d in moved.store.list_documents({"demo"})} == metadata
+        assert metadata["engineering/postmortem-inc-2025-007-rotterdam.pdf"]["author"] \
+            == "Mei Tanaka"
         again = moved.index(SAMPLE_CORPUS, namespace="demo")
         assert again.chunks_embedded == 0 and not again.added and not again.updated
     finally:
