@@ -128,3 +128,29 @@ def test_an_index_from_before_pages_re_extracts_its_pdfs_reusing_vectors(
     assert pdf_doc.metadata["author"] == "Ada Lovelace"
     again = upgraded.index(folder, namespace="ops")
     assert (again.updated, again.bodies_read) == ([], 0)
+
+
+def test_the_cli_shows_pages(tmp_path, make_graph, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from docgraph.serve.cli import app
+
+    graph = make_graph()
+    graph.index(_folder(tmp_path), namespace="ops")
+    path = graph.settings.store.path
+    graph.close()
+    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", "hashing")
+    backend_graphs.point_the_cli_at(graph, monkeypatch)
+    runner = CliRunner()
+    query = ["--index", str(path), "search", "battery pack BAT-48 charging cycles", "-k", "3"]
+    shown = runner.invoke(app, query)
+    assert shown.exit_code == 0, shown.output
+    line = "kestrel-k2.pdf > Kestrel K2 Service Manual > Maintenance > Battery (p. 2)"
+    assert line in " ".join(shown.output.split())
+    hits = json.loads(runner.invoke(app, [*query, "--json"]).stdout)
+    assert [h["pages"] for h in hits if "BAT-48" in h["text"]] == [[2]]
+    evidence = json.loads(runner.invoke(app, ["--index", str(path), "lookup",
+                                              "How often is the battery pack replaced?"]).stdout)
+    assert [e["pages"] for e in evidence["evidence"] if "BAT-48" in e["excerpt"]] == [[2]]
