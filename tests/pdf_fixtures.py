@@ -29,12 +29,13 @@ SIZES = {"h1": 20.0, "h2": 15.0, "h3": 12.5}
 def manual_pdf(*, outline: bool = True, title: str | None = "Kestrel K2 Manual",
                author: str | None = "Ada Lovelace", running: bool = True,
                blank_first_page: bool = False, plain_headings: bool = False,
-               blocks: list[tuple[str, str]] | None = None) -> bytes:
+               blocks: list[tuple[str, str]] | None = None,
+               footer: str = "Kestrel K2 Service Manual - page {page} of {{nb}}") -> bytes:
     """The manual as a PDF: bold headings set larger than the 10 pt body, entered in the
-    outline when ``outline``; a running header and footer ("page N of M") when
-    ``running``; metadata title and author when given; an empty first page when
-    ``blank_first_page`` (every later block moves one page down); headings set like the
-    body text when ``plain_headings`` (then only the outline tells them apart)."""
+    outline when ``outline``; a running header and footer when ``running`` (``footer``
+    formatted with the page number); metadata title and author when given; an empty first
+    page when ``blank_first_page`` (every later block moves one page down); headings set
+    like the body text when ``plain_headings`` (then only the outline tells them apart)."""
     from fpdf import FPDF
 
     class Manual(FPDF):
@@ -48,8 +49,7 @@ def manual_pdf(*, outline: bool = True, title: str | None = "Kestrel K2 Manual",
             if running and not (blank_first_page and self.page_no() == 1):
                 self.set_y(-15)
                 self.set_font("helvetica", "", 8)
-                self.cell(0, 6, f"Kestrel K2 Service Manual - page {self.page_no()} of "
-                                "{nb}", align="C")
+                self.cell(0, 6, footer.format(page=self.page_no()), align="C")
 
     pdf: Any = Manual()
     pdf.set_auto_page_break(True, margin=20)

@@ -61,6 +61,16 @@ def test_running_header_footer_and_page_numbers_are_removed():
     assert "Confidential" not in texts and "page 2 of 3" not in texts
 
 
+def test_running_lines_of_a_two_page_document_and_bare_page_numbers_are_removed():
+    blocks = [("h1", "Report"), ("p", "First page text."), ("page", ""),
+              ("p", "Second page text.")]
+    for footer in ("Kestrel K2 Service Manual - page {page} of {{nb}}", "{page}",
+                   "- {page} -"):
+        doc = extract(manual_pdf(blocks=blocks, footer=footer), "r.pdf")
+        assert [(b.page, b.text) for b in doc.blocks] == [
+            (1, "Report"), (1, "First page text."), (2, "Second page text.")], footer
+
+
 def test_a_line_repeated_on_too_few_pages_stays():
     """A line at the top of two pages in six is content, not a running header."""
     words = ["lidar", "battery", "wheels", "charger", "console"]

@@ -8,7 +8,7 @@ of every page:
 
 * **running headers and footers** are the lines at the top or bottom of a page (the first
   and last two) whose text recurs there on at least half of the pages (two pages at
-  least), digits ignored in lines of up to twelve words; bare page numbers ("7",
+  least), digits ignored in lines of up to fifteen words; bare page numbers ("7",
   "Page 7 of 12", "- 7 -", "vii") at a page's edge are dropped on any document of two
   pages or more;
 * **headings** come from the outline (bookmarks) when the PDF has one: each entry is
@@ -43,7 +43,7 @@ EDGE_LINES = 2
 #: A running header/footer recurs on at least this share of the pages (and on two).
 RUNNING_SHARE = 0.5
 #: Digits are ignored when comparing edge lines of at most this many words.
-RUNNING_MAX_WORDS = 12
+RUNNING_MAX_WORDS = 15
 #: A vertical gap this much wider than the usual line spacing ends a paragraph.
 PARAGRAPH_GAP = 1.3
 
@@ -52,6 +52,7 @@ _PAGE_NUMBER = re.compile(
     r"[-–—\s]*(?:(?:page|p\.|seite|página|pagina)\s*)?(?:\d{1,5}|[ivxlcdm]{1,7})"
     r"(?:\s*(?:of|/|von|de|di)\s*\d{1,5})?[-–—\s]*", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"\w+")
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.,;]$")
 
@@ -112,7 +113,7 @@ class PageLines:
             base = font.get("/BaseFont", "") if hasattr(font, "get") else ""
             if _BOLD.search(str(base)):
                 self._bold_chars += visible
-            if self._y is None and (tm[4] or tm[5]):
+            if self._y is None:
                 self._y = float(cm[1] * tm[4] + cm[3] * tm[5] + cm[5])
 
     def end_line(self) -> None:
@@ -133,15 +134,18 @@ def _edge_key(text: str) -> str:
     """What must recur for a line to be running: its words, digits ignored in a short line
     (page numbers, dates); a longer line must recur exactly (body text that only differs
     in its numbers is not a header)."""
-    words = text.casefold().split()
-    if len(words) > RUNNING_MAX_WORDS:
-        return " ".join(words)
-    return " ".join(_DIGITS.sub("#", " ".join(words)).split())
+    key = " ".join(text.casefold().split())
+    if len(_WORD.findall(key)) > RUNNING_MAX_WORDS:
+        return key
+    return _DIGITS.sub("#", key)
 
 
 def _edges(lines: list[Line]) -> list[int]:
-    """Positions of the lines at the top and bottom of a page."""
+    """Positions of the lines at the top and bottom of a page: by height when every line
+    has one (a generator may draw its header last), else in reading order."""
     filled = [i for i, line in enumerate(lines) if line.text]
+    if all(lines[i].y is not None for i in filled):
+        filled.sort(key=lambda i: -(lines[i].y or 0.0))
     return sorted(set(filled[:EDGE_LINES] + filled[-EDGE_LINES:]))
 
 
