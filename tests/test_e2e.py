@@ -63,7 +63,7 @@ def test_the_sample_corpus_indexes_completely(real):
 def test_every_example_question_finds_its_source(real, mode):
     graph, _ = real
     questions = _questions()
-    assert len(questions) == 12
+    assert len(questions) == 13
     misses = []
     for question, sources in questions:
         hits = graph.search(question, namespaces={"demo"}, k=5, mode=mode)
@@ -100,6 +100,10 @@ def test_served_lookup_grades_exact_answers_and_flags_off_topic_questions(real):
     # The PDF's outline gives its chunks sections, and each block says its page.
     assert top["section"].endswith(("> 1. Summary", "> 4. Root cause")), top["section"]
     assert top["pages"] in ([1], [2], [1, 2]) and rotterdam["is_low_quality"] is False
+    hotel = next(e for e in lookup("What is the hotel cap per night in Rotterdam?")["evidence"]
+                 if e["source"] == "people/travel-and-expense-policy.pdf")
+    assert "Rotterdam EUR 165" in hotel["excerpt"] and hotel["pages"][0] == 1
+    assert hotel["section"] == "Travel and Expense Policy > 3. Accommodation"
     flagged = [q for q, _ in _questions() if lookup(q)["is_low_quality"]]
     assert flagged == []
     for question in ("How do I bake sourdough bread?", "Who won the 1998 FIFA World Cup?"):
