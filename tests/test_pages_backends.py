@@ -64,6 +64,9 @@ def test_pages_and_metadata_reach_hits_evidence_and_tools(tmp_path, make_graph):
     assert all("pages" in e for e in notes["evidence"] if e["source"] == PDF)
     assert all("pages" not in e for e in notes["evidence"] if e["source"] == "notes.md")
 
+    listed = {d["path"]: d for d in tools.call("list_documents", agent, {})["documents"]}
+    assert listed[PDF]["metadata"]["author"] == "Ada Lovelace"
+    assert "metadata" not in listed["notes.md"]
     results = tools.call("search_documents", agent,
                          {"query_text": "firmware 4.2.1 upgrade Roost console", "k": 5})
     firmware = next(r for r in results["results"] if "4.2.1" in r["text"])

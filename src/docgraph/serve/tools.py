@@ -208,8 +208,9 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "list_documents": (
         "The documents you can reach, page by page (pass next_cursor back as cursor), with "
-        "version state: content hash, change token, chunk count and last update. Use it to "
-        "see what the corpus contains, not to answer questions."
+        "version state: content hash, change token, chunk count and last update, and what "
+        "the file says about itself (e.g. a PDF's author and page count) as metadata. Use it "
+        "to see what the corpus contains, not to answer questions."
     ),
     "index_status": (
         "Freshness of your part of the index: per namespace, the last build, its outcome, "
@@ -443,7 +444,7 @@ class DocgraphTools:
             "document": d.doc_id, "title": d.title, "namespace": d.namespace,
             "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
             "content_hash": d.content_hash[:16], "change_token": d.change_token,
-            "updated_at": d.updated_at,
+            "updated_at": d.updated_at, **({"metadata": dict(d.metadata)} if d.metadata else {}),
         } for d in page.documents]
         next_cursor = None if page.next_after is None else encode_cursor(page.next_after)
         return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}
