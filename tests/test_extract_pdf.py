@@ -136,3 +136,14 @@ def test_long_report_keeps_every_page_and_chapter():
     assert all(b.text.startswith(f"Paragraph {i % 3 + 1} of page {b.page}.")
                for i, b in enumerate(paragraphs))
     assert not [b for b in doc.blocks if "Confidential" in b.text or "page 3 of" in b.text]
+
+
+def test_a_heading_wrapped_over_two_lines_is_one_heading():
+    title = ("Maintenance of the lidar, the battery pack and the drive wheels of every "
+             "Kestrel K2 robot in the fleet")
+    body = "Clean the lidar window weekly with the cloth from the service kit. " * 3
+    blocks = [("h1", "Manual"), ("h2", title), ("p", body)]
+    for outline in (True, False):
+        doc = extract(manual_pdf(blocks=blocks, outline=outline, running=False), "m.pdf")
+        assert _blocks(doc) == [(1, "heading", 1, "Manual"), (1, "heading", 2, title),
+                                (1, "paragraph", 0, body.strip())], outline

@@ -239,6 +239,16 @@ class _BlockWriter:
         if text:
             self.blocks.append(Block(BlockKind.HEADING, text, min(max(level, 1), 6), page=page))
 
+    def heading_line(self, text: str, level: int, page: int) -> None:
+        """A heading-like line: continues the heading just written when it has the same
+        level on the same page and no text came between (a heading wrapped over lines)."""
+        last = self.blocks[-1] if self.blocks else None
+        if (self._last is None and last is not None and last.kind is BlockKind.HEADING
+                and last.level == level and last.page == page):
+            self.blocks[-1] = Block(BlockKind.HEADING, f"{last.text} {text}", level, page=page)
+        else:
+            self.heading(text, level, page)
+
     def line(self, line: Line, page: int) -> None:
         if not line.text:
             self.flush()
@@ -289,17 +299,11 @@ def page_blocks(pages: list[list[Line]], outline: Sequence[OutlineEntry]) -> lis
                 title_rest = title_rest[len(text):].strip()
                 continue  # the heading's own text, already emitted from the outline
             title_rest = ""
-            key = (line.size, line.bold)
-            if key in levels and _looks_like_heading(line, body):
-                last = writer.blocks[-1] if writer.blocks else None
-                if (writer._last is None and last is not None and last.kind is BlockKind.HEADING
-                        and last.level == levels[key] and last.page == page):
-                    writer.blocks[-1] = Block(BlockKind.HEADING, f"{last.text} {line.text}",
-                                              last.level, page=page)  # a wrapped heading
-                else:
-                    writer.heading(line.text, levels[key], page)
-                continue
-            writer.line(line, page)
+            level = levels.get((line.size, line.bold))
+            if level is not None and _looks_like_heading(line, body):
+                writer.heading_line(line.text, level, page)
+            else:
+                writer.line(line, page)
         writer.flush()
         for entry in pending:  # destinations below the page's last line
             writer.heading(entry.title, entry.level, page)
