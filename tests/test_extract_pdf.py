@@ -147,3 +147,22 @@ def test_a_heading_wrapped_over_two_lines_is_one_heading():
         doc = extract(manual_pdf(blocks=blocks, outline=outline, running=False), "m.pdf")
         assert _blocks(doc) == [(1, "heading", 1, "Manual"), (1, "heading", 2, title),
                                 (1, "paragraph", 0, body.strip())], outline
+
+
+def test_a_cyclic_outline_costs_nothing_but_its_own_entries():
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(manual_pdf(outline=False))))
+    first = writer.add_outline_item(title="Loop", page_number=0)
+    second = writer.add_outline_item(title="Again", page_number=1)
+    second.get_object()[NameObject("/Next")] = first  # Loop -> Again -> Loop -> ...
+    data = io.BytesIO()
+    writer.write(data)
+    doc = extract(data.getvalue(), "loop.pdf")
+    assert [(b.page, b.text) for b in doc.blocks if b.kind is BlockKind.HEADING] == [
+        (1, "Loop"), (2, "Again")]
+    text = " ".join(b.text for b in doc.blocks)
+    assert "Replace the battery pack BAT-48" in text and "green light" in text
