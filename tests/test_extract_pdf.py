@@ -166,3 +166,18 @@ def test_a_cyclic_outline_costs_nothing_but_its_own_entries():
         (1, "Loop"), (2, "Again")]
     text = " ".join(b.text for b in doc.blocks)
     assert "Replace the battery pack BAT-48" in text and "green light" in text
+
+
+def test_the_thresholds_quoted_in_the_architecture_are_the_code_s():
+    from pathlib import Path
+
+    from docgraph.ingest import pdf_structure as pdf
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md")
+                    .read_text(encoding="utf-8").split())
+    numbers = {2: "two", 12: "twelve", 15: "fifteen"}
+    assert f"lines {round((pdf.HEADING_SIZE_RATIO - 1) * 100)}% larger than the body" in text
+    assert f"top or bottom {numbers[pdf.EDGE_LINES]} that recur" in text
+    assert pdf.RUNNING_SHARE == 0.5 and "recur on at least half the pages" in text
+    assert f"lines of up to {numbers[pdf.RUNNING_MAX_WORDS]} words" in text
+    assert f"line pitch ({round((pdf.PARAGRAPH_GAP - 1) * 100)}% wider)" in text
