@@ -71,6 +71,9 @@ def test_pages_and_metadata_reach_hits_evidence_and_tools(tmp_path, make_graph):
                          {"query_text": "firmware 4.2.1 upgrade Roost console", "k": 5})
     firmware = next(r for r in results["results"] if "4.2.1" in r["text"])
     assert firmware["pages"] == [3]
+    mentions = tools.call("search_entities", agent, {"query_text": "E-417", "k": 3})
+    assert [c["pages"] for e in mentions["entities"] for c in e["chunks"]
+            if c["source"] == PDF] == [[1]]
     context = tools.call("document_context", agent,
                          {"query_text": "battery pack BAT-48", "token_budget": 2000})
     rows = context["sections"]["Source Text"]
