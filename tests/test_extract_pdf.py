@@ -181,3 +181,15 @@ def test_the_thresholds_quoted_in_the_architecture_are_the_code_s():
     assert pdf.RUNNING_SHARE == 0.5 and "recur on at least half the pages" in text
     assert f"lines of up to {numbers[pdf.RUNNING_MAX_WORDS]} words" in text
     assert f"line pitch ({round((pdf.PARAGRAPH_GAP - 1) * 100)}% wider)" in text
+
+
+def test_a_lone_bookmark_leaves_the_structure_to_heading_like_lines():
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(manual_pdf(outline=False))))
+    writer.add_outline_item(title="Kestrel K2 Service Manual", page_number=0)
+    data = io.BytesIO()
+    writer.write(data)
+    assert _blocks(extract(data.getvalue(), "m.pdf")) == EXPECTED

@@ -11,7 +11,7 @@ of every page:
   least), digits ignored in lines of up to fifteen words; bare page numbers ("7",
   "Page 7 of 12", "- 7 -", "vii") at a page's edge are dropped on any document of two
   pages or more;
-* **headings** come from the outline (bookmarks) when the PDF has one: each entry is
+* **headings** come from the outline (bookmarks) when it has two entries or more: each is
   placed on its destination page above the first line below its destination's top, and
   the line(s) spelling its title become that heading. Without an outline, lines set
   larger than the body text (the size holding the most characters) by 15% or more, or
@@ -38,6 +38,9 @@ from docgraph.model import Block, BlockKind
 
 #: A heading's font is at least this much larger than the body text's.
 HEADING_SIZE_RATIO = 1.15
+#: An outline with fewer entries (a lone bookmark to the first page) gives no structure:
+#: heading-like lines are used instead.
+MIN_OUTLINE_ENTRIES = 2
 #: Lines at each edge of a page that may be a running header or footer.
 EDGE_LINES = 2
 #: A running header/footer recurs on at least this share of the pages (and on two).
@@ -279,8 +282,9 @@ def page_blocks(pages: list[list[Line]], outline: Sequence[OutlineEntry]) -> lis
     body = _body_size(pages)
     writer = _BlockWriter(_line_gap(pages, body))
     entries: dict[int, list[OutlineEntry]] = {}
-    for entry in outline:
-        if 0 <= entry.page < len(pages):
+    placed = [entry for entry in outline if 0 <= entry.page < len(pages)]
+    if len(placed) >= MIN_OUTLINE_ENTRIES:
+        for entry in placed:
             entries.setdefault(entry.page, []).append(entry)
     levels = {} if entries else _heading_levels(pages, body)
     for index, lines in enumerate(pages):
