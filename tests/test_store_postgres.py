@@ -78,12 +78,21 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
         f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
         f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
     old = PostgresCatalog(pg_url)
+    # The write below is today's code: lend the old schema the page and metadata columns
+    # it writes, and take them away again before the upgrade adds them.
+    later_columns = (("chunks", "page_first integer"), ("chunks", "page_last integer"),
+                     ("chunks", "ocr boolean NOT NULL DEFAULT false"),
+                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"))
+    for table, column in later_columns:
+        old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.set_embedding_model("m", 8)
     source = old.add_source(normalize_urn(tmp_path), "ns")
     vectors = _unit_rows(np.random.default_rng(3), 30, 8)
     _write_texts(old, source, "a", [f"heron number {i}" for i in range(30)], vectors,
                  breadcrumb="[a]")
     before = PostgresChunkIndex(old, 8).lexical_search("heron 7", 5, frozenset({"ns"}))
+    for table, column in later_columns:
+        old.connection().execute(f"ALTER TABLE {table} DROP COLUMN {column.split()[0]}")
     old.close()
     monkeypatch.undo()
 
