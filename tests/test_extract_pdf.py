@@ -193,3 +193,19 @@ def test_a_lone_bookmark_leaves_the_structure_to_heading_like_lines():
     data = io.BytesIO()
     writer.write(data)
     assert _blocks(extract(data.getvalue(), "m.pdf")) == EXPECTED
+
+
+def test_bare_page_numbers_are_dropped_at_page_edges_only():
+    from docgraph.ingest.pdf_structure import Line, strip_running_lines
+
+    def page(number: str, words: str) -> list[Line]:
+        body = [Line(f"{words} {n}.", 10.0, False, 700.0 - 20 * n) for n in range(4)]
+        return [Line("Civil", 10.0, False, 760.0), *body, Line(number, 10.0, False, 40.0)]
+
+    pages = [page("iv", "Lidar care"), page("v", "Battery care"), page("vi", "Wheel care")]
+    kept = strip_running_lines(pages)
+    assert [[line.text for line in lines] for lines in kept] == [
+        [f"{words} care {n}." for n in range(4)] for words in ("Lidar", "Battery", "Wheel")]
+    single = [[Line("Civil", 10.0, False, 760.0), Line("12", 10.0, False, 40.0)],
+              [Line("Text of the second page.", 10.0, False, 700.0)]]
+    assert [line.text for line in strip_running_lines(single)[0]] == ["Civil"]

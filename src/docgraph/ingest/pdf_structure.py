@@ -52,7 +52,8 @@ PARAGRAPH_GAP = 1.3
 
 _BULLET = re.compile(r"([-*•▪◦‣–]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s+")
 _PAGE_NUMBER = re.compile(
-    r"[-–—\s]*(?:(?:page|p\.|seite|página|pagina)\s*)?(?:\d{1,5}|[ivxlcdm]{1,7})"
+    r"[-–—\s]*(?:(?:page|p\.|seite|página|pagina)\s*)?"
+    r"(?:\d{1,5}|(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3}))"
     r"(?:\s*(?:of|/|von|de|di)\s*\d{1,5})?[-–—\s]*", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"\w+")
