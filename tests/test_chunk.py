@@ -357,3 +357,19 @@ def test_random_documents_respect_every_chunking_rule(case):
                      if path[:cut] in first_chunk]
         assert chunk.parent_index == (enclosing[0] if enclosing else None)
         first_chunk[path] = i
+
+
+def test_chunks_carry_pages_and_ocr_of_their_blocks():
+    blocks = (Block(BlockKind.HEADING, "Scan", 1, page=1),
+              Block(BlockKind.PARAGRAPH, "one two three", page=1, ocr=True),
+              Block(BlockKind.PARAGRAPH, "four five six", page=2),
+              Block(BlockKind.PARAGRAPH, "seven eight nine", page=4),
+              Block(BlockKind.HEADING, "Plain", 1),
+              Block(BlockKind.PARAGRAPH, "no page here"))
+    document = ExtractedDocument("Scan", blocks, "application/pdf")
+    chunks = chunk_document(document, lambda texts: [len(t.split()) for t in texts], 6)
+    assert [(c.text, c.pages, c.ocr) for c in chunks] == [
+        ("one two three\nfour five six", (1, 2), True),
+        ("seven eight nine", (4, 4), False),
+        ("no page here", None, False),
+    ]

@@ -63,7 +63,7 @@ def test_the_sample_corpus_indexes_completely(real):
 def test_every_example_question_finds_its_source(real, mode):
     graph, _ = real
     questions = _questions()
-    assert len(questions) == 12
+    assert len(questions) == 13
     misses = []
     for question, sources in questions:
         hits = graph.search(question, namespaces={"demo"}, k=5, mode=mode)
@@ -75,8 +75,8 @@ def test_every_example_question_finds_its_source(real, mode):
 def test_served_lookup_grades_exact_answers_and_flags_off_topic_questions(real):
     """Through the agent tool (governed cohort search, shipped thresholds): questions whose
     answer passage opens the evidence are PRECISE, no example question is flagged low
-    quality (the Rotterdam one included, its summary first), and off-topic questions are
-    WEAK."""
+    quality (the Rotterdam one included: its summary or root cause first, with its page),
+    and off-topic questions are WEAK."""
     graph, _ = real
     tools = DocgraphTools(Governance(
         graph, StaticEntitlements([RoleAssignment("agent", "reader", "demo")])))
@@ -97,7 +97,13 @@ def test_served_lookup_grades_exact_answers_and_flags_off_topic_questions(real):
     rotterdam = lookup("What caused the Rotterdam outage?")
     top = rotterdam["evidence"][0]
     assert top["source"] == "engineering/postmortem-inc-2025-007-rotterdam.pdf"
-    assert "1. Summary" in top["excerpt"] and rotterdam["is_low_quality"] is False
+    # The PDF's outline gives its chunks sections, and each block says its page.
+    assert top["section"].endswith(("> 1. Summary", "> 4. Root cause")), top["section"]
+    assert top["pages"] in ([1], [2], [1, 2]) and rotterdam["is_low_quality"] is False
+    hotel = next(e for e in lookup("What is the hotel cap per night in Rotterdam?")["evidence"]
+                 if e["source"] == "people/travel-and-expense-policy.pdf")
+    assert "Rotterdam EUR 165" in hotel["excerpt"] and hotel["pages"][0] == 1
+    assert hotel["section"] == "Travel and Expense Policy > 3. Accommodation"
     flagged = [q for q, _ in _questions() if lookup(q)["is_low_quality"]]
     assert flagged == []
     for question in ("How do I bake sourdough bread?", "Who won the 1998 FIFA World Cup?"):

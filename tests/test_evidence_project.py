@@ -78,3 +78,24 @@ def test_total_budget_cuts_and_drops_blocks():
     assert projection.evidence[2].excerpt == "First sentence is here."
     assert [d.reason for d in projection.dropped] == [DropReason.PAYLOAD_BUDGET]
     assert projection.dropped[0].evidence_key == "d4#chunk-0"
+
+
+def test_pages_and_ocr_are_shown_only_when_known():
+    from dataclasses import replace
+
+    from docgraph.evidence.port import META_OCR, META_PAGES
+
+    def with_meta(hit, **meta):  # type: ignore[no-untyped-def]
+        return replace(hit, metadata={**hit.metadata, **meta})
+
+    hits = [with_meta(make_hit(1, "a", 0, content="One page."), **{META_PAGES: (3, 3)}),
+            with_meta(make_hit(2, "b", 0, content="Two pages."),
+                      **{META_PAGES: (3, 4), META_OCR: True}),
+            make_hit(3, "c", 0, content="No pages.")]
+    payload = project(blocks_of(hits), relevance_level=RelevanceLevel.PRECISE,
+                      is_low_quality=False).to_dict()
+    one, two, none = payload["evidence"]
+    assert (one["pages"], "ocr" in one) == ([3], False)
+    assert (two["pages"], two["ocr"]) == ([3, 4], True)
+    assert "pages" not in none and "ocr" not in none
+    assert set(none) == {"document_id", "source", "title", "section", "excerpt"}

@@ -12,6 +12,7 @@ from docgraph.ingest.embed import HashingEmbedder
 from docgraph.store.lexical import decode_terms
 from tests import backend_graphs
 from tests.helpers import write_files
+from tests.pdf_fixtures import manual_pdf
 
 # Every DocGraph test here runs on the embedded file and on PostgreSQL.
 make_graph = backend_graphs.make_graph
@@ -214,7 +215,7 @@ def _index_rows(graph, namespace: str) -> tuple[list[tuple], dict[str, list]]:  
     rows = sorted(
         (c.source_path, c.index, c.text, c.title, c.section_path, c.prev_index, c.next_index,
          sorted((entities[e].key, entities[e].type, round(score, 6), first)
-                for e, score, first in links[c.rowid]))
+                for e, score, first in links[c.rowid]), c.pages, c.ocr)
         for c in chunks.values())
     index = graph.chunk_index()
     ranked = {probe: [(chunks[r.rowid].chunk_id, round(r.score, 5)) for r in index.lexical_search(
@@ -247,6 +248,7 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
         for i in range(45)
     }
     files["zz-broken.pdf"] = b"%PDF-1.4 not really"  # listed last: prepared by a worker
+    files["zz-manual.pdf"] = manual_pdf()  # pages, sections and metadata from a worker
     folder = write_files(tmp_path / "docs", files)
 
     inline = make_graph("inline.db", loader={"workers": 1})
@@ -255,7 +257,7 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     pooled_report = pooled.index(folder, namespace="ops")
 
     assert (inline_report.workers, pooled_report.workers) == (1, 2)
-    assert pooled_report.added == inline_report.added and len(pooled_report.added) == 45
+    assert pooled_report.added == inline_report.added and len(pooled_report.added) == 46
     assert pooled_report.failed == inline_report.failed
     assert [p for p, _ in pooled_report.failed] == ["zz-broken.pdf"]
     rows, ranked = _index_rows(pooled, "ops")
@@ -263,6 +265,12 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     assert len(rows) >= 45 and all(ranked.values())
     if pooled.backend == "embedded":
         assert _embedded_terms(pooled) == _embedded_terms(inline)
+    assert {(row[4], row[8]) for row in rows if row[0] == "zz-manual.pdf"} >= {
+        (("Kestrel K2 Service Manual", "Maintenance", "Battery"), (2, 2))}
+    assert ([d.metadata for d in pooled.store.list_documents({"ops"})]
+            == [d.metadata for d in inline.store.list_documents({"ops"})])
+    assert any(d.metadata.get("author") == "Ada Lovelace"
+               for d in pooled.store.list_documents({"ops"}))
     linked = {link[0] for row in rows for link in row[7]}
     assert {"priya raman", "e-403", "rotterdam"} <= linked  # entities found in the workers
     hits = pooled.search("Rotterdam firmware E-403", namespaces={"ops"}, k=3)

@@ -221,6 +221,27 @@ def test_failure_mid_write_keeps_old_version_searchable(store: StoreHandle, tmp_
         "alpha fixed"]
 
 
+def test_pages_ocr_and_metadata_are_stored_with_chunks_and_documents(
+        store: StoreHandle, tmp_path: Path) -> None:
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    chunks = [ChunkDraft(0, "scanned page text", ("Scan",), 3, None, 1, None, (1, 1), True),
+              ChunkDraft(1, "text across pages", ("Scan",), 3, 0, 2, 0, (1, 2), False),
+              ChunkDraft(2, "text without pages", (), 3, 1, None, 0)]
+    texts = [c.text for c in chunks]
+    store.catalog.write_document(DocumentWrite(
+        source=source, path="scan.pdf", doc_id=document_id(source.urn, "scan.pdf"),
+        title="Scan", content_hash="h", change_token="t", media_type="application/pdf",
+        chunks=chunks, breadcrumbs=["[Scan]"] * 3, embedded_texts=texts,
+        vectors=_unit(np.random.default_rng(9), 3),
+        metadata={"author": "Ada Lovelace", "pages": "2"}))
+    rows = store.index.lexical_search("text", 10, frozenset({"ns"}))
+    stored = store.catalog.chunks_by_rowid([r.rowid for r in rows])
+    assert sorted((c.index, c.pages, c.ocr) for c in stored.values()) == [
+        (0, (1, 1), True), (1, (1, 2), False), (2, None, False)]
+    document = store.catalog.documents_for_source(source)["scan.pdf"]
+    assert document.metadata == {"author": "Ada Lovelace", "pages": "2"}
+
+
 def test_delete_cascades_to_every_search_path(store: StoreHandle, tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")

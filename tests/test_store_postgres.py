@@ -78,12 +78,21 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
         f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
         f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
     old = PostgresCatalog(pg_url)
+    # The write below is today's code: lend the old schema the page and metadata columns
+    # it writes, and take them away again before the upgrade adds them.
+    later_columns = (("chunks", "page_first integer"), ("chunks", "page_last integer"),
+                     ("chunks", "ocr boolean NOT NULL DEFAULT false"),
+                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"))
+    for table, column in later_columns:
+        old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.set_embedding_model("m", 8)
     source = old.add_source(normalize_urn(tmp_path), "ns")
     vectors = _unit_rows(np.random.default_rng(3), 30, 8)
     _write_texts(old, source, "a", [f"heron number {i}" for i in range(30)], vectors,
                  breadcrumb="[a]")
     before = PostgresChunkIndex(old, 8).lexical_search("heron 7", 5, frozenset({"ns"}))
+    for table, column in later_columns:
+        old.connection().execute(f"ALTER TABLE {table} DROP COLUMN {column.split()[0]}")
     old.close()
     monkeypatch.undo()
 
@@ -264,9 +273,10 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         built = embedded.index(SAMPLE_CORPUS, namespace="demo")
         write_files(tmp_path / "more", {"x.md": "# Extra\n\nA second namespace.\n"})
         embedded.index(tmp_path / "more", namespace="extra")
-        before = {(q, m): [(h.chunk_id, round(h.score, 4)) for h in
+        before = {(q, m): [(h.chunk_id, round(h.score, 4), h.pages) for h in
                            embedded.search(q, namespaces={"demo"}, k=5, mode=m)]
                   for q in queries for m in ("dense", "hybrid")}
+        metadata = {d.path: d.metadata for d in embedded.store.list_documents({"demo"})}
     finally:
         embedded.close()
 
@@ -281,10 +291,14 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         for (query, mode), hits in before.items():
             after = moved.search(query, namespaces={"demo"}, k=5, mode=mode)  # type: ignore[arg-type]
             if mode == "dense":
-                assert [(h.chunk_id, round(h.score, 4)) for h in after] == hits, query
+                assert [(h.chunk_id, round(h.score, 4), h.pages) for h in after] == hits, query
             else:  # BM25 differs in tokenization details (PostgreSQL's analyzer): the fused
                 # top hit must still be one of the embedded index's best three
-                assert after[0].chunk_id in [c for c, _ in hits[:3]], query
+                assert after[0].chunk_id in [c for c, _, _ in hits[:3]], query
+        assert any(pages for hits in before.values() for _, _, pages in hits)  # PDF pages
+        assert {d.path: d.metadata for d in moved.store.list_documents({"demo"})} == metadata
+        assert metadata["engineering/postmortem-inc-2025-007-rotterdam.pdf"]["author"] \
+            == "Mei Tanaka"
         again = moved.index(SAMPLE_CORPUS, namespace="demo")
         assert again.chunks_embedded == 0 and not again.added and not again.updated
     finally:

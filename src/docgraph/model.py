@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
@@ -62,6 +63,8 @@ class ChunkDraft:
 
     ``prev_index``/``next_index``/``parent_index`` point at other chunks of the same
     document by chunk index; ``parent_index`` is the first chunk of the enclosing section.
+    ``pages`` is the first and last page of the blocks the chunk holds (None when the
+    format has no pages); ``ocr`` says any of them was recognised from an image.
     """
 
     index: int
@@ -71,6 +74,8 @@ class ChunkDraft:
     prev_index: int | None
     next_index: int | None
     parent_index: int | None
+    pages: tuple[int, int] | None = None
+    ocr: bool = False
 
     def breadcrumb(self, document_title: str) -> str:
         """``[document > section > subsection]``, the context prepended to embedded text."""
@@ -112,6 +117,8 @@ class DocumentRecord:
     """A document as the catalog knows it.
 
     ``doc_id`` is the stable document identity: normalized source URN + relative path.
+    ``metadata`` is what the format said about the document (see
+    :class:`ExtractedDocument`).
     """
 
     id: int
@@ -125,6 +132,7 @@ class DocumentRecord:
     media_type: str
     chunk_count: int
     updated_at: float
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +149,8 @@ class RowOrigin:
 
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
-    """A chunk as stored in the catalog (without its vector)."""
+    """A chunk as stored in the catalog (without its vector); ``pages`` and ``ocr`` as in
+    :class:`ChunkDraft`."""
 
     rowid: int
     chunk_id: str
@@ -156,6 +165,8 @@ class StoredChunk:
     next_index: int | None
     parent_index: int | None
     origin: RowOrigin | None = None
+    pages: tuple[int, int] | None = None
+    ocr: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +186,8 @@ class SearchHit:
     for ``dense`` it is the L2 distance between the unit query and chunk vectors (lower is
     better), the convention the evidence contract normalises. ``dense_similarity`` is the
     cosine to the query whenever the engine knows it (every vector_first or graph_first hit).
-    ``original_rank`` is the 1-based order retrieval returned.
+    ``original_rank`` is the 1-based order retrieval returned. ``pages`` (first, last) and
+    ``ocr`` come from the stored chunk.
     """
 
     chunk_id: str
@@ -194,6 +206,8 @@ class SearchHit:
     lanes: tuple[str, ...] = field(default_factory=tuple)
     rowid: int = 0
     origin: RowOrigin | None = None
+    pages: tuple[int, int] | None = None
+    ocr: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the hit (the CLI's ``--json`` shape)."""
@@ -205,6 +219,8 @@ class SearchHit:
             "title": self.title,
             "source": self.source_path,
             "section_path": list(self.section_path),
+            "pages": page_list(self.pages),
+            "ocr": self.ocr,
             "score": self.score,
             "score_label": self.score_label,
             "original_rank": self.original_rank,
@@ -218,3 +234,20 @@ class SearchHit:
             },
             "text": self.text,
         }
+
+
+def page_list(pages: tuple[int, int] | None) -> list[int] | None:
+    """Pages as agents see them: ``[3]`` for one page, ``[3, 4]`` for a range, None when
+    unknown."""
+    if pages is None:
+        return None
+    first, last = pages
+    return [first] if first == last else [first, last]
+
+
+def page_label(pages: tuple[int, int] | None) -> str:
+    """Pages for people: ``p. 3``, ``pp. 3-4``, or ``""`` when unknown."""
+    if pages is None:
+        return ""
+    first, last = pages
+    return f"p. {first}" if first == last else f"pp. {first}-{last}"

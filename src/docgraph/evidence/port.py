@@ -24,6 +24,8 @@ META_SOURCE = "source"
 META_SECTION_PATH = "section_path"
 META_LANES = "lanes"
 META_LEXICAL_SCORE = "lexical_score"
+META_PAGES = "pages"
+META_OCR = "ocr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,8 @@ def hit_from_search_hit(
             META_SECTION_PATH: tuple(hit.section_path),
             META_LANES: tuple(hit.lanes),
             META_LEXICAL_SCORE: hit.lexical_score,
+            META_PAGES: hit.pages,
+            META_OCR: hit.ocr,
         },
         doc_id=hit.doc_id or None,
         chunk_index=hit.chunk_index,

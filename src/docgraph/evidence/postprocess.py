@@ -17,6 +17,8 @@ from docgraph.evidence.identity import evidence_key
 from docgraph.evidence.port import (
     META_LANES,
     META_NAMESPACE,
+    META_OCR,
+    META_PAGES,
     META_SECTION_PATH,
     META_SOURCE,
     META_TITLE,
@@ -100,7 +102,9 @@ class EvidenceCandidate:
 
 @dataclass(frozen=True, slots=True)
 class EvidenceBlock:
-    """One piece of evidence handed to the projector: a chunk and where it came from."""
+    """One piece of evidence handed to the projector: a chunk and where it came from
+    (``pages``: its first and last page when the source has pages; ``ocr``: its text was
+    recognised from an image)."""
 
     evidence_key: str
     content: str
@@ -113,6 +117,8 @@ class EvidenceBlock:
     original_rank: int
     quality_score: float
     hit_reasons: tuple[str, ...]
+    pages: tuple[int, int] | None = None
+    ocr: bool = False
 
     @classmethod
     def from_candidate(cls, candidate: EvidenceCandidate) -> EvidenceBlock:
@@ -122,6 +128,7 @@ class EvidenceBlock:
         namespace = meta.get(META_NAMESPACE)
         source = meta.get(META_SOURCE) or hit.doc_id or candidate.evidence_key
         section = meta.get(META_SECTION_PATH) or ()
+        pages = meta.get(META_PAGES)
         return cls(
             evidence_key=candidate.evidence_key,
             content=hit.content,
@@ -134,6 +141,8 @@ class EvidenceBlock:
             original_rank=hit.original_rank,
             quality_score=candidate.quality_score,
             hit_reasons=tuple(candidate.hit_reasons),
+            pages=(int(pages[0]), int(pages[1])) if pages else None,
+            ocr=bool(meta.get(META_OCR)),
         )
 
 

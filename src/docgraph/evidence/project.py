@@ -2,8 +2,9 @@
 
 The agent sees ``relevance_level``, ``is_low_quality`` and one entry per evidence block:
 ``document_id`` (unique, 1:1 with the excerpt), ``source`` and ``title`` (human readable,
-may repeat across blocks of one document), ``section`` and ``excerpt``. Scores, raw fused
-scores and the trace stay internal.
+may repeat across blocks of one document), ``section`` and ``excerpt``; ``pages`` (``[3]``
+or ``[3, 4]``) when the source has pages, and ``ocr: true`` when the text was recognised
+from an image. Scores, raw fused scores and the trace stay internal.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from docgraph.evidence.postprocess import DroppedEvidence, DropReason, EvidenceBlock
 from docgraph.evidence.quality import RelevanceLevel
+from docgraph.model import page_list
 
 ELLIPSIS = "…"
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*(?=\s|$)|[。！？]")
@@ -52,16 +54,23 @@ class ProjectedEvidence:
     title: str
     section: str
     excerpt: str
+    pages: tuple[int, int] | None = None
+    ocr: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        """JSON-ready form."""
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``pages`` only when known, ``ocr`` only when true)."""
+        out: dict[str, Any] = {
             "document_id": self.document_id,
             "source": self.source,
             "title": self.title,
             "section": self.section,
             "excerpt": self.excerpt,
         }
+        if self.pages is not None:
+            out["pages"] = page_list(self.pages)
+        if self.ocr:
+            out["ocr"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,5 +134,7 @@ def project(
             title=block.title,
             section=" > ".join(block.section_path),
             excerpt=excerpt,
+            pages=block.pages,
+            ocr=block.ocr,
         ))
     return Projection(relevance_level, is_low_quality, tuple(evidence), tuple(dropped))

@@ -8,7 +8,8 @@ Rules, in order of strength:
    longer than the limit is split inside, between words.
 Sizes are counted in the embedding model's own tokens. Every chunk knows its section path,
 previous, next and parent chunk (the first chunk of its section, or for a section's first
-chunk, the first chunk of the nearest enclosing section).
+chunk, the first chunk of the nearest enclosing section), the first and last page of its
+blocks when the format has pages, and whether any of its blocks was OCR'd.
 """
 
 from __future__ import annotations
@@ -53,25 +54,44 @@ class _Piece:
     tokens: int
 
 
+@dataclass
+class _Packed:
+    """A finished chunk's text and size, with the first and last page of its blocks and
+    whether any of them was OCR'd."""
+
+    text: str
+    tokens: int
+    pages: tuple[int, int] | None
+    ocr: bool
+
+
 class _Packer:
     """Greedy packing of pieces into chunks of at most ``max_tokens``."""
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
-        self.done: list[tuple[str, int]] = []
+        self.done: list[_Packed] = []
         self.parts: list[str] = []
         self.tokens = 0
+        self.pages: tuple[int, int] | None = None
+        self.ocr = False
 
-    def add(self, piece: _Piece, separator: str) -> None:
+    def add(self, piece: _Piece, separator: str, page: int | None = None,
+            ocr: bool = False) -> None:
         if self.parts and self.tokens + piece.tokens > self.max_tokens:
             self.flush(separator)
         self.parts.append(piece.text)
         self.tokens += piece.tokens
+        if page is not None:
+            self.pages = ((page, page) if self.pages is None
+                          else (min(self.pages[0], page), max(self.pages[1], page)))
+        self.ocr = self.ocr or ocr
 
     def flush(self, separator: str = "\n") -> None:
         if self.parts:
-            self.done.append((separator.join(self.parts), self.tokens))
-        self.parts, self.tokens = [], 0
+            self.done.append(_Packed(separator.join(self.parts), self.tokens, self.pages,
+                                     self.ocr))
+        self.parts, self.tokens, self.pages, self.ocr = [], 0, None, False
 
 
 def _split_long_sentence(sentence: str, max_tokens: int, count: TokenCounter) -> list[_Piece]:
@@ -102,7 +122,7 @@ def _split_block(text: str, max_tokens: int, count: TokenCounter) -> list[_Piece
         else:
             packer.add(_Piece(sentence, n), " ")
     packer.flush(" ")
-    return [_Piece(t, n) for t, n in packer.done]
+    return [_Piece(p.text, p.tokens) for p in packer.done]
 
 
 def chunk_document(
@@ -114,7 +134,7 @@ def chunk_document(
     body = [b for b in document.blocks if b.kind is not BlockKind.HEADING]
     block_tokens = dict(zip(map(id, body), count_tokens([_render(b) for b in body]), strict=True))
 
-    sections: list[tuple[tuple[str, ...], list[tuple[str, int]]]] = []
+    sections: list[tuple[tuple[str, ...], list[_Packed]]] = []
     stack: list[tuple[int, str]] = []
     packer = _Packer(max_tokens)
 
@@ -136,15 +156,15 @@ def chunk_document(
         if tokens > max_tokens:
             packer.flush()
             for piece in _split_block(text, max_tokens, count_tokens):
-                packer.add(piece, "\n")
+                packer.add(piece, "\n", block.page, block.ocr)
                 packer.flush()
         else:
-            packer.add(_Piece(text, tokens), "\n")
+            packer.add(_Piece(text, tokens), "\n", block.page, block.ocr)
     close_section()
     return _link(sections)
 
 
-def _link(sections: list[tuple[tuple[str, ...], list[tuple[str, int]]]]) -> list[ChunkDraft]:
+def _link(sections: list[tuple[tuple[str, ...], list[_Packed]]]) -> list[ChunkDraft]:
     drafts: list[ChunkDraft] = []
     total = sum(len(chunks) for _, chunks in sections)
     latest_first: dict[tuple[str, ...], int] = {}  # section path -> its most recent first chunk
@@ -157,16 +177,18 @@ def _link(sections: list[tuple[tuple[str, ...], list[tuple[str, int]]]]) -> list
         )
         first = index
         latest_first[path] = first
-        for position, (text, n) in enumerate(chunks):
+        for position, packed in enumerate(chunks):
             drafts.append(
                 ChunkDraft(
                     index=index,
-                    text=text,
+                    text=packed.text,
                     section_path=path,
-                    token_count=n,
+                    token_count=packed.tokens,
                     prev_index=index - 1 if index > 0 else None,
                     next_index=index + 1 if index + 1 < total else None,
                     parent_index=enclosing if position == 0 else first,
+                    pages=packed.pages,
+                    ocr=packed.ocr,
                 )
             )
             index += 1

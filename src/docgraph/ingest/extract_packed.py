@@ -13,19 +13,29 @@ import re
 from typing import Any
 
 from docgraph.errors import ExtractionError, FileTooLarge
-from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from_name
+from docgraph.ingest.blocks import clean, row_text, title_from_name
 from docgraph.ingest.limits import ExtractLimits, bounded_pdf, check_zip
+from docgraph.ingest.pdf_structure import (
+    Line,
+    PageLines,
+    page_blocks,
+    read_outline,
+    strip_running_lines,
+)
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
 DOCX_MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 def extract_pdf(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
-    """PDF via pypdf: paragraphs per page (PDF carries no reliable heading structure)."""
+    """PDF via pypdf, with structure (:mod:`docgraph.ingest.pdf_structure`): the page of
+    every block, headings from the outline or from heading-like lines, running headers,
+    footers and page numbers removed, and the document's own metadata. The title is the
+    metadata title, else the first page's top heading, else the file name."""
     from pypdf import PdfReader
     from pypdf.errors import LimitReachedError
 
-    pages: list[str] = []
+    pages: list[list[Line]] = []
     try:
         with bounded_pdf(limits):
             reader = PdfReader(io.BytesIO(data))
@@ -37,11 +47,14 @@ def extract_pdf(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
                 if contents is not None:
                     unpacked += len(contents.get_data())
                     limits.check_unpacked(name, "its page contents", unpacked)
-                text = page.extract_text() or ""
-                chars += len(text)
+                collector = PageLines()
+                page.extract_text(visitor_text=collector)
+                collector.end_line()
+                chars += sum(len(line.text) for line in collector.lines)
                 limits.check_text(name, chars)
-                pages.append(text)
-            meta_title = (reader.metadata.title if reader.metadata else None) or ""
+                pages.append(collector.lines)
+            metadata = _pdf_metadata(reader.metadata)
+            outline = read_outline(reader)
     except ExtractionError:
         raise
     except LimitReachedError as exc:
@@ -50,37 +63,46 @@ def extract_pdf(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
                            ) from exc
     except Exception as exc:
         raise ExtractionError(f"{name}: not a readable PDF ({exc})") from exc
-    blocks: list[Block] = []
-    for page_text in pages:
-        blocks.extend(_pdf_page_blocks(page_text))
-    if not blocks:
+    blocks = page_blocks(strip_running_lines(pages), outline)
+    if not any(b.kind is not BlockKind.HEADING for b in blocks):
         raise ExtractionError(f"{name}: PDF has no extractable text (scanned image?)")
-    title = clean(meta_title) or title_from_name(name)
-    return ExtractedDocument(title, tuple(blocks), "application/pdf")
+    metadata["pages"] = str(len(pages))
+    title = metadata.get("title") or next(
+        (b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1 and b.page == 1),
+        title_from_name(name))
+    return ExtractedDocument(title, tuple(blocks), "application/pdf", metadata)
 
 
-def _pdf_page_blocks(page_text: str) -> list[Block]:
-    # pypdf ends lines with '\n'; paragraphs are separated by blank lines or by a line that
-    # ends a sentence followed by one that starts with a capital. Hyphenated breaks rejoin.
-    text = re.sub(r"-\n(?=[a-z])", "", page_text)
-    lines = [ln.strip() for ln in text.split("\n")]
-    paragraphs: list[list[str]] = [[]]
-    for ln in lines:
-        if not ln:
-            if paragraphs[-1]:
-                paragraphs.append([])
+# A metadata title that is only a file name or a placeholder says nothing about the document.
+_PLACEHOLDER_TITLE = re.compile(
+    r"(untitled|document\d*|microsoft (word|powerpoint) - .*"
+    r"|.*\.(docx?|pdf|tex|dvi|pptx?|odt|rtf))",
+    re.IGNORECASE)
+
+
+def _pdf_metadata(info: Any) -> dict[str, str]:
+    """Title, author, subject, keywords and the creation/modification dates (ISO 8601)."""
+    if info is None:
+        return {}
+    out: dict[str, str] = {}
+    for key, attribute in (("title", "title"), ("author", "author"), ("subject", "subject")):
+        try:
+            value = clean(str(getattr(info, attribute) or ""))
+        except Exception:  # an undecodable entry: leave it out
             continue
-        paragraphs[-1].append(ln)
-    blocks: list[Block] = []
-    for para in paragraphs:
-        if para:
-            blocks.extend(paragraph_blocks("\n".join(para)) if _looks_like_list(para)
-                          else [Block(BlockKind.PARAGRAPH, clean(" ".join(para)))])
-    return [b for b in blocks if b.text]
-
-
-def _looks_like_list(lines: list[str]) -> bool:
-    return all(re.match(r"([-*•]|\d+[.)])\s+", ln) for ln in lines)
+        if value and not (key == "title" and _PLACEHOLDER_TITLE.fullmatch(value)):
+            out[key] = value
+    keywords = info.get("/Keywords")
+    if keywords:
+        out["keywords"] = clean(str(keywords))
+    for key, attribute in (("created", "creation_date"), ("modified", "modification_date")):
+        try:
+            moment = getattr(info, attribute)
+        except Exception:  # a date pypdf cannot parse: leave it out
+            continue
+        if moment is not None:
+            out[key] = moment.isoformat()
+    return out
 
 
 def extract_docx(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:

@@ -528,6 +528,7 @@ class _BatchWriter:
                 entity_links=prepared.links,
                 origin=pending.origin,
                 lexical_terms=prepared.lexical,
+                metadata=prepared.document.metadata,
             ))
         catalog.write_documents(writes)  # one transaction, each document atomic
         report.seconds["store"] += time.perf_counter() - t0

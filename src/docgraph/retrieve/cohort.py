@@ -825,4 +825,5 @@ def _hit(chunk: StoredChunk, score: float, rank: int, similarity: float | None,
         source_path=chunk.source_path, section_path=chunk.section_path, score=score,
         score_label="hybrid", original_rank=rank, dense_similarity=similarity,
         lexical_score=lexical, lanes=lanes, rowid=chunk.rowid, origin=chunk.origin,
+        pages=chunk.pages, ocr=chunk.ocr,
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from docgraph.errors import InvalidQuery
+from docgraph.model import page_label
 from docgraph.retrieve.cohort import CohortSearcher
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import require_namespaces
@@ -81,7 +82,8 @@ def assemble_context(
     report_rows = [r.text for r in reports]
     source_rows = [
         f"[{h.chunk_id}] {h.source_path}"
-        + (f" > {' > '.join(h.section_path)}" if h.section_path else "") + f"\n{h.text}"
+        + (f" > {' > '.join(h.section_path)}" if h.section_path else "")
+        + (f" ({page_label(h.pages)})" if h.pages else "") + f"\n{h.text}"
         for h in hits
     ]
 

@@ -138,4 +138,6 @@ class HybridSearcher:
             lanes=lanes,
             rowid=chunk.rowid,
             origin=chunk.origin,
+            pages=chunk.pages,
+            ocr=chunk.ocr,
         )

@@ -26,6 +26,7 @@ from rich.table import Table
 from docgraph.app import DocGraph
 from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
+from docgraph.model import page_label
 
 app = typer.Typer(
     name="docgraph",
@@ -314,9 +315,11 @@ def search(
         return
     for hit in hits:
         section = " > ".join(hit.section_path)
+        pages = page_label(hit.pages) + (", OCR" if hit.ocr else "")
         console.print(
             f"[bold]{hit.original_rank}.[/] [green]{escape(hit.source_path)}[/]"
-            f"{' > ' + escape(section) if section else ''}  "
+            f"{' > ' + escape(section) if section else ''}"
+            f"{' (' + pages + ')' if hit.pages else ''}  "
             f"[dim]{hit.score_label} {hit.score:.4f} via {'+'.join(hit.lanes)} "
             f"ns={escape(hit.namespace)}[/]"
         )

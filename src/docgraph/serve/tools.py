@@ -22,7 +22,7 @@ from docgraph.governance import Caller, Governance
 from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
 from docgraph.governance.inputs import check_optional_text as _optional_text
 from docgraph.governance.inputs import check_text as _text
-from docgraph.model import SearchHit
+from docgraph.model import SearchHit, StoredChunk, page_list
 
 MAX_K = MAX_RESULTS
 MIN_TOKEN_BUDGET = 200
@@ -208,8 +208,9 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "list_documents": (
         "The documents you can reach, page by page (pass next_cursor back as cursor), with "
-        "version state: content hash, change token, chunk count and last update. Use it to "
-        "see what the corpus contains, not to answer questions."
+        "version state: content hash, change token, chunk count and last update, and what "
+        "the file says about itself (e.g. a PDF's author and page count) as metadata. Use it "
+        "to see what the corpus contains, not to answer questions."
     ),
     "index_status": (
         "Freshness of your part of the index: per namespace, the last build, its outcome, "
@@ -275,6 +276,15 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + "…"
 
 
+def _mention(chunk: StoredChunk) -> dict[str, Any]:
+    out: dict[str, Any] = {"chunk_id": chunk.chunk_id, "source": chunk.source_path,
+                           "section": " > ".join(chunk.section_path),
+                           "snippet": _snippet(chunk.text)}
+    if chunk.pages is not None:
+        out["pages"] = page_list(chunk.pages)
+    return out
+
+
 def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any]:
     """A search result as agents see it."""
     out: dict[str, Any] = {
@@ -291,6 +301,10 @@ def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any
         "lanes": list(hit.lanes),
         "text": hit.text,
     }
+    if hit.pages is not None:
+        out["pages"] = page_list(hit.pages)
+    if hit.ocr:
+        out["ocr"] = True
     if paths is not None:
         out["paths"] = paths
     return out
@@ -415,9 +429,7 @@ class DocgraphTools:
         entities = [{
             "name": m.entity.name, "type": m.entity.type, "key": m.entity.key,
             "namespace": m.entity.namespace, "chunk_count": m.entity.chunk_count,
-            "chunks": [{"chunk_id": c.chunk_id, "source": c.source_path,
-                        "section": " > ".join(c.section_path), "snippet": _snippet(c.text)}
-                       for c in m.chunks],
+            "chunks": [_mention(c) for c in m.chunks],
         } for m in found]
         out: dict[str, Any] = {"query_text": args.query_text, "count": len(entities),
                                "entities": entities}
@@ -434,7 +446,7 @@ class DocgraphTools:
             "document": d.doc_id, "title": d.title, "namespace": d.namespace,
             "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
             "content_hash": d.content_hash[:16], "change_token": d.change_token,
-            "updated_at": d.updated_at,
+            "updated_at": d.updated_at, **({"metadata": dict(d.metadata)} if d.metadata else {}),
         } for d in page.documents]
         next_cursor = None if page.next_after is None else encode_cursor(page.next_after)
         return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}

@@ -9,7 +9,7 @@ pre-filter: there is no value that means "all namespaces".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from docgraph.errors import InvalidQuery
@@ -35,7 +35,9 @@ class DocumentWrite:
 
     ``embedded_texts`` are the exact strings that were embedded (breadcrumb + text) and
     ``vectors`` their unit vectors, one row per chunk; ``entity_links`` (empty, or one list
-    per chunk) are the entities found in each chunk.
+    per chunk) are the entities found in each chunk. ``metadata`` is what the format said
+    about the document (:attr:`~docgraph.model.ExtractedDocument.metadata`); each chunk's
+    pages and OCR flag travel on its :class:`~docgraph.model.ChunkDraft`.
     """
 
     source: SourceRecord
@@ -55,6 +57,7 @@ class DocumentWrite:
     # when counted ahead (e.g. in a worker process); a catalog that needs them and finds
     # None counts them itself.
     lexical_terms: Sequence[CountedTerms] | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

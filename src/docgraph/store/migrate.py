@@ -1,17 +1,18 @@
 """Copy an embedded index into PostgreSQL without re-embedding (``docgraph migrate``).
 
 Copied: the embedding model, every source, every document (content hash and change token
-too, so the next build there skips unchanged files) with its chunks, their stored vectors
-and their entity links, recorded failures, the entity graph (entities, co-occurrence edges,
-communities with their members and recorded row sources, the community reports with their
-stored vectors, and each namespace's graph build state: dirty flag, vocabulary fingerprint,
-build time, so the copy needs no graph rebuild), the SQL sources (their URLs never held
-passwords), the column tags and the build history (with its phase outcomes, so status keeps
-the last build and its staleness) and the bearer-token digests (revoked ones too, so
-they stay revoked). Row ids are the target's own (entities and communities
-are mapped by key and position). Not copied: traces and audit records. Each document is one
-transaction on the target, the graph one more; the target must not hold documents yet. The
-HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
+too, so the next build there skips unchanged files, and its format's metadata) with its
+chunks (with their pages and OCR flags), their stored vectors and their entity links,
+recorded failures, the entity graph (entities, co-occurrence edges, communities with their
+members and recorded row sources, the community reports with their stored vectors, and each
+namespace's graph build state: dirty flag, vocabulary fingerprint, build time, so the copy
+needs no graph rebuild), the SQL sources (their URLs never held passwords), the column tags
+and the build history (with its phase outcomes, so status keeps the last build and its
+staleness) and the bearer-token digests (revoked ones too, so they stay revoked). Row ids
+are the target's own (entities and communities are mapped by key and position). Not copied:
+traces and audit records. Each document is one transaction on the target, the graph one
+more; the target must not hold documents yet. The HNSW index is built once after the copy
+(``PostgresCatalog.bulk_load``).
 """
 
 from __future__ import annotations
@@ -130,12 +131,12 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
     db = embedded.connection()
     doc = db.execute(
         "SELECT id, doc_id, title, content_hash, change_token, media_type, origin_source,"
-        " origin_schema, origin_table, origin_pk_column, origin_pk_value"
+        " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata"
         " FROM documents WHERE source_id = ? AND path = ?", (source.id, path),
     ).fetchone()
     rows = db.execute(
         "SELECT chunk_index, text, breadcrumb, section_path, token_count, prev_index,"
-        " next_index, parent_index, embed_hash, vector FROM chunks"
+        " next_index, parent_index, embed_hash, vector, page_first, page_last, ocr FROM chunks"
         " WHERE document_id = ? AND kind = 'text' ORDER BY chunk_index", (doc[0],),
     ).fetchall()
     links: dict[int, list[EntityLink]] = {}
@@ -151,7 +152,8 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
     assert dimension is not None
     vectors = (np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32)
                .reshape(len(rows), dimension[1]))
-    chunks = [ChunkDraft(int(r[0]), r[1], tuple(json.loads(r[3])), int(r[4]), r[5], r[6], r[7])
+    chunks = [ChunkDraft(int(r[0]), r[1], tuple(json.loads(r[3])), int(r[4]), r[5], r[6], r[7],
+                         None if r[10] is None else (int(r[10]), int(r[11])), bool(r[12]))
               for r in rows]
     target.import_document(DocumentWrite(
         source=copy, path=path, doc_id=doc[1], title=doc[2], content_hash=doc[3],
@@ -159,6 +161,7 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
         breadcrumbs=[r[2] for r in rows], embedded_texts=(), vectors=vectors,
         entity_links=[links.get(int(r[0]), []) for r in rows] if links else (),
         origin=None if doc[6] is None else RowOrigin(*doc[6:11]),
+        metadata=json.loads(doc[11]),
     ), [r[8] for r in rows])
     return len(rows)
 

@@ -38,7 +38,7 @@ from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import POSTGRES, Dialect
 from docgraph.store.sql.graph import write_links
 
-_INSERT_BATCH = 400  # chunk rows per INSERT statement (13 parameters each)
+_INSERT_BATCH = 400  # chunk rows per INSERT statement (15 parameters each)
 
 
 def hnsw_build_memory_mb(rows: int, dimension: int) -> int:
@@ -258,7 +258,8 @@ class PostgresCatalog(SqlCatalogRecords):
                     document_id, ns_id, chunk.index, chunk.text, crumb,
                     _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
                     chunk.next_index, chunk.parent_index, embed_hash,
-                    np.asarray(vector, dtype=np.float32),
+                    np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
+                    chunk.ocr,
                 ))
                 if len(rows) >= _INSERT_BATCH:
                     _insert_chunks(db, rows)
@@ -279,7 +280,7 @@ class PostgresCatalog(SqlCatalogRecords):
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
-            now,
+            now, dict(write.metadata),
         )
 
     def delete_document(self, document: DocumentRecord) -> None:
@@ -315,8 +316,9 @@ class PostgresCatalog(SqlCatalogRecords):
         rows = self.connection().execute(
             "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
             " d.path, c.prev_index, c.next_index, c.parent_index, d.origin_source,"
-            " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value,"
+            " c.page_first, c.page_last, c.ocr FROM chunks c"
+            " JOIN documents d ON d.id = c.document_id"
             " JOIN namespaces n ON n.id = c.namespace_id WHERE c.id = ANY(%s)",
             (ids,),
         ).fetchall()
@@ -326,6 +328,7 @@ class PostgresCatalog(SqlCatalogRecords):
                 index=int(r[3]), text=r[4], section_path=tuple(r[5]), title=r[6],
                 source_path=r[7], prev_index=r[8], next_index=r[9], parent_index=r[10],
                 origin=None if r[11] is None else RowOrigin(*r[11:16]),
+                pages=None if r[16] is None else (int(r[16]), int(r[17])), ocr=bool(r[18]),
             )
             for r in rows
         }
@@ -358,11 +361,11 @@ def _insert_chunks(db: Any, rows: list[tuple[Any, ...]]) -> None:
     """One INSERT for many chunk rows (statement-level triggers then run once)."""
     if not rows:
         return
-    values = ",".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    values = ",".join(["(" + ", ".join(["%s"] * 15) + ")"] * len(rows))
     db.execute(
         "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
         " section_path, token_count, prev_index, next_index, parent_index, embed_hash,"
-        f" embedding) VALUES {values}",
+        f" embedding, page_first, page_last, ocr) VALUES {values}",
         [value for row in rows for value in row],
     )
 

@@ -439,8 +439,20 @@ _TOKENS: Final = (
     "INSERT INTO bearer_token_version (id, n) VALUES (1, 0)",
 )
 
+# Pages and OCR per chunk, the format's metadata per document. PDF documents forget their
+# content hash so the next build extracts them again with pages and section paths (vectors
+# of unchanged embedded texts are reused); no chunk row is updated here.
+_PAGES: Final = (
+    "ALTER TABLE chunks ADD COLUMN page_first integer, ADD COLUMN page_last integer,"
+    " ADD COLUMN ocr boolean NOT NULL DEFAULT false",
+    "ALTER TABLE documents ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb",
+    "UPDATE documents SET content_hash = '' WHERE kind = 'document'"
+    " AND media_type = 'application/pdf'",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
-                                                   _FEED, _SETTINGS, _LIFECYCLE, _TOKENS)
+                                                   _FEED, _SETTINGS, _LIFECYCLE, _TOKENS,
+                                                   _PAGES)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

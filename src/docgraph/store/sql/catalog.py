@@ -36,7 +36,7 @@ class SqlCatalogRecords:
 
     _DOC_COLUMNS = (
         "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
-        " d.change_token, d.media_type, d.chunk_count, d.updated_at"
+        " d.change_token, d.media_type, d.chunk_count, d.updated_at, d.metadata"
     )
 
     def connection(self) -> Any:
@@ -135,12 +135,12 @@ class SqlCatalogRecords:
 
     # -- documents -----------------------------------------------------------
 
-    @staticmethod
-    def _document(row: Sequence[Any]) -> DocumentRecord:
+    def _document(self, row: Sequence[Any]) -> DocumentRecord:
+        metadata = self.dialect.json_value(row[11]) if row[11] is not None else {}
         return DocumentRecord(
             int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]), str(row[3]),
             str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
-            float(row[10]),
+            float(row[10]), {str(k): str(v) for k, v in dict(metadata).items()},
         )
 
     def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
@@ -154,17 +154,19 @@ class SqlCatalogRecords:
         row = db.execute(self.dialect.sql(
             "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
             " change_token, media_type, chunk_count, updated_at, origin_source,"
-            " origin_schema, origin_table, origin_pk_column, origin_pk_value)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
             " content_hash = excluded.content_hash, change_token = excluded.change_token,"
             " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
             " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
             " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
             " origin_pk_column = excluded.origin_pk_column,"
-            " origin_pk_value = excluded.origin_pk_value RETURNING id"),
+            " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata"
+            " RETURNING id"),
             (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
-             write.change_token, write.media_type, chunk_count, now, *origin_columns),
+             write.change_token, write.media_type, chunk_count, now, *origin_columns,
+             self.dialect.json_param(dict(write.metadata))),
         ).fetchone()
         return int(row[0])
 

@@ -33,7 +33,7 @@ from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.graph import write_links
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS documents (
     origin_table TEXT,
     origin_pk_column TEXT,
     origin_pk_value TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -91,6 +92,9 @@ CREATE TABLE IF NOT EXISTS chunks (
     vector BLOB NOT NULL,
     terms BLOB NOT NULL DEFAULT x'',
     term_count INTEGER NOT NULL DEFAULT 0,
+    page_first INTEGER,
+    page_last INTEGER,
+    ocr INTEGER NOT NULL DEFAULT 0,
     UNIQUE (document_id, chunk_index)
 );
 CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
@@ -215,10 +219,12 @@ class SQLiteCatalog(SqlCatalogRecords):
                 db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            elif int(row[0]) in (1, 2):
+            elif int(row[0]) in (1, 2, 3):
                 if int(row[0]) == 1:
                     _migrate_1_to_2(db, self.terms)
-                _migrate_2_to_3(db)
+                if int(row[0]) <= 2:
+                    _migrate_2_to_3(db)
+                _migrate_3_to_4(db)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: index schema version {row[0]} is not supported "
@@ -376,12 +382,13 @@ class SQLiteCatalog(SqlCatalogRecords):
         db.executemany(
             "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
             " section_path, token_count, prev_index, next_index, parent_index,"
-            " embed_hash, vector, terms, term_count)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " embed_hash, vector, terms, term_count, page_first, page_last, ocr)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(document_id, ns_id, chunk.index, chunk.text, crumb,
               paths[chunk.section_path], chunk.token_count,
               chunk.prev_index, chunk.next_index, chunk.parent_index,
-              text_hash(embedded), vector.tobytes(), lexical.blob, lexical.length)
+              text_hash(embedded), vector.tobytes(), lexical.blob, lexical.length,
+              *(chunk.pages or (None, None)), int(chunk.ocr))
              for chunk, crumb, embedded, vector, lexical in zip(
                  chunks, write.breadcrumbs, write.embedded_texts, vectors, terms,
                  strict=True)],
@@ -398,7 +405,7 @@ class SQLiteCatalog(SqlCatalogRecords):
         return DocumentRecord(
             int(document_id), write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
-            now,
+            now, dict(write.metadata),
         )
 
     @staticmethod
@@ -446,8 +453,8 @@ class SQLiteCatalog(SqlCatalogRecords):
             for row in db.execute(
                 "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
                 " d.path, c.prev_index, c.next_index, c.parent_index, d.origin_source,"
-                " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value"
-                " FROM chunks c"
+                " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value,"
+                " c.page_first, c.page_last, c.ocr FROM chunks c"
                 " JOIN documents d ON d.id = c.document_id"
                 f" JOIN namespaces n ON n.id = c.namespace_id WHERE c.id IN ({marks})",
                 part,
@@ -458,6 +465,8 @@ class SQLiteCatalog(SqlCatalogRecords):
                     section_path=tuple(json.loads(row[5])), title=row[6], source_path=row[7],
                     prev_index=row[8], next_index=row[9], parent_index=row[10],
                     origin=None if row[11] is None else RowOrigin(*row[11:16]),
+                    pages=None if row[16] is None else (int(row[16]), int(row[17])),
+                    ocr=bool(row[18]),
                 )
         return out
 
@@ -512,3 +521,26 @@ def _migrate_2_to_3(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
 
 
+
+
+#: Media types whose documents gained structure the index lacks before schema 4.
+RE_EXTRACTED_AT_4 = ("application/pdf",)
+
+
+def _migrate_3_to_4(db: sqlite3.Connection) -> None:
+    """Schema 3 -> 4 (inside the caller's transaction): chunks record the first and last page
+    of their text and whether it was OCR'd; documents keep the metadata of their format.
+    PDF documents forget their content hash, so the next build reads and extracts them
+    again and gains pages and section paths; vectors of chunks whose embedded text did not
+    change are reused then, as for any edited file."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(chunks)").fetchall()}
+    for name, ddl in (("page_first", "INTEGER"), ("page_last", "INTEGER"),
+                      ("ocr", "INTEGER NOT NULL DEFAULT 0")):
+        if name not in columns:
+            db.execute(f"ALTER TABLE chunks ADD COLUMN {name} {ddl}")
+    if "metadata" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
+        db.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
+    marks = ",".join("?" * len(RE_EXTRACTED_AT_4))
+    db.execute(f"UPDATE documents SET content_hash = '' WHERE kind = 'document'"
+               f" AND media_type IN ({marks})", RE_EXTRACTED_AT_4)
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
