@@ -2,15 +2,16 @@
 
 The agent sees ``relevance_level``, ``is_low_quality`` and one entry per evidence block:
 ``document_id`` (unique, 1:1 with the excerpt), ``source`` and ``title`` (human readable,
-may repeat across blocks of one document), ``section`` and ``excerpt``. Scores, raw fused
+may repeat across blocks of one document), ``section``, ``excerpt`` and, once the governed
+service has published the ids (:func:`publish`), ``url`` where the source has one. Scores, raw fused
 scores and the trace stay internal.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from docgraph.evidence.postprocess import DroppedEvidence, DropReason, EvidenceBlock
@@ -52,16 +53,20 @@ class ProjectedEvidence:
     title: str
     section: str
     excerpt: str
+    url: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        """JSON-ready form."""
-        return {
+        """JSON-ready form (``url`` only when the source publishes one)."""
+        out = {
             "document_id": self.document_id,
             "source": self.source,
             "title": self.title,
             "section": self.section,
             "excerpt": self.excerpt,
         }
+        if self.url is not None:
+            out["url"] = self.url
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +132,20 @@ def project(
             excerpt=excerpt,
         ))
     return Projection(relevance_level, is_low_quality, tuple(evidence), tuple(dropped))
+
+
+def publish(projection: Projection, blocks: Sequence[EvidenceBlock],
+            rename: Callable[[EvidenceBlock], tuple[str, str | None]]) -> Projection:
+    """``projection`` with each entry's ``document_id`` and ``url`` as ``rename`` gives them
+    for its block (the agent-visible id instead of the stored evidence key); entries
+    without a block are left as they are."""
+    by_key = {b.evidence_key: b for b in blocks}
+    evidence = []
+    for entry in projection.evidence:
+        block = by_key.get(entry.document_id)
+        if block is None:
+            evidence.append(entry)
+            continue
+        document_id, url = rename(block)
+        evidence.append(replace(entry, document_id=document_id, url=url))
+    return replace(projection, evidence=tuple(evidence))

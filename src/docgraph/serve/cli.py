@@ -285,8 +285,18 @@ def search(
     with _open() as dg:
         governance, caller = _governed(dg, namespace)
         hits = governance.search(caller, query, k=k, mode=mode)
+        identity = governance.identity()
     if as_json:
-        sys.stdout.write(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        shown = []
+        for hit in hits:  # agent-visible ids, as the tools show them
+            entry = hit.to_dict()
+            entry["chunk_id"] = identity.key(hit.namespace, hit.chunk_id)
+            entry["doc_id"] = identity.document(hit.namespace, hit.doc_id)
+            url = identity.url(hit.namespace, hit.doc_id, hit.source_path)
+            if url is not None:
+                entry["url"] = url
+            shown.append(entry)
+        sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False))
         sys.stdout.write("\n")
         return
     if not hits:
@@ -490,16 +500,50 @@ app.add_typer(sources_app, name="sources")
 DomainOption = Annotated[str, typer.Option("--domain", "-d", help="Domain (= namespace).")]
 
 
+NameOption = Annotated[
+    str | None, typer.Option("--name", help="Display name agents see instead of the URN "
+                                            "(default: the folder's last path component, "
+                                            "unique in the domain).")]
+PublicUrlOption = Annotated[
+    str | None, typer.Option("--public-url", help="Base URL citations link to (the folder "
+                                                  "on the intranet, S3 console, ...); "
+                                                  "'{path}' marks where the path goes.")]
+
+
 @sources_app.command("add")
 def sources_add(
     urn: Annotated[str, typer.Argument(help="Folder: local path, file://, s3://, sftp://, "
                                             "ftp:// or hdfs:// URN (no credentials).")],
     domain: DomainOption,
+    name: NameOption = None,
+    public_url: PublicUrlOption = None,
 ) -> None:
     """Register a document folder in a domain (indexed by the next `docgraph refresh`)."""
     with _open() as dg:
-        record = dg.sources.add_folder(urn, domain)
-    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]")
+        record = dg.sources.add_folder(urn, domain, display_name=name, public_url=public_url)
+    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]"
+                  f" as [green]{escape(record.display_name or '-')}[/]"
+                  + (f" -> {escape(record.public_url)}" if record.public_url else ""))
+
+
+@sources_app.command("set")
+def sources_set(
+    urn: Annotated[str, typer.Argument(help="The folder as registered (any spelling).")],
+    domain: DomainOption,
+    name: NameOption = None,
+    public_url: PublicUrlOption = None,
+    no_public_url: Annotated[bool, typer.Option("--no-public-url",
+                                                help="Remove the public URL.")] = False,
+) -> None:
+    """Rename a folder as agents see it or change its public URL (ids in the stored URN
+    form keep resolving)."""
+    with _open() as dg:
+        record = dg.sources.update_folder(urn, domain, display_name=name,
+                                          public_url=public_url,
+                                          clear_public_url=no_public_url)
+    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]"
+                  f" as [green]{escape(record.display_name)}[/]"
+                  + (f" -> {escape(record.public_url)}" if record.public_url else ""))
 
 
 @sources_app.command("remove")
@@ -680,6 +724,62 @@ def lookup(
         payload["trace"] = result.trace.to_dict()
     sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
+
+
+@app.command("read")
+def read(
+    item_id: Annotated[str, typer.Argument(help="A chunk id (docId#chunk-N) or document id, "
+                                                "as search or lookup printed it.")],
+    scope: Annotated[str, typer.Option("--scope", help="chunk, section or document (for a "
+                                                       "chunk id).")] = "section",
+    budget: Annotated[int, typer.Option("--budget", help="Tokens per page.")] = 2000,
+    cursor: Annotated[str | None, typer.Option("--cursor", help="next_cursor of the "
+                                                                "previous page.")] = None,
+) -> None:
+    """Read a chunk with its section, or a whole document, as the caller (the read_document
+    tool's path); prints JSON."""
+    from docgraph.serve.agent_tools import read_payload
+
+    with _open() as dg:
+        governance, caller = _governed(dg)
+        page = governance.read(caller, item_id, scope=scope,
+                               token_budget=budget, cursor=cursor)
+        payload = read_payload(item_id.strip(), page, governance.identity())
+    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+@app.command("mcp-config")
+def mcp_config(
+    host: Annotated[str, typer.Argument(help="claude-desktop, claude-code, cursor or vscode.")],
+    http: Annotated[str | None, typer.Option("--http", help="URL of a running `docgraph "
+                                                            "serve` (default: stdio).")] = None,
+    write: Annotated[bool, typer.Option("--write", help="Merge into the host's config file "
+                                                        "instead of printing.")] = False,
+    name: Annotated[str, typer.Option("--name", help="Server name in the host.")] = "docgraph",
+    file: Annotated[Path | None, typer.Option("--file", help="Config file to merge into "
+                                                             "(default: the host's).")] = None,
+) -> None:
+    """Print (or merge into the host's file with --write) the configuration that connects
+    an agent host to this index: stdio (this executable, --config, --index) or --http."""
+    from docgraph.serve.host_config import host_snippet, merge_into, stdio_command
+
+    command = None
+    if http is None:
+        with _open() as dg:
+            user = _state.get("user")
+            if not (user or dg.settings.serve.stdio_user):
+                err.print("notice: no [serve] stdio_user is set: the snippet runs as "
+                          "--user USER (replace it, or pass docgraph --user NAME mcp-config)")
+                user = "USER"
+            command = stdio_command(dg.settings.store, _state.get("config"), user)
+    snippet = host_snippet(host, name, command=command, http_url=http)
+    if not write:
+        sys.stdout.write(json.dumps(snippet.config, indent=2) + "\n")
+        err.print(escape(snippet.note))
+        return
+    path = merge_into(snippet, name, file)
+    console.print(f"wrote server [bold]{escape(name)}[/] into {escape(str(path))}")
+    err.print(escape(snippet.note))
 
 
 @app.command("serve")

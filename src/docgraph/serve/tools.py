@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -23,6 +24,19 @@ from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
 from docgraph.governance.inputs import check_optional_text as _optional_text
 from docgraph.governance.inputs import check_text as _text
 from docgraph.model import SearchHit
+from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
+from docgraph.serve.agent_tools import (
+    FETCH_BUDGET,
+    SEARCH_RESULTS,
+    FetchArgs,
+    ReadDocumentArgs,
+    SearchArgs,
+    fetch_payload,
+    read_payload,
+    search_result,
+)
+from docgraph.serve.agent_tools import TITLES as READ_TITLES
+from docgraph.sources.naming import PublicIdentity
 
 MAX_K = MAX_RESULTS
 MIN_TOKEN_BUDGET = 200
@@ -33,6 +47,8 @@ MAX_CURSOR_CHARS = 200
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
+
+_ROW_KEY = re.compile(r"^\[([^\]]+#chunk-\d+)\]")
 
 SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
@@ -273,12 +289,13 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + "…"
 
 
-def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any]:
-    """A search result as agents see it."""
+def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
+                paths: list[str] | None = None) -> dict[str, Any]:
+    """A search result as agents see it (agent-visible ids; ``url`` when published)."""
     out: dict[str, Any] = {
         "rank": hit.original_rank,
-        "chunk_id": hit.chunk_id,
-        "document": hit.doc_id,
+        "chunk_id": identity.key(hit.namespace, hit.chunk_id),
+        "document": identity.document(hit.namespace, hit.doc_id),
         "title": hit.title,
         "source": hit.source_path,
         "section": _section(hit),
@@ -289,6 +306,9 @@ def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any
         "lanes": list(hit.lanes),
         "text": hit.text,
     }
+    url = identity.url(hit.namespace, hit.doc_id, hit.source_path)
+    if url is not None:
+        out["url"] = url
     if paths is not None:
         out["paths"] = paths
     return out
@@ -303,12 +323,13 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    args: type[_Args]
+    args: type[BaseModel]
     run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]
 
 
 class DocgraphTools:
-    """The eight agent tools: validate arguments, call :class:`Governance` (the one governed
+    """The agent tools (the eight retrieval and listing tools, read_document and the
+    search/fetch pair): validate arguments, call :class:`Governance` (the one governed
     path: it resolves, filters, traces and audits), format the answer as JSON."""
 
     def __init__(self, governance: Governance) -> None:
@@ -347,7 +368,7 @@ class DocgraphTools:
         out: dict[str, Any] = {
             "query_text": args.query_text, "mode": args.mode, "k": args.k,
             "count": len(result.hits),
-            "results": [hit_to_dict(h) for h in result.hits],
+            "results": [hit_to_dict(h, self.governance.identity()) for h in result.hits],
         }
         if not result.hits:
             out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
@@ -382,12 +403,14 @@ class DocgraphTools:
         result = self.governance.retrieve(caller, args.query_text, k=args.k,
                                           mode="graph_first", return_trace=True)
         trace = result.trace
+        identity = self.governance.identity()
         out: dict[str, Any] = {
             "query_text": args.query_text, "k": args.k,
             "query_entities": list(trace.query_entities_found) if trace else [],
             "unmatched_entities": list(trace.query_entities_missing) if trace else [],
             "count": len(result.hits),
-            "results": [hit_to_dict(h, result.paths.get(h.chunk_id, [])) for h in result.hits],
+            "results": [hit_to_dict(h, identity, result.paths.get(h.chunk_id, []))
+                        for h in result.hits],
         }
         if trace is not None and not trace.query_entities_found:
             out["note"] = ("no known entity was recognised in query_text: name entities "
@@ -398,22 +421,32 @@ class DocgraphTools:
         """Entities | Relationships | Community Reports | Source Text within the budget."""
         context = self.governance.context(caller, args.query_text,
                                           token_budget=args.token_budget)
+        identity = self.governance.identity()
+
+        def public_row(row: str) -> str:  # a Source Text row starts with "[chunk id]"
+            match = _ROW_KEY.match(row)
+            if match is None:
+                return row
+            return f"[{identity.key_anywhere(match.group(1))}]{row[match.end():]}"
         return {
             "query_text": args.query_text,
             "token_budget": args.token_budget,
             "tokens_used": dict(context.tokens),
-            "source_chunks": list(context.chunk_ids),
-            "sections": {name: list(rows) for name, rows in context.sections.items()},
+            "source_chunks": [identity.key_anywhere(c) for c in context.chunk_ids],
+            "sections": {name: [public_row(r) for r in rows]
+                         for name, rows in context.sections.items()},
         }
 
     def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
         """Matching entities with the visible chunks that mention them."""
         found = self.governance.entity_mentions(caller, args.query_text, k=args.k,
                                                 per_entity=CHUNKS_PER_ENTITY)
+        identity = self.governance.identity()
         entities = [{
             "name": m.entity.name, "type": m.entity.type, "key": m.entity.key,
             "namespace": m.entity.namespace, "chunk_count": m.entity.chunk_count,
-            "chunks": [{"chunk_id": c.chunk_id, "source": c.source_path,
+            "chunks": [{"chunk_id": identity.key(c.namespace, c.chunk_id),
+                        "source": c.source_path,
                         "section": " > ".join(c.section_path), "snippet": _snippet(c.text)}
                        for c in m.chunks],
         } for m in found]
@@ -428,18 +461,26 @@ class DocgraphTools:
         """One page of the source documents in reach, with version state (community reports
         are derived from the graph and not listed)."""
         page = self.governance.documents(caller, decode_cursor(args.cursor), args.limit)
-        documents = [{
-            "document": d.doc_id, "title": d.title, "namespace": d.namespace,
-            "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
-            "content_hash": d.content_hash[:16], "change_token": d.change_token,
-            "updated_at": d.updated_at,
-        } for d in page.documents]
+        identity = self.governance.identity()
+        documents = []
+        for d in page.documents:
+            entry: dict[str, Any] = {
+                "document": identity.document(d.namespace, d.doc_id), "title": d.title,
+                "namespace": d.namespace, "path": d.path, "media_type": d.media_type,
+                "chunks": d.chunk_count, "content_hash": d.content_hash[:16],
+                "change_token": d.change_token, "updated_at": d.updated_at,
+            }
+            url = identity.url(d.namespace, d.doc_id, d.path)
+            if url is not None:
+                entry["url"] = url
+            documents.append(entry)
         next_cursor = None if page.next_after is None else encode_cursor(page.next_after)
         return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}
 
     def index_status(self, caller: Caller, args: IndexStatusArgs) -> dict[str, Any]:
         """Freshness and counts of the caller's namespaces only."""
         view = self.governance.index_status(caller)
+        identity = self.governance.identity()
         namespaces = []
         for b in view.builds:
             s = view.stats.get(b.namespace)
@@ -461,14 +502,36 @@ class DocgraphTools:
             "embedding_model": {"name": model[0], "dimension": model[1]} if model else None,
             "refresh_interval_seconds": view.refresh_interval_seconds,
             "namespaces": namespaces,
-            "failed_files": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
+            "failed_files": [{"namespace": f.namespace,
+                              "source": identity.source_name(f.namespace, f.source_urn),
+                              "path": f.path,
                               "reason": f.reason, "at": f.at} for f in view.failures[:100]],
         }
 
 
-def _spec(name: str, args: type[_Args],
+    def read_document(self, caller: Caller, args: ReadDocumentArgs) -> dict[str, Any]:
+        """A chunk with its section, or a whole document, paged within a token budget."""
+        page = self.governance.read(caller, args.id, scope=args.scope,
+                                    token_budget=args.token_budget, cursor=args.cursor)
+        return read_payload(args.id.strip(), page, self.governance.identity())
+
+    def search(self, caller: Caller, args: SearchArgs) -> dict[str, Any]:
+        """The ``search`` of the search/fetch pair: ids, titles, urls and snippets."""
+        result = self.governance.retrieve(caller, args.query, k=SEARCH_RESULTS)
+        identity = self.governance.identity()
+        return {"results": [search_result(h, identity) for h in result.hits]}
+
+    def fetch(self, caller: Caller, args: FetchArgs) -> dict[str, Any]:
+        """The ``fetch`` of the search/fetch pair: the text behind a search result id."""
+        page = self.governance.read(caller, args.id, scope="section",
+                                    token_budget=FETCH_BUDGET)
+        return fetch_payload(args.id.strip(), page, self.governance.identity())
+
+
+def _spec(name: str, args: type[BaseModel],
           run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]) -> ToolSpec:
-    return ToolSpec(name, TITLES[name], DESCRIPTIONS[name], args, run)
+    title = TITLES.get(name) or READ_TITLES[name]
+    return ToolSpec(name, title, DESCRIPTIONS.get(name) or READ_DESCRIPTIONS[name], args, run)
 
 
 #: Every tool, in the order agents see them.
@@ -481,4 +544,7 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
     _spec("search_entities", SearchEntitiesArgs, DocgraphTools.search_entities),
     _spec("list_documents", ListDocumentsArgs, DocgraphTools.list_documents),
     _spec("index_status", IndexStatusArgs, DocgraphTools.index_status),
+    _spec("read_document", ReadDocumentArgs, DocgraphTools.read_document),
+    _spec("search", SearchArgs, DocgraphTools.search),
+    _spec("fetch", FetchArgs, DocgraphTools.fetch),
 )}
