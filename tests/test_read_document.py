@@ -174,3 +174,45 @@ def test_search_and_fetch_see_what_the_caller_sees(tools):
                                                                     "recall escalation"})[
         "results"]}
     assert any(i.startswith("public.tickets.body/3") for i in alice)
+
+
+def test_the_research_prompt_carries_the_decomposition_guidance(tools):
+    import anyio
+    from mcp import Client
+
+    from docgraph.serve.mcp import build_mcp_server, fixed_caller
+
+    server = build_mcp_server(tools, fixed_caller(ALICE))
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with Client(server) as client:
+            seen["list"] = (await client.list_prompts()).prompts
+            seen["get"] = await client.get_prompt("research_question",
+                                                  {"question": "Who fixed E-417, and when?"})
+
+    anyio.run(main)
+    (prompt,) = seen["list"]
+    assert prompt.name == "research_question"
+    assert [a.name for a in prompt.arguments] == ["question"] and prompt.arguments[0].required
+    text = seen["get"].messages[0].content.text
+    assert "atomic sub-questions" in text and "lookup_knowledge" in text
+    assert "read_document" in text and text.endswith("Question: Who fixed E-417, and when?")
+
+
+def test_the_cli_reads_by_id_as_the_caller(make_graph, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from docgraph.serve.cli import app
+
+    graph = make_graph()
+    graph.index(write_files(tmp_path / "notes", {"a.md": "# A\n\nAlpha note about E-417.\n"}),
+                namespace="ops")
+    backend_graphs.point_the_cli_at(graph, monkeypatch)
+    index = ["--index", str(graph.settings.store.path)]
+    done = CliRunner().invoke(app, [*index, "read", "notes/a.md#chunk-0"])
+    assert done.exit_code == 0, done.output
+    page = json.loads(done.stdout)
+    assert page["document_id"] == "notes/a.md" and "Alpha note" in page["chunks"][0]["text"]
+    done = CliRunner().invoke(app, [*index, "read", "notes/zzz.md"])
+    assert done.exit_code != 0 and isinstance(done.exception, NotFound)
