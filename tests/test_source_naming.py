@@ -3,6 +3,7 @@ source (both backends), ids that round-trip, links that never show the machine's
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -143,6 +144,10 @@ def test_the_cli_sets_a_name_and_a_public_url(make_graph, tmp_path, monkeypatch)
     assert done.exit_code != 0 and "public URL" in str(done.exception)
     (source,) = graph.store.list_sources()
     assert (source.display_name, source.public_url) == ("handbook", "https://intra.example/hb")
+    done = CliRunner().invoke(app, [*index, "sources", "list", "--json"])
+    (listed,) = json.loads(done.stdout)
+    assert (listed["display_name"], listed["public_url"]) == ("handbook",
+                                                              "https://intra.example/hb")
 
 
 @backend_graphs.embedded_only

@@ -566,9 +566,11 @@ def sources_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(s) for s in found], indent=2) + "\n")
         return
-    table = Table("kind", "type", "urn", "domain", "read-only", "credentials from")
+    table = Table("kind", "type", "urn", "domain", "name", "public url", "read-only",
+                  "credentials from")
     for s in found:
         table.add_row(s.kind, s.type, escape(s.urn), escape(s.domain or "-"),
+                      escape(s.display_name or ""), escape(s.public_url or ""),
                       "yes" if s.read_only else "", escape((s.credential_env or "") + "*"
                                                            if s.credential_env else ""))
     console.print(table)

@@ -136,6 +136,8 @@ class SourceInfo:
     credential_env: str | None
     id: int | None = None
     last_indexed_at: float | None = None
+    display_name: str | None = None
+    public_url: str | None = None
 
 
 class SourceRegistry:
@@ -393,7 +395,9 @@ class SourceRegistry:
         """Every source: folders, SQL sources and the derived (read-only) table sources."""
         last = self.store.last_indexed()
         out: list[SourceInfo] = []
-        for s in self.catalog.list_sources():
+        sources = self.catalog.list_sources()
+        names = display_names(sources)
+        for s in sources:
             when = last.get(s.id)
             if s.scheme == "sql":
                 out.append(SourceInfo("table", "sql", s.urn, s.namespace, True, None, s.id,
@@ -401,7 +405,7 @@ class SourceRegistry:
             else:
                 out.append(SourceInfo("documents", s.scheme, s.urn, s.namespace, False,
                                       f"DOCGRAPH_SOURCE_{credential_key(s.urn)}_", s.id,
-                                      when))
+                                      when, names.get(s.id), s.public_url))
         for q in self.sql_sources():
             out.append(SourceInfo("relational", _backend(q.url), q.url, None, False,
                                   q.credential_env))
