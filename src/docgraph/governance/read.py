@@ -144,19 +144,20 @@ def _previous_start(costs: Sequence[int], span: Sequence[int], first: int,
     return span[start]
 
 
-def read(catalog: StoreCatalog, scope: Visibility, identity: PublicIdentity, item_id: str, *,
+def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity, item_id: str,
+         *,
          span_scope: ReadScope, token_budget: int, cursor: str | None,
          count_tokens: Callable[[Sequence[str]], list[int]]) -> ReadPage:
-    """One page of what ``item_id`` names, as ``scope``'s caller may see it."""
+    """One page of what ``item_id`` names, as ``visibility``'s caller may see it."""
     doc_part, chunk_index = split_key(item_id)
-    candidates = identity.stored_candidates(doc_part, scope.namespaces)
+    candidates = identity.stored_candidates(doc_part, visibility.namespaces)
     if not candidates:
         raise not_found(item_id)
     wanted = set(candidates)
     stored = [c for c in catalog.document_chunks({d for _, d in candidates},
                                                  {n for n, _ in candidates})
               if (c.namespace, c.doc_id) in wanted]
-    visible = scope.visible(stored)
+    visible = visibility.visible(stored)
     for namespace, doc_id in candidates:  # most specific reading first
         chunks = [c for c in visible if c.namespace == namespace and c.doc_id == doc_id]
         positions = {c.index: i for i, c in enumerate(chunks)}
