@@ -49,18 +49,19 @@ def _inspector() -> Path:
 
 @pytest.fixture(scope="module")
 def server_command(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The stdio server command line over a small indexed corpus (settings in a file, so
-    the Inspector's child needs no environment of ours)."""
+    """The stdio server command line over a small corpus indexed with the real (default)
+    embedding model (settings in a file, so the Inspector's child needs no environment of
+    ours)."""
     root = tmp_path_factory.mktemp("inspector")
     (root / "policy.yaml").write_text(
         "assignments:\n  - {user: ann, role: reader, domain: eng}\n", encoding="utf-8")
     config = root / "docgraph.toml"
     config.write_text(f'[store]\npath = "{(root / "index.db").as_posix()}"\n'
-                      '[embed]\nmodel = "hashing"\n'
                       f'[governance]\npolicy_file = "{(root / "policy.yaml").as_posix()}"\n'
                       '[serve]\nstdio_user = "ann"\n', encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
-        for key in ("DOCGRAPH_STORE__PATH", "DOCGRAPH_STORE__BACKEND", "DOCGRAPH_CONFIG"):
+        for key in ("DOCGRAPH_STORE__PATH", "DOCGRAPH_STORE__BACKEND", "DOCGRAPH_CONFIG",
+                    "DOCGRAPH_EMBED__MODEL"):
             patch.delenv(key, raising=False)
         done = CliRunner().invoke(app, ["--config", str(config), "index",
                                         str(write_files(root / "eng", CORPUS)), "-n", "eng"])
