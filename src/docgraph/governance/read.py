@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -98,7 +98,7 @@ def _span(chunks: Sequence[StoredChunk], target: int | None, scope: ReadScope) -
     return list(range(first, last + 1))
 
 
-def _page(costs: Sequence[int], span: Sequence[int], start: int | None, target: int | None,
+def _page(costs: Mapping[int, int], span: Sequence[int], start: int | None, target: int | None,
           budget: int) -> tuple[list[int], int]:
     """The positions of one page within ``budget`` tokens (always at least one chunk).
 
@@ -131,7 +131,7 @@ def _page(costs: Sequence[int], span: Sequence[int], start: int | None, target: 
     return list(span[lo:hi + 1]), used
 
 
-def _previous_start(costs: Sequence[int], span: Sequence[int], first: int,
+def _previous_start(costs: Mapping[int, int], span: Sequence[int], first: int,
                     budget: int) -> int | None:
     """Where the page ending just before position ``first`` starts (None: none)."""
     at = span.index(first)
@@ -173,7 +173,8 @@ def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity
         if start not in positions or positions[start] not in span:
             raise InvalidQuery("cursor: not a cursor returned by a read of this id")
         start = positions[start]
-    costs = count_tokens([c.text for c in chunks])
+    # only the span is counted: a section read of a long document tokenizes one section
+    costs = dict(zip(span, count_tokens([chunks[p].text for p in span]), strict=True))
     chosen, used = _page(costs, span, start, target, token_budget)
     after = span.index(chosen[-1]) + 1
     previous = _previous_start(costs, span, chosen[0], token_budget)
