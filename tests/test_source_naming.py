@@ -112,6 +112,13 @@ def test_names_and_urls_are_stored_and_shown_instead_of_paths(make_graph, tmp_pa
     listing = tools.call("list_documents", ann, {})["documents"]
     assert {d["document"] for d in listing} == {"corpus/guide.md", "corpus/support/faq%20v2.md",
                                                 "corpus-2/b.md"}
+    context = tools.call("document_context", ann, {"query_text": "reboot the Tern T3",
+                                                   "token_budget": 800})
+    rows = context["sections"]["Source Text"]
+    assert rows and all(r.startswith("[corpus") for r in rows)
+    assert context["source_chunks"] and all(k.startswith("corpus") for k in
+                                            context["source_chunks"])
+    assert str(tmp_path) not in str(context) and "file://" not in str(context)
 
     # renaming and changing the URL are visible at once; ids already handed out in the
     # stored form keep resolving

@@ -396,7 +396,8 @@ def context(
     with _open() as dg:
         governance, caller = _governed(dg, namespace)
         assembled = governance.context(caller, query, token_budget=budget)
-    sys.stdout.write(assembled.text)
+        text = governance.identity().cited_keys(assembled.text)
+    sys.stdout.write(text)
 
 
 graph_app = typer.Typer(help="Explore the entity graph.", no_args_is_help=True)

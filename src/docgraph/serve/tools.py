@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -47,8 +46,6 @@ MAX_CURSOR_CHARS = 200
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
-
-_ROW_KEY = re.compile(r"^\[([^\]]+#chunk-\d+)\]")
 
 SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
@@ -422,18 +419,12 @@ class DocgraphTools:
         context = self.governance.context(caller, args.query_text,
                                           token_budget=args.token_budget)
         identity = self.governance.identity()
-
-        def public_row(row: str) -> str:  # a Source Text row starts with "[chunk id]"
-            match = _ROW_KEY.match(row)
-            if match is None:
-                return row
-            return f"[{identity.key_anywhere(match.group(1))}]{row[match.end():]}"
         return {
             "query_text": args.query_text,
             "token_budget": args.token_budget,
             "tokens_used": dict(context.tokens),
             "source_chunks": [identity.key_anywhere(c) for c in context.chunk_ids],
-            "sections": {name: [public_row(r) for r in rows]
+            "sections": {name: [identity.cited_keys(r) for r in rows]
                          for name, rows in context.sections.items()},
         }
 

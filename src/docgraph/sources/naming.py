@@ -30,6 +30,7 @@ _FORBIDDEN = re.compile(r"[/\\#:?%\s\x00-\x1f\x7f]")
 #: Characters left as they are in a URL path (RFC 3986 pchar and ``/``).
 _URL_PATH_SAFE = "/-._~!$&'()*+,;=:@"
 _CHUNK_SUFFIX = re.compile(r"^(?P<doc>.+)#chunk-(?P<index>\d{1,9})$")
+_CITED_KEY = re.compile(r"\[([^\[\]\s]+#chunk-\d{1,9})\]")
 #: Where a base URL wants the relative path somewhere other than at its end.
 PATH_PLACEHOLDER = "{path}"
 
@@ -194,6 +195,11 @@ class PublicIdentity:
             if self.source_of(namespace, doc_id) is not None:
                 return self.key(namespace, key)
         return key
+
+    def cited_keys(self, text: str) -> str:
+        """``text`` with every ``[<chunk id>]`` citation (context rows start with one) in
+        its agent-visible form."""
+        return _CITED_KEY.sub(lambda m: f"[{self.key_anywhere(m.group(1))}]", text)
 
     def source_name(self, namespace: str, urn: str) -> str:
         """The display name of the folder ``urn`` in ``namespace`` (else ``urn``)."""
