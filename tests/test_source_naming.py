@@ -68,6 +68,7 @@ def test_public_ids_round_trip_and_accept_the_stored_form():
     public = identity.key("ns", stored + "#chunk-12")
     assert public == "corpus/support/faq%20v2.md#chunk-12"
     assert identity.stored_candidates("corpus/support/faq%20v2.md", {"ns"})[0] == ("ns", stored)
+    assert ("ns", stored) in identity.stored_candidates("corpus/support/faq v2.md", {"ns"})
     assert ("ns", stored) in identity.stored_candidates(stored, {"ns"})
     assert identity.document("ns", "public.tickets.body/3") == "public.tickets.body/3"
     assert identity.url("ns", stored, "support/faq v2.md", page=2) == \

@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from docgraph.errors import SourceError
 from docgraph.model import SourceRecord
-from docgraph.sources.urn import name_bytes
+from docgraph.sources.urn import document_id, name_bytes
 
 MAX_DISPLAY_NAME = 64
 #: Characters a display name may not hold: they separate the id's parts or are unsafe.
@@ -148,6 +148,14 @@ class NamedSource:
     public_url: str | None
 
 
+def _canonical(urn: str, rest: str) -> str | None:
+    """The stored id of ``rest`` read as a decoded relative path (None: not a path)."""
+    try:
+        return document_id(urn, unquote(rest))
+    except SourceError:
+        return None
+
+
 class PublicIdentity:
     """Stored document ids <-> agent-visible ids, and citation URLs, for one set of
     registered sources (build one per request: names can change between requests)."""
@@ -228,6 +236,9 @@ class PublicIdentity:
                 named = self._by_name.get((namespace, name))
                 if named is not None:
                     out.append((namespace, f"{named.urn}/{rest}"))
+                    canonical = _canonical(named.urn, rest)  # e.g. a space not yet encoded
+                    if canonical is not None and canonical != f"{named.urn}/{rest}":
+                        out.append((namespace, canonical))
         out.extend((namespace, doc_part) for namespace in ordered
                    if (namespace, doc_part) not in out)
         return out
