@@ -467,3 +467,17 @@ def test_hostile_json_api_input_gets_a_result_or_a_named_400(served, tool, text,
     payload = answer.json()
     if answer.status_code == 400:
         assert payload["error"].split(":", 1)[0] in (field, "k"), payload
+
+
+def test_read_document_over_the_api_and_unreadable_ids_are_404(served):
+    found = api(served, "search", {"query": "Which firmware fixes E-417?"}).json()
+    first = found["results"][0]["id"]
+    page = api(served, "read_document", {"id": first, "scope": "chunk"})
+    assert page.status_code == 200 and page.json()["chunks"][0]["chunk_id"] == first
+    fetched = api(served, "fetch", {"id": first}).json()
+    assert first in fetched["metadata"]["chunk_ids"]
+    hidden = api(served, "read_document", {"id": "public.tickets.body/3"}, user="bob")
+    absent = api(served, "read_document", {"id": "sup/absent.md"}, user="bob")
+    assert hidden.status_code == absent.status_code == 404
+    assert hidden.json()["error"].replace("public.tickets.body/3", "X") == \
+        absent.json()["error"].replace("sup/absent.md", "X")

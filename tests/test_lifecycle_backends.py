@@ -303,7 +303,8 @@ def test_migrate_copies_sql_sources_tags_and_build_history(request: pytest.Fixtu
     embedded = DocGraph(load_settings(store={"path": tmp_path / "index.db"}), CountingEmbedder())
     target = PostgresBackend(request, tmp_path)
     try:
-        embedded.sources.add_folder(write_files(tmp_path / "hr", HR), "hr")
+        embedded.sources.add_folder(write_files(tmp_path / "hr", HR), "hr",
+                                    display_name="people", public_url="https://hr.example/")
         embedded.sources.add_sql_source("crm", _crm(tmp_path))
         embedded.sources.set_tag("crm", "tickets", "body", "natural_language", domain="support")
         embedded.refresher.run_once()
@@ -326,6 +327,9 @@ def test_migrate_copies_sql_sources_tags_and_build_history(request: pytest.Fixtu
         try:
             assert moved.sources.sql_sources() == sql_sources
             assert moved.sources.tags() == tags
+            folder = next(s for s in moved.store.list_sources() if s.namespace == "hr")
+            assert (folder.display_name, folder.public_url) == ("people",
+                                                                "https://hr.example/")
             copied = moved.build_history.recent(limit=100)
             assert [(b.namespace, b.outcome, b.started_at, [(p.source, p.phase, p.outcome)
                                                              for p in b.phases])

@@ -34,7 +34,8 @@ from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres bac
 from tests.store_backends import BACKENDS, Backend
 
 TOOL_NAMES = ["lookup_knowledge", "search_documents", "explore_topics", "trace_connections",
-              "document_context", "search_entities", "list_documents", "index_status"]
+              "document_context", "search_entities", "list_documents", "index_status",
+              "read_document", "search", "fetch"]
 
 ENGINEERING = {
     "firmware.md": "# Tern T3 firmware 5.3.1\n\nFirmware 5.3.1 fixes error E-417 on the Tern T3 "
@@ -184,7 +185,7 @@ def list_tools(tools: DocgraphTools) -> list[Any]:
 
 # -- the tool list ------------------------------------------------------------------------------
 
-def test_eight_tools_with_bounded_arguments_and_no_namespace_argument(tools):
+def test_every_tool_has_bounded_arguments_and_no_namespace_argument(tools):
     listed = {t.name: t for t in list_tools(tools)}
     assert list(listed) == TOOL_NAMES
     for tool in listed.values():
@@ -344,8 +345,9 @@ def test_a_session_survives_errors(tools):
 # -- governance -----------------------------------------------------------------------------
 
 def test_a_caller_without_entitlements_is_denied_by_every_tool(tools):
-    calls = [(name, {"query": "E-417"} if name == "lookup_knowledge"
+    calls = [(name, {"query": "E-417"} if name in ("lookup_knowledge", "search")
               else {} if name in ("explore_topics", "list_documents", "index_status")
+              else {"id": "eng/errors.md"} if name in ("read_document", "fetch")
               else {"query_text": "E-417"}) for name in TOOL_NAMES]
     results = call_all(tools, Caller("mallory"), calls)
     for (name, _), result in zip(calls, results, strict=True):

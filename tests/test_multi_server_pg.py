@@ -69,7 +69,9 @@ def namespaces_in(value: Any) -> set[str]:
             if key == "namespace" and isinstance(item, str):
                 found.add(item)
             elif key in ("document", "document_id") and isinstance(item, str):
-                found |= {ns for ns, folder in FOLDERS.items() if f"/{folder}/" in item}
+                # agent-visible ids start with the folder's display name; stored ids hold it
+                found |= {ns for ns, folder in FOLDERS.items()
+                          if item.startswith(f"{folder}/") or f"/{folder}/" in item}
             else:
                 found |= namespaces_in(item)
     elif isinstance(value, list):

@@ -105,8 +105,10 @@ def _make_old(graph: DocGraph) -> None:
     if graph.backend == "embedded":
         statements.append("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     else:
-        statements.append("DELETE FROM schema_migrations WHERE version ="
-                          " (SELECT max(version) FROM schema_migrations)")
+        # Migration 12 added pages; those after it (source naming) are undone too.
+        statements += ["ALTER TABLE sources DROP COLUMN display_name",
+                       "ALTER TABLE sources DROP COLUMN public_url",
+                       "DELETE FROM schema_migrations WHERE version >= 12"]
     for statement in statements:
         db.execute(statement)
 
@@ -160,3 +162,36 @@ def test_the_cli_shows_pages(tmp_path, make_graph, monkeypatch):
     evidence = json.loads(runner.invoke(app, ["--index", str(path), "lookup",
                                               "How often is the battery pack replaced?"]).stdout)
     assert [e["pages"] for e in evidence["evidence"] if "BAT-48" in e["excerpt"]] == [[2]]
+
+
+def test_citation_links_open_a_pdf_at_the_cited_page(tmp_path, make_graph):
+    graph = make_graph()
+    folder = _folder(tmp_path)
+    graph.sources.add_folder(folder, "ops", public_url="https://intra.example/docs/")
+    graph.index(folder, namespace="ops")
+    tools, agent = _tools(graph), Caller("agent")
+    base = "https://intra.example/docs/manuals/kestrel-k2.pdf"
+
+    found = tools.call("lookup_knowledge", agent,
+                       {"query": "How often is the battery pack BAT-48 replaced?"})
+    block = next(e for e in found["evidence"] if "BAT-48" in e["excerpt"])
+    assert block["url"] == f"{base}#page=2"
+    results = tools.call("search_documents", agent,
+                         {"query_text": "firmware 4.2.1 upgrade Roost console", "k": 5})
+    firmware = next(r for r in results["results"] if "4.2.1" in r["text"])
+    assert firmware["url"] == f"{base}#page=3"
+    notes = next(r for r in tools.call("search_documents", agent,
+                                       {"query_text": "Rotterdam site", "k": 5})["results"]
+                 if r["source"] == "notes.md")
+    assert notes["url"] == "https://intra.example/docs/notes.md"  # no pages, no fragment
+    listed = {d["path"]: d for d in tools.call("list_documents", agent, {})["documents"]}
+    assert listed[PDF]["url"] == base  # a whole document opens at its start
+
+    hit = next(r for r in tools.call("search", agent, {"query": "battery pack BAT-48"})["results"]
+               if "BAT-48" in r["text"])
+    assert hit["url"] == f"{base}#page=2"
+    fetched = tools.call("fetch", agent, {"id": hit["id"]})
+    assert fetched["url"].startswith(f"{base}#page=")
+    read = tools.call("read_document", agent, {"id": block["document_id"], "scope": "chunk"})
+    assert read["url"] == f"{base}#page=2"
+    assert [c["pages"] for c in read["chunks"]] == [[2]]

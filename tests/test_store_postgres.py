@@ -86,7 +86,13 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.set_embedding_model("m", 8)
-    source = old.add_source(normalize_urn(tmp_path), "ns")
+    urn = normalize_urn(tmp_path)
+    with old.transaction() as db:  # the source row as the code of schema 3 wrote it
+        db.execute("INSERT INTO namespaces (name) VALUES ('ns')")
+        (source_id,) = db.execute(
+            "INSERT INTO sources (urn, namespace_id, scheme, created_at) SELECT %s, id,"
+            " 'file', 0 FROM namespaces WHERE name = 'ns' RETURNING id", (urn,)).fetchone()
+    source = SourceRecord(int(source_id), urn, "ns", "file")
     vectors = _unit_rows(np.random.default_rng(3), 30, 8)
     _write_texts(old, source, "a", [f"heron number {i}" for i in range(30)], vectors,
                  breadcrumb="[a]")

@@ -57,3 +57,9 @@ class UnsupportedByBackend(DocgraphError):
 class RefreshBusy(DocgraphError):
     """Another process leads the refresh of this index (the message names it): this one
     does not build concurrently."""
+
+
+class NotFound(DocgraphError):
+    """A document or chunk id names nothing the caller may read. The message is the same
+    whether the id never existed, lies outside the caller's namespaces or is a row the
+    caller may not see, so the answer reveals nothing about what exists."""

@@ -104,12 +104,20 @@ class EntityLink:
 
 @dataclass(frozen=True, slots=True)
 class SourceRecord:
-    """A registered document folder: normalized URN in one namespace."""
+    """A registered document folder: normalized URN in one namespace.
+
+    ``display_name`` is how agents and users see the folder (unique per namespace; empty
+    for a source registered before names existed, see
+    :func:`docgraph.sources.naming.display_names`); ``public_url`` is the address a
+    person opens the folder's files under (intranet, S3 console), or None.
+    """
 
     id: int
     urn: str
     namespace: str
     scheme: str
+    display_name: str = ""
+    public_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,15 +3,16 @@
 The agent sees ``relevance_level``, ``is_low_quality`` and one entry per evidence block:
 ``document_id`` (unique, 1:1 with the excerpt), ``source`` and ``title`` (human readable,
 may repeat across blocks of one document), ``section`` and ``excerpt``; ``pages`` (``[3]``
-or ``[3, 4]``) when the source has pages, and ``ocr: true`` when the text was recognised
-from an image. Scores, raw fused scores and the trace stay internal.
+or ``[3, 4]``) when the source has pages, ``ocr: true`` when the text was recognised
+from an image, and, once the governed service has published the ids (:func:`publish`),
+``url`` where the source has one. Scores, raw fused scores and the trace stay internal.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from docgraph.evidence.postprocess import DroppedEvidence, DropReason, EvidenceBlock
@@ -56,9 +57,11 @@ class ProjectedEvidence:
     excerpt: str
     pages: tuple[int, int] | None = None
     ocr: bool = False
+    url: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (``pages`` only when known, ``ocr`` only when true)."""
+        """JSON-ready form (``pages`` only when known, ``ocr`` only when true, ``url`` only
+        when the source publishes one)."""
         out: dict[str, Any] = {
             "document_id": self.document_id,
             "source": self.source,
@@ -70,6 +73,8 @@ class ProjectedEvidence:
             out["pages"] = page_list(self.pages)
         if self.ocr:
             out["ocr"] = True
+        if self.url is not None:
+            out["url"] = self.url
         return out
 
 
@@ -138,3 +143,20 @@ def project(
             ocr=block.ocr,
         ))
     return Projection(relevance_level, is_low_quality, tuple(evidence), tuple(dropped))
+
+
+def publish(projection: Projection, blocks: Sequence[EvidenceBlock],
+            rename: Callable[[EvidenceBlock], tuple[str, str | None]]) -> Projection:
+    """``projection`` with each entry's ``document_id`` and ``url`` as ``rename`` gives them
+    for its block (the agent-visible id instead of the stored evidence key); entries
+    without a block are left as they are."""
+    by_key = {b.evidence_key: b for b in blocks}
+    evidence = []
+    for entry in projection.evidence:
+        block = by_key.get(entry.document_id)
+        if block is None:
+            evidence.append(entry)
+            continue
+        document_id, url = rename(block)
+        evidence.append(replace(entry, document_id=document_id, url=url))
+    return replace(projection, evidence=tuple(evidence))

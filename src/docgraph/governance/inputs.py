@@ -14,6 +14,8 @@ from docgraph.errors import InvalidQuery
 MAX_QUERY_CHARS = 2000
 #: The longest entity name or name filter a caller may send (characters).
 MAX_NAME_CHARS = 200
+#: The longest document or chunk id a caller may send (characters).
+MAX_ID_CHARS = 2000
 #: The most results one governed request returns.
 MAX_RESULTS = 50
 #: The most documents one page of a listing holds.

@@ -16,18 +16,21 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from docgraph.errors import ConfigError, InvalidQuery
 from docgraph.evidence.hints import QueryTransformer
 from docgraph.evidence.lookup import KnowledgeService, LookupResult
+from docgraph.evidence.postprocess import EvidenceBlock
+from docgraph.evidence.project import publish
 from docgraph.evidence.settings import EvidenceSettings
 from docgraph.governance import browse
 from docgraph.governance.audit import AuditLog, AuditRecord
 from docgraph.governance.caller import AccessDenied, Caller
 from docgraph.governance.entitlements import Entitlements, resolve_namespaces
 from docgraph.governance.inputs import (
+    MAX_ID_CHARS,
     MAX_NAME_CHARS,
     MAX_PAGE,
     check_count,
@@ -35,6 +38,14 @@ from docgraph.governance.inputs import (
     check_text,
 )
 from docgraph.governance.lookup import GovernedSearchPort
+from docgraph.governance.read import (
+    MAX_READ_BUDGET,
+    MIN_READ_BUDGET,
+    READ_SCOPES,
+    ReadPage,
+    ReadScope,
+)
+from docgraph.governance.read import read as read_by_id
 from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import RowAuthorizer
 from docgraph.governance.search import SEARCH_MODES, GovernedSearch, SearchMode
@@ -43,6 +54,7 @@ from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import CohortResult
 from docgraph.retrieve.context import MAX_TOKEN_BUDGET, GraphContext, assemble_context
+from docgraph.sources.naming import PublicIdentity
 from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
 
 if TYPE_CHECKING:
@@ -170,8 +182,8 @@ class Governance:
 
     def lookup(self, caller: Caller, query: str) -> LookupResult:
         """The evidence pipeline (``lookup_knowledge``) as ``caller``: cohort search in
-        ``vector_first`` mode behind the search port (``hybrid`` on a backend without the
-        entity graph), then post-processing and projection."""
+        ``vector_first`` mode behind the search port, then post-processing and projection
+        with agent-visible ids and citation URLs (the blocks keep the stored keys)."""
         check_text(query, "query")
 
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
@@ -183,7 +195,16 @@ class Governance:
             )
             result = service.lookup_knowledge(query)
             record.evidence_keys = [b.evidence_key for b in result.blocks]
-            return result
+            identity = self.identity()
+
+            def rename(block: EvidenceBlock) -> tuple[str, str | None]:
+                if not block.namespace or not block.doc_id:
+                    return block.evidence_key, None
+                return (identity.key(block.namespace, block.evidence_key),
+                        identity.url(block.namespace, block.doc_id, block.source,
+                                     block.pages[0] if block.pages else None))
+            return replace(result, projection=publish(result.projection, result.blocks,
+                                                      rename))
         return self._request(caller, "lookup_knowledge", query, run)
 
     def answer(self, caller: Caller, query_text: str, *, k: int = 8) -> Answer:
@@ -215,6 +236,32 @@ class Governance:
             record.evidence_keys = answer.citations
             return answer
         return self._request(caller, "answer", query_text, run)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def identity(self) -> PublicIdentity:
+        """How agents see document ids and citation URLs (the sources as registered now)."""
+        return PublicIdentity(self.graph.store.list_sources())
+
+    def read(self, caller: Caller, item_id: str, *, scope: ReadScope = "section",
+             token_budget: int = 2000, cursor: str | None = None) -> ReadPage:
+        """One page of what ``item_id`` (an evidence key or document id, agent-visible or
+        stored form) names: the chunk, its section around it or the whole document, within
+        ``token_budget``. Anything the caller may not read, or that does not exist, is the
+        same :class:`~docgraph.errors.NotFound`."""
+        check_text(item_id, "id", max_chars=MAX_ID_CHARS)
+        check_count(token_budget, "token_budget", low=MIN_READ_BUDGET, high=MAX_READ_BUDGET)
+        cursor = check_optional_text(cursor, "cursor", max_chars=MAX_NAME_CHARS)
+        if scope not in READ_SCOPES:
+            raise InvalidQuery(f"scope: must be one of {', '.join(READ_SCOPES)}, got {scope!r}")
+
+        def run(visibility: Visibility, record: AuditRecord) -> ReadPage:
+            page = read_by_id(self.graph.store, visibility, self.identity(), item_id.strip(),
+                              span_scope=scope, token_budget=token_budget, cursor=cursor,
+                              count_tokens=self.graph.embedder.count_tokens)
+            record.evidence_keys = [c.chunk_id for c in page.chunks]
+            return page
+        return self._request(caller, "read", item_id, run)
 
     # -- listings -----------------------------------------------------------------------
 

@@ -306,8 +306,19 @@ def search(
     with _open() as dg:
         governance, caller = _governed(dg, namespace)
         hits = governance.search(caller, query, k=k, mode=mode)
+        identity = governance.identity()
     if as_json:
-        sys.stdout.write(json.dumps([h.to_dict() for h in hits], indent=2, ensure_ascii=False))
+        shown = []
+        for hit in hits:  # agent-visible ids, as the tools show them
+            entry = hit.to_dict()
+            entry["chunk_id"] = identity.key(hit.namespace, hit.chunk_id)
+            entry["doc_id"] = identity.document(hit.namespace, hit.doc_id)
+            url = identity.url(hit.namespace, hit.doc_id, hit.source_path,
+                               hit.pages[0] if hit.pages else None)
+            if url is not None:
+                entry["url"] = url
+            shown.append(entry)
+        sys.stdout.write(json.dumps(shown, indent=2, ensure_ascii=False))
         sys.stdout.write("\n")
         return
     if not hits:
@@ -423,7 +434,8 @@ def context(
     with _open() as dg:
         governance, caller = _governed(dg, namespace)
         assembled = governance.context(caller, query, token_budget=budget)
-    sys.stdout.write(assembled.text)
+        text = governance.identity().cited_keys(assembled.text)
+    sys.stdout.write(text)
 
 
 graph_app = typer.Typer(help="Explore the entity graph.", no_args_is_help=True)
@@ -528,16 +540,50 @@ app.add_typer(sources_app, name="sources")
 DomainOption = Annotated[str, typer.Option("--domain", "-d", help="Domain (= namespace).")]
 
 
+NameOption = Annotated[
+    str | None, typer.Option("--name", help="Display name agents see instead of the URN "
+                                            "(default: the folder's last path component, "
+                                            "unique in the domain).")]
+PublicUrlOption = Annotated[
+    str | None, typer.Option("--public-url", help="Base URL citations link to (the folder "
+                                                  "on the intranet, S3 console, ...); "
+                                                  "'{path}' marks where the path goes.")]
+
+
 @sources_app.command("add")
 def sources_add(
     urn: Annotated[str, typer.Argument(help="Folder: local path, file://, s3://, sftp://, "
                                             "ftp:// or hdfs:// URN (no credentials).")],
     domain: DomainOption,
+    name: NameOption = None,
+    public_url: PublicUrlOption = None,
 ) -> None:
     """Register a document folder in a domain (indexed by the next `docgraph refresh`)."""
     with _open() as dg:
-        record = dg.sources.add_folder(urn, domain)
-    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]")
+        record = dg.sources.add_folder(urn, domain, display_name=name, public_url=public_url)
+    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]"
+                  f" as [green]{escape(record.display_name or '-')}[/]"
+                  + (f" -> {escape(record.public_url)}" if record.public_url else ""))
+
+
+@sources_app.command("set")
+def sources_set(
+    urn: Annotated[str, typer.Argument(help="The folder as registered (any spelling).")],
+    domain: DomainOption,
+    name: NameOption = None,
+    public_url: PublicUrlOption = None,
+    no_public_url: Annotated[bool, typer.Option("--no-public-url",
+                                                help="Remove the public URL.")] = False,
+) -> None:
+    """Rename a folder as agents see it or change its public URL (ids in the stored URN
+    form keep resolving)."""
+    with _open() as dg:
+        record = dg.sources.update_folder(urn, domain, display_name=name,
+                                          public_url=public_url,
+                                          clear_public_url=no_public_url)
+    console.print(f"[bold]{escape(record.urn)}[/] in domain [cyan]{escape(record.namespace)}[/]"
+                  f" as [green]{escape(record.display_name)}[/]"
+                  + (f" -> {escape(record.public_url)}" if record.public_url else ""))
 
 
 @sources_app.command("remove")
@@ -563,9 +609,11 @@ def sources_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(s) for s in found], indent=2) + "\n")
         return
-    table = Table("kind", "type", "urn", "domain", "read-only", "credentials from")
+    table = Table("kind", "type", "urn", "domain", "name", "public url", "read-only",
+                  "credentials from")
     for s in found:
         table.add_row(s.kind, s.type, escape(s.urn), escape(s.domain or "-"),
+                      escape(s.display_name or ""), escape(s.public_url or ""),
                       "yes" if s.read_only else "", escape((s.credential_env or "") + "*"
                                                            if s.credential_env else ""))
     console.print(table)
@@ -878,5 +926,12 @@ def token_remove(
         raise typer.Exit(1)
 
 
+# Commands for connecting agents (read by id, host configuration) live in their own module;
+# importing it registers them on ``app``.
+from docgraph.serve import cli_agents  # noqa: E402, F401
+
 if __name__ == "__main__":
-    main()
+    # Run the imported module's app: the one cli_agents registered its commands on.
+    from docgraph.serve.cli import main as registered_main
+
+    registered_main()

@@ -49,7 +49,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from docgraph import __version__
-from docgraph.errors import DocgraphError, InvalidQuery
+from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
@@ -151,6 +151,8 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             return _error(403, f"access denied: {exc}")
         except InvalidQuery as exc:
             return _error(400, str(exc))
+        except NotFound as exc:
+            return _error(404, str(exc))
         except DocgraphError as exc:
             log.warning("%s failed: %s", name, exc)
             return _error(500, str(exc))
@@ -213,6 +215,8 @@ def openapi_document() -> dict[str, Any]:
         "401": "Missing or invalid bearer token.",
         "403": "The caller is denied (no entitled namespace, or a role it does not hold), "
                "or the Origin header is not allowed.",
+        "404": "read_document / fetch: no readable document or chunk has this id (the same "
+               "answer whether it never existed or is outside the caller's reach).",
         "421": "The Host header is not allowed (DNS-rebinding protection).",
         "500": "Server-side failure (the message says which).",
     }

@@ -1,4 +1,5 @@
-"""The MCP server (official ``mcp`` SDK): eight governed tools over one docgraph index.
+"""The MCP server (official ``mcp`` SDK): the governed tools over one docgraph index, and
+one prompt (``research_question``) for hosts that offer prompts to their users.
 
 Transports: stdio (``docgraph mcp``; the caller comes from configuration; every line is
 screened first, see :mod:`docgraph.serve.stdio`) and streamable HTTP
@@ -19,12 +20,27 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
 from docgraph import __version__
 from docgraph.errors import DocgraphError
 from docgraph.governance import AccessDenied, Caller
+from docgraph.serve.agent_tools import (
+    PROMPT_DESCRIPTION,
+    PROMPT_NAME,
+    PROMPT_TITLE,
+    FetchArgs,
+    ItemId,
+    ReadBudget,
+    ReadCursor,
+    ReadDocumentArgs,
+    ReadScopeArg,
+    SearchArgs,
+    SearchQuery,
+    research_prompt,
+)
 from docgraph.serve.stdio import screened_stdio_server
 from docgraph.serve.tools import (
     GUIDANCE,
@@ -60,7 +76,9 @@ INSTRUCTIONS = (
     "relationships or themes matter); trace_connections for how named entities relate; "
     "explore_topics for corpus-wide themes; document_context for a compact briefing within "
     "a token budget; search_entities to find exact entity names and where they occur; "
-    "list_documents and index_status to see what is indexed and how fresh it is. "
+    "list_documents and index_status to see what is indexed and how fresh it is; "
+    "read_document to read a found chunk's section or a whole document by id. search and "
+    "fetch are the same capabilities in the shape ChatGPT apps and deep research expect. "
     + GUIDANCE
 )
 
@@ -158,11 +176,24 @@ def build_mcp_server(
     async def index_status(ctx: Context[Any, Any]) -> dict[str, Any]:
         return await run("index_status", ctx, IndexStatusArgs())
 
+    async def read_document(id: ItemId, ctx: Context[Any, Any],
+                            scope: ReadScopeArg = "section", token_budget: ReadBudget = 2000,
+                            cursor: ReadCursor = None) -> dict[str, Any]:
+        return await run("read_document", ctx, ReadDocumentArgs(
+            id=id, scope=scope, token_budget=token_budget, cursor=cursor))
+
+    async def search(query: SearchQuery, ctx: Context[Any, Any]) -> dict[str, Any]:
+        return await run("search", ctx, SearchArgs(query=query))
+
+    async def fetch(id: ItemId, ctx: Context[Any, Any]) -> dict[str, Any]:
+        return await run("fetch", ctx, FetchArgs(id=id))
+
     functions: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
         "lookup_knowledge": lookup_knowledge, "search_documents": search_documents,
         "explore_topics": explore_topics, "trace_connections": trace_connections,
         "document_context": document_context, "search_entities": search_entities,
         "list_documents": list_documents, "index_status": index_status,
+        "read_document": read_document, "search": search, "fetch": fetch,
     }
     for tool_name, spec in TOOLS.items():
         server.add_tool(
@@ -172,6 +203,12 @@ def build_mcp_server(
                                         destructive_hint=False, idempotent_hint=True,
                                         open_world_hint=False),
         )
+
+    def research_question(question: str) -> str:
+        return research_prompt(question)
+
+    server.add_prompt(Prompt.from_function(research_question, name=PROMPT_NAME,
+                                           title=PROMPT_TITLE, description=PROMPT_DESCRIPTION))
     return server
 
 

@@ -23,6 +23,19 @@ from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
 from docgraph.governance.inputs import check_optional_text as _optional_text
 from docgraph.governance.inputs import check_text as _text
 from docgraph.model import SearchHit, StoredChunk, page_list
+from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
+from docgraph.serve.agent_tools import (
+    FETCH_BUDGET,
+    SEARCH_RESULTS,
+    FetchArgs,
+    ReadDocumentArgs,
+    SearchArgs,
+    fetch_payload,
+    read_payload,
+    search_result,
+)
+from docgraph.serve.agent_tools import TITLES as READ_TITLES
+from docgraph.sources.naming import PublicIdentity
 
 MAX_K = MAX_RESULTS
 MIN_TOKEN_BUDGET = 200
@@ -276,8 +289,9 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + "…"
 
 
-def _mention(chunk: StoredChunk) -> dict[str, Any]:
-    out: dict[str, Any] = {"chunk_id": chunk.chunk_id, "source": chunk.source_path,
+def _mention(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
+    out: dict[str, Any] = {"chunk_id": identity.key(chunk.namespace, chunk.chunk_id),
+                           "source": chunk.source_path,
                            "section": " > ".join(chunk.section_path),
                            "snippet": _snippet(chunk.text)}
     if chunk.pages is not None:
@@ -285,12 +299,13 @@ def _mention(chunk: StoredChunk) -> dict[str, Any]:
     return out
 
 
-def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any]:
-    """A search result as agents see it."""
+def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
+                paths: list[str] | None = None) -> dict[str, Any]:
+    """A search result as agents see it (agent-visible ids; ``url`` when published)."""
     out: dict[str, Any] = {
         "rank": hit.original_rank,
-        "chunk_id": hit.chunk_id,
-        "document": hit.doc_id,
+        "chunk_id": identity.key(hit.namespace, hit.chunk_id),
+        "document": identity.document(hit.namespace, hit.doc_id),
         "title": hit.title,
         "source": hit.source_path,
         "section": _section(hit),
@@ -305,6 +320,10 @@ def hit_to_dict(hit: SearchHit, paths: list[str] | None = None) -> dict[str, Any
         out["pages"] = page_list(hit.pages)
     if hit.ocr:
         out["ocr"] = True
+    url = identity.url(hit.namespace, hit.doc_id, hit.source_path,
+                       hit.pages[0] if hit.pages else None)
+    if url is not None:
+        out["url"] = url
     if paths is not None:
         out["paths"] = paths
     return out
@@ -319,12 +338,13 @@ class ToolSpec:
     name: str
     title: str
     description: str
-    args: type[_Args]
+    args: type[BaseModel]
     run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]
 
 
 class DocgraphTools:
-    """The eight agent tools: validate arguments, call :class:`Governance` (the one governed
+    """The agent tools (the eight retrieval and listing tools, read_document and the
+    search/fetch pair): validate arguments, call :class:`Governance` (the one governed
     path: it resolves, filters, traces and audits), format the answer as JSON."""
 
     def __init__(self, governance: Governance) -> None:
@@ -363,7 +383,7 @@ class DocgraphTools:
         out: dict[str, Any] = {
             "query_text": args.query_text, "mode": args.mode, "k": args.k,
             "count": len(result.hits),
-            "results": [hit_to_dict(h) for h in result.hits],
+            "results": [hit_to_dict(h, self.governance.identity()) for h in result.hits],
         }
         if not result.hits:
             out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
@@ -398,12 +418,14 @@ class DocgraphTools:
         result = self.governance.retrieve(caller, args.query_text, k=args.k,
                                           mode="graph_first", return_trace=True)
         trace = result.trace
+        identity = self.governance.identity()
         out: dict[str, Any] = {
             "query_text": args.query_text, "k": args.k,
             "query_entities": list(trace.query_entities_found) if trace else [],
             "unmatched_entities": list(trace.query_entities_missing) if trace else [],
             "count": len(result.hits),
-            "results": [hit_to_dict(h, result.paths.get(h.chunk_id, [])) for h in result.hits],
+            "results": [hit_to_dict(h, identity, result.paths.get(h.chunk_id, []))
+                        for h in result.hits],
         }
         if trace is not None and not trace.query_entities_found:
             out["note"] = ("no known entity was recognised in query_text: name entities "
@@ -414,22 +436,25 @@ class DocgraphTools:
         """Entities | Relationships | Community Reports | Source Text within the budget."""
         context = self.governance.context(caller, args.query_text,
                                           token_budget=args.token_budget)
+        identity = self.governance.identity()
         return {
             "query_text": args.query_text,
             "token_budget": args.token_budget,
             "tokens_used": dict(context.tokens),
-            "source_chunks": list(context.chunk_ids),
-            "sections": {name: list(rows) for name, rows in context.sections.items()},
+            "source_chunks": [identity.key_anywhere(c) for c in context.chunk_ids],
+            "sections": {name: [identity.cited_keys(r) for r in rows]
+                         for name, rows in context.sections.items()},
         }
 
     def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
         """Matching entities with the visible chunks that mention them."""
         found = self.governance.entity_mentions(caller, args.query_text, k=args.k,
                                                 per_entity=CHUNKS_PER_ENTITY)
+        identity = self.governance.identity()
         entities = [{
             "name": m.entity.name, "type": m.entity.type, "key": m.entity.key,
             "namespace": m.entity.namespace, "chunk_count": m.entity.chunk_count,
-            "chunks": [_mention(c) for c in m.chunks],
+            "chunks": [_mention(c, identity) for c in m.chunks],
         } for m in found]
         out: dict[str, Any] = {"query_text": args.query_text, "count": len(entities),
                                "entities": entities}
@@ -442,18 +467,28 @@ class DocgraphTools:
         """One page of the source documents in reach, with version state (community reports
         are derived from the graph and not listed)."""
         page = self.governance.documents(caller, decode_cursor(args.cursor), args.limit)
-        documents = [{
-            "document": d.doc_id, "title": d.title, "namespace": d.namespace,
-            "path": d.path, "media_type": d.media_type, "chunks": d.chunk_count,
-            "content_hash": d.content_hash[:16], "change_token": d.change_token,
-            "updated_at": d.updated_at, **({"metadata": dict(d.metadata)} if d.metadata else {}),
-        } for d in page.documents]
+        identity = self.governance.identity()
+        documents = []
+        for d in page.documents:
+            entry: dict[str, Any] = {
+                "document": identity.document(d.namespace, d.doc_id), "title": d.title,
+                "namespace": d.namespace, "path": d.path, "media_type": d.media_type,
+                "chunks": d.chunk_count, "content_hash": d.content_hash[:16],
+                "change_token": d.change_token, "updated_at": d.updated_at,
+            }
+            if d.metadata:
+                entry["metadata"] = dict(d.metadata)
+            url = identity.url(d.namespace, d.doc_id, d.path)
+            if url is not None:
+                entry["url"] = url
+            documents.append(entry)
         next_cursor = None if page.next_after is None else encode_cursor(page.next_after)
         return {"count": len(documents), "documents": documents, "next_cursor": next_cursor}
 
     def index_status(self, caller: Caller, args: IndexStatusArgs) -> dict[str, Any]:
         """Freshness and counts of the caller's namespaces only."""
         view = self.governance.index_status(caller)
+        identity = self.governance.identity()
         namespaces = []
         for b in view.builds:
             s = view.stats.get(b.namespace)
@@ -467,7 +502,8 @@ class DocgraphTools:
                 "last_indexed_at": b.last_indexed_at,
                 "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
                 "failed_documents": b.failed_documents,
-                "errors": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
+                "errors": [{"source": identity.source_name(b.namespace, p.source),
+                            "phase": p.phase, "outcome": p.outcome,
                             "message": p.message} for p in b.errors],
             })
         model = view.embedding_model
@@ -479,14 +515,36 @@ class DocgraphTools:
                         "refresher_running": view.refresher_running,
                         "interval_seconds": view.refresh_interval_seconds},
             "namespaces": namespaces,
-            "failed_files": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
+            "failed_files": [{"namespace": f.namespace,
+                              "source": identity.source_name(f.namespace, f.source_urn),
+                              "path": f.path,
                               "reason": f.reason, "at": f.at} for f in view.failures[:100]],
         }
 
 
-def _spec(name: str, args: type[_Args],
+    def read_document(self, caller: Caller, args: ReadDocumentArgs) -> dict[str, Any]:
+        """A chunk with its section, or a whole document, paged within a token budget."""
+        page = self.governance.read(caller, args.id, scope=args.scope,
+                                    token_budget=args.token_budget, cursor=args.cursor)
+        return read_payload(args.id.strip(), page, self.governance.identity())
+
+    def search(self, caller: Caller, args: SearchArgs) -> dict[str, Any]:
+        """The ``search`` of the search/fetch pair: ids, titles, urls and snippets."""
+        result = self.governance.retrieve(caller, args.query, k=SEARCH_RESULTS)
+        identity = self.governance.identity()
+        return {"results": [search_result(h, identity) for h in result.hits]}
+
+    def fetch(self, caller: Caller, args: FetchArgs) -> dict[str, Any]:
+        """The ``fetch`` of the search/fetch pair: the text behind a search result id."""
+        page = self.governance.read(caller, args.id, scope="section",
+                                    token_budget=FETCH_BUDGET)
+        return fetch_payload(args.id.strip(), page, self.governance.identity())
+
+
+def _spec(name: str, args: type[BaseModel],
           run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]) -> ToolSpec:
-    return ToolSpec(name, TITLES[name], DESCRIPTIONS[name], args, run)
+    title = TITLES.get(name) or READ_TITLES[name]
+    return ToolSpec(name, title, DESCRIPTIONS.get(name) or READ_DESCRIPTIONS[name], args, run)
 
 
 #: Every tool, in the order agents see them.
@@ -499,4 +557,7 @@ TOOLS: dict[str, ToolSpec] = {s.name: s for s in (
     _spec("search_entities", SearchEntitiesArgs, DocgraphTools.search_entities),
     _spec("list_documents", ListDocumentsArgs, DocgraphTools.list_documents),
     _spec("index_status", IndexStatusArgs, DocgraphTools.index_status),
+    _spec("read_document", ReadDocumentArgs, DocgraphTools.read_document),
+    _spec("search", SearchArgs, DocgraphTools.search),
+    _spec("fetch", FetchArgs, DocgraphTools.fetch),
 )}

@@ -33,6 +33,13 @@ from urllib.parse import urlsplit
 from docgraph.errors import SourceError
 from docgraph.model import SourceRecord
 from docgraph.sources.credentials import Credentials, credential_key, sql_credential_key
+from docgraph.sources.naming import (
+    check_display_name,
+    check_public_url,
+    default_display_name,
+    display_names,
+    unique_display_name,
+)
 from docgraph.sources.rows import derived_source_urn
 from docgraph.sources.tables import ColumnRef, TableReader
 from docgraph.sources.urn import SUPPORTED_SCHEMES, normalize_urn
@@ -142,6 +149,8 @@ class SourceInfo:
     credential_env: str | None
     id: int | None = None
     last_indexed_at: float | None = None
+    display_name: str | None = None
+    public_url: str | None = None
 
 
 class SourceRegistry:
@@ -172,9 +181,14 @@ class SourceRegistry:
 
     # -- document folders ------------------------------------------------------
 
-    def add_folder(self, urn_or_path: str | Path, domain: str) -> SourceRecord:
-        """Register a folder (``kind = documents``) in ``domain``; idempotent.
+    def add_folder(self, urn_or_path: str | Path, domain: str, *,
+                   display_name: str | None = None,
+                   public_url: str | None = None) -> SourceRecord:
+        """Register a folder (``kind = documents``) in ``domain``; idempotent (an existing
+        registration is returned unchanged: change it with :meth:`update_folder`).
 
+        ``display_name`` is how agents see the folder (default: its last path component,
+        made unique in the domain); ``public_url`` the base of its citation links.
         Credentials in the URN are dropped with a warning: they must come from the
         environment or the secrets file."""
         raw = str(urn_or_path).strip()
@@ -183,7 +197,50 @@ class SourceRegistry:
                                                                   or urlsplit(raw).password):
             log.warning("credentials removed from %s; set them with %s* or the secrets file",
                         urn, f"DOCGRAPH_SOURCE_{credential_key(urn)}_")
-        return self.catalog.add_source(urn, _domain(domain))
+        namespace = _domain(domain)
+        url = None if public_url is None else check_public_url(public_url)
+        existing = self.catalog.list_sources()
+        for source in existing:
+            if source.urn == urn and source.namespace == namespace:
+                return source
+        taken = self._names_in(existing, namespace)
+        if display_name is None:
+            name = unique_display_name(default_display_name(urn), taken.values())
+        else:
+            name = check_display_name(display_name)
+            self._refuse_taken(name, taken, namespace)
+        return self.catalog.add_source(urn, namespace, name, url)
+
+    def update_folder(self, urn_or_path: str | Path, domain: str, *,
+                      display_name: str | None = None, public_url: str | None = None,
+                      clear_public_url: bool = False) -> SourceRecord:
+        """Rename a registered folder or change its public URL. Agent-visible ids follow
+        the new name; ids in the stored (URN) form keep resolving."""
+        urn = normalize_urn(urn_or_path)
+        existing = self.catalog.list_sources()
+        for source in existing:
+            if source.urn == urn and source.namespace == domain and source.scheme != "sql":
+                name = None
+                if display_name is not None:
+                    name = check_display_name(display_name)
+                    others = {i: n for i, n in self._names_in(existing, domain).items()
+                              if i != source.id}
+                    self._refuse_taken(name, others, domain)
+                url = None if public_url is None else check_public_url(public_url)
+                return self.catalog.update_source(source, display_name=name, public_url=url,
+                                                  clear_public_url=clear_public_url)
+        raise SourceError(f"no folder {urn} registered in domain {domain!r}")
+
+    @staticmethod
+    def _names_in(sources: list[SourceRecord], namespace: str) -> dict[int, str]:
+        names = display_names(sources)
+        return {s.id: names[s.id] for s in sources if s.namespace == namespace and s.id in names}
+
+    @staticmethod
+    def _refuse_taken(name: str, taken: dict[int, str], namespace: str) -> None:
+        if name in taken.values():
+            raise SourceError(f"display name {name!r} is already used by another folder in "
+                              f"domain {namespace!r}")
 
     def remove_folder(self, urn_or_path: str | Path, domain: str, *,
                       wait_seconds: float = 0.0) -> int:
@@ -367,7 +424,9 @@ class SourceRegistry:
         """Every source: folders, SQL sources and the derived (read-only) table sources."""
         last = self.store.last_indexed()
         out: list[SourceInfo] = []
-        for s in self.catalog.list_sources():
+        sources = self.catalog.list_sources()
+        names = display_names(sources)
+        for s in sources:
             when = last.get(s.id)
             if s.scheme == "sql":
                 out.append(SourceInfo("table", "sql", s.urn, s.namespace, True, None, s.id,
@@ -375,7 +434,7 @@ class SourceRegistry:
             else:
                 out.append(SourceInfo("documents", s.scheme, s.urn, s.namespace, False,
                                       f"DOCGRAPH_SOURCE_{credential_key(s.urn)}_", s.id,
-                                      when))
+                                      when, names.get(s.id), s.public_url))
         for q in self.sql_sources():
             out.append(SourceInfo("relational", _backend(q.url), q.url, None, False,
                                   q.credential_env))

@@ -110,8 +110,17 @@ class Catalog(Protocol):
         """Record the embedding model of this index."""
         ...
 
-    def add_source(self, urn: str, namespace: str) -> SourceRecord:
-        """Register a normalized folder URN in a namespace (idempotent)."""
+    def add_source(self, urn: str, namespace: str, display_name: str | None = None,
+                   public_url: str | None = None) -> SourceRecord:
+        """Register a normalized folder URN in a namespace with its display name and public
+        URL (idempotent: an existing registration is returned unchanged)."""
+        ...
+
+    def update_source(self, source: SourceRecord, *, display_name: str | None = None,
+                      public_url: str | None = None, clear_public_url: bool = False
+                      ) -> SourceRecord:
+        """Change a source's display name and/or public URL (None keeps the value;
+        ``clear_public_url`` removes the URL); returns the updated record."""
         ...
 
     def list_sources(self) -> list[SourceRecord]:
@@ -218,6 +227,12 @@ class StoreCatalog(Catalog, Protocol):
 
     def mark_indexed(self, source: SourceRecord) -> None:
         """Record that a build of this source just finished."""
+        ...
+
+    def document_chunks(self, doc_ids: Iterable[str], namespaces: Iterable[str]
+                        ) -> list[StoredChunk]:
+        """The text chunks of the given documents in the given (non-empty) namespaces,
+        ordered by namespace, document and chunk index: what a governed read pages over."""
         ...
 
     def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:

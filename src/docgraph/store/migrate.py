@@ -77,7 +77,8 @@ def migrate_to_postgres(
     report = MigrationReport(model=model)
     with target.bulk_load():
         for source in embedded.list_sources():
-            copy = target.add_source(source.urn, source.namespace)
+            copy = target.add_source(source.urn, source.namespace, source.display_name or None,
+                                     source.public_url)
             report.sources += 1
             for path in sorted(embedded.documents_for_source(source)):
                 report.chunks += _copy_document(embedded, target, source, copy, path)

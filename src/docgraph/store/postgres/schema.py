@@ -450,9 +450,17 @@ _PAGES: Final = (
     " AND media_type = 'application/pdf'",
 )
 
+# How agents and users see a registered folder: its display name (unique per namespace,
+# chosen at registration) and the public base URL citations link to (both nullable: a
+# source registered before keeps a name derived from its URN and has no URL).
+_SOURCE_NAMING: Final = (
+    "ALTER TABLE sources ADD COLUMN display_name text",
+    "ALTER TABLE sources ADD COLUMN public_url text",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
                                                    _FEED, _SETTINGS, _LIFECYCLE, _TOKENS,
-                                                   _PAGES)
+                                                   _PAGES, _SOURCE_NAMING)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from docgraph.errors import StoreError
-from docgraph.model import DocumentRecord, RowOrigin, SourceRecord
+from docgraph.model import DocumentRecord, RowOrigin, SourceRecord, StoredChunk
 from docgraph.sources.urn import urn_scheme
 from docgraph.store.base import (
     DocumentWrite,
@@ -88,29 +88,51 @@ class SqlCatalogRecords:
             f" ORDER BY n.name{self.dialect.binary_order}").fetchall()
         return [str(r[0]) for r in rows]
 
-    def add_source(self, urn: str, namespace: str) -> SourceRecord:
-        """Register a normalized folder URN in ``namespace``; returns the existing one if any."""
+    def add_source(self, urn: str, namespace: str, display_name: str | None = None,
+                   public_url: str | None = None) -> SourceRecord:
+        """Register a normalized folder URN in ``namespace`` with its display name and
+        public URL; returns the existing one (unchanged) if any."""
         if not namespace or not namespace.strip():
             raise StoreError("namespace name must not be empty")
         sql = self.dialect.sql
         with self.transaction() as db:
             ns_id = self._namespace_id(db, namespace)
             db.execute(sql(
-                "INSERT INTO sources(urn, namespace_id, scheme, created_at) VALUES (?, ?, ?, ?)"
+                "INSERT INTO sources(urn, namespace_id, scheme, created_at, display_name,"
+                " public_url) VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (urn, namespace_id) DO NOTHING"),
-                (urn, ns_id, urn_scheme(urn), time.time()))
-            row = db.execute(sql("SELECT id FROM sources WHERE urn = ? AND namespace_id = ?"),
-                             (urn, ns_id)).fetchone()
-        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn))
+                (urn, ns_id, urn_scheme(urn), time.time(), display_name or None, public_url))
+            row = db.execute(sql("SELECT id, display_name, public_url FROM sources"
+                                 " WHERE urn = ? AND namespace_id = ?"), (urn, ns_id)).fetchone()
+        return SourceRecord(int(row[0]), urn, namespace, urn_scheme(urn), row[1] or "", row[2])
+
+    def update_source(self, source: SourceRecord, *, display_name: str | None = None,
+                      public_url: str | None = None, clear_public_url: bool = False
+                      ) -> SourceRecord:
+        """Change a source's display name and/or public URL (None keeps the value;
+        ``clear_public_url`` removes the URL)."""
+        sql = self.dialect.sql
+        with self.transaction() as db:
+            if display_name is not None:
+                db.execute(sql("UPDATE sources SET display_name = ? WHERE id = ?"),
+                           (display_name, source.id))
+            if public_url is not None or clear_public_url:
+                db.execute(sql("UPDATE sources SET public_url = ? WHERE id = ?"),
+                           (None if clear_public_url else public_url, source.id))
+        for current in self.list_sources():
+            if current.id == source.id:
+                return current
+        raise StoreError(f"source {source.urn} in {source.namespace!r} is not registered")
 
     def list_sources(self) -> list[SourceRecord]:
         """Every registered source, ordered by namespace then URN."""
         order = self.dialect.binary_order
         rows = self._run(
-            "SELECT s.id, s.urn, n.name, s.scheme FROM sources s"
+            "SELECT s.id, s.urn, n.name, s.scheme, s.display_name, s.public_url FROM sources s"
             f" JOIN namespaces n ON n.id = s.namespace_id ORDER BY n.name{order}, s.urn{order}"
         ).fetchall()
-        return [SourceRecord(int(i), str(u), str(n), str(sc)) for i, u, n, sc in rows]
+        return [SourceRecord(int(i), str(u), str(n), str(sc), d or "", p)
+                for i, u, n, sc, d, p in rows]
 
     def remove_source(self, source: SourceRecord) -> int:
         """Delete a source with its documents, chunks and failures, in one transaction."""
@@ -210,6 +232,27 @@ class SqlCatalogRecords:
         return out
 
     # -- failures ------------------------------------------------------------
+
+    def document_chunks(self, doc_ids: Iterable[str], namespaces: Iterable[str]
+                        ) -> list[StoredChunk]:
+        """The text chunks of the given documents in the given namespaces, by namespace,
+        document and chunk index (community reports are not documents)."""
+        names = sorted(require_namespaces(namespaces))
+        wanted = list(dict.fromkeys(doc_ids))
+        rowids: list[int] = []
+        for start in range(0, len(wanted), _IN_BATCH):
+            part = wanted[start:start + _IN_BATCH]
+            rowids.extend(int(r[0]) for r in self._run(
+                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+                " JOIN namespaces n ON n.id = d.namespace_id"
+                f" WHERE c.kind = 'text' AND d.doc_id IN ({marks(len(part))})"
+                f" AND n.name IN ({marks(len(names))})", [*part, *names]))
+        chunks = self.chunks_by_rowid(rowids).values()
+        return sorted(chunks, key=lambda c: (c.namespace, c.doc_id, c.index))
+
+    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
+        """Stored chunks for the given row ids (implemented by the backend)."""
+        raise NotImplementedError
 
     def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
         """Remember that ``path`` under ``source`` could not be indexed, and why."""

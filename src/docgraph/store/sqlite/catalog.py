@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS sources (
     scheme TEXT NOT NULL,
     created_at REAL NOT NULL,
     last_indexed_at REAL,
+    display_name TEXT,
+    public_url TEXT,
     UNIQUE (urn, namespace_id)
 );
 CREATE TABLE IF NOT EXISTS documents (
@@ -230,6 +232,7 @@ class SQLiteCatalog(SqlCatalogRecords):
                     f"{self.path}: index schema version {row[0]} is not supported "
                     f"(this docgraph reads version {SCHEMA_VERSION})"
                 )
+            _add_source_naming(db)
 
     # -- connections -------------------------------------------------------
 
@@ -476,6 +479,15 @@ class SQLiteCatalog(SqlCatalogRecords):
             db.execute("DELETE FROM chunks")
             db.execute("UPDATE documents SET content_hash = '', change_token = '', chunk_count = 0")
             db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dimension')")
+
+
+def _add_source_naming(db: sqlite3.Connection) -> None:
+    """Give ``sources`` its display name and public URL columns where an older file lacks
+    them (nullable, so a file written before reads the same; no version step needed)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(sources)").fetchall()}
+    for column in ("display_name", "public_url"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE sources ADD COLUMN {column} TEXT")
 
 
 def _migrate_1_to_2(db: sqlite3.Connection, terms: TermDictionary) -> None:
