@@ -136,8 +136,11 @@ class LoaderSettings(_Section):
     include: list[str] = Field(
         default_factory=lambda: [
             "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
-            "*.pdf", "*.docx", "*.csv", "*.json",
-        ]
+            "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
+            "*.odt", "*.epub", "*.eml", "*.mbox",
+        ],
+        description="File name patterns indexed. Scanned images (*.png, *.jpg, *.jpeg, "
+        "*.tif, *.tiff) are read by OCR (extra 'ocr') when added here.",
     )
 
 

@@ -18,10 +18,21 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from docgraph.errors import ExtractionError
+from docgraph.errors import ExtractionError, FileTooLarge
 from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from_name
+from docgraph.ingest.boilerplate import strip_html_boilerplate
 from docgraph.ingest.decode import check_not_binary, decode_text
 from docgraph.ingest.extract_packed import extract_docx, extract_pdf
+from docgraph.ingest.formats.mail import extract_eml, extract_mbox, mail_thread_text
+from docgraph.ingest.formats.ocr import (
+    IMAGE_MEDIA_TYPES,
+    extract_image,
+    extract_scanned_pdf,
+    pdf_has_text_layer,
+)
+from docgraph.ingest.formats.opendoc import extract_epub, extract_odt
+from docgraph.ingest.formats.sheets import extract_ods, extract_xlsx
+from docgraph.ingest.formats.slides import extract_pptx
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
@@ -33,8 +44,13 @@ def _text_of(data: bytes, name: str, limits: ExtractLimits) -> str:
 
 
 def extract_text(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
-    """Plain text: paragraphs separated by blank lines."""
+    """Plain text: paragraphs separated by blank lines. A mail thread exported as text
+    (header blocks of ``From:``/``Date:``/``To:``/``Subject:`` lines) is read as mail:
+    one section per message, headers as metadata, quotes and signatures removed."""
     text = _text_of(data, name, limits)
+    thread = mail_thread_text(text, name, limits)
+    if thread is not None:
+        return thread
     return ExtractedDocument(title_from_name(name), tuple(paragraph_blocks(text)), "text/plain")
 
 
@@ -192,8 +208,7 @@ def extract_html(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocu
     soup = BeautifulSoup(data, "lxml")
     title_tag = soup.find("title")  # before <head> goes with the junk
     page_title = clean(title_tag.get_text()) if title_tag else ""
-    for junk in soup(["script", "style", "noscript", "template", "nav", "footer", "head"]):
-        junk.decompose()
+    strip_html_boilerplate(soup)  # navigation, footers, cookie banners, scripts, <head>
     body = soup.body or soup
     blocks: list[Block] = []
     _html_walk(body, BlockKind.PARAGRAPH, 0, blocks)
@@ -351,6 +366,19 @@ def _json_blocks(value: Any, blocks: list[Block], level: int) -> None:
         blocks.append(Block(BlockKind.PARAGRAPH, clean(str(value))))
 
 
+def extract_pdf_or_scan(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """A PDF through its text layer; a readable PDF none of whose pages has one (a scan)
+    is recognised by OCR, or refused as "no text layer" when OCR is not installed."""
+    try:
+        return extract_pdf(data, name, limits)
+    except FileTooLarge:
+        raise
+    except ExtractionError:
+        if pdf_has_text_layer(data, limits) is not False:
+            raise
+    return extract_scanned_pdf(data, name, limits)
+
+
 Extractor = Callable[[bytes, str, ExtractLimits], ExtractedDocument]
 
 EXTRACTORS: dict[str, Extractor] = {
@@ -360,10 +388,19 @@ EXTRACTORS: dict[str, Extractor] = {
     ".text": extract_text,
     ".html": extract_html,
     ".htm": extract_html,
-    ".pdf": extract_pdf,
+    ".pdf": extract_pdf_or_scan,
     ".docx": extract_docx,
     ".csv": extract_csv,
     ".json": extract_json,
+    ".pptx": extract_pptx,
+    ".xlsx": extract_xlsx,
+    ".xlsm": extract_xlsx,
+    ".ods": extract_ods,
+    ".odt": extract_odt,
+    ".epub": extract_epub,
+    ".eml": extract_eml,
+    ".mbox": extract_mbox,
+    **dict.fromkeys(IMAGE_MEDIA_TYPES, extract_image),
 }
 
 
