@@ -196,8 +196,12 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
                 continue
             attached.append(filename)
             blocks.append(Block(BlockKind.HEADING, f"Attachment: {filename}", 2))
+            inner_blocks = list(inner.blocks)
+            if inner_blocks and inner_blocks[0].kind is BlockKind.HEADING \
+                    and inner_blocks[0].text == title_from_name(filename):
+                inner_blocks.pop(0)  # the file name again (a CSV's heading), said above
             blocks.extend(Block(b.kind, b.text, min(6, b.level + 2), b.page, b.ocr)
-                          if b.kind is BlockKind.HEADING else b for b in inner.blocks)
+                          if b.kind is BlockKind.HEADING else b for b in inner_blocks)
             chars += sum(len(b.text) for b in inner.blocks)
             limits.check_text(name, chars)
     if attached:

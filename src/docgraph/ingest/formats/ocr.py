@@ -21,7 +21,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from docgraph.errors import ExtractionError
+from docgraph.errors import ExtractionError, FileTooLarge
 from docgraph.ingest.blocks import paragraph_blocks, title_from_name
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, ExtractedDocument
@@ -102,9 +102,9 @@ def ocr_pages(data: bytes, name: str, limits: ExtractLimits,
     return found
 
 
-def pdf_has_text_layer(data: bytes, limits: ExtractLimits) -> bool | None:
-    """Whether any page of the PDF carries text (True), none does (False), or the PDF
-    cannot be read (None)."""
+def is_scanned_pdf(data: bytes, limits: ExtractLimits) -> bool:
+    """Whether the PDF is a scan: readable, no page has text, and some page shows an image
+    (a blank or vector-only PDF is not a scan: OCR would find nothing)."""
     from pypdf import PdfReader
 
     from docgraph.ingest.limits import bounded_pdf
@@ -113,10 +113,37 @@ def pdf_has_text_layer(data: bytes, limits: ExtractLimits) -> bool | None:
         with bounded_pdf(limits):
             reader = PdfReader(io.BytesIO(data))
             if reader.is_encrypted:
-                return None
-            return any((page.extract_text() or "").strip() for page in reader.pages)
+                return False
+            if any((page.extract_text() or "").strip() for page in reader.pages):
+                return False
+            return any(_has_image(page) for page in reader.pages)
     except Exception:
-        return None
+        return False
+
+
+def _has_image(page: Any) -> bool:
+    """Whether a page's resources hold an image XObject (directly or in a form XObject),
+    read from the object dictionaries without decoding any stream."""
+    stack: list[Any] = [page.get("/Resources")]
+    seen = 0
+    while stack and seen < 1000:
+        reference: Any = stack.pop()
+        seen += 1
+        resources: Any = reference.get_object() if reference is not None else None
+        if not hasattr(resources, "get"):
+            continue
+        entry: Any = resources.get("/XObject")
+        xobjects: Any = entry.get_object() if entry is not None else None
+        if not hasattr(xobjects, "values"):
+            continue
+        for ref in xobjects.values():
+            xobject = ref.get_object()
+            subtype = xobject.get("/Subtype")
+            if subtype == "/Image":
+                return True
+            if subtype == "/Form":
+                stack.append(xobject.get("/Resources"))
+    return False
 
 
 def page_count(data: bytes) -> int:
@@ -161,3 +188,19 @@ def extract_image(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDoc
         limits.check_text(name, sum(len(b.text) for b in blocks))
     media_type = IMAGE_MEDIA_TYPES.get(posixpath.splitext(name.lower())[1], "image/*")
     return ExtractedDocument(title_from_name(name), tuple(blocks), media_type, {"ocr": "true"})
+
+
+def extract_pdf_or_scan(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """A PDF through its text layer; a readable PDF of images none of whose pages has
+    text (a scan) is recognised by OCR, or refused as "no text layer" when OCR is not
+    installed."""
+    from docgraph.ingest.extract_packed import extract_pdf
+
+    try:
+        return extract_pdf(data, name, limits)
+    except FileTooLarge:
+        raise
+    except ExtractionError:
+        if not is_scanned_pdf(data, limits):
+            raise
+    return extract_scanned_pdf(data, name, limits)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import warnings
 from typing import Any
 
 from docgraph.errors import ExtractionError
@@ -92,7 +93,7 @@ def extract_epub(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocu
     import ebooklib
     from ebooklib import epub
 
-    from docgraph.ingest.extract import extract_html
+    from docgraph.ingest.extract_html import extract_html
 
     check_zip(data, name, limits)
     try:
@@ -109,7 +110,9 @@ def extract_epub(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocu
             continue
         content = item.get_content()
         try:
-            chapter = extract_html(content, f"{name}/{item.file_name}", limits).blocks
+            with warnings.catch_warnings():  # XHTML read by the HTML parser, as intended
+                warnings.simplefilter("ignore")
+                chapter = extract_html(content, f"{name}/{item.file_name}", limits).blocks
         except ExtractionError:
             continue  # an empty or unreadable chapter (a cover image page)
         chapter_blocks = list(chapter)
