@@ -165,3 +165,20 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
         ("Priya Raman, 28 Mar 2025 10:00", "Attachment: parts.csv")]
     hits = graph.search("price of the contact spring kit", namespaces={"mail"}, k=3)
     assert any(h.source_path == "dock.eml" for h in hits)
+
+
+def test_community_reports_of_the_sample_support_folder_hold_no_mail_headers_or_signatures(
+        tmp_path, make_graph):
+    support = CORPUS_THREAD.parent
+    graph = make_graph()
+    report = graph.index(support, namespace="support")
+    assert report.failed == []
+    assert any(c.report_doc_id for c in graph.communities({"support"}))
+    chunks = graph.store.chunks_by_rowid(range(1, 5000)).values()
+    reports = [c.text for c in chunks if c.doc_id.startswith("community://")]
+    assert reports
+    everything = "\n".join(c.text for c in chunks)
+    for boilerplate in ("Cc:", "From: ", "To: Joost", "Sales Director, UK & Benelux",
+                        "Field Service Engineer, Halyard Robotics UK", "+44 1908 555 0177",
+                        "Kind regards", "Best regards", "wrote:"):
+        assert boilerplate not in everything
