@@ -12,7 +12,11 @@ from docgraph.errors import ExtractionError, FileTooLarge
 from docgraph.ingest.extract import extract
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import BlockKind
-from tests import office_fixtures
+from tests import backend_graphs, office_fixtures
+from tests.helpers import write_files
+
+make_graph = backend_graphs.make_graph
+pgvector_server = backend_graphs.pgvector_server
 
 H, P, LI, ROW = BlockKind.HEADING, BlockKind.PARAGRAPH, BlockKind.LIST_ITEM, BlockKind.TABLE_ROW
 
@@ -113,3 +117,29 @@ def test_text_limit_holds_inside_a_workbook():
     # The workbook's visible sheets hold about 170 characters of records.
     with pytest.raises(FileTooLarge, match=r"parts.xlsx: too large: more than 100 characters"):
         extract(office_fixtures.xlsx_workbook(), "parts.xlsx", ExtractLimits(max_text_chars=100))
+
+
+def test_office_formats_index_with_their_sections_on_every_backend(tmp_path, make_graph):
+    folder = write_files(tmp_path / "office", {
+        "rollout.pptx": office_fixtures.pptx_deck(),
+        "parts.xlsx": office_fixtures.xlsx_workbook(),
+        "parts.ods": office_fixtures.ods_workbook(),
+        "survey.odt": office_fixtures.odt_document(),
+        "handbook.epub": office_fixtures.epub_book(),
+    })
+    graph = make_graph()
+    report = graph.index(folder, namespace="office")
+    assert report.failed == []
+    assert sorted(report.added) == ["handbook.epub", "parts.ods", "parts.xlsx", "rollout.pptx",
+                                    "survey.odt"]
+    chunks = list(graph.store.chunks_by_rowid(range(1, 1000)).values())
+    sections = {(c.source_path, c.section_path) for c in chunks}
+    assert {("rollout.pptx", ("Rollout waves",)), ("rollout.pptx", ("Spare parts",)),
+            ("parts.xlsx", ("Parts",)), ("parts.xlsx", ("Sites",)),
+            ("survey.odt", ("Site survey", "Findings")),
+            ("handbook.epub", ("Docking",))} <= sections
+    text = "\n".join(c.text for c in chunks)
+    assert "Secret backlog item" not in text and "61 %" not in text  # hidden slide, sheet
+    hits = graph.search("lidar total price", namespaces={"office"}, k=3)
+    assert hits[0].source_path == "parts.xlsx"
+    assert "Total: 940" in hits[0].text
