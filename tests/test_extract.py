@@ -512,7 +512,7 @@ def test_loader_limits_quoted_in_the_docs_are_the_defaults():
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text(encoding="utf-8")
     defaults = LoaderSettings()
-    for key in ("max_file_bytes", "max_unpacked_bytes", "max_text_chars"):
+    for key in ("max_file_bytes", "max_unpacked_bytes", "max_text_chars", "max_ocr_pages"):
         quoted = re.search(rf"^{key} = (\d+)", readme, re.MULTILINE)
         assert quoted and int(quoted.group(1)) == getattr(defaults, key), key
     architecture = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")

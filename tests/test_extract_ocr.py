@@ -55,6 +55,26 @@ def test_a_page_too_large_to_render_is_refused():
         extract(pdf, "big.pdf", ExtractLimits(max_unpacked_bytes=100_000))
 
 
+@needs_ocr
+def test_a_scan_with_more_pages_than_max_ocr_pages_is_refused_before_recognition():
+    pdf = office_fixtures.scanned_pdf([["One."], ["Two."], ["Three."]])
+    with pytest.raises(FileTooLarge, match=r"long.pdf: too large: 3 pages to recognise by "
+                       r"OCR, over loader.max_ocr_pages \(2\)"):
+        extract(pdf, "long.pdf", ExtractLimits(max_ocr_pages=2))
+    with pytest.raises(FileTooLarge, match="max_ocr_pages"):
+        ocr.ocr_pages(pdf, "long.pdf", ExtractLimits(max_ocr_pages=2), [1, 2, 3])
+
+
+def test_max_ocr_pages_is_a_loader_setting():
+    from docgraph.config import load_settings
+    from docgraph.errors import ConfigError
+
+    settings = load_settings(loader={"max_ocr_pages": 7})
+    assert ExtractLimits.from_loader(settings.loader).max_ocr_pages == 7
+    with pytest.raises(ConfigError, match="max_ocr_pages"):
+        load_settings(loader={"max_ocr_pages": 0})
+
+
 def test_without_tesseract_a_scan_fails_as_no_text_layer(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract program to be found
     ocr.ocr_unavailable.cache_clear()

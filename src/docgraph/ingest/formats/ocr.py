@@ -11,7 +11,8 @@ whose pages has text, :func:`extract_image` a scanned page saved as an image.
 
 Work is bounded like every other format: an image or rendered page may not hold more
 pixels (at 3 bytes each) than ``loader.max_unpacked_bytes``; pages render at
-:data:`OCR_DPI` or less to stay under :data:`MAX_PAGE_PIXELS`.
+:data:`OCR_DPI` or less to stay under :data:`MAX_PAGE_PIXELS`; a file may have at most
+``loader.max_ocr_pages`` pages recognised.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def ocr_pages(data: bytes, name: str, limits: ExtractLimits,
     import pypdfium2
 
     _require_ocr(name)
+    limits.check_ocr_pages(name, len(pages))
     try:
         pdf = pypdfium2.PdfDocument(data)
     except Exception as exc:
@@ -157,6 +159,7 @@ def extract_scanned_pdf(data: bytes, name: str, limits: ExtractLimits) -> Extrac
     """A PDF without any text layer, every page recognised."""
     _require_ocr(name)
     pages = page_count(data)
+    limits.check_ocr_pages(name, pages)
     found = ocr_pages(data, name, limits, range(1, pages + 1))
     blocks = tuple(b for number in sorted(found) for b in found[number])
     return ExtractedDocument(title_from_name(name), blocks, "application/pdf",
@@ -180,6 +183,7 @@ def extract_image(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDoc
     except Exception as exc:
         raise ExtractionError(f"{name}: not a readable image ({exc})") from exc
     blocks: list[Block] = []
+    limits.check_ocr_pages(name, getattr(image, "n_frames", 1))
     for number, frame in enumerate(ImageSequence.Iterator(image), start=1):
         width, height = frame.size
         limits.check_unpacked(name, f"page {number} ({width}x{height} pixels)",
