@@ -66,7 +66,7 @@ def xlsx_workbook() -> bytes:
 
 
 def ods_workbook() -> bytes:
-    """One sheet of parts with a value-bearing row and a large empty repeated range."""
+    """A sheet of parts ending in a large empty repeated range, and a hidden sheet."""
     import odfdo
 
     document = odfdo.Document("spreadsheet")
@@ -79,6 +79,14 @@ def ods_workbook() -> bytes:
     empty.set_attribute("table:number-rows-repeated", "1048000")
     table.append(empty)
     document.body.append(table)
+    hidden = odfdo.Style("table", name="hidden-sheet")
+    hidden.set_properties({"table:display": "false"}, area="table")
+    document.insert_style(hidden, automatic=True)
+    margins = odfdo.Table("Margins", width=2, height=2)
+    for cell, value in {"A1": "Part", "B1": "Margin", "A2": "PLV-CS-220-B", "B2": "61 %"}.items():
+        margins.set_value(cell, value)
+    margins.style = "hidden-sheet"
+    document.body.append(margins)
     document.get_part("meta").set_title("Parts on ODS")
     out = io.BytesIO()
     document.save(out)

@@ -55,7 +55,7 @@ def test_xlsx_rows_carry_their_header_and_formulas_give_cached_values():
     assert document.metadata == {"sheets": "3", "hidden_sheets_skipped": "Margins"}
 
 
-def test_ods_sheet_with_a_million_empty_repeated_rows_reads_only_its_values():
+def test_ods_reads_only_values_of_a_million_repeated_rows_and_skips_hidden_sheets():
     document = extract(office_fixtures.ods_workbook(), "parts.ods")
     assert document.title == "Parts on ODS"
     assert [(b.kind, b.text) for b in document.blocks] == [
@@ -63,6 +63,7 @@ def test_ods_sheet_with_a_million_empty_repeated_rows_reads_only_its_values():
         (ROW, "Part: PLV-CS-220-B; Price: 186"),
         (ROW, "Part: HR-7 lidar; Price: 940"),
     ]
+    assert document.metadata == {"sheets": "2", "hidden_sheets_skipped": "Margins"}
 
 
 def test_odt_keeps_outline_headings_lists_and_tables():

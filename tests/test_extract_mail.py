@@ -114,6 +114,20 @@ def test_mbox_messages_are_sections_of_their_own():
     assert "MARKER" not in text and "Head of Customer Support" not in text
 
 
+def test_an_html_only_message_loses_its_quoted_history_and_banner():
+    message = office_fixtures.mail_message(
+        "Priya Raman <priya.raman@halyard.example>", "Joost <joost@nordhaven.example>",
+        "Dock status", "Fri, 28 Mar 2025 10:00:00 +0100", "placeholder", "<html-1@h.example>")
+    message.set_content(
+        "<html><body><p>Dock D-14 is back in service.</p><p>The kit is fitted.</p>"
+        "<blockquote><p>Is it fixed? QUOTED-MARKER</p></blockquote>"
+        "<div class='cookie-consent'>Manage cookies BANNER-MARKER</div></body></html>",
+        subtype="html")
+    document = extract(bytes(message), "status.eml")
+    assert [b.text for b in document.blocks] == [
+        "Priya Raman, 28 Mar 2025 10:00", "Dock D-14 is back in service.", "The kit is fitted."]
+
+
 def test_not_a_mailbox_is_refused_naming_the_file():
     with pytest.raises(ExtractionError, match=r"^notes.mbox: not an mbox mailbox"):
         extract(b"Dear all,\nnothing here\n", "notes.mbox")
