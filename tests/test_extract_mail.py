@@ -104,6 +104,23 @@ def test_attachments_are_extracted_under_their_message_and_others_listed():
         "photo.bin (unsupported file type '.bin')"
 
 
+def test_a_message_forwarded_as_attachment_is_extracted_as_mail():
+    forward = office_fixtures.mail_message(
+        "Oliver Hughes <oliver.hughes@halyard.example>", "Mei Tanaka <mei@halyard.example>",
+        "FW: Dock D-14 at Daventry", "Mon, 31 Mar 2025 08:00:00 +0100", "See the attached.\n",
+        "<fw-1@halyard.example>")
+    forward.add_attachment(_reply())  # message/rfc822
+    document = extract(bytes(forward), "fw.eml")
+    assert [(b.kind, b.text, b.level) for b in document.blocks] == [
+        (H, "Oliver Hughes, 31 Mar 2025 08:00", 1),
+        (P, "See the attached.", 0),
+        (H, "Attachment: RE: Dock D-14 at Daventry.eml", 2),
+        (H, "Priya Raman, 28 Mar 2025 10:00", 3),
+        (P, "Hi Joost,", 0),
+        (P, "The contact spring kit PLV-CS-220-B is fitted on dock D-14.", 0),
+    ]
+
+
 def test_mbox_messages_are_sections_of_their_own():
     document = extract(office_fixtures.mbox_bytes([_reply(), _outlook_reply()]), "dock.mbox")
     assert document.media_type == "application/mbox"

@@ -91,7 +91,16 @@ def _from_email(message: EmailMessage) -> MailMessage:
     if message.is_multipart():
         for attachment in message.iter_attachments():
             filename = attachment.get_filename()
-            payload = attachment.get_payload(decode=True)
+            payload: object = attachment.get_payload(decode=True)
+            if attachment.get_content_type() == "message/rfc822":
+                # A message forwarded as an attachment: extracted as an .eml of its own.
+                inner = attachment.get_content()
+                if isinstance(inner, EmailMessage):
+                    payload = bytes(inner)
+                    subject = clean(str(inner["subject"] or "")).replace("/", "-")
+                    filename = filename or f"{subject or 'message'}.eml"
+                    if not filename.lower().endswith(".eml"):
+                        filename += ".eml"
             if filename and isinstance(payload, bytes):
                 attachments.append((os.path.basename(filename.replace("\\", "/")), payload))
     return MailMessage(headers, body, attachments)
