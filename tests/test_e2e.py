@@ -63,7 +63,7 @@ def test_the_sample_corpus_indexes_completely(real):
 def test_every_example_question_finds_its_source(real, mode):
     graph, _ = real
     questions = _questions()
-    assert len(questions) == 13
+    assert len(questions) == 16
     misses = []
     for question, sources in questions:
         hits = graph.search(question, namespaces={"demo"}, k=5, mode=mode)

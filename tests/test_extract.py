@@ -379,7 +379,7 @@ def _assert_fails_naming(data: bytes, name: str) -> ExtractionError:
     return info.value
 
 
-@pytest.mark.parametrize("name", ["Q3 report.xlsx", "archive.tar.gz", "Makefile", "photo.jpg"])
+@pytest.mark.parametrize("name", ["Q3 report.xls", "archive.tar.gz", "Makefile", "photo.gif"])
 def test_unsupported_extension(name):
     assert "unsupported" in str(_assert_fails_naming(b"anything", name))
 
@@ -512,7 +512,7 @@ def test_loader_limits_quoted_in_the_docs_are_the_defaults():
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text(encoding="utf-8")
     defaults = LoaderSettings()
-    for key in ("max_file_bytes", "max_unpacked_bytes", "max_text_chars"):
+    for key in ("max_file_bytes", "max_unpacked_bytes", "max_text_chars", "max_ocr_pages"):
         quoted = re.search(rf"^{key} = (\d+)", readme, re.MULTILINE)
         assert quoted and int(quoted.group(1)) == getattr(defaults, key), key
     architecture = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")

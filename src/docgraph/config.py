@@ -31,6 +31,9 @@ DEFAULT_PG_EF_SEARCH = 400
 # ~2 min at ~0.75 GB, and a decompression bomb above it is refused in about a second.
 DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_TEXT_CHARS = 50_000_000
+# Pages OCR may recognise in one file (loader.max_ocr_pages): Tesseract reads about 0.4
+# pages a second on one core, so the default bounds a scan to minutes, not hours.
+DEFAULT_MAX_OCR_PAGES = 200
 
 
 class _Section(BaseModel):
@@ -128,6 +131,11 @@ class LoaderSettings(_Section):
         description="Most characters of text extracted from one file (any format); a "
         "file with more is recorded as too large.",
     )
+    max_ocr_pages: int = Field(
+        default=DEFAULT_MAX_OCR_PAGES, ge=1, le=100_000,
+        description="Most pages (of a scanned PDF, frames of an image) recognised by OCR "
+        "in one file; a scan with more is recorded as too large.",
+    )
     workers: int = Field(
         default=0, ge=0, le=64,
         description="Processes that extract and chunk documents of a bulk build while the "
@@ -136,8 +144,11 @@ class LoaderSettings(_Section):
     include: list[str] = Field(
         default_factory=lambda: [
             "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
-            "*.pdf", "*.docx", "*.csv", "*.json",
-        ]
+            "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
+            "*.odt", "*.epub", "*.eml", "*.mbox",
+        ],
+        description="File name patterns indexed. Scanned images (*.png, *.jpg, *.jpeg, "
+        "*.tif, *.tiff) are read by OCR (extra 'ocr') when added here.",
     )
 
 

@@ -3,7 +3,9 @@
 Each format keeps the structure it has: headings (with levels), paragraphs, list items,
 table rows and code blocks. The chunker cuts only between blocks (or between sentences
 of one over-long block), so structure here decides where chunks end. PDF and DOCX, which
-unpack, live in :mod:`docgraph.ingest.extract_packed`; every format is extracted within
+unpack, live in :mod:`docgraph.ingest.extract_packed`, HTML in
+:mod:`docgraph.ingest.extract_html`, the formats of slide decks, workbooks, mail,
+OpenDocument, EPUB and scans in :mod:`docgraph.ingest.formats`; every format is extracted within
 :class:`~docgraph.ingest.limits.ExtractLimits`.
 """
 
@@ -20,8 +22,14 @@ from typing import Any
 
 from docgraph.errors import ExtractionError
 from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from_name
-from docgraph.ingest.decode import check_not_binary, decode_text
-from docgraph.ingest.extract_packed import extract_docx, extract_pdf
+from docgraph.ingest.decode import decode_text
+from docgraph.ingest.extract_html import extract_html
+from docgraph.ingest.extract_packed import extract_docx
+from docgraph.ingest.formats.mail import extract_eml, extract_mbox, mail_thread_text
+from docgraph.ingest.formats.ocr import IMAGE_MEDIA_TYPES, extract_image, extract_pdf_or_scan
+from docgraph.ingest.formats.opendoc import extract_epub, extract_odt
+from docgraph.ingest.formats.sheets import extract_ods, extract_xlsx
+from docgraph.ingest.formats.slides import extract_pptx
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
@@ -33,8 +41,13 @@ def _text_of(data: bytes, name: str, limits: ExtractLimits) -> str:
 
 
 def extract_text(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
-    """Plain text: paragraphs separated by blank lines."""
+    """Plain text: paragraphs separated by blank lines. A mail thread exported as text
+    (header blocks of ``From:``/``Date:``/``To:``/``Subject:`` lines) is read as mail:
+    one section per message, headers as metadata, quotes and signatures removed."""
     text = _text_of(data, name, limits)
+    thread = mail_thread_text(text, name, limits)
+    if thread is not None:
+        return thread
     return ExtractedDocument(title_from_name(name), tuple(paragraph_blocks(text)), "text/plain")
 
 
@@ -169,114 +182,6 @@ def _parsed_markdown(text: str, name: str) -> ExtractedDocument:
     return ExtractedDocument(title or title_from_name(name), tuple(blocks), "text/markdown")
 
 
-_HTML_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-# Elements whose loose text is one paragraph of its own (and that end the text before them).
-_HTML_PARAGRAPHS = frozenset({
-    "p", "div", "section", "article", "main", "aside", "header", "blockquote", "figure",
-    "figcaption", "caption", "dl", "dt", "dd", "ul", "ol", "menu", "address", "details",
-    "summary", "form", "fieldset", "legend", "center", "body", "html", "hr",
-})
-_HTML_BLOCK_TAGS = _HTML_HEADINGS | _HTML_PARAGRAPHS | {"li", "pre", "table"}
-
-
-def extract_html(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
-    """HTML via BeautifulSoup/lxml: h1-h6, paragraphs, list items, table rows, pre.
-
-    Every piece of visible text lands in exactly one block: the text directly inside a
-    block element (``<li>Parent<ul><li>Child</li></ul></li>`` gives "Parent" and "Child",
-    loose text in a ``<div>`` is a paragraph) and never twice (``<blockquote><p>``).
-    """
-    from bs4 import BeautifulSoup
-
-    check_not_binary(data, name)  # the parser would make text of any bytes
-    soup = BeautifulSoup(data, "lxml")
-    title_tag = soup.find("title")  # before <head> goes with the junk
-    page_title = clean(title_tag.get_text()) if title_tag else ""
-    for junk in soup(["script", "style", "noscript", "template", "nav", "footer", "head"]):
-        junk.decompose()
-    body = soup.body or soup
-    blocks: list[Block] = []
-    _html_walk(body, BlockKind.PARAGRAPH, 0, blocks)
-    if not blocks:
-        text = clean(body.get_text(" "))
-        if text:
-            blocks.append(Block(BlockKind.PARAGRAPH, text))
-    h1 = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
-    title = h1 or page_title or title_from_name(name)
-    return ExtractedDocument(title, tuple(blocks), "text/html")
-
-
-def _html_walk(element: Any, kind: BlockKind, level: int, blocks: list[Block]) -> None:
-    """Emit ``element``'s own text as one ``kind`` block, and its block children in order."""
-    from bs4 import Comment, Declaration, Doctype, ProcessingInstruction, Tag
-    from bs4.element import NavigableString
-
-    buffer: list[str] = []
-
-    def flush() -> None:
-        text = clean("".join(buffer))  # inline runs join as rendered: "<b>Bo</b>ld" -> "Bold"
-        buffer.clear()
-        if text:
-            blocks.append(Block(kind, text, level))
-
-    for child in element.children:
-        if isinstance(child, Comment | Declaration | Doctype | ProcessingInstruction):
-            continue
-        if isinstance(child, NavigableString):
-            buffer.append(str(child))
-            continue
-        if not isinstance(child, Tag):
-            continue
-        tag = child.name
-        if tag == "br":
-            buffer.append(" ")
-        elif tag == "table":
-            flush()
-            _html_table(child, blocks)
-        elif tag == "pre":
-            flush()
-            # No separator: <pre> keeps its own whitespace; highlighted code is one <span>
-            # per token and must not be torn apart by inserted newlines.
-            code = child.get_text().strip()
-            if code:
-                blocks.append(Block(BlockKind.CODE, code))
-        elif tag in _HTML_HEADINGS:
-            flush()
-            _html_walk(child, BlockKind.HEADING, int(tag[1]), blocks)
-        elif tag == "li":
-            flush()
-            _html_walk(child, BlockKind.LIST_ITEM, 0, blocks)
-        elif tag in _HTML_PARAGRAPHS:
-            flush()
-            _html_walk(child, BlockKind.PARAGRAPH, 0, blocks)
-        elif child.find(list(_HTML_BLOCK_TAGS)) is not None:
-            flush()  # an inline element wrapping blocks (<a><div>..</div></a>)
-            _html_walk(child, kind, level, blocks)
-        else:
-            buffer.append(child.get_text())
-    flush()
-
-
-def _html_table(table: Any, blocks: list[Block]) -> None:
-    """One block per data row, as 'header: cell; ...' when the table has a header row."""
-    header: list[str] = []
-    for caption in table.find_all("caption", recursive=False):
-        text = clean(caption.get_text(" "))
-        if text:
-            blocks.append(Block(BlockKind.PARAGRAPH, text))
-    for row in table.find_all("tr"):
-        if row.find_parent("table") is not table:
-            continue  # a nested table's rows are part of its cell's text
-        cells = row.find_all(["th", "td"], recursive=False)
-        texts = [clean(c.get_text(" ")) for c in cells]
-        if cells and all(c.name == "th" for c in cells):
-            header = texts
-            continue
-        text = row_text(header, texts)
-        if text:
-            blocks.append(Block(BlockKind.TABLE_ROW, text))
-
-
 def extract_csv(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """CSV: one table-row block per record, as 'column: value; ...' with the header."""
     text = _text_of(data, name, limits)
@@ -360,10 +265,19 @@ EXTRACTORS: dict[str, Extractor] = {
     ".text": extract_text,
     ".html": extract_html,
     ".htm": extract_html,
-    ".pdf": extract_pdf,
+    ".pdf": extract_pdf_or_scan,
     ".docx": extract_docx,
     ".csv": extract_csv,
     ".json": extract_json,
+    ".pptx": extract_pptx,
+    ".xlsx": extract_xlsx,
+    ".xlsm": extract_xlsx,
+    ".ods": extract_ods,
+    ".odt": extract_odt,
+    ".epub": extract_epub,
+    ".eml": extract_eml,
+    ".mbox": extract_mbox,
+    **dict.fromkeys(IMAGE_MEDIA_TYPES, extract_image),
 }
 
 

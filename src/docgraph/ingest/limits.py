@@ -16,7 +16,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from docgraph.config import DEFAULT_MAX_TEXT_CHARS, DEFAULT_MAX_UNPACKED_BYTES, LoaderSettings
+from docgraph.config import (
+    DEFAULT_MAX_OCR_PAGES,
+    DEFAULT_MAX_TEXT_CHARS,
+    DEFAULT_MAX_UNPACKED_BYTES,
+    LoaderSettings,
+)
 from docgraph.errors import ExtractionError, FileTooLarge
 
 #: Most members a zip-based document may list. Each costs a parsed central-directory entry
@@ -40,15 +45,25 @@ _PDF_OUTPUT_LIMITS = (
 
 @dataclass(frozen=True, slots=True)
 class ExtractLimits:
-    """What one file may unpack to (bytes) and yield (characters of text)."""
+    """What one file may unpack to (bytes), yield (characters of text) and have recognised
+    by OCR (pages)."""
 
     max_unpacked_bytes: int = DEFAULT_MAX_UNPACKED_BYTES
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    max_ocr_pages: int = DEFAULT_MAX_OCR_PAGES
 
     @classmethod
     def from_loader(cls, loader: LoaderSettings) -> ExtractLimits:
         """The limits configured in ``[loader]``."""
-        return cls(loader.max_unpacked_bytes, loader.max_text_chars)
+        return cls(loader.max_unpacked_bytes, loader.max_text_chars, loader.max_ocr_pages)
+
+    def check_ocr_pages(self, name: str, pages: int) -> None:
+        """Refuse a scan with more than ``max_ocr_pages`` pages to recognise."""
+        if pages > self.max_ocr_pages:
+            raise FileTooLarge(
+                f"{name}: too large: {pages} pages to recognise by OCR, over "
+                f"loader.max_ocr_pages ({self.max_ocr_pages})"
+            )
 
     def check_text(self, name: str, chars: int) -> None:
         """Refuse a file once more than ``max_text_chars`` characters came out of it."""

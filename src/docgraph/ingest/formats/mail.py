@@ -1,0 +1,234 @@
+"""E-mail: ``.eml`` (one RFC 5322 message), ``.mbox`` (a mailbox of them) and threads
+exported as plain text, through the standard library's :mod:`email` and :mod:`mailbox`.
+
+A mail document has one section per message, headed by the sender and date (plus the
+subject where it differs from the thread's): headers are the document's metadata (from,
+to, cc, date, subject, message id), never body text. Bodies lose quoted replies and
+signatures (:mod:`docgraph.ingest.boilerplate`), so a thread's earlier messages are their
+own sections instead of being repeated in every reply. Supported attachments are
+extracted with the extractor of their type and become subsections of their message named
+``Attachment: <name>`` (their document name is ``<mail>/<attachment>``); others are listed
+in the metadata as skipped.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+import mailbox
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+
+from docgraph.errors import ExtractionError, FileTooLarge
+from docgraph.ingest.blocks import clean, paragraph_blocks, title_from_name
+from docgraph.ingest.boilerplate import clean_mail_body, split_mail_thread
+from docgraph.ingest.decode import decode_text
+from docgraph.ingest.limits import ExtractLimits
+from docgraph.model import Block, BlockKind, ExtractedDocument
+
+EML_MEDIA_TYPE = "message/rfc822"
+MBOX_MEDIA_TYPE = "application/mbox"
+
+#: Headers kept as document metadata, by their metadata key.
+MAIL_HEADERS = {"from": "from", "to": "to", "cc": "cc", "date": "date", "subject": "subject",
+                "message-id": "message_id"}
+_REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|antw|tr)\s*(\[\d+\])?\s*:\s*)+",
+                           re.IGNORECASE)
+
+
+@dataclass
+class MailMessage:
+    """One message: headers by metadata key, plain-text body (not yet cleaned) and
+    attachments as (file name, bytes)."""
+
+    headers: dict[str, str]
+    body: str
+    attachments: list[tuple[str, bytes]] = field(default_factory=list)
+
+    @property
+    def sender(self) -> str:
+        """The sender's display name, else address."""
+        name, address = email.utils.parseaddr(self.headers.get("from", ""))
+        return clean(name or address)
+
+
+def thread_subject(subject: str) -> str:
+    """A subject without its reply/forward prefixes ("RE: FW: x" -> "x")."""
+    return clean(_REPLY_PREFIX.sub("", subject))
+
+
+def _iso_date(value: str) -> str:
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return clean(value)
+    return parsed.isoformat() if parsed is not None else clean(value)
+
+
+def _heading_date(value: str) -> str:
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return clean(value)
+    return parsed.strftime("%d %b %Y %H:%M").lstrip("0") if parsed is not None else ""
+
+
+def _from_email(message: EmailMessage) -> MailMessage:
+    headers = {key: clean(str(message[header])) for header, key in MAIL_HEADERS.items()
+               if message[header] is not None}
+    body = ""
+    part = message.get_body(preferencelist=("plain", "html"))
+    if part is not None:
+        content = part.get_content()
+        if isinstance(content, bytes):
+            content = decode_text(content, "body")
+        body = _html_text(content) if part.get_content_subtype() == "html" else content
+    attachments: list[tuple[str, bytes]] = []
+    if message.is_multipart():
+        for attachment in message.iter_attachments():
+            filename = attachment.get_filename()
+            payload: object = attachment.get_payload(decode=True)
+            if attachment.get_content_type() == "message/rfc822":
+                # A message forwarded as an attachment: extracted as an .eml of its own.
+                inner = attachment.get_content()
+                if isinstance(inner, EmailMessage):
+                    payload = bytes(inner)
+                    subject = clean(str(inner["subject"] or "")).replace("/", "-")
+                    filename = filename or f"{subject or 'message'}.eml"
+                    if not filename.lower().endswith(".eml"):
+                        filename += ".eml"
+            if filename and isinstance(payload, bytes):
+                attachments.append((os.path.basename(filename.replace("\\", "/")), payload))
+    return MailMessage(headers, body, attachments)
+
+
+def _html_text(html: str) -> str:
+    from bs4 import BeautifulSoup
+
+    from docgraph.ingest.boilerplate import strip_html_boilerplate
+
+    soup = BeautifulSoup(html, "lxml")
+    strip_html_boilerplate(soup)
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    for block in soup.find_all(["p", "div", "li", "tr", "h1", "h2", "h3", "h4", "blockquote"]):
+        block.insert_before("\n\n")
+    for quote in soup.find_all("blockquote"):  # quoted history in HTML mail
+        quote.decompose()
+    return str(soup.get_text())
+
+
+def extract_eml(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """One RFC 5322 message (``.eml``)."""
+    parsed = email.message_from_bytes(data, policy=email.policy.default)
+    if not isinstance(parsed, EmailMessage) or not parsed.keys():
+        raise ExtractionError(f"{name}: not an e-mail message (no headers)")
+    return mail_document([_from_email(parsed)], name, limits, EML_MEDIA_TYPE)
+
+
+def extract_mbox(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """A Unix mailbox (``.mbox``): every message its own section, in mailbox order."""
+    if not data.startswith(b"From "):
+        raise ExtractionError(f"{name}: not an mbox mailbox (it must start with 'From ')")
+    handle, path = tempfile.mkstemp(suffix=".mbox")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        box = mailbox.mbox(path, factory=None, create=False)
+        try:
+            messages = []
+            for key in box.iterkeys():
+                raw = box.get_bytes(key)
+                parsed = email.message_from_bytes(raw, policy=email.policy.default)
+                if isinstance(parsed, EmailMessage):
+                    messages.append(_from_email(parsed))
+        finally:
+            box.close()
+    finally:
+        os.unlink(path)
+    if not messages:
+        raise ExtractionError(f"{name}: mailbox holds no messages")
+    return mail_document(messages, name, limits, MBOX_MEDIA_TYPE)
+
+
+def mail_thread_text(text: str, name: str, limits: ExtractLimits) -> ExtractedDocument | None:
+    """A plain text that is a mail thread (header blocks of ``From:``/``Date:``/``To:``/
+    ``Subject:`` lines) as a mail document; None when it is not one."""
+    split = split_mail_thread(text)
+    if split is None:
+        return None
+    preamble, found = split
+    messages = [MailMessage({MAIL_HEADERS[k]: v for k, v in m.headers.items()
+                             if k in MAIL_HEADERS}, m.body) for m in found]
+    document = mail_document(messages, name, limits, "text/plain")
+    intro = tuple(paragraph_blocks(preamble))
+    if not intro:
+        return document
+    return ExtractedDocument(document.title, intro + document.blocks, document.media_type,
+                             document.metadata)
+
+
+def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
+                  media_type: str) -> ExtractedDocument:
+    """Messages as one document: a section per message, its cleaned body and its
+    attachments' sections; metadata from the first message (and the message count)."""
+    first = messages[0]
+    title = thread_subject(first.headers.get("subject", "")) or title_from_name(name)
+    metadata = dict(first.headers)
+    if "date" in metadata:
+        metadata["date"] = _iso_date(metadata["date"])
+    if len(messages) > 1:
+        metadata["messages"] = str(len(messages))
+    blocks: list[Block] = []
+    attached: list[str] = []
+    skipped: list[str] = []
+    chars = 0
+    for message in messages:
+        heading = ", ".join(p for p in (message.sender,
+                                        _heading_date(message.headers.get("date", ""))) if p)
+        subject = thread_subject(message.headers.get("subject", ""))
+        if subject and subject.casefold() != title.casefold():
+            heading = f"{heading}: {subject}" if heading else subject
+        blocks.append(Block(BlockKind.HEADING, heading or "Message", 1))
+        body = paragraph_blocks(clean_mail_body(message.body, message.sender))
+        blocks.extend(body)
+        chars += sum(len(b.text) for b in body)
+        limits.check_text(name, chars)
+        for filename, payload in message.attachments:
+            inner = _attachment(payload, f"{name}/{filename}", limits)
+            if isinstance(inner, str):
+                skipped.append(f"{filename} ({inner})")
+                continue
+            attached.append(filename)
+            blocks.append(Block(BlockKind.HEADING, f"Attachment: {filename}", 2))
+            inner_blocks = list(inner.blocks)
+            if inner_blocks and inner_blocks[0].kind is BlockKind.HEADING \
+                    and inner_blocks[0].text == title_from_name(filename):
+                inner_blocks.pop(0)  # the file name again (a CSV's heading), said above
+            blocks.extend(Block(b.kind, b.text, min(6, b.level + 2), b.page, b.ocr)
+                          if b.kind is BlockKind.HEADING else b for b in inner_blocks)
+            chars += sum(len(b.text) for b in inner.blocks)
+            limits.check_text(name, chars)
+    if attached:
+        metadata["attachments"] = ", ".join(attached)
+    if skipped:
+        metadata["attachments_skipped"] = "; ".join(skipped)
+    return ExtractedDocument(title, tuple(blocks), media_type, metadata)
+
+
+def _attachment(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument | str:
+    """An attachment extracted by its type, or why it was not (a too large attachment
+    makes the whole mail too large)."""
+    from docgraph.ingest.extract import extract
+
+    try:
+        return extract(data, name, limits)
+    except FileTooLarge:
+        raise
+    except ExtractionError as exc:
+        reason = str(exc)
+        return reason[len(name) + 2:] if reason.startswith(f"{name}: ") else reason
