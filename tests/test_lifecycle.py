@@ -329,7 +329,7 @@ def test_cli_sources_tags_refresh_status_admin(backend, tmp_path, monkeypatch):
     assert json.loads(run("sources", "list", "--json")) == [
         {"kind": "relational", "type": "sqlite", "urn": f"sqlite:///{tmp_path / 'crm.db'}",
          "domain": None, "read_only": False, "credential_env": "DOCGRAPH_SOURCE_CRM_",
-         "id": None, "last_indexed_at": None}]
+         "id": None, "last_indexed_at": None, "display_name": None, "public_url": None}]
     # A source that fails makes `refresh` exit non-zero and say why.
     gone = Path(folder)
     run("sources", "add", str(gone), "--domain", "hr")
