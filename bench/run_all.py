@@ -1,6 +1,6 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
-ablation, refresh, serve_load, backends, serve_backends, quality_backends, graph_backends and
-crash.
+ablation, refresh, serve_load, backends, serve_backends, quality_backends, graph_backends,
+agent_loop and crash.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -22,7 +22,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "serve_backends", "quality_backends",
-         "graph_backends", "crash")
+         "graph_backends", "agent_loop", "crash")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -40,6 +40,7 @@ QUICK_ARGS = {
                        "--name", "serve_backends_quick"],
     "quality_backends": ["--limit", "20", "--name", "quality_backends_quick"],
     "graph_backends": ["--chunks", "3000", "--repeats", "1", "--name", "graph_backends_quick"],
+    "agent_loop": ["--limit", "20", "--name", "agent_loop_quick"],
     "crash": ["--kills", "10", "--name", "crash_quick"],
 }
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,21 +22,15 @@ from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitl
 from docgraph.serve.tools import DocgraphTools
 from tests.backend_graphs import BACKEND_NAMES
 from tests.conftest import SAMPLE_CORPUS
+from tests.example_queries import example_questions
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.store_backends import BACKENDS, Backend
 
 pytestmark = pytest.mark.e2e
-QUERIES = Path(__file__).resolve().parents[1] / "examples" / "QUERIES.md"
 
 
-def _questions() -> list[tuple[str, set[str]]]:
-    text = QUERIES.read_text(encoding="utf-8")
-    out = []
-    for block in re.split(r"\n## ", text)[1:]:
-        question = re.sub(r"^Q\d+\.\s*", "", block.splitlines()[0]).strip()
-        source_line = next(ln for ln in block.splitlines() if "**Source:**" in ln)
-        out.append((question, set(re.findall(r"`([^`]+)`", source_line))))
-    return out
+def _questions() -> list[tuple[str, frozenset[str]]]:
+    return [(q.question, q.sources) for q in example_questions()]
 
 
 @pytest.fixture(scope="module")
