@@ -1,0 +1,378 @@
+"""What each console page shows, gathered through the governed service and the storage
+ports (never SQL): plain dicts and lists for the templates. Every function here blocks (the
+store may be a PostgreSQL round trip); the routes run them in worker threads.
+
+Changes (a source added or removed, a refresh requested, a playground query) are written to
+the audit log as ``console:<action>`` records of the signed-in admin, beside the records the
+governed service writes itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from docgraph.errors import DocgraphError, RefreshBusy, SourceError
+from docgraph.evidence.quality import relevance_level
+from docgraph.governance import AccessDenied, Caller, Governance
+from docgraph.governance.audit import AuditRecord
+from docgraph.sources.credentials import credential_key
+from docgraph.sources.urn import normalize_urn
+
+if TYPE_CHECKING:
+    from docgraph.app import DocGraph
+
+log = logging.getLogger(__name__)
+
+#: How many audit records and traces the Traces page lists.
+RECENT_LIMIT = 100
+#: Characters of a block's text shown in the playground.
+EXCERPT_CHARS = 600
+#: The tools the playground runs.
+PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents")
+PLAYGROUND_MODES = ("vector_first", "graph_first", "global")
+
+
+def audit_change(governance: Governance, admin: Caller, action: str, outcome: str,
+                 detail: str) -> None:
+    """Write one console change to the audit log (``console:<action>``)."""
+    governance.audit.write(AuditRecord(user_id=admin.user_id, operation=f"console:{action}",
+                                       outcome=outcome, role=admin.active_role,
+                                       reason=detail))
+
+
+# -- status -------------------------------------------------------------------------------
+
+@dataclass
+class RefreshJob:
+    """A "refresh now" of the console: wakes the server's refresh loop when it runs, or
+    builds once in a background thread (through the elected leadership, so never beside
+    another builder). Requests never wait for the build."""
+
+    graph: DocGraph
+    started_at: float | None = None
+    finished_at: float | None = None
+    message: str = ""
+    error: str = ""
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def running(self) -> bool:
+        """Whether a console-started build is running now."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def request(self) -> tuple[bool, str]:
+        """Start a refresh (or wake the loop); ``(started, what happened)``."""
+        refresher = self.graph.refresher
+        if refresher.running:
+            refresher.trigger()
+            leader = refresher.leader()
+            if refresher.leading or leader is None:
+                return True, "the refresh loop of this server starts a round now"
+            return False, (f"the refresh is led by {leader}; this server builds only once it "
+                           "leads (the leader refreshes on its interval)")
+        with self._lock:
+            if self.running:
+                return False, "a refresh started from the console is still running"
+            self.started_at, self.finished_at = time.time(), None
+            self.message, self.error = "", ""
+            self._thread = threading.Thread(target=self._run, name="docgraph-console-refresh",
+                                            daemon=True)
+            self._thread.start()
+        return True, "refresh started"
+
+    def _run(self) -> None:
+        try:
+            result = self.graph.refresher.run_once(wait_seconds=0)
+            changed = sum(b.documents_changed for b in result.builds)
+            outcomes = ", ".join(f"{b.namespace}: {b.outcome}" for b in result.builds)
+            self.message = (f"built {len(result.builds)} namespace(s), {changed} document(s) "
+                            f"changed" + (f" ({outcomes})" if outcomes else ""))
+        except RefreshBusy as exc:
+            self.error = str(exc)
+        except Exception as exc:
+            log.exception("console refresh failed")
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.finished_at = time.time()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for a console-started build to end (tests); True when none runs."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.running
+
+
+def status_page(governance: Governance, admin: Caller, job: RefreshJob) -> dict[str, Any]:
+    """Per namespace: counts, the last build with every phase's outcome, staleness; the
+    failed files with reasons; who refreshes the index and the console's own refresh."""
+    graph = governance.graph
+    view = governance.index_status(admin)
+    namespaces = []
+    for b in view.builds:
+        stats = view.stats.get(b.namespace)
+        latest = graph.build_history.latest(b.namespace)
+        namespaces.append({
+            "name": b.namespace, "documents": b.documents, "chunks": b.chunks,
+            "entities": stats.entities if stats else 0,
+            "communities": stats.communities if stats else 0,
+            "last_build_at": b.last_build_at, "last_outcome": b.last_outcome,
+            "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
+            "failed_documents": b.failed_documents,
+            "phases": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
+                        "message": p.message, "items": p.items, "seconds": p.seconds}
+                       for p in (latest.phases if latest else [])],
+        })
+    model = view.embedding_model
+    return {
+        "namespaces": namespaces,
+        "failures": [{"namespace": f.namespace, "source": f.source_urn, "path": f.path,
+                      "reason": f.reason, "at": f.at} for f in view.failures],
+        "embedding_model": f"{model[0]} ({model[1]} dimensions)" if model else None,
+        "interval": view.refresh_interval_seconds,
+        "leader": view.refresh_leader, "this_process_leads": view.this_process_leads,
+        "refresher_running": view.refresher_running,
+        "job": {"running": job.running, "started_at": job.started_at,
+                "finished_at": job.finished_at, "message": job.message, "error": job.error},
+    }
+
+
+# -- sources ------------------------------------------------------------------------------
+
+def sources_page(governance: Governance) -> dict[str, Any]:
+    """Every source: folders (removable), SQL sources (URLs without passwords) and the
+    derived table sources (read-only)."""
+    registry = governance.graph.sources
+    rows = registry.list()
+    return {
+        "folders": [r for r in rows if r.kind == "documents"],
+        "sql": [{"name": q.name, "url": q.url, "backend": q.url.split(":", 1)[0],
+                 "credential_env": q.credential_env} for q in registry.sql_sources()],
+        "tables": [r for r in rows if r.kind == "table"],
+    }
+
+
+@dataclass(frozen=True)
+class FolderPreview:
+    """A folder as it would be registered, with what stands in the way (``error``) and
+    what to know (``notes``)."""
+
+    entered: str
+    urn: str
+    domain: str
+    display_name: str | None
+    error: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def preview_folder(governance: Governance, entered: str, domain: str,
+                   display_name: str | None) -> FolderPreview:
+    """Normalize a folder URN and check it before saving: a bad URN, a duplicate
+    registration in the same domain, or a local folder that does not exist is an error."""
+    domain = domain.strip()
+    name = (display_name or "").strip() or None
+    try:
+        urn = normalize_urn(entered)
+    except SourceError as exc:
+        return FolderPreview(entered, "", domain, name, error=str(exc))
+    if not domain:
+        return FolderPreview(entered, urn, domain, name,
+                             error="a domain (namespace) name must not be empty")
+    notes: list[str] = []
+    parts = urlsplit(entered.strip())
+    if parts.scheme.lower() not in ("", "file") and (parts.username or parts.password):
+        notes.append("the credentials in the URN are not stored: set them with "
+                     f"DOCGRAPH_SOURCE_{credential_key(urn)}_* or the secrets file")
+    sources = governance.graph.store.list_sources()
+    if any(s.urn == urn and s.namespace == domain for s in sources):
+        return FolderPreview(entered, urn, domain, name, notes=tuple(notes),
+                             error=f"{urn} is already registered in domain {domain!r}")
+    others = sorted(s.namespace for s in sources if s.urn == urn)
+    if others:
+        notes.append(f"the same folder is registered in {', '.join(others)} too (each domain "
+                     "indexes it as its own namespace)")
+    if urn.startswith("file://"):
+        path = Path(unquote(urlsplit(urn).path))
+        if not path.is_dir():
+            return FolderPreview(entered, urn, domain, name, notes=tuple(notes),
+                                 error=f"unreachable: {path} is not a folder on this server")
+    else:
+        notes.append("a remote folder is first reached at the next refresh; its errors then "
+                     "appear on the Status page")
+    return FolderPreview(entered, urn, domain, name, notes=tuple(notes))
+
+
+def add_folder(governance: Governance, admin: Caller, preview: FolderPreview) -> str:
+    """Register a previewed folder (checked again) and audit it; returns what was done."""
+    checked = preview_folder(governance, preview.urn or preview.entered, preview.domain,
+                             preview.display_name)
+    if checked.error:
+        audit_change(governance, admin, "add_source", "error",
+                     f"{checked.urn or checked.entered} in {checked.domain!r}: {checked.error}")
+        raise SourceError(checked.error)
+    try:
+        record = governance.graph.sources.add_folder(checked.urn, checked.domain,
+                                                     display_name=checked.display_name)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "add_source", "error",
+                     f"{checked.urn} in {checked.domain!r}: {exc}")
+        raise
+    audit_change(governance, admin, "add_source", "ok",
+                 f"{record.urn} in {record.namespace!r}")
+    return (f"added {record.urn} to domain {record.namespace!r}; it is indexed at the next "
+            "refresh")
+
+
+def remove_folder(governance: Governance, admin: Caller, urn: str, domain: str) -> str:
+    """Unregister a folder and delete what was indexed from it (elected: refused while
+    another process builds); audited."""
+    try:
+        removed = governance.graph.sources.remove_folder(urn, domain)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "remove_source", "error",
+                     f"{urn} in {domain!r}: {exc}")
+        raise
+    audit_change(governance, admin, "remove_source", "ok",
+                 f"{urn} in {domain!r} ({removed} document(s) removed)")
+    return f"removed {urn} from domain {domain!r} and {removed} indexed document(s)"
+
+
+def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
+    """Unregister a SQL source, its tags and its derived documents; audited."""
+    try:
+        removed = governance.graph.sources.remove_sql_source(name)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "remove_sql_source", "error", f"{name}: {exc}")
+        raise
+    audit_change(governance, admin, "remove_sql_source", "ok",
+                 f"{name} ({removed} document(s) removed)")
+    return f"removed SQL source {name!r} and {removed} derived document(s)"
+
+
+# -- traces and audit ---------------------------------------------------------------------
+
+def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, Any]:
+    """The newest audit records (caller, outcome, duration, evidence keys), each linked to
+    its retrieval trace when one was stored, and the newest traces."""
+    graph = governance.graph
+    traces = graph.traces.recent(limit)
+    by_query: dict[tuple[str, str], str] = {}
+    for t in traces:  # newest first: keep the newest trace of each (user, query)
+        by_query.setdefault((str(t.get("user_id", "")), str(t.get("query_hash", ""))),
+                            str(t["id"]))
+    records = []
+    for r in governance.audit.recent(limit):
+        key = (str(r.get("user_id", "")), str(r.get("query_hash", "")))
+        records.append({**r, "trace_id": by_query.get(key) if key[1] else None})
+    return {"records": records, "traces": [{
+        "id": t["id"], "user_id": t.get("user_id"), "mode": t.get("mode"), "k": t.get("k"),
+        "created_at": t.get("created_at"), "pool_size": t.get("pool_size", 0),
+        "returned": len(t.get("final_provenance") or {}),
+    } for t in traces]}
+
+
+def provenance_shares(final_provenance: dict[str, str]) -> list[dict[str, Any]]:
+    """Each lane's share of the returned chunks, largest first."""
+    counts = Counter(final_provenance.values())
+    total = sum(counts.values())
+    return [{"lane": lane, "count": n, "percent": round(100.0 * n / total, 1)}
+            for lane, n in counts.most_common()] if total else []
+
+
+def trace_page(governance: Governance, trace_id: str) -> dict[str, Any] | None:
+    """One trace: candidates per lane, per-lane timings, query entities found and missing,
+    and the final provenance shares; None when no trace has this id."""
+    trace = governance.graph.traces.get(trace_id)
+    if trace is None:
+        return None
+    candidates = trace.get("candidates") or {}
+    return {
+        "id": trace_id, "user_id": trace.get("user_id"), "mode": trace.get("mode"),
+        "k": trace.get("k"), "created_at": trace.get("created_at"),
+        "query_hash": trace.get("query_hash"), "pool_size": trace.get("pool_size", 0),
+        "lanes": [{"lane": lane, "count": len(ids), "ids": ids}
+                  for lane, ids in candidates.items()],
+        "timings": sorted((trace.get("timings_ms") or {}).items(), key=lambda kv: -kv[1]),
+        "found": trace.get("query_entities_found") or [],
+        "missing": trace.get("query_entities_missing") or [],
+        "completeness": trace.get("completeness") or {},
+        "shares": provenance_shares(trace.get("final_provenance") or {}),
+        "final": trace.get("final_provenance") or {},
+        "notes": trace.get("notes") or [],
+    }
+
+
+# -- playground ---------------------------------------------------------------------------
+
+def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
+                   role: str | None, query: str, k: int = 10,
+                   mode: str = "vector_first") -> dict[str, Any]:
+    """Run ``tool`` as the chosen caller through the governed service (its own audit record
+    names that caller) and record who ran it in a ``console:playground`` record.
+
+    Returns the namespaces the caller resolved to and one row per evidence block (lane,
+    quality score or engine score, relevance level); a denial is returned as ``error``."""
+    if tool not in PLAYGROUND_TOOLS:
+        raise SourceError(f"tool: one of {', '.join(PLAYGROUND_TOOLS)}")
+    if mode not in PLAYGROUND_MODES:
+        raise SourceError(f"mode: one of {', '.join(PLAYGROUND_MODES)}")
+    out: dict[str, Any] = {"tool": tool, "user": user, "role": role, "query": query,
+                           "namespaces": [], "blocks": [], "error": "",
+                           "relevance_level": None, "is_low_quality": None, "trace_id": None}
+    detail = f"{tool} as {user}" + (f" ({role})" if role else "")
+    try:
+        caller = Caller(user, role)
+        out["namespaces"] = sorted(governance.namespaces(caller))
+        if tool == "lookup_knowledge":
+            result = governance.lookup(caller, query)
+            settings = governance.evidence
+            out["relevance_level"] = str(result.relevance_level)
+            out["is_low_quality"] = result.is_low_quality
+            for rank, block in enumerate(result.blocks, 1):
+                lanes = [r.removeprefix("lane:") for r in block.hit_reasons
+                         if r.startswith("lane:")]
+                out["blocks"].append({
+                    "rank": rank, "key": block.evidence_key, "title": block.title,
+                    "source": block.source, "namespace": block.namespace,
+                    "section": " > ".join(block.section_path),
+                    "lane": lanes[0] if lanes else "seed", "lanes": lanes,
+                    "quality": round(block.quality_score, 3),
+                    "relevance": str(relevance_level(block.quality_score,
+                                                     settings.precise_threshold,
+                                                     settings.low_quality_threshold)),
+                    "text": _excerpt(block.content),
+                })
+        else:
+            cohort = governance.retrieve(caller, query, k=k, mode=mode,  # type: ignore[arg-type]
+                                         return_trace=True)
+            if cohort.trace is not None:
+                out["trace_id"] = cohort.trace.id
+            for hit in cohort.hits:
+                out["blocks"].append({
+                    "rank": hit.original_rank, "key": hit.chunk_id, "title": hit.title,
+                    "source": hit.source_path, "namespace": hit.namespace,
+                    "section": " > ".join(hit.section_path),
+                    "lane": hit.lanes[0] if hit.lanes else "seed", "lanes": list(hit.lanes),
+                    "quality": round(float(hit.score), 4), "relevance": hit.score_label,
+                    "text": _excerpt(hit.text),
+                })
+    except AccessDenied as exc:
+        out["error"] = f"access denied: {exc}"
+    except DocgraphError as exc:
+        out["error"] = str(exc)
+    audit_change(governance, admin, "playground", "error" if out["error"] else "ok",
+                 detail + (f": {out['error']}" if out["error"] else ""))
+    return out
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"

@@ -1,0 +1,301 @@
+"""The web console over HTTP (no browser): sign-in, sessions, CSRF, Host/Origin, and each
+page's reads and writes, on the embedded file and on PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from docgraph.governance import Caller, RoleAssignment, StaticEntitlements
+from docgraph.serve.console import SessionStore, is_console_admin
+from docgraph.serve.console.views import provenance_shares
+from tests.backend_graphs import BACKEND_NAMES
+from tests.console_helpers import ConsoleClient, served_console
+from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
+from tests.test_mcp_tools import backend_for
+
+
+@pytest.fixture(scope="module", params=BACKEND_NAMES)
+def served(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("console")
+    with backend_for(request, root) as backend, served_console(root, backend) as running:
+        yield running
+
+
+@pytest.fixture
+def client(served: dict[str, Any]) -> Iterator[ConsoleClient]:
+    c = ConsoleClient(served["url"])
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def admin(served: dict[str, Any], client: ConsoleClient) -> ConsoleClient:
+    signed_in = client.login(served["tokens"]["root"])
+    assert signed_in.status_code == 303, signed_in.text[:500]
+    assert client.follow(signed_in).status_code == 200
+    return client
+
+
+def audit_operations(served: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(r["user_id"], r["operation"], r["outcome"])
+            for r in served["graph"].audit_store.recent(200)]
+
+
+# -- who is an admin ------------------------------------------------------------------------
+
+def test_a_console_admin_holds_the_admin_role_on_every_domain():
+    rights = StaticEntitlements([RoleAssignment("root", "admin", "*"),
+                                 RoleAssignment("eve", "admin", "support"),
+                                 RoleAssignment("alice", "support", "*")])
+    assert is_console_admin(Caller("root"), rights)
+    assert is_console_admin(Caller("root", "admin"), rights)
+    assert not is_console_admin(Caller("root", "support"), rights)  # pinned to another role
+    assert not is_console_admin(Caller("eve"), rights)  # admin of one domain only
+    assert not is_console_admin(Caller("alice"), rights)
+    assert is_console_admin(Caller("alice"), rights, admin_role="support")
+
+
+def test_sessions_end_when_idle():
+    store = SessionStore(idle_seconds=0.05)
+    session = store.open(Caller("root"), "d" * 64)
+    assert store.get(session.id) is session
+    time.sleep(0.1)
+    assert store.get(session.id) is None
+
+
+# -- sign-in --------------------------------------------------------------------------------
+
+def test_pages_need_a_session(served, client):
+    for path in ("/console/status", "/console/sources", "/console/traces",
+                 "/console/playground", "/console"):
+        response = client.get(path)
+        assert response.status_code == 303
+        assert response.headers["location"].endswith(("/console/login", "/console/status"))
+    refused = client.post("/console/sources/add", {"urn": "/tmp", "domain": "x"}, csrf="x")
+    assert refused.status_code == 403 and "sign in again" in refused.text
+
+
+def test_a_wrong_token_and_non_admins_get_no_session(served, client):
+    wrong = client.login("dg_not-a-token")
+    assert wrong.status_code == 401 and "not a valid token" in wrong.text
+    for name in ("alice", "bob", "root_support"):
+        refused = client.login(served["tokens"][name])
+        assert refused.status_code == 403, name
+        assert "is not a console admin" in refused.text
+        assert "docgraph_console=" not in refused.headers.get("set-cookie", "")
+        assert client.get("/console/status").status_code == 303  # still signed out
+    assert ("alice", "console:login", "denied") in audit_operations(served)
+
+
+def test_the_sign_in_form_needs_its_csrf_token(served, client):
+    client.get("/console/login")
+    forged = client.post("/console/login", {"token": served["tokens"]["root"]}, csrf="forged")
+    assert forged.status_code == 403 and "CSRF" in forged.text
+    fresh = ConsoleClient(served["url"])  # no form cookie at all
+    try:
+        bare = fresh.post("/console/login", {"token": served["tokens"]["root"],
+                                             "csrf": "anything"}, csrf="")
+        assert bare.status_code == 403
+    finally:
+        fresh.close()
+
+
+def test_the_session_cookie_is_httponly_strict_and_secure_behind_tls(served, client):
+    signed_in = client.login(served["tokens"]["root"])
+    cookie = next(c for c in signed_in.headers.get_list("set-cookie")
+                  if c.startswith("docgraph_console=")).lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/console" in cookie
+    assert "secure" not in cookie  # plain HTTP on loopback
+    behind_tls = ConsoleClient(served["url"])
+    try:
+        behind_tls.get("/console/login", headers={"X-Forwarded-Proto": "https"})
+        # A TLS proxy on loopback (uvicorn trusts its X-Forwarded-Proto): Secure cookies.
+        response = behind_tls.http.post(
+            "/console/login", data={"token": served["tokens"]["root"],
+                                    "csrf": behind_tls.csrf},
+            headers={"X-Forwarded-Proto": "https",
+                     "Cookie": f"docgraph_console_login={behind_tls.csrf}"})
+        cookie = next(c for c in response.headers.get_list("set-cookie")
+                      if c.startswith("docgraph_console=")).lower()
+        assert "secure" in cookie and "httponly" in cookie
+    finally:
+        behind_tls.close()
+
+
+def test_pages_carry_a_strict_content_security_policy(admin):
+    page = admin.get("/console/status")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    assert page.headers["cache-control"] == "no-store"
+    css = admin.get("/console/static/console.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert admin.get("/console/static/..%2fviews.py").status_code == 404
+    assert admin.get("/console/static/routes.py").status_code == 404
+
+
+def test_logout_and_token_revocation_end_the_session(served, admin):
+    assert admin.get("/console/status").status_code == 200
+    out = admin.post("/console/logout", {})
+    assert out.status_code == 303
+    assert admin.get("/console/status").status_code == 303
+    # A fresh admin token, revoked while its session is open.
+    graph = served["graph"]
+    from docgraph.serve.auth import BearerTokens, hash_token
+
+    tokens = BearerTokens(graph.token_store)
+    token = tokens.add("root")
+    again = ConsoleClient(served["url"])
+    try:
+        assert again.login(token).status_code == 303
+        assert again.get("/console/status").status_code == 200
+        tokens.remove(hash_token(token)[:12])
+        assert again.get("/console/status").status_code == 303
+    finally:
+        again.close()
+
+
+# -- CSRF and Origin ------------------------------------------------------------------------
+
+def test_a_form_without_or_with_a_forged_csrf_token_is_refused(served, admin):
+    before = audit_operations(served)
+    missing = admin.post("/console/status/refresh", {}, csrf="")
+    assert missing.status_code == 403 and "CSRF" in missing.text
+    forged = admin.post("/console/sources/add", {"urn": str(served["root"]), "domain": "x"},
+                        csrf="forged-token")
+    assert forged.status_code == 403 and "CSRF" in forged.text
+    assert audit_operations(served) == before  # nothing happened, nothing was recorded
+    assert all(s.namespace != "x" for s in served["graph"].store.list_sources())
+
+
+def test_foreign_hosts_origins_and_cross_site_forms_are_refused(served, admin):
+    admin.get("/console/status")
+    foreign_origin = admin.post("/console/status/refresh", {},
+                                headers={"Origin": "http://evil.example"})
+    assert foreign_origin.status_code == 403  # the server-wide policy, as on /mcp
+    assert "Origin 'http://evil.example' is not allowed" in foreign_origin.json()["error"]
+    foreign_host = admin.http.get("/console/status", headers={"Host": "evil.example"})
+    assert foreign_host.status_code == 421
+    cross_site = admin.post("/console/status/refresh", {},
+                            headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross_site.status_code == 403 and "cross-site" in cross_site.text
+    port = served["url"].rsplit(":", 1)[1]
+    other_port = admin.post("/console/status/refresh", {},
+                            headers={"Origin": f"http://localhost:{int(port) + 1}"})
+    assert other_port.status_code == 403  # a loopback page of another port is not ours
+
+
+# -- pages ----------------------------------------------------------------------------------
+
+def test_status_shows_every_namespace_and_refresh_runs_in_the_background(served, admin):
+    page = admin.get("/console/status")
+    assert page.status_code == 200
+    for text in ("engineering", "support", "Documents", "Communities", "Failed files"):
+        assert text in page.text
+    started = time.monotonic()
+    refreshed = admin.post("/console/status/refresh", {})
+    assert refreshed.status_code == 303
+    assert time.monotonic() - started < 5  # the request does not wait for the build
+    # The server answers while the build runs.
+    assert httpx.get(served["url"] + "/healthz", timeout=5).status_code == 200
+    assert served["console"].refresh_job.wait(120)
+    after = admin.get("/console/status")
+    assert "Console refresh" in after.text and "finished" in after.text
+    assert "crawl" in after.text and "embed" in after.text  # the phases of the last build
+    assert ("root", "console:refresh", "ok") in audit_operations(served)
+
+
+def test_sources_add_shows_the_normalized_urn_then_refuses_duplicates(served, admin, tmp_path):
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "intro.md").write_text("# Handbook\n\nThe Tern T3 handbook.\n")
+    entered = f"{tmp_path}/./handbook/"
+    admin.get("/console/sources")
+    preview = admin.post("/console/sources/preview", {"urn": entered, "domain": "handbook"})
+    assert preview.status_code == 200, preview.text[:500]
+    urn = f"file://{folder}"
+    assert f'id="normalized-urn">{urn}<' in preview.text
+    assert "Save this folder" in preview.text
+    saved = admin.post("/console/sources/add", {"urn": urn, "domain": "handbook",
+                                                "display_name": ""})
+    listing = admin.follow(saved)
+    assert "Done:" in listing.text and urn in listing.text
+    duplicate = admin.post("/console/sources/preview", {"urn": str(folder),
+                                                        "domain": "handbook"})
+    assert duplicate.status_code == 400
+    assert "is already registered in domain &#39;handbook&#39;" in duplicate.text
+    unreachable = admin.post("/console/sources/preview",
+                             {"urn": str(tmp_path / "absent"), "domain": "handbook"})
+    assert unreachable.status_code == 400 and "unreachable" in unreachable.text
+    bad = admin.post("/console/sources/preview", {"urn": "gopher://x/y", "domain": "d"})
+    assert bad.status_code == 400 and "unsupported folder URN scheme" in bad.text
+    removed = admin.post("/console/sources/remove", {"urn": urn, "domain": "handbook"})
+    after = admin.follow(removed)
+    assert "removed" in after.text
+    assert all(s.urn != urn for s in served["graph"].store.list_sources())
+    operations = audit_operations(served)
+    assert ("root", "console:add_source", "ok") in operations
+    assert ("root", "console:remove_source", "ok") in operations
+
+
+def test_sql_sources_are_listed_without_passwords(served, admin):
+    served["graph"].sources.add_sql_source("crm_console",
+                                           "postgresql://app:hunter2@db.example/crm")
+    try:
+        page = admin.get("/console/sources")
+        assert "crm_console" in page.text and "db.example" in page.text
+        assert "hunter2" not in page.text
+        assert "DOCGRAPH_SOURCE_CRM_CONSOLE_" in page.text
+    finally:
+        served["graph"].sources.remove_sql_source("crm_console")
+
+
+def test_the_playground_runs_as_the_chosen_caller(served, admin):
+    admin.get("/console/playground")
+    as_alice = admin.post("/console/playground", {
+        "tool": "lookup_knowledge", "user": "alice", "role": "", "query": "Tern T3 E-417",
+        "k": "10", "mode": "vector_first"})
+    assert as_alice.status_code == 200, as_alice.text[:800]
+    assert 'id="namespaces">engineering, support<' in as_alice.text
+    assert "Quality score" in as_alice.text and "Relevance level" in as_alice.text
+    as_bob = admin.post("/console/playground", {
+        "tool": "search_documents", "user": "bob", "role": "support",
+        "query": "Tern T3 E-417", "k": "10", "mode": "vector_first"})
+    assert 'id="namespaces">support<' in as_bob.text
+    assert 'class="ns">engineering<' not in as_bob.text
+    nobody = admin.post("/console/playground", {
+        "tool": "lookup_knowledge", "user": "mallory", "role": "", "query": "E-417",
+        "k": "10", "mode": "vector_first"})
+    assert "access denied" in nobody.text
+    operations = audit_operations(served)
+    assert ("bob", "retrieve:vector_first", "ok") in operations
+    assert ("root", "console:playground", "ok") in operations
+
+
+def test_traces_list_requests_and_open_a_trace(served, admin):
+    admin.get("/console/playground")
+    ran = admin.post("/console/playground", {
+        "tool": "search_documents", "user": "alice", "role": "",
+        "query": "Nordhaven Logistics E-417", "k": "5", "mode": "vector_first"})
+    assert "Open the trace of this search" in ran.text
+    page = admin.get("/console/traces")
+    assert page.status_code == 200 and "retrieve:vector_first" in page.text
+    trace_id = served["graph"].traces.recent(1)[0]["id"]
+    assert f"/console/traces/{trace_id}" in page.text
+    trace = admin.get(f"/console/traces/{trace_id}")
+    assert trace.status_code == 200
+    for text in ("Candidates per lane", "Timings", "Query entities", "Provenance", "seed"):
+        assert text in trace.text
+    assert admin.get("/console/traces/nope").status_code == 404
+
+
+def test_provenance_shares_add_up():
+    shares = provenance_shares({"a": "seed", "b": "seed", "c": "entity_adjacent"})
+    assert shares == [{"lane": "seed", "count": 2, "percent": 66.7},
+                      {"lane": "entity_adjacent", "count": 1, "percent": 33.3}]
+    assert provenance_shares({}) == []
