@@ -207,6 +207,9 @@ def test_status_shows_every_namespace_and_refresh_runs_in_the_background(served,
     after = admin.get("/console/status")
     assert "Console refresh" in after.text and "finished" in after.text
     assert "crawl" in after.text and "embed" in after.text  # the phases of the last build
+    assert "built-in method" not in after.text
+    # A failing source shows its phase outcome and message (the ticket rows have no tag).
+    assert "no natural_language tag" in after.text and ">skipped<" in after.text
     assert ("root", "console:refresh", "ok") in audit_operations(served)
 
 
@@ -275,6 +278,7 @@ def test_the_playground_runs_as_the_chosen_caller(served, admin):
     operations = audit_operations(served)
     assert ("bob", "retrieve:vector_first", "ok") in operations
     assert ("root", "console:playground", "ok") in operations
+    assert ("mallory", "lookup_knowledge", "denied") in operations
 
 
 def test_traces_list_requests_and_open_a_trace(served, admin):

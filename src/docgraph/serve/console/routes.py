@@ -47,7 +47,8 @@ PREFIX = "/console"
 _HERE = Path(__file__).parent
 STATIC_DIR = _HERE / "static"
 #: The console's own files; nothing else is served from the static folder.
-STATIC_FILES = {"console.css": "text/css", "console.js": "text/javascript"}
+STATIC_FILES = {"console.css": "text/css", "console.js": "text/javascript",
+                "favicon.svg": "image/svg+xml"}
 MAX_FORM_BYTES = 16 * 1024
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; script-src 'self'; "
@@ -55,7 +56,9 @@ SECURITY_HEADERS = {
                                "base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it Chromium sends "Origin: null" with a form POST, which the
+    # Host/Origin policy (rightly) refuses.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 T = TypeVar("T")

@@ -330,7 +330,8 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
     detail = f"{tool} as {user}" + (f" ({role})" if role else "")
     try:
         caller = Caller(user, role)
-        out["namespaces"] = sorted(governance.namespaces(caller))
+        # The governed operation first, so a denial is audited under the caller as any
+        # denied request is; then the namespaces it resolved to, for display.
         if tool == "lookup_knowledge":
             result = governance.lookup(caller, query)
             settings = governance.evidence
@@ -364,6 +365,7 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
                     "quality": round(float(hit.score), 4), "relevance": hit.score_label,
                     "text": _excerpt(hit.text),
                 })
+        out["namespaces"] = sorted(governance.namespaces(caller))
     except AccessDenied as exc:
         out["error"] = f"access denied: {exc}"
     except DocgraphError as exc:
