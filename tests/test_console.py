@@ -15,8 +15,9 @@ from docgraph.serve.console import SessionStore, is_console_admin
 from docgraph.serve.console.views import provenance_shares
 from tests.backend_graphs import BACKEND_NAMES
 from tests.console_helpers import ConsoleClient, served_console
+from tests.deployment import Deployment, embedded_store
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
-from tests.test_mcp_tools import backend_for
+from tests.test_mcp_tools import POLICY_YAML, backend_for
 
 
 @pytest.fixture(scope="module", params=BACKEND_NAMES)
@@ -303,3 +304,43 @@ def test_provenance_shares_add_up():
     assert shares == [{"lane": "seed", "count": 2, "percent": 66.7},
                       {"lane": "entity_adjacent", "count": 1, "percent": 33.3}]
     assert provenance_shares({}) == []
+
+
+# -- the real command -----------------------------------------------------------------------
+
+def test_docgraph_serve_serves_the_console_and_refreshes_from_it(tmp_path):
+    """``docgraph serve`` as a process (settings file, policy, tokens from the CLI): a
+    non-admin is refused, an admin adds a folder and "refresh now" wakes the server's own
+    refresh loop, which indexes it."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tern.md").write_text("# Tern T3\n\nFirmware 5.3.1 fixes error E-417.\n")
+    made = Deployment(tmp_path, embedded_store(tmp_path / "index.db"), POLICY_YAML,
+                      "[refresh]\ninterval_seconds = 3600\n")
+    try:
+        root_token = made.run("token", "add", "root").strip()
+        alice_token = made.run("token", "add", "alice").strip()
+        url = made.serve()
+        client = ConsoleClient(url)
+        assert client.login(alice_token).status_code == 403
+        assert client.follow(client.login(root_token)).status_code == 200
+        client.get("/console/sources")
+        preview = client.post("/console/sources/preview", {"urn": str(docs), "domain": "demo"})
+        assert f'id="normalized-urn">file://{docs}<' in preview.text
+        added = client.post("/console/sources/add", {"urn": f"file://{docs}",
+                                                     "domain": "demo", "display_name": ""})
+        assert "Done:" in client.follow(added).text
+        refreshed = client.follow(client.post("/console/status/refresh", {}))
+        assert "the refresh loop of this server starts a round now" in refreshed.text
+        deadline = time.monotonic() + 120
+        while True:
+            status = httpx.get(url + "/api/v1/index_status", timeout=30,
+                               headers={"Authorization": f"Bearer {root_token}"}).json()
+            demo = [n for n in status["namespaces"] if n["namespace"] == "demo"]
+            if demo and demo[0]["documents"] == 1:
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)
+        client.close()
+    finally:
+        made.stop()

@@ -115,7 +115,16 @@ def status_page(governance: Governance, admin: Caller, job: RefreshJob) -> dict[
     """Per namespace: counts, the last build with every phase's outcome, staleness; the
     failed files with reasons; who refreshes the index and the console's own refresh."""
     graph = governance.graph
-    view = governance.index_status(admin)
+    try:
+        view = governance.index_status(admin)
+    except AccessDenied:  # no namespace exists yet: '*' expands to nothing
+        from docgraph.governance.browse import StatusView
+
+        info = graph.status()
+        view = StatusView(info.embedding_model, graph.settings.refresh.interval_seconds,
+                          [], {}, refresh_leader=info.refresh_leader,
+                          this_process_leads=info.this_process_leads,
+                          refresher_running=info.refresher_running)
     namespaces = []
     for b in view.builds:
         stats = view.stats.get(b.namespace)
