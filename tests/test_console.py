@@ -161,6 +161,20 @@ def test_logout_and_token_revocation_end_the_session(served, admin):
         again.close()
 
 
+def test_an_expired_session_is_refused(served, admin):
+    sessions = served["console"].auth.sessions
+    admin.get("/console/status")
+    idle = sessions.idle_seconds
+    sessions.idle_seconds = 0.05
+    try:
+        time.sleep(0.1)
+        expired = admin.post("/console/status/refresh", {})
+        assert expired.status_code == 403 and "session has ended" in expired.text
+        assert admin.get("/console/status").status_code == 303
+    finally:
+        sessions.idle_seconds = idle
+
+
 # -- CSRF and Origin ------------------------------------------------------------------------
 
 def test_a_form_without_or_with_a_forged_csrf_token_is_refused(served, admin):
@@ -272,6 +286,12 @@ def test_the_playground_runs_as_the_chosen_caller(served, admin):
         "query": "Tern T3 E-417", "k": "10", "mode": "vector_first"})
     assert 'id="namespaces">support<' in as_bob.text
     assert 'class="ns">engineering<' not in as_bob.text
+    topics = admin.post("/console/playground", {
+        "tool": "explore_topics", "user": "bob", "role": "", "query": "", "k": "3",
+        "mode": "vector_first"})
+    assert topics.status_code == 200 and "community report(s)" in topics.text
+    assert 'id="namespaces">support<' in topics.text
+    assert 'class="ns">engineering<' not in topics.text
     nobody = admin.post("/console/playground", {
         "tool": "lookup_knowledge", "user": "mallory", "role": "", "query": "E-417",
         "k": "10", "mode": "vector_first"})

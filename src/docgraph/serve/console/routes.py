@@ -345,8 +345,8 @@ class Console:
         problems = []
         if not values["user"].strip():
             problems.append("user: name the caller to run as")
-        if not values["query"].strip():
-            problems.append("query: must not be empty")
+        if not values["query"].strip() and values["tool"] != "explore_topics":
+            problems.append("query: must not be empty (only explore_topics runs without)")
         k = int(values["k"]) if values["k"].isdigit() else 10
         if not 1 <= k <= 50:
             problems.append("k: between 1 and 50")

@@ -22,6 +22,7 @@ from docgraph.errors import DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
 from docgraph.governance.audit import AuditRecord
+from docgraph.serve.tools import GENERIC_THEMES_QUERY
 from docgraph.sources.credentials import credential_key
 from docgraph.sources.urn import normalize_urn
 
@@ -35,7 +36,7 @@ RECENT_LIMIT = 100
 #: Characters of a block's text shown in the playground.
 EXCERPT_CHARS = 600
 #: The tools the playground runs.
-PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents")
+PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents", "explore_topics")
 PLAYGROUND_MODES = ("vector_first", "graph_first", "global")
 
 
@@ -324,7 +325,8 @@ def trace_page(governance: Governance, trace_id: str) -> dict[str, Any] | None:
 def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
                    role: str | None, query: str, k: int = 10,
                    mode: str = "vector_first") -> dict[str, Any]:
-    """Run ``tool`` as the chosen caller through the governed service (its own audit record
+    """Run ``tool`` (``explore_topics``: ranked community reports, its query optional) as
+    the chosen caller through the governed service (its own audit record
     names that caller) and record who ran it in a ``console:playground`` record.
 
     Returns the namespaces the caller resolved to and one row per evidence block (lane,
@@ -361,6 +363,9 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
                     "text": _excerpt(block.content),
                 })
         else:
+            if tool == "explore_topics":  # community reports, as the tool ranks them
+                query, mode = query or GENERIC_THEMES_QUERY, "global"
+                out["query"] = query
             cohort = governance.retrieve(caller, query, k=k, mode=mode,  # type: ignore[arg-type]
                                          return_trace=True)
             if cohort.trace is not None:
@@ -370,7 +375,8 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
                     "rank": hit.original_rank, "key": hit.chunk_id, "title": hit.title,
                     "source": hit.source_path, "namespace": hit.namespace,
                     "section": " > ".join(hit.section_path),
-                    "lane": hit.lanes[0] if hit.lanes else "seed", "lanes": list(hit.lanes),
+                    "lane": ("community report" if tool == "explore_topics" else
+                             hit.lanes[0] if hit.lanes else "seed"), "lanes": list(hit.lanes),
                     "quality": round(float(hit.score), 4), "relevance": hit.score_label,
                     "text": _excerpt(hit.text),
                 })
