@@ -261,6 +261,32 @@ def test_sources_add_shows_the_normalized_urn_then_refuses_duplicates(served, ad
     assert ("root", "console:remove_source", "ok") in operations
 
 
+def test_a_remote_folder_is_reached_before_it_is_saved(served, admin, tmp_path, monkeypatch):
+    from docgraph.sources.credentials import credential_key
+    from tests.servers import PASSWORD, USER, FtpServer
+
+    (tmp_path / "docs").mkdir()
+    admin.get("/console/sources")
+    with FtpServer(tmp_path) as server:
+        urn = f"{server.url}/docs"
+        key = credential_key(urn)
+        monkeypatch.setenv(f"DOCGRAPH_SOURCE_{key}_TIMEOUT", "5")
+        refused = admin.post("/console/sources/preview", {"urn": urn, "domain": "ftp"})
+        assert refused.status_code == 400 and "unreachable:" in refused.text  # no login
+        assert "Save this folder" not in refused.text
+        monkeypatch.setenv(f"DOCGRAPH_SOURCE_{key}_USERNAME", USER)
+        monkeypatch.setenv(f"DOCGRAPH_SOURCE_{key}_PASSWORD", PASSWORD)
+        reached = admin.post("/console/sources/preview",
+                             {"urn": f"ftp://someone:pw@127.0.0.1:{server.port}/docs/",
+                              "domain": "ftp"})
+        assert reached.status_code == 200, reached.text[-1500:]
+        assert f'id="normalized-urn">{urn}<' in reached.text  # no credentials, no slash
+        assert "reached: the folder answered" in reached.text
+        assert "credentials in the URN are not stored" in reached.text
+    gone = admin.post("/console/sources/preview", {"urn": urn, "domain": "ftp"})
+    assert gone.status_code == 400 and "unreachable:" in gone.text
+
+
 def test_sql_sources_are_listed_without_passwords(served, admin):
     served["graph"].sources.add_sql_source("crm_console",
                                            "postgresql://app:hunter2@db.example/crm")

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 RECENT_LIMIT = 100
 #: Characters of a block's text shown in the playground.
 EXCERPT_CHARS = 600
+#: How long a preview waits for a remote folder to answer.
+REACH_TIMEOUT_SECONDS = 15.0
 #: The tools the playground runs.
 PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents", "explore_topics")
 PLAYGROUND_MODES = ("vector_first", "graph_first", "global")
@@ -184,9 +186,10 @@ class FolderPreview:
 
 
 def preview_folder(governance: Governance, entered: str, domain: str,
-                   display_name: str | None) -> FolderPreview:
+                   display_name: str | None, *, check_remote: bool = True) -> FolderPreview:
     """Normalize a folder URN and check it before saving: a bad URN, a duplicate
-    registration in the same domain, or a local folder that does not exist is an error."""
+    registration in the same domain, a local folder that does not exist, or a remote one
+    that cannot be listed (``check_remote``; see :func:`reach_folder`) is an error."""
     domain = domain.strip()
     name = (display_name or "").strip() or None
     try:
@@ -214,16 +217,49 @@ def preview_folder(governance: Governance, entered: str, domain: str,
         if not path.is_dir():
             return FolderPreview(entered, urn, domain, name, notes=tuple(notes),
                                  error=f"unreachable: {path} is not a folder on this server")
-    else:
-        notes.append("a remote folder is first reached at the next refresh; its errors then "
-                     "appear on the Status page")
+    elif check_remote:
+        problem = reach_folder(governance, urn)
+        if problem:
+            return FolderPreview(entered, urn, domain, name, notes=tuple(notes),
+                                 error=f"unreachable: {problem}")
+        notes.append("reached: the folder answered a listing with the credentials the "
+                     "server has for it")
     return FolderPreview(entered, urn, domain, name, notes=tuple(notes))
+
+
+def reach_folder(governance: Governance, urn: str,
+                 timeout_s: float = REACH_TIMEOUT_SECONDS) -> str | None:
+    """Why the remote folder ``urn`` cannot be listed with the credentials the server has
+    for it (environment or secrets file), or None when it can. Gives up after
+    ``timeout_s`` (the attempt then ends in the background, bounded by the connection
+    timeout of ``[sources]``)."""
+    from docgraph.lifecycle.outcomes import describe_error
+    from docgraph.sources.folder import FolderCrawler
+
+    graph = governance.graph
+    outcome: list[str | None] = []
+
+    def attempt() -> None:
+        try:
+            options = graph.sources.credentials.storage_options(urn)
+            with FolderCrawler(urn, graph.settings.loader.include, options) as crawler:
+                crawler.fs.ls(crawler.root, detail=False)
+            outcome.append(None)
+        except Exception as exc:
+            outcome.append(describe_error(exc))
+
+    worker = threading.Thread(target=attempt, name="docgraph-console-reach", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if not outcome:
+        return f"no answer within {timeout_s:g} seconds"
+    return outcome[0]
 
 
 def add_folder(governance: Governance, admin: Caller, preview: FolderPreview) -> str:
     """Register a previewed folder (checked again) and audit it; returns what was done."""
     checked = preview_folder(governance, preview.urn or preview.entered, preview.domain,
-                             preview.display_name)
+                             preview.display_name, check_remote=False)  # the preview did
     if checked.error:
         audit_change(governance, admin, "add_source", "error",
                      f"{checked.urn or checked.entered} in {checked.domain!r}: {checked.error}")
