@@ -12,7 +12,7 @@ import pytest
 
 from docgraph.governance import Caller, RoleAssignment, StaticEntitlements
 from docgraph.serve.console import SessionStore, is_console_admin
-from docgraph.serve.console.views import provenance_shares
+from docgraph.serve.console.views import lane_share_chart, provenance_shares
 from tests.backend_graphs import BACKEND_NAMES
 from tests.console_helpers import ConsoleClient, served_console
 from tests.deployment import Deployment, embedded_store
@@ -343,6 +343,23 @@ def test_traces_list_requests_and_open_a_trace(served, admin):
     for text in ("Candidates per lane", "Timings", "Query entities", "Provenance", "seed"):
         assert text in trace.text
     assert admin.get("/console/traces/nope").status_code == 404
+    assert 'id="lane-chart"' in page.text and 'id="lane-shares"' in page.text
+
+
+def test_the_lane_share_chart_stacks_each_trace_to_its_full_height():
+    chart = lane_share_chart([
+        {"id": "b", "final_provenance": {"1": "seed", "2": "entity_adjacent"}},
+        {"id": "empty", "final_provenance": {}},
+        {"id": "a", "final_provenance": {"1": "seed", "2": "seed", "3": "weird_lane"}},
+    ])
+    assert chart is not None
+    assert [b["id"] for b in chart["bars"]] == ["a", "b"]  # oldest left, empty left out
+    assert [item["lane"] for item in chart["legend"]] == ["seed", "entity_adjacent",
+                                                          "weird_lane"]
+    for bar in chart["bars"]:
+        assert abs(sum(s["height"] for s in bar["segments"]) - chart["height"]) < 0.5
+        assert bar["segments"][0]["lane"] == "seed"  # stacked in lane order from the bottom
+    assert lane_share_chart([{"id": "x", "final_provenance": {}}]) is None
 
 
 def test_provenance_shares_add_up():

@@ -234,6 +234,9 @@ def test_open_a_trace_from_the_playground(page, served, artifacts):
     page.goto(served["url"] + "/console/traces")
     assert "retrieve:vector_first" in page.inner_text("#audit")
     assert "console:playground" in page.inner_text("#audit")
+    assert page.locator("#lane-chart rect").count() > 1  # the frame and the share segments
+    page.click("text=Lane shares as a table")  # the chart's numbers as text
+    assert "%" in page.inner_text("#lane-shares")
     page.screenshot(path=str(artifacts / f"traces-{served['backend']}.png"), full_page=True)
 
 

@@ -318,11 +318,50 @@ def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, 
     for r in governance.audit.recent(limit):
         key = (str(r.get("user_id", "")), str(r.get("query_hash", "")))
         records.append({**r, "trace_id": by_query.get(key) if key[1] else None})
-    return {"records": records, "traces": [{
+    return {"records": records, "chart": lane_share_chart(traces), "traces": [{
         "id": t["id"], "user_id": t.get("user_id"), "mode": t.get("mode"), "k": t.get("k"),
         "created_at": t.get("created_at"), "pool_size": t.get("pool_size", 0),
         "returned": len(t.get("final_provenance") or {}),
     } for t in traces]}
+
+
+#: Lanes in the order charts stack them (others follow by name), each with its colour; the
+#: chart is always accompanied by the same numbers as text.
+LANE_ORDER = ("seed", "structural", "entity_adjacent", "cluster_adjacent", "graph")
+LANE_COLOURS = ("#0b5cad", "#8a5a00", "#1a7f37", "#8250df", "#b42318", "#555d66")
+CHART_WIDTH, CHART_HEIGHT, CHART_BARS = 640, 160, 40
+
+
+def lane_share_chart(traces: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Lane shares of the returned chunks over the newest ``CHART_BARS`` traces that
+    returned anything (oldest left), as SVG geometry: one stacked bar per trace, a legend
+    and, per bar, the shares as text for a table. None when no trace returned anything."""
+    rows = [t for t in traces if t.get("final_provenance")][:CHART_BARS][::-1]
+    if not rows:
+        return None
+    seen = {lane for t in rows for lane in (t["final_provenance"] or {}).values()}
+    lanes = [lane for lane in LANE_ORDER if lane in seen] + sorted(seen - set(LANE_ORDER))
+    colour = {lane: LANE_COLOURS[min(i, len(LANE_COLOURS) - 1)] for i, lane in enumerate(lanes)}
+    step = min(CHART_WIDTH / len(rows), 32.0)
+    bars = []
+    for i, t in enumerate(rows):
+        shares = {s["lane"]: s for s in provenance_shares(t["final_provenance"])}
+        y = float(CHART_HEIGHT)
+        segments = []
+        for lane in lanes:
+            share = shares.get(lane)
+            if share is None:
+                continue
+            height = CHART_HEIGHT * share["percent"] / 100.0
+            y -= height
+            segments.append({"lane": lane, "percent": share["percent"], "y": round(y, 2),
+                             "height": round(height, 2), "colour": colour[lane]})
+        bars.append({"id": t["id"], "x": round(i * step + 1, 2),
+                     "width": round(max(step - 2, 1), 2), "segments": segments,
+                     "created_at": t.get("created_at"), "user_id": t.get("user_id"),
+                     "mode": t.get("mode")})
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "bars": bars,
+            "legend": [{"lane": lane, "colour": colour[lane]} for lane in lanes]}
 
 
 def provenance_shares(final_provenance: dict[str, str]) -> list[dict[str, Any]]:
