@@ -3,8 +3,11 @@ page's reads and writes, on the embedded file and on PostgreSQL."""
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -285,6 +288,36 @@ def test_a_remote_folder_is_reached_before_it_is_saved(served, admin, tmp_path, 
         assert "credentials in the URN are not stored" in reached.text
     gone = admin.post("/console/sources/preview", {"urn": urn, "domain": "ftp"})
     assert gone.status_code == 400 and "unreachable:" in gone.text
+
+
+def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, admin):
+    import os
+
+    graph = served["graph"]
+    before = graph.settings.refresh.interval_seconds
+    store_url = graph.settings.store.url
+    page = admin.get("/console/settings")
+    assert page.status_code == 200 and 'name="refresh.interval_seconds"' in page.text
+    assert 'name="store.url"' in page.text and "readonly" in page.text
+    fields = {key: html.unescape(value) for key, value in
+              re.findall(r'name="([a-z_]+\.[a-z_]+)" value="([^"]*)"', page.text)}
+    try:
+        changed = admin.post("/console/settings", {**fields, "refresh.interval_seconds": "600",
+                                                   "store.url": "postgresql://x:y@evil/db"})
+        shown = admin.follow(changed).text
+        assert "changed refresh.interval_seconds = 600.0" in shown, shown[-2000:]
+        assert graph.settings.refresh.interval_seconds == 600
+        assert graph.settings.store.url == store_url  # read-only here: never changed
+        written = Path(os.environ["DOCGRAPH_CONFIG"]).read_text()
+        assert "interval_seconds = 600" in written and "evil" not in written
+        bad = admin.post("/console/settings", {**fields, "refresh.interval_seconds": "-5"})
+        assert "nothing changed" in admin.follow(bad).text
+        assert graph.settings.refresh.interval_seconds == 600
+        operations = audit_operations(served)
+        assert ("root", "console:settings", "ok") in operations
+        assert ("root", "console:settings", "error") in operations
+    finally:
+        graph.settings.refresh.interval_seconds = before
 
 
 def test_sql_sources_are_listed_without_passwords(served, admin):

@@ -127,12 +127,12 @@ def test_sign_in_and_move_between_pages_by_keyboard(page, served, artifacts):
     page.goto(served["url"] + "/console/status")
     page.keyboard.press("Tab")  # the skip link, then the navigation in order
     labels = []
-    for _ in range(4):
+    for _ in range(5):
         page.keyboard.press("Tab")
         labels.append(page.evaluate("document.activeElement.textContent"))
-    assert labels == ["Status", "Sources", "Traces and audit", "Playground"]
-    page.keyboard.press("Shift+Tab")
-    page.keyboard.press("Shift+Tab")
+    assert labels == ["Status", "Sources", "Settings", "Traces and audit", "Playground"]
+    for _ in range(3):
+        page.keyboard.press("Shift+Tab")
     navigate(page, lambda: page.keyboard.press("Enter"))  # on "Sources"
     page.wait_for_url(re.compile(r".*/console/sources$"))
     assert page.get_attribute('nav a[aria-current="page"]', "href") == "/console/sources"
@@ -173,6 +173,26 @@ def test_add_a_folder_after_seeing_its_normalized_urn_then_remove_it(page, serve
     navigate(page, button.click)
     assert "removed" in page.inner_text("main")
     assert f"file://{folder}" not in page.inner_text("#folders")
+
+
+def test_change_the_refresh_interval(page, served, artifacts):
+    graph = served["graph"]
+    before = graph.settings.refresh.interval_seconds
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/settings")
+    try:
+        page.fill("#refresh-interval_seconds", "1200")
+        navigate(page, lambda: page.click("#save-settings"))
+        assert "changed refresh.interval_seconds = 1200.0" in page.inner_text("main")
+        assert page.input_value("#refresh-interval_seconds") == "1200.0"
+        assert graph.settings.refresh.interval_seconds == 1200
+        page.fill("#refresh-interval_seconds", "soon")
+        navigate(page, lambda: page.click("#save-settings"))
+        assert "nothing changed" in page.inner_text("main")
+        page.screenshot(path=str(artifacts / f"settings-{served['backend']}.png"),
+                        full_page=True)
+    finally:
+        graph.settings.refresh.interval_seconds = before
 
 
 def test_refresh_now_and_see_the_status_change(page, served):

@@ -311,6 +311,25 @@ class Console:
             return self.back(session, "sources", "error", f"not removed: {exc}")
         return self.back(session, "sources", "ok", message)
 
+    async def settings(self, request: Request, session: ConsoleSession) -> Response:
+        """Settings: the admin sections, editable, and the embedding model."""
+        data = await self.blocking(views.settings_page, self.governance)
+        return self.render(request, "settings.html", session=session, title="Settings",
+                           **data)
+
+    async def change_settings(self, request: Request, session: ConsoleSession) -> Response:
+        """Apply changed admin settings (validated; written to the settings file)."""
+        form: FormData = request.state.form
+        submitted = {key: value for key, value in form.multi_items()
+                     if key != "csrf" and isinstance(value, str)}
+        try:
+            messages = await self.blocking(views.change_settings, self.governance,
+                                           session.caller, submitted)
+        except DocgraphError as exc:
+            return self.back(session, "settings", "error", f"nothing changed: {exc}")
+        session.flash.extend(messages)
+        return RedirectResponse(f"{PREFIX}/settings", 303, headers=SECURITY_HEADERS)
+
     async def traces(self, request: Request, session: ConsoleSession) -> Response:
         """Traces and audit: recent requests and traces."""
         data = await self.blocking(views.traces_page, self.governance)
@@ -396,6 +415,9 @@ class Console:
             Route(p + "/sources/remove", self.page(self.remove_source, post=True),
                   methods=["POST"]),
             Route(p + "/sources/remove-sql", self.page(self.remove_sql, post=True),
+                  methods=["POST"]),
+            Route(p + "/settings", self.page(self.settings), methods=["GET"]),
+            Route(p + "/settings", self.page(self.change_settings, post=True),
                   methods=["POST"]),
             Route(p + "/traces", self.page(self.traces), methods=["GET"]),
             Route(p + "/traces/{trace_id}", self.page(self.trace), methods=["GET"]),

@@ -9,6 +9,7 @@ governed service writes itself.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from docgraph.errors import DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
 from docgraph.governance.audit import AuditRecord
+from docgraph.lifecycle.admin import ADMIN_SECTIONS
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
 from docgraph.sources.credentials import credential_key
 from docgraph.sources.urn import normalize_urn
@@ -301,6 +303,85 @@ def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
     audit_change(governance, admin, "remove_sql_source", "ok",
                  f"{name} ({removed} document(s) removed)")
     return f"removed SQL source {name!r} and {removed} derived document(s)"
+
+
+# -- settings -----------------------------------------------------------------------------
+
+#: Admin settings the console shows but does not change (credentials may be in them).
+READ_ONLY_SETTINGS = frozenset({"store.url"})
+
+
+def _setting_text(value: Any) -> str:
+    """How a setting's value is shown and edited: strings as they are, ``null`` as empty,
+    everything else as JSON (the same values ``docgraph admin set`` takes)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _masked(key: str, value: Any) -> Any:
+    if key == "store.url" and isinstance(value, str) and value:
+        from sqlalchemy.engine import make_url
+
+        try:
+            return make_url(value).render_as_string(hide_password=True)
+        except Exception:
+            return "(set; not shown)"
+    return value
+
+
+def settings_page(governance: Governance) -> dict[str, Any]:
+    """The admin sections (store, loader, index, refresh) with each value as text, which
+    ones are read-only here, the embedding model and the file changes are written to."""
+    admin = governance.graph.admin
+    view = admin.view()
+    sections = []
+    for section in ADMIN_SECTIONS:
+        sections.append({"name": section, "fields": [
+            {"key": f"{section}.{key}", "value": _setting_text(_masked(f"{section}.{key}",
+                                                                        value)),
+             "kind": "bool" if isinstance(value, bool) else "text",
+             "read_only": f"{section}.{key}" in READ_ONLY_SETTINGS}
+            for key, value in view[section].items()]})
+    return {"sections": sections, "embedding_model": view["embed"]["model"],
+            "config_file": str(admin.config_file)}
+
+
+def change_settings(governance: Governance, admin: Caller,
+                    submitted: dict[str, str]) -> list[tuple[str, str]]:
+    """Apply the settings whose submitted text differs from the current one (read-only ones
+    never), through :class:`~docgraph.lifecycle.admin.AdminSettings` - validated, applied
+    and written to the settings file as ``docgraph admin set`` does; audited. Returns the
+    messages to show. Raises :class:`~docgraph.errors.ConfigError` (nothing changed) for
+    an invalid value."""
+    current = {f["key"]: f["value"] for section in settings_page(governance)["sections"]
+               for f in section["fields"] if not f["read_only"]}
+    changes = {key: text for key, text in submitted.items()
+               if key in current and text.strip() != current[key]}
+    if not changes:
+        return [("ok", "nothing changed")]
+    try:
+        result = governance.graph.admin.update(
+            {k: (None if v.strip() == "" else v.strip()) for k, v in changes.items()},
+            is_admin=True)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "settings", "error",
+                     f"{', '.join(sorted(changes))}: {exc}")
+        raise
+    done = [f"{section}.{key} = {json.dumps(value)}"
+            for section, values in result.changed.items() for key, value in values.items()]
+    audit_change(governance, admin, "settings", "ok", "; ".join(done) or "nothing changed")
+    messages: list[tuple[str, str]] = [("ok", "changed " + ", ".join(done)
+                                        if done else "nothing changed")]
+    if result.written_to is not None:
+        messages.append(("ok", f"written to {result.written_to}"))
+    if result.restart_required:
+        messages.append(("note", "applies at the next start: "
+                                 + ", ".join(result.restart_required)))
+    messages += [("note", w) for w in result.warnings]
+    return messages
 
 
 # -- traces and audit ---------------------------------------------------------------------
