@@ -320,16 +320,27 @@ def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, 
         graph.settings.refresh.interval_seconds = before
 
 
-def test_sql_sources_are_listed_without_passwords(served, admin):
-    served["graph"].sources.add_sql_source("crm_console",
-                                           "postgresql://app:hunter2@db.example/crm")
+def test_sql_sources_are_added_and_listed_without_passwords(served, admin):
+    admin.get("/console/sources")
+    added = admin.post("/console/sources/add-sql",
+                       {"name": "crm_console", "url": "postgresql://app:hunter2@db.example/crm"})
+    shown = admin.follow(added).text
+    assert "added SQL source" in shown and "DOCGRAPH_SOURCE_CRM_CONSOLE_PASSWORD" in shown
+    bad = admin.post("/console/sources/add-sql", {"name": "1 bad", "url": "sqlite://"})
+    assert "not added" in admin.follow(bad).text
     try:
         page = admin.get("/console/sources")
         assert "crm_console" in page.text and "db.example" in page.text
         assert "hunter2" not in page.text
         assert "DOCGRAPH_SOURCE_CRM_CONSOLE_" in page.text
+        assert all("hunter2" not in str(r) for r in served["graph"].audit_store.recent(50))
+        removed = admin.post("/console/sources/remove-sql", {"name": "crm_console"})
+        assert "removed SQL source" in admin.follow(removed).text
     finally:
-        served["graph"].sources.remove_sql_source("crm_console")
+        if any(s.name == "crm_console" for s in served["graph"].sources.sql_sources()):
+            served["graph"].sources.remove_sql_source("crm_console")
+    assert ("root", "console:add_sql_source", "ok") in audit_operations(served)
+    assert ("root", "console:remove_sql_source", "ok") in audit_operations(served)
 
 
 def test_the_playground_runs_as_the_chosen_caller(served, admin):

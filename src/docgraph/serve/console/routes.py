@@ -143,8 +143,8 @@ class Console:
     async def form(self, request: Request) -> FormData | None:
         """The form of a POST (None when it is too large)."""
         length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
-            return None
+        if length is None or not length.isdigit() or int(length) > MAX_FORM_BYTES:
+            return None  # browsers always send the length of a form
         return await request.form(max_files=0, max_fields=50)
 
     def refuse(self, request: Request, status: int, message: str,
@@ -172,7 +172,8 @@ class Console:
             if post:
                 form = await self.form(request)
                 if form is None:
-                    return self.refuse(request, 413, "form too large", session)
+                    return self.refuse(request, 413, "form too large (or sent without its "
+                                                     "length)", session)
                 if not session.check_csrf(_field(form, "csrf")):
                     return self.refuse(request, 403, "the form's CSRF token is missing or "
                                                      "wrong: reload the page and try again",
@@ -301,6 +302,17 @@ class Console:
             return self.back(session, "sources", "error", f"not removed: {exc}")
         return self.back(session, "sources", "ok", message)
 
+    async def add_sql(self, request: Request, session: ConsoleSession) -> Response:
+        """Register a SQL source (its password is dropped)."""
+        form: FormData = request.state.form
+        try:
+            message = await self.blocking(views.add_sql_source, self.governance,
+                                          session.caller, _field(form, "name"),
+                                          _field(form, "url"))
+        except DocgraphError as exc:
+            return self.back(session, "sources", "error", f"not added: {exc}")
+        return self.back(session, "sources", "ok", message)
+
     async def remove_sql(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a SQL source (its tags and derived documents go with it)."""
         form: FormData = request.state.form
@@ -413,6 +425,8 @@ class Console:
                   methods=["POST"]),
             Route(p + "/sources/add", self.page(self.add_source, post=True), methods=["POST"]),
             Route(p + "/sources/remove", self.page(self.remove_source, post=True),
+                  methods=["POST"]),
+            Route(p + "/sources/add-sql", self.page(self.add_sql, post=True),
                   methods=["POST"]),
             Route(p + "/sources/remove-sql", self.page(self.remove_sql, post=True),
                   methods=["POST"]),

@@ -293,6 +293,26 @@ def remove_folder(governance: Governance, admin: Caller, urn: str, domain: str) 
     return f"removed {urn} from domain {domain!r} and {removed} indexed document(s)"
 
 
+def add_sql_source(governance: Governance, admin: Caller, name: str, url: str) -> str:
+    """Register (or re-point) a SQL source; its password is never stored (nor shown, nor
+    audited); returns what was done and where its credentials come from."""
+    registry = governance.graph.sources
+    try:
+        from docgraph.sources.registry import strip_sql_credentials
+
+        _, stripped = strip_sql_credentials(url)
+        source = registry.add_sql_source(name.strip(), url)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "add_sql_source", "error", f"{name}: {exc}")
+        raise
+    audit_change(governance, admin, "add_sql_source", "ok", f"{source.name}: {source.url}")
+    message = f"added SQL source {source.name!r} at {source.url}"
+    if stripped:
+        message += (f"; its password was not stored: set {source.credential_env}PASSWORD "
+                    "or the secrets file")
+    return message
+
+
 def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
     """Unregister a SQL source, its tags and its derived documents; audited."""
     try:
