@@ -86,3 +86,22 @@ class ConsoleClient:
         """GET the page a redirect points at."""
         assert response.status_code == 303, (response.status_code, response.text[:300])
         return self.get(response.headers["location"])
+
+
+def tagged_database(served: dict[str, Any]) -> str:
+    """A SQL source database with a ``desk_tickets`` table: the PostgreSQL database of the
+    store on that backend (a real PostgreSQL table), else a SQLite file."""
+    import sqlalchemy as sa
+
+    graph = served["graph"]
+    url = graph.settings.store.url if graph.settings.store.backend == "postgres" \
+        else f"sqlite:///{served['root'] / 'desk.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP TABLE IF EXISTS desk_tickets"))
+        conn.execute(sa.text("CREATE TABLE desk_tickets (id integer PRIMARY KEY, "
+                             "body text, product text)"))
+        conn.execute(sa.text("INSERT INTO desk_tickets VALUES (1, 'The Tern T3 stopped "
+                             "with E-417.', 'Tern T3')"))
+    engine.dispose()
+    return str(url)

@@ -17,7 +17,7 @@ from docgraph.governance import Caller, RoleAssignment, StaticEntitlements
 from docgraph.serve.console import SessionStore, is_console_admin
 from docgraph.serve.console.views import lane_share_chart, provenance_shares
 from tests.backend_graphs import BACKEND_NAMES
-from tests.console_helpers import ConsoleClient, served_console
+from tests.console_helpers import ConsoleClient, served_console, tagged_database
 from tests.deployment import Deployment, embedded_store
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.test_mcp_tools import POLICY_YAML, backend_for
@@ -288,6 +288,50 @@ def test_a_remote_folder_is_reached_before_it_is_saved(served, admin, tmp_path, 
         assert "credentials in the URN are not stored" in reached.text
     gone = admin.post("/console/sources/preview", {"urn": urn, "domain": "ftp"})
     assert gone.status_code == 400 and "unreachable:" in gone.text
+
+
+def test_tags_set_and_remove_on_a_real_table(served, admin):
+    graph = served["graph"]
+    graph.sources.add_sql_source("desk", tagged_database(served))
+    try:
+        page = admin.get("/console/tags?source=desk")
+        assert page.status_code == 200, page.text[-1000:]
+        assert "desk_tickets" in page.text and "(primary key id)" in page.text
+        assert '<option value="desk_tickets.body">' in page.text
+        nl = admin.post("/console/tags/set", {"source": "desk", "column": "desk_tickets.body",
+                                              "kind": "natural_language", "domain": "support",
+                                              "entity_type": ""})
+        shown = admin.follow(nl).text
+        assert "tagged desk:" in shown and "in domain &#39;support&#39;" in shown
+        entity = admin.post("/console/tags/set", {
+            "source": "desk", "column": "desk_tickets.product", "kind": "entity",
+            "domain": "", "entity_type": "product"})
+        assert "entity:product" in admin.follow(entity).text
+        missing = admin.post("/console/tags/set", {
+            "source": "desk", "column": "desk_tickets.nope", "kind": "entity", "domain": "",
+            "entity_type": "product"})
+        assert "not tagged" in admin.follow(missing).text
+        no_domain = admin.post("/console/tags/set", {
+            "source": "desk", "column": "desk_tickets.body", "kind": "natural_language",
+            "domain": "", "entity_type": ""})
+        assert "needs a domain" in admin.follow(no_domain).text
+        sources = admin.get("/console/sources").text
+        assert "sql://desk/" in sources and "no (read-only)" in sources
+        tag = next(t for t in graph.sources.tags() if t.tag == "natural_language")
+        removed = admin.post("/console/tags/remove", {
+            "source": "desk", "schema": tag.schema, "table": tag.table, "column": tag.column,
+            "tag": tag.tag, "domain": tag.domain})
+        assert "removed natural_language" in admin.follow(removed).text
+        assert [t.tag for t in graph.sources.tags()] == ["entity:product"]
+        assert "sql://desk/" not in admin.get("/console/sources").text
+        operations = audit_operations(served)
+        assert ("root", "console:set_tag", "ok") in operations
+        assert ("root", "console:set_tag", "error") in operations
+        assert ("root", "console:remove_tag", "ok") in operations
+    finally:
+        graph.sources.remove_sql_source("desk")
+    unreadable = admin.get("/console/tags?source=desk")
+    assert "no SQL source named" in unreadable.text
 
 
 def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, admin):

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.backend_graphs import BACKEND_NAMES
-from tests.console_helpers import served_console
+from tests.console_helpers import served_console, tagged_database
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.test_mcp_tools import backend_for
 
@@ -127,11 +127,12 @@ def test_sign_in_and_move_between_pages_by_keyboard(page, served, artifacts):
     page.goto(served["url"] + "/console/status")
     page.keyboard.press("Tab")  # the skip link, then the navigation in order
     labels = []
-    for _ in range(5):
+    for _ in range(6):
         page.keyboard.press("Tab")
         labels.append(page.evaluate("document.activeElement.textContent"))
-    assert labels == ["Status", "Sources", "Settings", "Traces and audit", "Playground"]
-    for _ in range(3):
+    assert labels == ["Status", "Sources", "Tags", "Settings", "Traces and audit",
+                      "Playground"]
+    for _ in range(4):
         page.keyboard.press("Shift+Tab")
     navigate(page, lambda: page.keyboard.press("Enter"))  # on "Sources"
     page.wait_for_url(re.compile(r".*/console/sources$"))
@@ -173,6 +174,28 @@ def test_add_a_folder_after_seeing_its_normalized_urn_then_remove_it(page, serve
     navigate(page, button.click)
     assert "removed" in page.inner_text("main")
     assert f"file://{folder}" not in page.inner_text("#folders")
+
+
+def test_tag_a_column_of_a_real_table_then_remove_the_tag(page, served, artifacts):
+    graph = served["graph"]
+    graph.sources.add_sql_source("desk", tagged_database(served))
+    try:
+        sign_in(page, served)
+        page.goto(served["url"] + "/console/tags")
+        assert "desk_tickets" in page.inner_text("main")
+        page.select_option("#tag-column", "desk_tickets.body")
+        page.fill("#tag-domain", "support")
+        navigate(page, lambda: page.click("#set-tag-button"))
+        assert "Done:" in page.inner_text("main")
+        assert "natural_language" in page.inner_text("#tags")
+        page.screenshot(path=str(artifacts / f"tags-{served['backend']}.png"), full_page=True)
+        page.once("dialog", lambda dialog: dialog.accept())
+        navigate(page, lambda: page.get_by_role(
+            "button", name=re.compile(r"Remove natural_language from desk:")).click())
+        assert "removed natural_language" in page.inner_text("main")
+        assert page.locator("#tags").count() == 0
+    finally:
+        graph.sources.remove_sql_source("desk")
 
 
 def test_change_the_refresh_interval(page, served, artifacts):

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio.to_thread
 import jinja2
@@ -323,6 +323,39 @@ class Console:
             return self.back(session, "sources", "error", f"not removed: {exc}")
         return self.back(session, "sources", "ok", message)
 
+    async def tags(self, request: Request, session: ConsoleSession) -> Response:
+        """Tags: a SQL source's tables and columns, and the column tags."""
+        data = await self.blocking(views.tags_page, self.governance,
+                                   request.query_params.get("source"))
+        return self.render(request, "tags.html", session=session, title="Tags", **data)
+
+    async def set_tag(self, request: Request, session: ConsoleSession) -> Response:
+        """Set a column tag."""
+        form: FormData = request.state.form
+        source = _field(form, "source")
+        try:
+            message = await self.blocking(
+                views.set_tag, self.governance, session.caller, source, _field(form, "column"),
+                _field(form, "kind"), _field(form, "entity_type"), _field(form, "domain"))
+        except DocgraphError as exc:
+            return self.back(session, f"tags?source={quote(source)}", "error",
+                             f"not tagged: {exc}")
+        return self.back(session, f"tags?source={quote(source)}", "ok", message)
+
+    async def remove_tag(self, request: Request, session: ConsoleSession) -> Response:
+        """Remove a column tag."""
+        form: FormData = request.state.form
+        source = _field(form, "source")
+        try:
+            message = await self.blocking(
+                views.remove_tag, self.governance, session.caller, source,
+                _field(form, "schema"), _field(form, "table"), _field(form, "column"),
+                _field(form, "tag"), _field(form, "domain"))
+        except DocgraphError as exc:
+            return self.back(session, f"tags?source={quote(source)}", "error",
+                             f"not removed: {exc}")
+        return self.back(session, f"tags?source={quote(source)}", "ok", message)
+
     async def settings(self, request: Request, session: ConsoleSession) -> Response:
         """Settings: the admin sections, editable, and the embedding model."""
         data = await self.blocking(views.settings_page, self.governance)
@@ -429,6 +462,10 @@ class Console:
             Route(p + "/sources/add-sql", self.page(self.add_sql, post=True),
                   methods=["POST"]),
             Route(p + "/sources/remove-sql", self.page(self.remove_sql, post=True),
+                  methods=["POST"]),
+            Route(p + "/tags", self.page(self.tags), methods=["GET"]),
+            Route(p + "/tags/set", self.page(self.set_tag, post=True), methods=["POST"]),
+            Route(p + "/tags/remove", self.page(self.remove_tag, post=True),
                   methods=["POST"]),
             Route(p + "/settings", self.page(self.settings), methods=["GET"]),
             Route(p + "/settings", self.page(self.change_settings, post=True),

@@ -325,6 +325,85 @@ def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
     return f"removed SQL source {name!r} and {removed} derived document(s)"
 
 
+# -- tags ---------------------------------------------------------------------------------
+
+def tags_page(governance: Governance, source: str | None) -> dict[str, Any]:
+    """The SQL sources, every column tag, and - for the chosen ``source`` - its tables and
+    columns in the default schema with the tags already on each (or why the database could
+    not be read)."""
+    registry = governance.graph.sources
+    sources = [q.name for q in registry.sql_sources()]
+    tags = registry.tags()
+    out: dict[str, Any] = {"sql_sources": sources, "source": None, "schema": "",
+                           "tables": [], "error": "",
+                           "tags": [{"source": t.source, "schema": t.schema, "table": t.table,
+                                     "column": t.column, "tag": t.tag, "domain": t.domain,
+                                     "label": t.label()} for t in tags]}
+    if source is None and sources:
+        source = sources[0]
+    if source is None:
+        return out
+    if source not in sources:
+        out["error"] = f"no SQL source named {source!r}"
+        return out
+    out["source"] = source
+    try:
+        with registry.reader(source) as reader:
+            schema, shapes = reader.describe()
+    except DocgraphError as exc:
+        out["error"] = str(exc)
+        return out
+    on: dict[tuple[str, str], list[str]] = {}
+    for t in tags:
+        if t.source == source and t.schema == schema:
+            on.setdefault((t.table, t.column), []).append(
+                t.tag + (f" ({t.domain})" if t.domain else ""))
+    out["schema"] = schema
+    out["tables"] = [{"table": shape.table, "pk": shape.pk_column, "columns": [
+        {"name": name, "type": kind, "tags": on.get((shape.table, name), [])}
+        for name, kind in shape.columns]} for shape in shapes]
+    return out
+
+
+def set_tag(governance: Governance, admin: Caller, source: str, column: str, kind: str,
+            entity_type: str, domain: str) -> str:
+    """Tag ``column`` (``table.column``) of ``source`` with ``natural_language`` (in
+    ``domain``) or ``entity:<entity_type>`` through the registry (it checks the column in
+    the database); audited."""
+    table, _, name = column.partition(".")
+    tag = "natural_language" if kind == "natural_language" else f"entity:{entity_type.strip()}"
+    detail = f"{tag} on {source}:{column}" + (f" in {domain!r}" if domain.strip() else "")
+    try:
+        saved = governance.graph.sources.set_tag(
+            source, table, name, tag, domain=domain.strip() or None)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "set_tag", "error", f"{detail}: {exc}")
+        raise
+    audit_change(governance, admin, "set_tag", "ok", detail)
+    where = f" in domain {saved.domain!r}" if saved.domain else ""
+    follow = (" - its rows become documents at the next refresh"
+              if saved.tag == "natural_language" else
+              " - its values are matched as entities from the next refresh")
+    return f"tagged {saved.label()} {saved.tag}{where}{follow}"
+
+
+def remove_tag(governance: Governance, admin: Caller, source: str, schema: str, table: str,
+               column: str, tag: str, domain: str) -> str:
+    """Remove one tag (a ``natural_language`` tag's row documents go with it; elected);
+    audited."""
+    detail = f"{tag} on {source}:{schema}.{table}.{column}" + (
+        f" in {domain!r}" if domain else "")
+    try:
+        removed = governance.graph.sources.remove_tag(
+            source, table, column, tag, schema=schema, domain=domain or None)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "remove_tag", "error", f"{detail}: {exc}")
+        raise
+    audit_change(governance, admin, "remove_tag", "ok", f"{detail} ({removed} document(s) "
+                                                        "removed)")
+    return f"removed {detail} and {removed} row document(s)"
+
+
 # -- settings -----------------------------------------------------------------------------
 
 #: Admin settings the console shows but does not change (credentials may be in them).
