@@ -450,6 +450,21 @@ def test_the_lane_share_chart_stacks_each_trace_to_its_full_height():
     assert lane_share_chart([{"id": "x", "final_provenance": {}}]) is None
 
 
+def test_the_graph_page_finds_entities_neighbours_and_community_reports(served, admin):
+    page = admin.get("/console/graph?q=Tern")
+    assert page.status_code == 200 and 'id="entities"' in page.text
+    assert "Tern T3" in page.text
+    neighbours = admin.get("/console/graph?q=Tern&entity=Tern%20T3")
+    assert 'id="neighbors"' in neighbours.text and "Weight (NPMI)" in neighbours.text
+    listed = re.findall(r'href="/console/graph/communities/(\d+)"', neighbours.text)
+    assert listed, "the corpus has communities"
+    community = admin.get(f"/console/graph/communities/{listed[0]}")
+    assert community.status_code == 200 and 'id="members"' in community.text
+    assert 'id="report"' in community.text
+    assert admin.get("/console/graph/communities/999999").status_code == 404
+    assert admin.get("/console/graph/communities/x").status_code == 404
+
+
 def test_provenance_shares_add_up():
     shares = provenance_shares({"a": "seed", "b": "seed", "c": "entity_adjacent"})
     assert shares == [{"lane": "seed", "count": 2, "percent": 66.7},

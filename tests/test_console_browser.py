@@ -127,12 +127,12 @@ def test_sign_in_and_move_between_pages_by_keyboard(page, served, artifacts):
     page.goto(served["url"] + "/console/status")
     page.keyboard.press("Tab")  # the skip link, then the navigation in order
     labels = []
-    for _ in range(6):
+    for _ in range(7):
         page.keyboard.press("Tab")
         labels.append(page.evaluate("document.activeElement.textContent"))
     assert labels == ["Status", "Sources", "Tags", "Settings", "Traces and audit",
-                      "Playground"]
-    for _ in range(4):
+                      "Playground", "Graph"]
+    for _ in range(5):
         page.keyboard.press("Shift+Tab")
     navigate(page, lambda: page.keyboard.press("Enter"))  # on "Sources"
     page.wait_for_url(re.compile(r".*/console/sources$"))
@@ -196,6 +196,20 @@ def test_tag_a_column_of_a_real_table_then_remove_the_tag(page, served, artifact
         assert page.locator("#tags").count() == 0
     finally:
         graph.sources.remove_sql_source("desk")
+
+
+def test_browse_the_graph_from_an_entity_to_a_community_report(page, served, artifacts):
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/graph")
+    page.fill("#entity-query", "Nordhaven")
+    navigate(page, lambda: page.press("#entity-query", "Enter"))
+    navigate(page, lambda: page.click("#entities a >> nth=0"))
+    assert "Neighbours of Nordhaven" in page.inner_text("main")
+    assert page.locator("#neighbors tbody tr").count() > 0
+    page.screenshot(path=str(artifacts / f"graph-{served['backend']}.png"), full_page=True)
+    navigate(page, lambda: page.click("#communities a >> nth=0"))
+    assert page.inner_text("#members")
+    assert page.inner_text("#report")
 
 
 def test_change_the_refresh_interval(page, served, artifacts):

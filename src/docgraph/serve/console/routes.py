@@ -356,6 +356,23 @@ class Console:
                              f"not removed: {exc}")
         return self.back(session, f"tags?source={quote(source)}", "ok", message)
 
+    async def graph(self, request: Request, session: ConsoleSession) -> Response:
+        """Graph: entity search, an entity's neighbours, the communities."""
+        data = await self.blocking(views.graph_page, self.governance, session.caller,
+                                   request.query_params.get("q", "").strip() or None,
+                                   request.query_params.get("entity", "").strip() or None)
+        return self.render(request, "graph.html", session=session, title="Graph", **data)
+
+    async def community(self, request: Request, session: ConsoleSession) -> Response:
+        """One community and its report."""
+        raw = request.path_params["community_id"]
+        data = await self.blocking(views.community_page, self.governance, session.caller,
+                                   int(raw)) if raw.isdigit() else None
+        if data is None:
+            return self.refuse(request, 404, f"no community {raw!r} in reach", session)
+        return self.render(request, "community.html", session=session,
+                           title=f"Community: {data['community'].title}", **data)
+
     async def settings(self, request: Request, session: ConsoleSession) -> Response:
         """Settings: the admin sections, editable, and the embedding model."""
         data = await self.blocking(views.settings_page, self.governance)
@@ -467,6 +484,9 @@ class Console:
             Route(p + "/tags/set", self.page(self.set_tag, post=True), methods=["POST"]),
             Route(p + "/tags/remove", self.page(self.remove_tag, post=True),
                   methods=["POST"]),
+            Route(p + "/graph", self.page(self.graph), methods=["GET"]),
+            Route(p + "/graph/communities/{community_id}", self.page(self.community),
+                  methods=["GET"]),
             Route(p + "/settings", self.page(self.settings), methods=["GET"]),
             Route(p + "/settings", self.page(self.change_settings, post=True),
                   methods=["POST"]),

@@ -23,6 +23,7 @@ from docgraph.errors import DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
 from docgraph.governance.audit import AuditRecord
+from docgraph.governance.inputs import MAX_PAGE
 from docgraph.lifecycle.admin import ADMIN_SECTIONS
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
 from docgraph.sources.credentials import credential_key
@@ -402,6 +403,49 @@ def remove_tag(governance: Governance, admin: Caller, source: str, schema: str, 
     audit_change(governance, admin, "remove_tag", "ok", f"{detail} ({removed} document(s) "
                                                         "removed)")
     return f"removed {detail} and {removed} row document(s)"
+
+
+# -- graph --------------------------------------------------------------------------------
+
+GRAPH_LIMIT = 50
+
+
+def graph_page(governance: Governance, admin: Caller, query: str | None,
+               entity: str | None) -> dict[str, Any]:
+    """Entities whose name contains ``query`` (all, by mentions, without one), the
+    neighbours of ``entity``, and the communities, all through the governed listings."""
+    out: dict[str, Any] = {"query": query or "", "entity": entity or "", "entities": [],
+                           "neighbors": [], "communities": [], "error": ""}
+    try:
+        out["entities"] = governance.entities(admin, query or None, limit=GRAPH_LIMIT)
+        if entity:
+            out["neighbors"] = governance.neighbors(admin, entity, limit=GRAPH_LIMIT)
+        out["communities"] = governance.communities(admin, limit=100)
+    except AccessDenied:
+        out["error"] = "the index has no namespace yet"
+    except DocgraphError as exc:
+        out["error"] = str(exc)
+    return out
+
+
+def community_page(governance: Governance, admin: Caller,
+                   community_id: int) -> dict[str, Any] | None:
+    """One community (members, level, size) and its report, found as ``explore_topics``
+    finds reports (the global search, so the report passes the same row checks); None when
+    no community in reach has this id."""
+    try:
+        communities = governance.communities(admin, limit=MAX_PAGE)
+    except AccessDenied:
+        return None
+    found = next((c for c in communities if c.id == community_id), None)
+    if found is None:
+        return None
+    report = None
+    if found.report_doc_id:
+        hits = governance.retrieve(admin, found.title or " ".join(found.members[:5]),
+                                   k=50, mode="global").hits
+        report = next((h.text for h in hits if h.doc_id == found.report_doc_id), None)
+    return {"community": found, "report": report}
 
 
 # -- settings -----------------------------------------------------------------------------
