@@ -364,6 +364,52 @@ def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, 
         graph.settings.refresh.interval_seconds = before
 
 
+def test_changing_the_embedding_model_warns_then_reindexes_in_the_background(tmp_path):
+    """On its own served index (the model change re-embeds everything), embedded."""
+
+    class Embedded:  # the [store] settings of an embedded index: the defaults
+        def store_settings(self) -> dict[str, Any]:
+            return {}
+
+    with served_console(tmp_path, Embedded()) as running:
+        graph = running["graph"]
+        client = ConsoleClient(running["url"])
+        try:
+            client.follow(client.login(running["tokens"]["root"]))
+            client.get("/console/settings")
+            unknown = client.post("/console/settings/model", {"model": "no-such-model"})
+            assert unknown.status_code == 400 and "unknown embed.model" in unknown.text
+            same = client.post("/console/settings/model",
+                               {"model": graph.settings.embed.model})
+            assert "already uses" in same.text
+            chunks = sum(ns.chunks for ns in graph.store.stats())
+            folders = {ns.namespace: ns.chunks for ns in graph.store.stats()}
+            preview = client.post("/console/settings/model", {"model": "hashing"})
+            assert preview.status_code == 200
+            assert f"all {chunks} chunks" in preview.text and 'id="model-go"' in preview.text
+            unconfirmed = client.post("/console/settings/model/confirm", {"model": "hashing"})
+            assert "needs its confirmation" in client.follow(unconfirmed).text
+            assert graph.settings.embed.model != "hashing"
+            started = time.monotonic()
+            confirmed = client.post("/console/settings/model/confirm",
+                                    {"model": "hashing", "confirm": "yes"})
+            assert time.monotonic() - started < 5  # the re-index runs in the background
+            assert "re-indexing with" in client.follow(confirmed).text
+            assert running["console"].model_change.wait(120)
+            page = client.get("/console/settings").text
+            assert "now embedded with &#39;hashing&#39;" in page, page[-3000:]
+            assert graph.settings.embed.model == "hashing"
+            # Every folder is re-embedded (the untagged ticket rows have no source to come
+            # back from: they are gone, as after any full re-index).
+            after = {ns.namespace: ns.chunks for ns in graph.store.stats()}
+            assert after["engineering"] == folders["engineering"] > 0
+            assert ("root", "console:embedding_model", "ok") in [
+                (r["user_id"], r["operation"], r["outcome"])
+                for r in graph.audit_store.recent(50)]
+        finally:
+            client.close()
+
+
 def test_sql_sources_are_added_and_listed_without_passwords(served, admin):
     admin.get("/console/sources")
     added = admin.post("/console/sources/add-sql",

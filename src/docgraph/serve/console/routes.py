@@ -104,6 +104,7 @@ class Console:
         self.governance = tools.governance
         self.auth = auth
         self.refresh_job = views.RefreshJob(tools.graph)
+        self.model_change = views.ModelChange(tools.graph)
         self.templates = template_environment()
 
     # -- plumbing -----------------------------------------------------------------------
@@ -377,7 +378,28 @@ class Console:
         """Settings: the admin sections, editable, and the embedding model."""
         data = await self.blocking(views.settings_page, self.governance)
         return self.render(request, "settings.html", session=session, title="Settings",
+                           change=self.model_change.view(), model_preview=None, **data)
+
+    async def preview_model(self, request: Request, session: ConsoleSession) -> Response:
+        """What changing the embedding model costs, with the step that confirms it."""
+        form: FormData = request.state.form
+        model = _field(form, "model").strip()
+        warning, error = await self.blocking(self.model_change.preview, model)
+        data = await self.blocking(views.settings_page, self.governance)
+        return self.render(request, "settings.html", status=400 if error else 200,
+                           session=session, title="Settings", change=self.model_change.view(),
+                           model_preview={"model": model, "warning": warning, "error": error},
                            **data)
+
+    async def change_model(self, request: Request, session: ConsoleSession) -> Response:
+        """Start the confirmed model change (the re-index runs in the background)."""
+        form: FormData = request.state.form
+        if _field(form, "confirm") != "yes":
+            return self.back(session, "settings", "error", "the model change needs its "
+                                                           "confirmation")
+        started, message = await self.blocking(self.model_change.start, self.governance,
+                                               session.caller, _field(form, "model"))
+        return self.back(session, "settings", "ok" if started else "error", message)
 
     async def change_settings(self, request: Request, session: ConsoleSession) -> Response:
         """Apply changed admin settings (validated; written to the settings file)."""
@@ -489,6 +511,10 @@ class Console:
                   methods=["GET"]),
             Route(p + "/settings", self.page(self.settings), methods=["GET"]),
             Route(p + "/settings", self.page(self.change_settings, post=True),
+                  methods=["POST"]),
+            Route(p + "/settings/model", self.page(self.preview_model, post=True),
+                  methods=["POST"]),
+            Route(p + "/settings/model/confirm", self.page(self.change_model, post=True),
                   methods=["POST"]),
             Route(p + "/traces", self.page(self.traces), methods=["GET"]),
             Route(p + "/traces/{trace_id}", self.page(self.trace), methods=["GET"]),

@@ -527,6 +527,107 @@ def change_settings(governance: Governance, admin: Caller,
     return messages
 
 
+@dataclass
+class ModelChange:
+    """A change of the embedding model: the full re-index it forces runs in a background
+    thread (through the elected leadership, like every build), reporting its progress."""
+
+    graph: DocGraph
+    model: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    done_files: int = 0
+    total_files: int = 0
+    chunks_written: int = 0
+    message: str = ""
+    error: str = ""
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def running(self) -> bool:
+        """Whether the re-index runs now."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def preview(self, model: str) -> tuple[str, str]:
+        """``(warning, error)`` for switching to ``model``: what the re-index costs, or why
+        it cannot happen (an unknown model, the same model, another process leads, a
+        change already running). Loads nothing into the index."""
+        from docgraph.config import EmbedSettings
+        from docgraph.ingest.embed import make_embedder
+
+        model = model.strip()
+        current = self.graph.settings.embed.model
+        if self.running:
+            return "", f"the change to {self.model!r} is still running"
+        if not model or model == current:
+            return "", f"the index already uses {current!r}"
+        try:
+            make_embedder(EmbedSettings(model=model))
+        except DocgraphError as exc:
+            return "", str(exc)
+        refresher = self.graph.refresher
+        leader = None if refresher.leading else refresher.leader()
+        if leader is not None:
+            return "", (f"the refresh of this index is led by {leader}: change the model "
+                        "there, or stop that process first")
+        chunks = sum(ns.chunks for ns in self.graph.store.stats())
+        return (f"changing embed.model from {current!r} to {model!r} invalidates every "
+                f"stored vector: all {chunks} chunks (and community reports) are dropped "
+                "and re-embedded; searches find less until the re-index ends"), ""
+
+    def start(self, governance: Governance, admin: Caller, model: str) -> tuple[bool, str]:
+        """Start the change (checked again first); ``(started, what happened)``."""
+        warning, error = self.preview(model)
+        if error:
+            audit_change(governance, admin, "embedding_model", "error", f"{model}: {error}")
+            return False, error
+        with self._lock:
+            if self.running:
+                return False, f"the change to {self.model!r} is still running"
+            self.model, self.started_at, self.finished_at = model.strip(), time.time(), None
+            self.done_files = self.total_files = self.chunks_written = 0
+            self.message, self.error = "", ""
+            self._thread = threading.Thread(target=self._run, args=(governance, admin),
+                                            name="docgraph-console-reindex", daemon=True)
+            self._thread.start()
+        return True, f"re-indexing with {self.model!r}: {warning}"
+
+    def _run(self, governance: Governance, admin: Caller) -> None:
+        def progress(state: Any) -> None:
+            self.done_files, self.total_files = state.done_files, state.total_files
+            self.chunks_written = state.chunks_written
+
+        try:
+            result = self.graph.admin.update({"embed.model": self.model}, is_admin=True,
+                                             full_reindex=True, progress=progress)
+            self.message = (f"now embedded with {self.model!r}: {result.reindexed_chunks} "
+                            "chunk(s) re-embedded")
+            audit_change(governance, admin, "embedding_model", "ok", self.message)
+        except Exception as exc:
+            if not isinstance(exc, DocgraphError):
+                log.exception("embedding model change failed")
+            self.error = f"{type(exc).__name__}: {exc}"
+            audit_change(governance, admin, "embedding_model", "error",
+                         f"{self.model}: {self.error}")
+        finally:
+            self.finished_at = time.time()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for the re-index to end (tests); True when none runs."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.running
+
+    def view(self) -> dict[str, Any]:
+        """The state for the Settings page."""
+        return {"running": self.running, "model": self.model, "started_at": self.started_at,
+                "finished_at": self.finished_at, "done_files": self.done_files,
+                "total_files": self.total_files, "chunks_written": self.chunks_written,
+                "message": self.message, "error": self.error}
+
+
 # -- traces and audit ---------------------------------------------------------------------
 
 def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, Any]:

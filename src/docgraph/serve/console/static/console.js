@@ -12,9 +12,10 @@ document.addEventListener("DOMContentLoaded", function () {
     var width = parseFloat(bar.getAttribute("data-width"));
     if (!isNaN(width)) { bar.style.width = Math.max(0, Math.min(100, width)) + "%"; }
   });
-  // While a console refresh runs, the Status page reloads itself every few seconds.
-  var job = document.getElementById("console-refresh");
-  if (job && job.getAttribute("data-running") === "yes") {
-    window.setTimeout(function () { window.location.reload(); }, 3000);
+  // While a console refresh or re-index runs, its page reloads itself every few seconds.
+  if (document.querySelector("[data-running='yes']")) {
+    window.setTimeout(function () {
+      window.location.assign(window.location.pathname + window.location.search);  // a GET
+    }, 3000);
   }
 });
