@@ -30,7 +30,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = os.environ.get("DOCGRAPH_TEST_ARTIFACTS")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+                 "--disable-sync", "--no-first-run",
+                 "--disable-dev-shm-usage"]  # containers often have a tiny /dev/shm
 
 
 def _browser_missing() -> str | None:
