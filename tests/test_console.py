@@ -81,7 +81,7 @@ def test_pages_need_a_session(served, client):
         response = client.get(path)
         assert response.status_code == 303
         assert response.headers["location"].endswith(("/console/login", "/console/status"))
-    refused = client.post("/console/sources/add", {"urn": "/tmp", "domain": "x"}, csrf="x")
+    refused = client.post("/console/sources/add", {"urn": "docs", "domain": "x"}, csrf="x")
     assert refused.status_code == 403 and "sign in again" in refused.text
 
 
