@@ -255,6 +255,19 @@ def test_sources_add_shows_the_normalized_urn_then_refuses_duplicates(served, ad
     assert unreachable.status_code == 400 and "unreachable" in unreachable.text
     bad = admin.post("/console/sources/preview", {"urn": "gopher://x/y", "domain": "d"})
     assert bad.status_code == 400 and "unsupported folder URN scheme" in bad.text
+    renamed = admin.post("/console/sources/update", {
+        "urn": urn, "domain": "handbook", "display_name": "staff-handbook",
+        "public_url": "https://intranet.example/handbook/"})
+    assert "is now shown as &#39;staff-handbook&#39;" in admin.follow(renamed).text
+    record = next(s for s in served["graph"].store.list_sources() if s.urn == urn)
+    assert record.display_name == "staff-handbook"
+    assert record.public_url == "https://intranet.example/handbook/"
+    bad_name = admin.post("/console/sources/update", {
+        "urn": urn, "domain": "handbook", "display_name": "has space", "public_url": ""})
+    assert "not changed" in admin.follow(bad_name).text
+    cleared = admin.post("/console/sources/update", {
+        "urn": urn, "domain": "handbook", "display_name": "staff-handbook", "public_url": ""})
+    assert "without citation links" in admin.follow(cleared).text
     removed = admin.post("/console/sources/remove", {"urn": urn, "domain": "handbook"})
     after = admin.follow(removed)
     assert "removed" in after.text
@@ -262,6 +275,7 @@ def test_sources_add_shows_the_normalized_urn_then_refuses_duplicates(served, ad
     operations = audit_operations(served)
     assert ("root", "console:add_source", "ok") in operations
     assert ("root", "console:remove_source", "ok") in operations
+    assert ("root", "console:update_source", "ok") in operations
 
 
 def test_a_remote_folder_is_reached_before_it_is_saved(served, admin, tmp_path, monkeypatch):

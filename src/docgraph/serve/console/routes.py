@@ -293,6 +293,18 @@ class Console:
             return self.back(session, "sources", "error", f"not added: {exc}")
         return self.back(session, "sources", "ok", message)
 
+    async def update_source(self, request: Request, session: ConsoleSession) -> Response:
+        """Rename a folder or change its public URL."""
+        form: FormData = request.state.form
+        try:
+            message = await self.blocking(
+                views.update_folder, self.governance, session.caller, _field(form, "urn"),
+                _field(form, "domain"), _field(form, "display_name"),
+                _field(form, "public_url"))
+        except DocgraphError as exc:
+            return self.back(session, "sources", "error", f"not changed: {exc}")
+        return self.back(session, "sources", "ok", message)
+
     async def remove_source(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a folder from a domain (and its indexed documents)."""
         form: FormData = request.state.form
@@ -496,6 +508,8 @@ class Console:
             Route(p + "/sources/preview", self.page(self.preview_source, post=True),
                   methods=["POST"]),
             Route(p + "/sources/add", self.page(self.add_source, post=True), methods=["POST"]),
+            Route(p + "/sources/update", self.page(self.update_source, post=True),
+                  methods=["POST"]),
             Route(p + "/sources/remove", self.page(self.remove_source, post=True),
                   methods=["POST"]),
             Route(p + "/sources/add-sql", self.page(self.add_sql, post=True),

@@ -280,6 +280,27 @@ def add_folder(governance: Governance, admin: Caller, preview: FolderPreview) ->
             "refresh")
 
 
+def update_folder(governance: Governance, admin: Caller, urn: str, domain: str,
+                  display_name: str, public_url: str) -> str:
+    """Rename a folder and set or clear its public URL (the base of its citation links),
+    as ``docgraph sources set`` does; audited."""
+    name = display_name.strip() or None
+    url = public_url.strip()
+    detail = f"{urn} in {domain!r}: name {name!r}, public URL {url or None!r}"
+    try:
+        record = governance.graph.sources.update_folder(
+            urn, domain, display_name=name, public_url=url or None,
+            clear_public_url=not url)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "update_source", "error", f"{detail}: {exc}")
+        raise
+    audit_change(governance, admin, "update_source", "ok", detail)
+    shown = record.display_name or name or "its default name"
+    return (f"{record.urn} in domain {record.namespace!r} is now shown as {shown!r}"
+            + (f" with citation links under {record.public_url}" if record.public_url
+               else " without citation links"))
+
+
 def remove_folder(governance: Governance, admin: Caller, urn: str, domain: str) -> str:
     """Unregister a folder and delete what was indexed from it (elected: refused while
     another process builds); audited."""
