@@ -103,5 +103,10 @@ def tagged_database(served: dict[str, Any]) -> str:
                              "body text, product text)"))
         conn.execute(sa.text("INSERT INTO desk_tickets VALUES (1, 'The Tern T3 stopped "
                              "with E-417.', 'Tern T3')"))
+        if graph.settings.store.backend == "postgres":  # a second schema to pick
+            conn.execute(sa.text("CREATE SCHEMA IF NOT EXISTS helpdesk"))
+            conn.execute(sa.text("DROP TABLE IF EXISTS helpdesk.calls"))
+            conn.execute(sa.text("CREATE TABLE helpdesk.calls (id integer PRIMARY KEY, "
+                                 "note text)"))
     engine.dispose()
     return str(url)

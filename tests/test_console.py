@@ -331,6 +331,19 @@ def test_tags_set_and_remove_on_a_real_table(served, admin):
         assert "needs a domain" in admin.follow(no_domain).text
         sources = admin.get("/console/sources").text
         assert "sql://desk/" in sources and "no (read-only)" in sources
+        if graph.settings.store.backend == "postgres":  # another schema of the database
+            other = admin.get("/console/tags?source=desk&schema=helpdesk")
+            assert '<option value="helpdesk" selected>' in other.text
+            assert '<option value="calls.note">' in other.text
+            tagged = admin.post("/console/tags/set", {
+                "source": "desk", "schema": "helpdesk", "column": "calls.note",
+                "kind": "entity", "domain": "", "entity_type": "topic"})
+            assert tagged.headers["location"].endswith("schema=helpdesk")
+            assert "tagged desk:helpdesk.calls.note" in admin.follow(tagged).text
+            unknown = admin.get("/console/tags?source=desk&schema=nope")
+            assert "Cannot read:" in unknown.text and "schema" in unknown.text
+            graph.sources.remove_tag("desk", "calls", "note", "entity:topic",
+                                     schema="helpdesk")
         tag = next(t for t in graph.sources.tags() if t.tag == "natural_language")
         removed = admin.post("/console/tags/remove", {
             "source": "desk", "schema": tag.schema, "table": tag.table, "column": tag.column,

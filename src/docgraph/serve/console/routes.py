@@ -339,35 +339,37 @@ class Console:
     async def tags(self, request: Request, session: ConsoleSession) -> Response:
         """Tags: a SQL source's tables and columns, and the column tags."""
         data = await self.blocking(views.tags_page, self.governance,
-                                   request.query_params.get("source"))
+                                   request.query_params.get("source"),
+                                   request.query_params.get("schema") or None)
         return self.render(request, "tags.html", session=session, title="Tags", **data)
 
     async def set_tag(self, request: Request, session: ConsoleSession) -> Response:
         """Set a column tag."""
         form: FormData = request.state.form
         source = _field(form, "source")
+        where = _tags_page(source, _field(form, "schema"))
         try:
             message = await self.blocking(
                 views.set_tag, self.governance, session.caller, source, _field(form, "column"),
-                _field(form, "kind"), _field(form, "entity_type"), _field(form, "domain"))
+                _field(form, "kind"), _field(form, "entity_type"), _field(form, "domain"),
+                _field(form, "schema") or None)
         except DocgraphError as exc:
-            return self.back(session, f"tags?source={quote(source)}", "error",
-                             f"not tagged: {exc}")
-        return self.back(session, f"tags?source={quote(source)}", "ok", message)
+            return self.back(session, where, "error", f"not tagged: {exc}")
+        return self.back(session, where, "ok", message)
 
     async def remove_tag(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a column tag."""
         form: FormData = request.state.form
         source = _field(form, "source")
+        where = _tags_page(source, _field(form, "schema"))
         try:
             message = await self.blocking(
                 views.remove_tag, self.governance, session.caller, source,
                 _field(form, "schema"), _field(form, "table"), _field(form, "column"),
                 _field(form, "tag"), _field(form, "domain"))
         except DocgraphError as exc:
-            return self.back(session, f"tags?source={quote(source)}", "error",
-                             f"not removed: {exc}")
-        return self.back(session, f"tags?source={quote(source)}", "ok", message)
+            return self.back(session, where, "error", f"not removed: {exc}")
+        return self.back(session, where, "ok", message)
 
     async def graph(self, request: Request, session: ConsoleSession) -> Response:
         """Graph: entity search, an entity's neighbours, the communities."""
@@ -537,6 +539,11 @@ class Console:
                   methods=["POST"]),
             Route(p + "/static/{name}", self.static, methods=["GET"]),
         ]
+
+
+def _tags_page(source: str, schema: str) -> str:
+    """The Tags page of ``source`` (and ``schema``), relative to the console."""
+    return f"tags?source={quote(source)}" + (f"&schema={quote(schema)}" if schema else "")
 
 
 def _field(form: FormData | None, name: str) -> str:

@@ -349,15 +349,16 @@ def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
 
 # -- tags ---------------------------------------------------------------------------------
 
-def tags_page(governance: Governance, source: str | None) -> dict[str, Any]:
-    """The SQL sources, every column tag, and - for the chosen ``source`` - its tables and
-    columns in the default schema with the tags already on each (or why the database could
-    not be read)."""
+def tags_page(governance: Governance, source: str | None,
+              schema: str | None = None) -> dict[str, Any]:
+    """The SQL sources, every column tag, and - for the chosen ``source`` - its schemas and
+    the tables and columns of ``schema`` (default: the database's default schema) with the
+    tags already on each (or why the database could not be read)."""
     registry = governance.graph.sources
     sources = [q.name for q in registry.sql_sources()]
     tags = registry.tags()
     out: dict[str, Any] = {"sql_sources": sources, "source": None, "schema": "",
-                           "tables": [], "error": "",
+                           "schemas": [], "tables": [], "error": "",
                            "tags": [{"source": t.source, "schema": t.schema, "table": t.table,
                                      "column": t.column, "tag": t.tag, "domain": t.domain,
                                      "label": t.label()} for t in tags]}
@@ -371,7 +372,7 @@ def tags_page(governance: Governance, source: str | None) -> dict[str, Any]:
     out["source"] = source
     try:
         with registry.reader(source) as reader:
-            schema, shapes = reader.describe()
+            schema, out["schemas"], shapes = reader.describe(schema)
     except DocgraphError as exc:
         out["error"] = str(exc)
         return out
@@ -388,16 +389,16 @@ def tags_page(governance: Governance, source: str | None) -> dict[str, Any]:
 
 
 def set_tag(governance: Governance, admin: Caller, source: str, column: str, kind: str,
-            entity_type: str, domain: str) -> str:
-    """Tag ``column`` (``table.column``) of ``source`` with ``natural_language`` (in
-    ``domain``) or ``entity:<entity_type>`` through the registry (it checks the column in
-    the database); audited."""
+            entity_type: str, domain: str, schema: str | None = None) -> str:
+    """Tag ``column`` (``table.column``, in ``schema`` or the default one) of ``source``
+    with ``natural_language`` (in ``domain``) or ``entity:<entity_type>`` through the
+    registry (it checks the column in the database); audited."""
     table, _, name = column.partition(".")
     tag = "natural_language" if kind == "natural_language" else f"entity:{entity_type.strip()}"
     detail = f"{tag} on {source}:{column}" + (f" in {domain!r}" if domain.strip() else "")
     try:
         saved = governance.graph.sources.set_tag(
-            source, table, name, tag, domain=domain.strip() or None)
+            source, table, name, tag, schema=schema or None, domain=domain.strip() or None)
     except DocgraphError as exc:
         audit_change(governance, admin, "set_tag", "error", f"{detail}: {exc}")
         raise
