@@ -259,7 +259,7 @@ class Console:
 
     async def refresh(self, request: Request, session: ConsoleSession) -> Response:
         """Refresh now (never waits for the build)."""
-        started, message = self.refresh_job.request()
+        started, message = await self.blocking(self.refresh_job.request)  # asks the lock
         await self.blocking(views.audit_change, self.governance, session.caller, "refresh",
                             "ok" if started else "denied", message)
         return self.back(session, "status", "ok" if started else "error", message)
