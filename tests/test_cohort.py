@@ -188,6 +188,12 @@ def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph)
     assert "query" not in last  # like the audit log: a hash, never the text
     assert last["query_hash"] == hashlib.sha256(b"outage 4").hexdigest()
     assert last["user_id"] == caller.user_id
+    recent = store.recent(10)  # newest first, each with its id (the console's trace list)
+    assert [t["query_hash"] for t in recent] == [
+        hashlib.sha256(f"outage {i}".encode()).hexdigest() for i in (4, 3, 2)]
+    assert recent[0] == {**last, "id": recent[0]["id"]}
+    assert store.get(recent[1]["id"])["query_hash"] == recent[1]["query_hash"]
+    assert len(store.recent(1)) == 1
 
 
 def test_concurrent_searches_match_sequential_ones(graph):

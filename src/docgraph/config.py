@@ -349,6 +349,11 @@ class ServeSettings(_Section):
     )
     stdio_user: str | None = Field(default=None, description="Caller of `docgraph mcp` (stdio).")
     stdio_role: str | None = Field(default=None, description="Active role of the stdio caller.")
+    console_admin_role: str = Field(
+        default="admin",
+        description="Role that opens the web console (/console): a user holding it on every "
+                    "domain ('*') in the role assignments. Everyone else is refused.",
+    )
 
 
 class Settings(BaseSettings):

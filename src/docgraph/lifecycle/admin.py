@@ -40,6 +40,7 @@ from docgraph.errors import ConfigError, DocgraphError, EmbeddingModelMismatch, 
 
 if TYPE_CHECKING:
     from docgraph.app import DocGraph
+    from docgraph.ingest.pipeline import ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class AdminSettings:
         is_admin: bool,
         full_reindex: bool = False,
         persist: bool = True,
+        progress: ProgressCallback | None = None,
     ) -> AdminUpdate:
         """Validate, apply and (by default) write admin settings.
 
@@ -142,7 +144,7 @@ class AdminSettings:
         Raises :class:`AdminRequired` unless ``is_admin``, :class:`ConfigError` for an
         unknown or invalid setting (nothing is changed then), and
         :class:`EmbeddingModelMismatch` for an embedding model change without
-        ``full_reindex``."""
+        ``full_reindex``. ``progress`` follows the full re-index document by document."""
         if not is_admin:
             raise AdminRequired("admin settings are deployment-wide; only an admin may change "
                                 "them")
@@ -214,7 +216,7 @@ class AdminSettings:
             self.graph.shared_settings.record(result.changed)
         if new_embedder is not None:
             self.graph.embedder = new_embedder
-            reports = self.graph.reindex_full()
+            reports = self.graph.reindex_full(progress)
             result.reindexed_chunks = sum(r.chunks_embedded for r in reports)
         return result
 

@@ -7,6 +7,8 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
   ``GET`` also works for ``list_documents`` and ``index_status`` (query parameters)
 - ``GET /openapi.json``    the OpenAPI 3.1 document of the JSON API
 - ``GET /healthz``         liveness (no token, no data)
+- ``/console``             the web console for admins (:mod:`docgraph.serve.console`:
+  sign-in with an admin's bearer token, then a session cookie and CSRF tokens)
 
 With a :class:`~docgraph.lifecycle.refresher.Refresher` given, the server runs its
 background loop from start-up to shutdown (``docgraph serve`` with ``refresh.in_serve``):
@@ -52,6 +54,7 @@ from docgraph import __version__
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
+from docgraph.serve.console import Console, ConsoleAuth
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
@@ -115,9 +118,16 @@ def _check_text(arguments: dict[str, Any]) -> None:
 
 
 def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
-               stateless: bool = False, refresher: Refresher | None = None) -> Starlette:
-    """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json``;
-    ``refresher``'s background loop runs while the app does (see the module docstring)."""
+               stateless: bool = False, refresher: Refresher | None = None,
+               console: Console | None = None) -> Starlette:
+    """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json`` and
+    the console under ``/console`` (``console``, or one built over ``tools`` and ``tokens``
+    with the admin role of ``[serve] console_admin_role``); ``refresher``'s background loop
+    runs while the app does (see the module docstring)."""
+    if console is None:
+        console = Console(tools, ConsoleAuth(
+            tokens, tools.governance.entitlements,
+            tools.graph.settings.serve.console_admin_role))
     mcp_server = build_mcp_server(tools, http_caller)
     policy = host_policy(host)
     # Builds the session manager; its own Host/Origin check gets the same policy.
@@ -184,6 +194,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Route(API_PREFIX + "/{tool}", endpoint=call_api, methods=["GET", "POST"]),
         Route("/openapi.json", endpoint=openapi, methods=["GET"]),
         Route("/healthz", endpoint=healthz, methods=["GET"]),
+        *console.routes(),
     ]
     middleware = [
         Middleware(HostOriginGuard, policy=policy),

@@ -72,6 +72,16 @@ def _pick(wanted: str, available: Sequence[str], what: str, where: str) -> str:
     raise SourceError(f"no {what} {wanted!r} in {where}")
 
 
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """A table or view as :meth:`TableReader.describe` lists it: its columns as
+    ``(name, type)`` and its single-column primary key (None: none or composite)."""
+
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    pk_column: str | None
+
+
 class TableReader:
     """Reads one SQL source (a SQLAlchemy URL with its credentials) for docgraph.
 
@@ -140,6 +150,47 @@ class TableReader:
         pk_column = constrained[0] if len(constrained) == 1 else None
         return ColumnRef(self.name, schema, table, column, pk_column,
                          _pk_kind(types.get(pk_column)) if pk_column else "text")
+
+    def describe(self, schema: str | None = None,
+                 limit: int = 100) -> tuple[str, list[str], list[TableShape]]:
+        """``(schema, schemas, tables)``: the schema described (``schema``, spelled as the
+        database does, or the default one), every schema but the database's own catalogs,
+        and the schema's tables and views (at most ``limit``, by name), each with its
+        columns and single-column primary key: what a person tags. Raises
+        :class:`SourceError` for an unknown schema or a database that cannot be
+        inspected."""
+        import warnings
+
+        import sqlalchemy as sa
+
+        try:
+            with self.engine.connect() as conn, warnings.catch_warnings():
+                # A column type SQLAlchemy does not know (e.g. pgvector's) is listed as such.
+                warnings.simplefilter("ignore", sa.exc.SAWarning)
+                inspector = sa.inspect(conn)
+                schemas = [n for n in inspector.get_schema_names()
+                           if n != "information_schema" and not n.startswith("pg_")]
+                if schema is None:
+                    schema = inspector.default_schema_name or (schemas[0] if schemas else "")
+                else:
+                    schema = _pick(schema, schemas, "schema", f"SQL source {self.name!r}")
+                names = sorted([*inspector.get_table_names(schema=schema),
+                                *inspector.get_view_names(schema=schema)])[:limit]
+                shapes = []
+                for name in names:
+                    columns = inspector.get_columns(name, schema=schema)
+                    pk = inspector.get_pk_constraint(name, schema=schema) or {}
+                    constrained = list(pk.get("constrained_columns") or [])
+                    shapes.append(TableShape(
+                        name, tuple((str(c["name"]), str(c["type"])) for c in columns),
+                        constrained[0] if len(constrained) == 1 else None))
+        except SourceError:
+            raise
+        except Exception as exc:
+            raise SourceError(
+                f"cannot inspect SQL source {self.name!r}: {_describe(exc)}"
+            ) from exc
+        return schema, schemas, shapes
 
     def _table(self, ref: ColumnRef) -> Any:
         import sqlalchemy as sa

@@ -260,6 +260,10 @@ class TraceLog(Protocol):
         """Stored traces."""
         ...
 
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest traces first (each payload with its ``id``)."""
+        ...
+
 
 class AuditStore(Protocol):
     """The append-only audit log of governed requests."""

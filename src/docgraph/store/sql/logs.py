@@ -52,6 +52,13 @@ class SqlTraceLog:
         """Stored traces."""
         return int(run(self.database, "SELECT count(*) FROM traces").fetchone()[0])
 
+    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest traces first (each payload with its ``id``)."""
+        rows = run(self.database, "SELECT id, payload FROM traces"
+                                  " ORDER BY created_at DESC, id LIMIT ?", (limit,)).fetchall()
+        return [{**dict(self.database.dialect.json_value(r[1])), "id": str(r[0])}
+                for r in rows]
+
 
 class SqlAuditStore:
     """The :class:`~docgraph.store.base.AuditStore` port on a relational catalog."""
