@@ -1,10 +1,11 @@
 """Mail: headers become metadata and a short heading, bodies lose quoted replies and
 signatures, each message of a mailbox or exported thread is its own section, attachments
-are extracted under their message; indexed on every backend, none of the boilerplate
+are extracted as documents of their own; indexed on every backend, none of the boilerplate
 reaches a chunk."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -92,33 +93,63 @@ def test_outlook_original_message_block_and_short_sign_off_are_removed():
     ]
 
 
-def test_attachments_are_extracted_under_their_message_and_others_listed():
+def test_attachments_are_documents_of_their_own_and_others_listed():
     mail = _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n", "photo.bin": b"\0\1\2"})
     document = extract(bytes(mail), "dock.eml")
-    assert [(b.kind, b.text, b.level) for b in document.blocks[3:]] == [
-        (H, "Attachment: parts.csv", 2),
-        (ROW, "Part: PLV-CS-220-B; Price: 186", 0),
-    ]
+    assert [(b.kind, b.text) for b in document.blocks[3:]] == [(P, "Attachment: parts.csv")]
+    assert "PLV-CS-220-B; Price" not in " ".join(b.text for b in document.blocks)
     assert document.metadata["attachments"] == "parts.csv"
     assert document.metadata["attachments_skipped"] == \
         "photo.bin (unsupported file type '.bin')"
+    [attached] = document.attachments
+    assert attached.name == "parts.csv"
+    assert attached.content_hash == hashlib.sha256(b"Part,Price\nPLV-CS-220-B,186\n").hexdigest()
+    assert attached.document.media_type == "text/csv"
+    assert [(b.kind, b.text) for b in attached.document.blocks] == [
+        (H, "parts"), (ROW, "Part: PLV-CS-220-B; Price: 186")]
+    assert attached.document.metadata == {"attached_to": "Priya Raman, 28 Mar 2025 10:00"}
 
 
-def test_a_message_forwarded_as_attachment_is_extracted_as_mail():
+def test_a_message_forwarded_as_attachment_is_extracted_as_mail_with_its_attachments():
     forward = office_fixtures.mail_message(
         "Oliver Hughes <oliver.hughes@halyard.example>", "Mei Tanaka <mei@halyard.example>",
         "FW: Dock D-14 at Daventry", "Mon, 31 Mar 2025 08:00:00 +0100", "See the attached.\n",
         "<fw-1@halyard.example>")
-    forward.add_attachment(_reply())  # message/rfc822
+    forward.add_attachment(_reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"}))
     document = extract(bytes(forward), "fw.eml")
     assert [(b.kind, b.text, b.level) for b in document.blocks] == [
         (H, "Oliver Hughes, 31 Mar 2025 08:00", 1),
         (P, "See the attached.", 0),
-        (H, "Attachment: RE: Dock D-14 at Daventry.eml", 2),
-        (H, "Priya Raman, 28 Mar 2025 10:00", 3),
-        (P, "Hi Joost,", 0),
-        (P, "The contact spring kit PLV-CS-220-B is fitted on dock D-14.", 0),
+        (P, "Attachment: RE: Dock D-14 at Daventry.eml", 0),
     ]
+    assert [a.name for a in document.attachments] == [
+        "RE: Dock D-14 at Daventry.eml", "RE: Dock D-14 at Daventry.eml/parts.csv"]
+    inner = document.attachments[0].document
+    assert inner.media_type == "message/rfc822"
+    assert [(b.kind, b.text) for b in inner.blocks] == [
+        (H, "Priya Raman, 28 Mar 2025 10:00"),
+        (P, "Hi Joost,"),
+        (P, "The contact spring kit PLV-CS-220-B is fitted on dock D-14."),
+        (P, "Attachment: parts.csv"),
+    ]
+    assert inner.attachments == ()  # carried by the outer mail, one level of names each
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["../../etc/passwd.txt", "a\\b.txt"], ["passwd.txt", "b.txt"]),
+    ([" \x07report.txt ", "report.txt", ".."], ["report.txt", "report (2).txt"]),
+    (["notes.txt", "NOTES.txt", "notes.txt"], ["notes.txt", "NOTES (2).txt", "notes (3).txt"]),
+])
+def test_attachment_names_are_one_safe_unique_path_segment(names, expected):
+    mail = _reply()
+    for name in names:
+        mail.add_attachment(b"Dock D-14 notes.\n", maintype="text", subtype="plain",
+                            filename=name)
+    document = extract(bytes(mail), "dock.eml")
+    assert [a.name for a in document.attachments] == expected
+    if ".." in names:  # no name left: named 'attachment', and unsupported without a type
+        assert document.metadata["attachments_skipped"] == \
+            "attachment (unsupported file type '(none)')"
 
 
 def test_mbox_messages_are_sections_of_their_own():
@@ -192,10 +223,10 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
                         "wrote:", "Original Message"):
         assert boilerplate not in text
     attachment = [c for c in chunks if c.text == "Part: PLV-CS-220-B; Price: 186"]
-    assert [c.section_path for c in attachment] == [
-        ("Priya Raman, 28 Mar 2025 10:00", "Attachment: parts.csv")]
+    assert [(c.source_path, c.section_path) for c in attachment] == [
+        ("dock.eml/parts.csv", ("parts",))]
     hits = graph.search("price of the contact spring kit", namespaces={"mail"}, k=3)
-    assert any(h.source_path == "dock.eml" for h in hits)
+    assert any(h.source_path == "dock.eml/parts.csv" for h in hits)
 
 
 def test_community_reports_of_the_sample_support_folder_hold_no_mail_headers_or_signatures(

@@ -105,9 +105,11 @@ def _make_old(graph: DocGraph) -> None:
     if graph.backend == "embedded":
         statements.append("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     else:
-        # Migration 12 added pages; those after it (source naming) are undone too.
+        # Migration 12 added pages; those after it (source naming, attachments' parent
+        # link) are undone too.
         statements += ["ALTER TABLE sources DROP COLUMN display_name",
                        "ALTER TABLE sources DROP COLUMN public_url",
+                       "ALTER TABLE documents DROP COLUMN parent_id",
                        "DELETE FROM schema_migrations WHERE version >= 12"]
     for statement in statements:
         db.execute(statement)

@@ -78,11 +78,12 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
         f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
         f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
     old = PostgresCatalog(pg_url)
-    # The write below is today's code: lend the old schema the page and metadata columns
-    # it writes, and take them away again before the upgrade adds them.
+    # The write below is today's code: lend the old schema the page, metadata and parent
+    # columns it writes, and take them away again before the upgrade adds them.
     later_columns = (("chunks", "page_first integer"), ("chunks", "page_last integer"),
                      ("chunks", "ocr boolean NOT NULL DEFAULT false"),
-                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"))
+                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"),
+                     ("documents", "parent_id bigint"))
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.set_embedding_model("m", 8)
@@ -305,6 +306,12 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         assert {d.path: d.metadata for d in moved.store.list_documents({"demo"})} == metadata
         assert metadata["engineering/postmortem-inc-2025-007-rotterdam.pdf"]["author"] \
             == "Mei Tanaka"
+        # The mail's attachment keeps its link to its mail (and is deleted with it there).
+        mail = "support/brightwell-dock-audit.mbox"
+        parents = {path: d.parent for source in moved.store.list_sources()
+                   for path, d in moved.store.documents_for_source(source).items()
+                   if path.startswith(mail)}
+        assert parents == {mail: None, f"{mail}/daventry-dock-audit-2025-03-31.csv": mail}
         again = moved.index(SAMPLE_CORPUS, namespace="demo")
         assert again.chunks_embedded == 0 and not again.added and not again.updated
     finally:

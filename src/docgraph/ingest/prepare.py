@@ -40,7 +40,9 @@ class PrepareSpec:
 class PreparedDocument:
     """A document ready to embed and write. ``links`` has one list per chunk (empty when no
     extractor is configured); ``lexical`` one term count per chunk (None when not counted);
-    ``seconds`` is the time spent per phase (extract, chunk, entities, store)."""
+    ``seconds`` is the time spent per phase (extract, chunk, entities, store).
+    ``attachments`` are the documents carried inside this one (a mail's attachments), each
+    prepared alike, with its name and content hash."""
 
     document: ExtractedDocument
     chunks: list[ChunkDraft]
@@ -49,10 +51,37 @@ class PreparedDocument:
     links: list[list[EntityLink]]
     lexical: list[CountedTerms] | None
     seconds: dict[str, float] = field(default_factory=dict)
+    attachments: list[PreparedAttachment] = field(default_factory=list)
+
+    def all_chunks(self) -> int:
+        """Chunks of this document and its attachments."""
+        return len(self.chunks) + sum(len(a.prepared.chunks) for a in self.attachments)
+
+
+@dataclass
+class PreparedAttachment:
+    """An attachment prepared as a document of its own (see
+    :class:`docgraph.model.AttachedDocument`)."""
+
+    name: str
+    content_hash: str
+    prepared: PreparedDocument
 
 
 def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
-    """Chunk an extracted document and derive everything its write needs but vectors."""
+    """Chunk an extracted document (and each document attached to it) and derive everything
+    its write needs but vectors."""
+    prepared = _prepare_one(spec, document)
+    for attached in document.attachments:
+        inner = _prepare_one(spec, attached.document)
+        for phase, seconds in inner.seconds.items():
+            prepared.seconds[phase] += seconds
+        prepared.attachments.append(
+            PreparedAttachment(attached.name, attached.content_hash, inner))
+    return prepared
+
+
+def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
     t0 = time.perf_counter()
     chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
     breadcrumbs = [c.breadcrumb(document.title) for c in chunks]

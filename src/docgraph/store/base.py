@@ -38,6 +38,12 @@ class DocumentWrite:
     per chunk) are the entities found in each chunk. ``metadata`` is what the format said
     about the document (:attr:`~docgraph.model.ExtractedDocument.metadata`); each chunk's
     pages and OCR flag travel on its :class:`~docgraph.model.ChunkDraft`.
+
+    ``attachments`` are the documents carried inside this one (a mail's attachments, each
+    with path ``<path>/<name>``, this write's source, namespace and change token): they are
+    written in the same atomic unit with this document as their parent, and any attachment
+    this document had before that is not among them is deleted with it. ``embed_hashes``
+    replaces hashing ``embedded_texts`` when copying an index that knows only the hashes.
     """
 
     source: SourceRecord
@@ -58,6 +64,8 @@ class DocumentWrite:
     # None counts them itself.
     lexical_terms: Sequence[CountedTerms] | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    attachments: Sequence[DocumentWrite] = ()
+    embed_hashes: Sequence[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +144,8 @@ class Catalog(Protocol):
         ...
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
-        """The source's documents keyed by relative path."""
+        """The source's documents keyed by relative path (attachments included, with their
+        :attr:`~docgraph.model.DocumentRecord.parent`)."""
         ...
 
     def write_document(self, write: DocumentWrite) -> DocumentRecord:
@@ -150,11 +159,12 @@ class Catalog(Protocol):
         ...
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
-        """Record a new change token for a document whose content did not change."""
+        """Record a new change token for a document whose content did not change (and for
+        its attachments, which follow it)."""
         ...
 
     def delete_document(self, document: DocumentRecord) -> None:
-        """Delete a document and its chunks atomically."""
+        """Delete a document, its chunks and its attachments atomically."""
         ...
 
     def reusable_vectors(

@@ -6,9 +6,9 @@ subject where it differs from the thread's): headers are the document's metadata
 to, cc, date, subject, message id), never body text. Bodies lose quoted replies and
 signatures (:mod:`docgraph.ingest.boilerplate`), so a thread's earlier messages are their
 own sections instead of being repeated in every reply. Supported attachments are
-extracted with the extractor of their type and become subsections of their message named
-``Attachment: <name>`` (their document name is ``<mail>/<attachment>``); others are listed
-in the metadata as skipped.
+extracted with the extractor of their type as documents of their own
+(:attr:`ExtractedDocument.attachments`, indexed as ``<mail>/<attachment>``); their message
+says ``Attachment: <name>``. Others are listed in the metadata as skipped.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
+import hashlib
 import mailbox
 import os
 import re
@@ -28,7 +29,7 @@ from docgraph.ingest.blocks import clean, paragraph_blocks, title_from_name
 from docgraph.ingest.boilerplate import clean_mail_body, split_mail_thread
 from docgraph.ingest.decode import decode_text
 from docgraph.ingest.limits import ExtractLimits
-from docgraph.model import Block, BlockKind, ExtractedDocument
+from docgraph.model import AttachedDocument, Block, BlockKind, ExtractedDocument
 
 EML_MEDIA_TYPE = "message/rfc822"
 MBOX_MEDIA_TYPE = "application/mbox"
@@ -102,7 +103,7 @@ def _from_email(message: EmailMessage) -> MailMessage:
                     if not filename.lower().endswith(".eml"):
                         filename += ".eml"
             if filename and isinstance(payload, bytes):
-                attachments.append((os.path.basename(filename.replace("\\", "/")), payload))
+                attachments.append((filename, payload))
     return MailMessage(headers, body, attachments)
 
 
@@ -174,8 +175,11 @@ def mail_thread_text(text: str, name: str, limits: ExtractLimits) -> ExtractedDo
 
 def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
                   media_type: str) -> ExtractedDocument:
-    """Messages as one document: a section per message, its cleaned body and its
-    attachments' sections; metadata from the first message (and the message count)."""
+    """Messages as one document: a section per message with its cleaned body and a line
+    per attachment; metadata from the first message (and the message count). Supported
+    attachments become :class:`AttachedDocument` s of their own (an attached message's own
+    attachments too, named ``<message>.eml/<name>``); their text counts towards the
+    mail's text limit."""
     first = messages[0]
     title = thread_subject(first.headers.get("subject", "")) or title_from_name(name)
     metadata = dict(first.headers)
@@ -184,7 +188,8 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
     if len(messages) > 1:
         metadata["messages"] = str(len(messages))
     blocks: list[Block] = []
-    attached: list[str] = []
+    attached: list[AttachedDocument] = []
+    taken: set[str] = set()
     skipped: list[str] = []
     chars = 0
     for message in messages:
@@ -198,26 +203,53 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
         blocks.extend(body)
         chars += sum(len(b.text) for b in body)
         limits.check_text(name, chars)
-        for filename, payload in message.attachments:
+        for raw_name, payload in message.attachments:
+            filename = _unique_name(attachment_name(raw_name), taken)
             inner = _attachment(payload, f"{name}/{filename}", limits)
             if isinstance(inner, str):
                 skipped.append(f"{filename} ({inner})")
                 continue
-            attached.append(filename)
-            blocks.append(Block(BlockKind.HEADING, f"Attachment: {filename}", 2))
-            inner_blocks = list(inner.blocks)
-            if inner_blocks and inner_blocks[0].kind is BlockKind.HEADING \
-                    and inner_blocks[0].text == title_from_name(filename):
-                inner_blocks.pop(0)  # the file name again (a CSV's heading), said above
-            blocks.extend(Block(b.kind, b.text, min(6, b.level + 2), b.page, b.ocr)
-                          if b.kind is BlockKind.HEADING else b for b in inner_blocks)
-            chars += sum(len(b.text) for b in inner.blocks)
+            taken.add(filename.casefold())
+            blocks.append(Block(BlockKind.PARAGRAPH, f"Attachment: {filename}"))
+            inner_metadata = {**inner.metadata, "attached_to": heading or title}
+            attached.append(AttachedDocument(
+                filename, hashlib.sha256(payload).hexdigest(),
+                ExtractedDocument(inner.title, inner.blocks, inner.media_type, inner_metadata)))
+            attached.extend(AttachedDocument(f"{filename}/{a.name}", a.content_hash, a.document)
+                            for a in inner.attachments)
+            chars += sum(len(b.text) for a in (inner, *(a.document for a in inner.attachments))
+                         for b in a.blocks)
             limits.check_text(name, chars)
     if attached:
-        metadata["attachments"] = ", ".join(attached)
+        metadata["attachments"] = ", ".join(a.name for a in attached)
     if skipped:
         metadata["attachments_skipped"] = "; ".join(skipped)
-    return ExtractedDocument(title, tuple(blocks), media_type, metadata)
+    return ExtractedDocument(title, tuple(blocks), media_type, metadata, tuple(attached))
+
+
+def attachment_name(raw: str) -> str:
+    """An attachment's file name as one safe path segment: its last component, control
+    characters and surrounding spaces removed; ``attachment`` when nothing (or only ``.``
+    or ``..``) is left."""
+    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(c for c in base if c.isprintable()).strip()
+    return base if base not in ("", ".", "..") else "attachment"
+
+
+def _unique_name(filename: str, taken: set[str]) -> str:
+    """``filename``, or ``stem (2).ext``, ``stem (3).ext``... when a mail already has an
+    attachment of that name (compared without case: one path must name one document)."""
+    if filename.casefold() not in taken:
+        return filename
+    stem, dot, ext = filename.rpartition(".")
+    if not dot or not stem:
+        stem, ext = filename, ""
+    n = 2
+    while True:
+        candidate = f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})"
+        if candidate.casefold() not in taken:
+            return candidate
+        n += 1
 
 
 def _attachment(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument | str:
