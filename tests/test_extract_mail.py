@@ -152,6 +152,56 @@ def test_attachment_names_are_one_safe_unique_path_segment(names, expected):
             "attachment (unsupported file type '(none)')"
 
 
+def test_an_outlook_message_reads_like_its_eml():
+    mail = _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n", "photo.bin": b"\0\1\2"})
+    eml = extract(bytes(mail), "dock.eml")
+    for transport in (False, True):  # saved from Outlook (properties) or received (headers)
+        document = extract(office_fixtures.outlook_msg(mail, transport), "dock.msg")
+        assert document.media_type == "application/vnd.ms-outlook"
+        assert document.title == eml.title == "Dock D-14 at Daventry"
+        assert {k: v for k, v in document.metadata.items() if k != "date"} == {
+            k: v for k, v in eml.metadata.items() if k != "date"}
+        assert document.metadata["from"] == "Priya Raman <priya.raman@halyard.example>"
+        assert document.metadata["cc"] == "support@halyard.example"
+        assert document.metadata["message_id"] == "<reply-1@halyard.example>"
+        # Outlook keeps the submit time in UTC; the transport headers keep the sender's zone.
+        assert document.metadata["date"] == ("2025-03-28T10:00:00+01:00" if transport
+                                             else "2025-03-28T09:00:00+00:00")
+        assert [b.text for b in document.blocks[1:]] == [b.text for b in eml.blocks[1:]]
+        [attached] = document.attachments
+        assert (attached.name, attached.document.blocks) == (
+            "parts.csv", eml.attachments[0].document.blocks)
+        assert "MARKER" not in " ".join(b.text for b in document.blocks)
+
+
+def test_an_html_only_outlook_message_loses_its_quoted_history():
+    message = office_fixtures.mail_message(
+        "Priya Raman <priya.raman@halyard.example>", "Joost <joost@nordhaven.example>",
+        "Dock status", "Fri, 28 Mar 2025 10:00:00 +0100", "placeholder", "<html-2@h.example>")
+    message.set_content(
+        "<html><body><p>Dock D-14 is back in service.</p>"
+        "<blockquote><p>Is it fixed? QUOTED-MARKER</p></blockquote></body></html>",
+        subtype="html")
+    document = extract(office_fixtures.outlook_msg(message), "status.msg")
+    assert [b.text for b in document.blocks] == [
+        "Priya Raman, 28 Mar 2025 09:00", "Dock D-14 is back in service."]
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"From: someone\n\nnot an OLE file", "not an Outlook message"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "not a readable Outlook message"),
+])
+def test_a_file_that_is_not_an_outlook_message_is_refused_naming_it(data, reason):
+    with pytest.raises(ExtractionError, match=rf"^mail/broken.msg: {reason}"):
+        extract(data, "mail/broken.msg")
+
+
+def test_a_truncated_outlook_message_is_refused_naming_it():
+    data = office_fixtures.outlook_msg(_reply())
+    with pytest.raises(ExtractionError, match=r"^cut.msg: not a readable Outlook message"):
+        extract(data[:len(data) // 2], "cut.msg")
+
+
 def test_mbox_messages_are_sections_of_their_own():
     document = extract(office_fixtures.mbox_bytes([_reply(), _outlook_reply()]), "dock.mbox")
     assert document.media_type == "application/mbox"
@@ -211,6 +261,8 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
     folder = write_files(tmp_path / "mail", {
         "dock.eml": bytes(_reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"})),
         "box.mbox": office_fixtures.mbox_bytes([_outlook_reply()]),
+        "saved.msg": office_fixtures.outlook_msg(
+            _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"})),
         "thread.txt": CORPUS_THREAD.read_bytes(),
     })
     graph = make_graph()
@@ -223,8 +275,8 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
                         "wrote:", "Original Message"):
         assert boilerplate not in text
     attachment = [c for c in chunks if c.text == "Part: PLV-CS-220-B; Price: 186"]
-    assert [(c.source_path, c.section_path) for c in attachment] == [
-        ("dock.eml/parts.csv", ("parts",))]
+    assert sorted((c.source_path, c.section_path) for c in attachment) == [
+        ("dock.eml/parts.csv", ("parts",)), ("saved.msg/parts.csv", ("parts",))]
     hits = graph.search("price of the contact spring kit", namespaces={"mail"}, k=3)
     assert any(h.source_path == "dock.eml/parts.csv" for h in hits)
 

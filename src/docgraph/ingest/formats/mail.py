@@ -1,5 +1,6 @@
 """E-mail: ``.eml`` (one RFC 5322 message), ``.mbox`` (a mailbox of them) and threads
-exported as plain text, through the standard library's :mod:`email` and :mod:`mailbox`.
+exported as plain text, through the standard library's :mod:`email` and :mod:`mailbox`;
+Outlook ``.msg`` files through python-oxmsg (MIT, over olefile).
 
 A mail document has one section per message, headed by the sender and date (plus the
 subject where it differs from the thread's): headers are the document's metadata (from,
@@ -33,6 +34,10 @@ from docgraph.model import AttachedDocument, Block, BlockKind, ExtractedDocument
 
 EML_MEDIA_TYPE = "message/rfc822"
 MBOX_MEDIA_TYPE = "application/mbox"
+MSG_MEDIA_TYPE = "application/vnd.ms-outlook"
+# MS-OXPROPS: PidTagRecipientType (1 To, 2 Cc, 3 Bcc), PidTagInternetMessageId.
+_PID_RECIPIENT_TYPE = 0x0C15
+_PID_INTERNET_MESSAGE_ID = 0x1035
 
 #: Headers kept as document metadata, by their metadata key.
 MAIL_HEADERS = {"from": "from", "to": "to", "cc": "cc", "date": "date", "subject": "subject",
@@ -43,12 +48,13 @@ _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|antw|tr)\s*(\[\d+\])?\s*:\
 
 @dataclass
 class MailMessage:
-    """One message: headers by metadata key, plain-text body (not yet cleaned) and
-    attachments as (file name, bytes)."""
+    """One message: headers by metadata key, plain-text body (not yet cleaned),
+    attachments as (file name, bytes) and those that could not be read, with why."""
 
     headers: dict[str, str]
     body: str
     attachments: list[tuple[str, bytes]] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # attachments not read, with why
 
     @property
     def sender(self) -> str:
@@ -131,6 +137,60 @@ def extract_eml(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
     return mail_document([_from_email(parsed)], name, limits, EML_MEDIA_TYPE)
 
 
+def extract_msg(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """An Outlook message (``.msg``, MS-OXMSG) read with python-oxmsg: the transport
+    headers where the message kept them (a received mail), else its sender, recipient,
+    submit time (UTC, as Outlook stores it), subject and message id properties; the
+    plain-text body, else the HTML one; attachments by value (an embedded Outlook message is
+    listed as not read)."""
+    from oxmsg import Message
+
+    if not data.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        raise ExtractionError(f"{name}: not an Outlook message (no OLE compound file header)")
+    try:
+        message = Message.load(data)
+        transport = {k.lower(): v for k, v in message.message_headers.items()}
+        headers = {key: clean(str(transport[header])) for header, key in MAIL_HEADERS.items()
+                   if transport.get(header)}
+        if "from" not in headers and message.sender:
+            display, address = email.utils.parseaddr(message.sender)
+            headers["from"] = clean(email.utils.formataddr((display, address)) if address
+                                    else message.sender)
+        for kind, key in ((1, "to"), (2, "cc")):
+            if key not in headers:
+                found = [email.utils.formataddr((r.name, r.email_address))
+                         if r.name and r.name != r.email_address else r.email_address
+                         for r in message.recipients
+                         if r.properties.int_prop_value(_PID_RECIPIENT_TYPE) == kind]
+                if found:
+                    headers[key] = clean(", ".join(found))
+        if "date" not in headers and message.sent_date is not None:
+            headers["date"] = email.utils.format_datetime(message.sent_date)
+        if "subject" not in headers and message.subject:
+            headers["subject"] = clean(message.subject)
+        message_id = message.properties.str_prop_value(_PID_INTERNET_MESSAGE_ID)
+        if "message_id" not in headers and message_id:
+            headers["message_id"] = clean(message_id)
+        body = message.body or ""
+        if not body.strip() and message.html_body:
+            body = _html_text(message.html_body)
+        read = MailMessage(headers, body)
+        for attachment in message.attachments:
+            filename = attachment.file_name or ""
+            payload = attachment.file_bytes
+            if filename and payload is not None and attachment.attached_by_value:
+                read.attachments.append((filename, payload))
+            else:
+                read.unread.append(f"{attachment_name(filename)} (an embedded Outlook message "
+                                   "or a link, not read)")
+    except ExtractionError:
+        raise
+    except Exception as exc:  # a damaged compound file or property stream
+        raise ExtractionError(
+            f"{name}: not a readable Outlook message ({type(exc).__name__}: {exc})") from exc
+    return mail_document([read], name, limits, MSG_MEDIA_TYPE)
+
+
 def extract_mbox(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """A Unix mailbox (``.mbox``): every message its own section, in mailbox order."""
     if not data.startswith(b"From "):
@@ -203,6 +263,7 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
         blocks.extend(body)
         chars += sum(len(b.text) for b in body)
         limits.check_text(name, chars)
+        skipped.extend(message.unread)
         for raw_name, payload in message.attachments:
             filename = _unique_name(attachment_name(raw_name), taken)
             inner = _attachment(payload, f"{name}/{filename}", limits)
