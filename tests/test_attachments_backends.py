@@ -210,6 +210,8 @@ def test_an_index_from_before_attachments_were_documents_reads_its_mails_again(
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     else:
         db.execute("ALTER TABLE documents DROP COLUMN parent_id")
+        db.execute("ALTER TABLE documents DROP COLUMN line_hashes")  # migration 15, after
+        db.execute("ALTER TABLE documents DROP COLUMN lines_dropped")
         db.execute("DELETE FROM schema_migrations WHERE version >= 14")
     graph.close()
 

@@ -17,6 +17,11 @@ whose path is an attachment's wins that path (object stores can hold ``x.eml`` a
 ``x.eml/a.pdf`` both): the mail is then read again without that attachment, and again once
 the file is gone.
 
+Lines repeated across a large share of the source's documents (legal footers; see
+:func:`docgraph.ingest.boilerplate.repeated_lines`) are left out of every document: files
+are prepared without the lines repeated among the stored documents, and at the end of the
+build the files whose documents do not drop exactly the lines repeated now are read again.
+
 Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
 document per row, incremental by content hash, rows gone from the table are deleted.
 """
@@ -42,6 +47,7 @@ from docgraph.errors import (
     SourceFileVanished,
 )
 from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.boilerplate import repeated_lines
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.prepare import (
@@ -192,7 +198,7 @@ class IngestPipeline:
         counter = portable_token_counter(self.embedder)
         if counter is None:
             return None
-        return PrepareSpec(self.loader, counter, self.extractor, self._spec.lexical)
+        return replace(self._spec, count_tokens=counter)
 
     def index_source(
         self,
@@ -217,6 +223,10 @@ class IngestPipeline:
         self._listed = {e.relative_path for e in entries}
         unread = tuple(folder + "/" for folder in crawler.unlisted)  # kept as they are
         reread, shadowing = _mails_to_read_again(existing, every, self._listed, unread)
+        # Lines repeated across the source's documents (as stored) are left out of the
+        # documents this build prepares; documents it does not read are checked at its end.
+        self._spec = replace(self._spec, count_lines=True, repeated=repeated_lines(
+            (h for h, _ in self.catalog.line_fingerprints(source).values()), len(every)))
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
@@ -267,6 +277,9 @@ class IngestPipeline:
             if path not in present and not path.startswith(unknown):
                 self.catalog.delete_document(document)
                 report.removed.append(path)
+        report.seconds["store"] += time.perf_counter() - t0
+        self._drop_repeated_lines(crawler, entries, report, progress)
+        t0 = time.perf_counter()
         self._clear_stale_failures(source, report, unknown)
         report.seconds["store"] += time.perf_counter() - t0
         mark = getattr(self.catalog, "mark_indexed", None)
@@ -274,6 +287,44 @@ class IngestPipeline:
             mark(source)
         report.wall_seconds = time.perf_counter() - started
         return report
+
+    def _drop_repeated_lines(self, crawler: FolderCrawler, entries: list[FileEntry],
+                             report: IngestReport, progress: ProgressCallback | None) -> None:
+        """Prepare again the files whose documents (or attachments) do not leave out exactly
+        the lines now repeated across the source: the set counted at the build's start
+        missed this build's documents (a first build of a folder counts none), or lines
+        became or stopped being repeated as files came and went. Vectors of unchanged
+        chunk texts are reused; in a build after which the set stays the same, no file is
+        read here."""
+        source = report.source
+        self.phase = "store"
+        documents = self.catalog.documents_for_source(source)
+        counted = self.catalog.line_fingerprints(source)
+        repeated = repeated_lines((h for h, _ in counted.values()), len(documents))
+        stale: set[str] = set()
+        for path, (hashes, dropped) in counted.items():
+            if hashes & repeated != dropped and path in documents:
+                stale.add(documents[path].parent or path)
+        skip = set(report.vanished) | {p for p, _ in report.failed}
+        redo = [e for e in entries if e.relative_path in stale and e.relative_path not in skip]
+        if not redo:
+            return
+        self._spec = replace(self._spec, repeated=repeated)
+        written = set(report.added) | set(report.updated)
+        writer = _BatchWriter(self, report, IngestProgress(total_files=len(redo)), progress)
+        for entry in redo:
+            writer.state.current = entry.relative_path
+            fetched = self._fetch(crawler, entry, documents.get(entry.relative_path), report,
+                                  force=True)
+            if fetched is None:
+                writer.file_done()
+                continue
+            self._take(writer, fetched, self._prepare_inline(fetched))
+        writer.flush()
+        added = set(report.added)
+        again = [p for p in report.updated if p not in added]
+        report.unchanged -= len({p for p in again if p not in written})
+        report.updated = list(dict.fromkeys(again))
 
     def _fetch(
         self,
@@ -358,6 +409,7 @@ class IngestPipeline:
         """
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
+        rows_spec = replace(self._spec, count_lines=False, repeated=frozenset())
         self.phase = "crawl"
         started = t0 = time.perf_counter()
         existing = self.catalog.documents_for_source(source)
@@ -393,7 +445,7 @@ class IngestPipeline:
             )
             entry = FileEntry(row.doc_id, row.doc_id, len(row.text.encode()), token)
             self.phase = "chunk"
-            prepared = prepare_document(self._spec, document)
+            prepared = prepare_document(rows_spec, document)
             for phase, seconds in prepared.seconds.items():
                 report.seconds[phase] += seconds
             writer.add(_Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
@@ -553,6 +605,8 @@ class _BatchWriter:
                 origin=pending.origin if is_file else None,
                 lexical_terms=prepared.lexical,
                 metadata=prepared.document.metadata,
+                line_hashes=prepared.line_hashes,
+                lines_dropped=prepared.lines_dropped,
             ))
         writes: list[DocumentWrite] = []
         for pending in batch:  # a file's write carries its attachments' writes

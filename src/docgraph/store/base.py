@@ -44,6 +44,9 @@ class DocumentWrite:
     written in the same atomic unit with this document as their parent, and any attachment
     this document had before that is not among them is deleted with it. ``embed_hashes``
     replaces hashing ``embedded_texts`` when copying an index that knows only the hashes.
+    ``line_hashes`` are the fingerprints of the document's paragraphs and list items as
+    extracted (None: not counted), ``lines_dropped`` those left out as repeated across its
+    source (:mod:`docgraph.ingest.boilerplate`).
     """
 
     source: SourceRecord
@@ -66,6 +69,8 @@ class DocumentWrite:
     metadata: Mapping[str, str] = field(default_factory=dict)
     attachments: Sequence[DocumentWrite] = ()
     embed_hashes: Sequence[str] | None = None
+    line_hashes: Sequence[str] | None = None
+    lines_dropped: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +161,12 @@ class Catalog(Protocol):
         """Insert or replace several documents, each atomically, in order. If one fails it
         keeps its old version, those before it stay written, those after it are not
         written, and the error propagates."""
+        ...
+
+    def line_fingerprints(self, source: SourceRecord
+                          ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """(line fingerprints, fingerprints dropped) of the source's documents that were
+        counted, keyed by path (attachments included)."""
         ...
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:

@@ -1,7 +1,8 @@
 """Copy an embedded index into PostgreSQL without re-embedding (``docgraph migrate``).
 
 Copied: the embedding model, every source, every document (content hash and change token
-too, so the next build there skips unchanged files, and its format's metadata) with its
+too, so the next build there skips unchanged files, its format's metadata and its line
+fingerprints) with its
 chunks (with their pages and OCR flags), their stored vectors and their entity links,
 recorded failures, the entity graph (entities, co-occurrence edges, communities with their
 members and recorded row sources, the community reports with their stored vectors, and each
@@ -154,8 +155,8 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
     db = embedded.connection()
     doc = db.execute(
         "SELECT id, doc_id, title, content_hash, change_token, media_type, origin_source,"
-        " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata"
-        " FROM documents WHERE id = ?", (row_id,),
+        " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
+        " line_hashes, lines_dropped FROM documents WHERE id = ?", (row_id,),
     ).fetchone()
     rows = db.execute(
         "SELECT chunk_index, text, breadcrumb, section_path, token_count, prev_index,"
@@ -185,6 +186,8 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
         entity_links=[links.get(int(r[0]), []) for r in rows] if links else (),
         origin=None if doc[6] is None else RowOrigin(*doc[6:11]),
         metadata=json.loads(doc[11]),
+        line_hashes=None if doc[12] is None else json.loads(doc[12]),
+        lines_dropped=json.loads(doc[13]),
     )
     return write, [r[8] for r in rows]
 

@@ -184,8 +184,8 @@ class SqlCatalogRecords:
             "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
             " change_token, media_type, chunk_count, updated_at, origin_source,"
             " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
-            " parent_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " parent_id, line_hashes, lines_dropped)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
             " content_hash = excluded.content_hash, change_token = excluded.change_token,"
             " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
@@ -193,12 +193,16 @@ class SqlCatalogRecords:
             " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
             " origin_pk_column = excluded.origin_pk_column,"
             " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata,"
-            " parent_id = excluded.parent_id"
+            " parent_id = excluded.parent_id, line_hashes = excluded.line_hashes,"
+            " lines_dropped = excluded.lines_dropped"
             " WHERE excluded.parent_id IS NULL OR documents.parent_id = excluded.parent_id"
             " RETURNING id"),
             (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
              write.change_token, write.media_type, chunk_count, now, *origin_columns,
-             self.dialect.json_param(dict(write.metadata)), parent_id),
+             self.dialect.json_param(dict(write.metadata)), parent_id,
+             None if write.line_hashes is None else self.dialect.json_param(
+                 list(write.line_hashes)),
+             self.dialect.json_param(list(write.lines_dropped))),
         ).fetchone()
         if row is None:
             raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "
@@ -220,6 +224,18 @@ class SqlCatalogRecords:
             " JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = ?",
             (source.id,)).fetchall()
         return {str(r[4]): self._document(r) for r in rows}
+
+    def line_fingerprints(self, source: SourceRecord
+                          ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """(line fingerprints, fingerprints dropped) of the source's documents that were
+        counted, keyed by path (attachments included)."""
+        rows = self._run("SELECT path, line_hashes, lines_dropped FROM documents"
+                         " WHERE source_id = ? AND line_hashes IS NOT NULL",
+                         (source.id,)).fetchall()
+        value = self.dialect.json_value
+        return {str(path): (frozenset(value(hashes)),
+                            frozenset(value(dropped) if dropped is not None else ()))
+                for path, hashes, dropped in rows}
 
     def list_documents(
         self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100

@@ -75,6 +75,8 @@ CREATE TABLE IF NOT EXISTS documents (
     origin_pk_value TEXT,
     metadata TEXT NOT NULL DEFAULT '{}',
     parent_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+    line_hashes TEXT,
+    lines_dropped TEXT NOT NULL DEFAULT '[]',
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -237,6 +239,7 @@ class SQLiteCatalog(SqlCatalogRecords):
                 )
             _add_source_naming(db)
             _add_document_parents(db)
+            _add_line_fingerprints(db)
 
     # -- connections -------------------------------------------------------
 
@@ -613,3 +616,14 @@ def _migrate_4_to_5(db: sqlite3.Connection) -> None:
     db.execute(f"UPDATE documents SET content_hash = '' WHERE kind = 'document'"
                f" AND media_type IN ({marks})", RE_EXTRACTED_AT_5)
     db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def _add_line_fingerprints(db: sqlite3.Connection) -> None:
+    """Give ``documents`` the fingerprints of its lines and those dropped as repeated across
+    its source where the file lacks them (nullable: a document written before counts no
+    line until it is read again; no version step needed)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+    if "line_hashes" not in columns:
+        db.execute("ALTER TABLE documents ADD COLUMN line_hashes TEXT")
+    if "lines_dropped" not in columns:
+        db.execute("ALTER TABLE documents ADD COLUMN lines_dropped TEXT NOT NULL DEFAULT '[]'")
