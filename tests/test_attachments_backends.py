@@ -65,6 +65,7 @@ def _texts(graph: DocGraph) -> dict[str, list[str]]:
 def test_an_attachment_is_a_document_of_its_own_governed_like_its_mail(tmp_path, make_graph):
     graph = make_graph()
     folder = _folder(tmp_path)
+    graph.sources.add_folder(folder, "ops", public_url="https://intra.example/docs/")
     report = graph.index(folder, namespace="ops")
     assert report.failed == [] and sorted(report.added) == ["notes.md", MAIL]
 
@@ -91,6 +92,8 @@ def test_an_attachment_is_a_document_of_its_own_governed_like_its_mail(tmp_path,
     agent, other = Caller("agent"), Caller("other")
     found = tools.call("lookup_knowledge", agent, {"query": "price of the PLV-CS-220-B kit"})
     assert found["evidence"][0]["source"] == f"{MAIL}/parts.csv"
+    # No file of its own to open: its citation link opens its mail.
+    assert found["evidence"][0]["url"] == f"https://intra.example/docs/{MAIL}"
     listed = {d["path"] for d in tools.call("list_documents", agent, {})["documents"]}
     assert f"{MAIL}/parts.csv" in listed
     read = tools.call("read_document", agent, {"id": f"docs/{MAIL}/parts.csv"})
