@@ -7,7 +7,11 @@ documents stays, and an unchanged folder reads nothing."""
 from __future__ import annotations
 
 from docgraph import DocGraph
-from docgraph.ingest.boilerplate import REPEATED_MIN_DOCUMENTS, REPEATED_SHARE
+from docgraph.ingest.boilerplate import (
+    REPEATED_MIN_DOCUMENTS,
+    REPEATED_SHARE,
+    line_fingerprint,
+)
 from tests import backend_graphs
 from tests.helpers import write_files
 
@@ -67,6 +71,18 @@ def test_a_first_build_leaves_a_repeated_footer_out_of_every_chunk(tmp_path, mak
     assert all("Kanaalweg" not in h.text for h in hits)
     assert "legal@halyard.example" not in _linked_keys(graph)
     assert "e-403" in _linked_keys(graph)
+
+    # The catalog counts: only the footer is held by 5 or more documents, and only the
+    # documents that dropped it (or hold a given line) come back.
+    (source,) = graph.store.list_sources()
+    footer = line_fingerprint(FOOTER)
+    assert footer is not None and graph.store.line_counts(source, 5) == {footer: 8}
+    dropping = graph.store.line_fingerprints(source, ())
+    assert sorted(dropping) == [f"notes/note-{i:02d}.md" for i in range(8)]
+    assert all(dropped == {footer} and footer in hashes for hashes, dropped in dropping.values())
+    rare = line_fingerprint("Only two files say this line about the Tilburg depot.")
+    assert sorted(graph.store.line_fingerprints(source, {rare})) == [
+        "misc/rare-2.md", "misc/rare.md", *dropping]
 
     again = graph.index(folder, namespace="ops")
     assert (again.bodies_read, again.updated, again.chunks_embedded) == (0, [], 0)

@@ -15,18 +15,16 @@ used for entities. Three kinds are recognised:
   (``From:``/``To:``/``Date:``/``Subject:``) that :func:`split_mail_thread` turns into
   message boundaries instead of prose;
 - **lines repeated across a source** (legal footers, disclaimers): a paragraph or list
-  item found in at least :data:`REPEATED_MIN_DOCUMENTS` documents and
-  :data:`REPEATED_SHARE` of the documents of one folder (:func:`repeated_lines`, counted
-  over the :func:`line_fingerprint` each document stores); the ingest pipeline drops them
-  before chunking.
+  item found in at least :func:`repeated_floor` documents of one folder (counted by the
+  catalog over the :func:`line_fingerprint` s each document stores); the ingest pipeline
+  drops them before chunking.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -263,12 +261,7 @@ def line_fingerprint(text: str) -> str | None:
     return hashlib.blake2b(folded.encode(), digest_size=8).hexdigest()
 
 
-def repeated_lines(documents: Iterable[Iterable[str]], total: int) -> frozenset[str]:
-    """The fingerprints held by at least :data:`REPEATED_MIN_DOCUMENTS` of the given
-    documents' fingerprint sets and by at least :data:`REPEATED_SHARE` of ``total``
-    documents (every document of the source, counted or not)."""
-    counts: Counter[str] = Counter()
-    for fingerprints in documents:
-        counts.update(set(fingerprints))
-    floor = max(REPEATED_MIN_DOCUMENTS, REPEATED_SHARE * total)
-    return frozenset(f for f, n in counts.items() if n >= floor)
+def repeated_floor(total: int) -> int:
+    """How many documents must hold a line, of a source of ``total`` documents, for it to be
+    repeated: at least :data:`REPEATED_MIN_DOCUMENTS` and :data:`REPEATED_SHARE` of them."""
+    return max(REPEATED_MIN_DOCUMENTS, math.ceil(REPEATED_SHARE * total))

@@ -18,7 +18,7 @@ whose path is an attachment's wins that path (object stores can hold ``x.eml`` a
 the file is gone.
 
 Lines repeated across a large share of the source's documents (legal footers; see
-:func:`docgraph.ingest.boilerplate.repeated_lines`) are left out of every document: files
+:func:`docgraph.ingest.boilerplate.repeated_floor`) are left out of every document: files
 are prepared without the lines repeated among the stored documents, and at the end of the
 build the files whose documents do not drop exactly the lines repeated now are read again.
 
@@ -47,7 +47,7 @@ from docgraph.errors import (
     SourceFileVanished,
 )
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.boilerplate import repeated_lines
+from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.prepare import (
@@ -225,8 +225,8 @@ class IngestPipeline:
         reread, shadowing = _mails_to_read_again(existing, every, self._listed, unread)
         # Lines repeated across the source's documents (as stored) are left out of the
         # documents this build prepares; documents it does not read are checked at its end.
-        self._spec = replace(self._spec, count_lines=True, repeated=repeated_lines(
-            (h for h, _ in self.catalog.line_fingerprints(source).values()), len(every)))
+        self._spec = replace(self._spec, count_lines=True, repeated=frozenset(
+            self.catalog.line_counts(source, repeated_floor(len(every)))))
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
@@ -299,9 +299,9 @@ class IngestPipeline:
         source = report.source
         self.phase = "store"
         documents = self.catalog.documents_for_source(source)
-        counted = self.catalog.line_fingerprints(source)
-        repeated = repeated_lines((h for h, _ in counted.values()), len(documents))
+        repeated = frozenset(self.catalog.line_counts(source, repeated_floor(len(documents))))
         stale: set[str] = set()
+        counted = self.catalog.line_fingerprints(source, repeated)
         for path, (hashes, dropped) in counted.items():
             if hashes & repeated != dropped and path in documents:
                 stale.add(documents[path].parent or path)

@@ -163,10 +163,15 @@ class Catalog(Protocol):
         written, and the error propagates."""
         ...
 
-    def line_fingerprints(self, source: SourceRecord
+    def line_counts(self, source: SourceRecord, floor: int) -> dict[str, int]:
+        """The line fingerprints held by at least ``floor`` counted documents of the source,
+        with how many hold each."""
+        ...
+
+    def line_fingerprints(self, source: SourceRecord, holding: Iterable[str]
                           ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-        """(line fingerprints, fingerprints dropped) of the source's documents that were
-        counted, keyed by path (attachments included)."""
+        """(line fingerprints, fingerprints dropped) of the source's counted documents that
+        hold any of ``holding`` or dropped any line, keyed by path (attachments included)."""
         ...
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:

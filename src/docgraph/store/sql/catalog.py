@@ -225,13 +225,35 @@ class SqlCatalogRecords:
             (source.id,)).fetchall()
         return {str(r[4]): self._document(r) for r in rows}
 
-    def line_fingerprints(self, source: SourceRecord
+    def line_counts(self, source: SourceRecord, floor: int) -> dict[str, int]:
+        """The line fingerprints held by at least ``floor`` counted documents of the source,
+        with how many hold each (counted by the database: only these rows come back)."""
+        elements = ("json_each(d.line_hashes) j" if self.dialect.name == "sqlite"
+                    else "jsonb_array_elements_text(d.line_hashes) j(value)")
+        rows = self._run(
+            f"SELECT j.value, count(*) FROM documents d, {elements}"
+            " WHERE d.source_id = ? AND d.line_hashes IS NOT NULL"
+            " GROUP BY j.value HAVING count(*) >= ?", (source.id, floor)).fetchall()
+        return {str(f): int(n) for f, n in rows}
+
+    def line_fingerprints(self, source: SourceRecord, holding: Iterable[str]
                           ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-        """(line fingerprints, fingerprints dropped) of the source's documents that were
-        counted, keyed by path (attachments included)."""
-        rows = self._run("SELECT path, line_hashes, lines_dropped FROM documents"
-                         " WHERE source_id = ? AND line_hashes IS NOT NULL",
-                         (source.id,)).fetchall()
+        """(line fingerprints, fingerprints dropped) of the source's counted documents that
+        hold any of ``holding`` or dropped any line, keyed by path (attachments included)."""
+        wanted = sorted(set(holding))
+        if self.dialect.name == "sqlite":
+            dropped_any = "d.lines_dropped <> '[]'"
+            holds = ("EXISTS (SELECT 1 FROM json_each(d.line_hashes) j"
+                     " WHERE j.value IN (SELECT value FROM json_each(?)))")
+        else:
+            dropped_any = "d.lines_dropped <> '[]'::jsonb"
+            holds = ("EXISTS (SELECT 1 FROM jsonb_array_elements_text(d.line_hashes) j(value)"
+                     " WHERE j.value IN (SELECT jsonb_array_elements_text(?)))")
+        rows = self._run(
+            "SELECT d.path, d.line_hashes, d.lines_dropped FROM documents d"
+            " WHERE d.source_id = ? AND d.line_hashes IS NOT NULL"
+            f" AND ({dropped_any} OR {holds})",
+            (source.id, self.dialect.json_param(wanted))).fetchall()
         value = self.dialect.json_value
         return {str(path): (frozenset(value(hashes)),
                             frozenset(value(dropped) if dropped is not None else ()))
