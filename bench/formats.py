@@ -80,6 +80,19 @@ def mbox(messages: int) -> bytes:
         return path.read_bytes()
 
 
+def outlook(attachments: int) -> bytes:
+    """One Outlook message with a quoted reply, a signature and CSV attachments."""
+    body = ("Hi Dev,\n\nAll twelve docks were checked on Monday; two needed new springs.\n"
+            "The logs are attached.\n\nBest regards,\nGareth Pryce\n\n"
+            "On Wed, 26 Mar 2025 at 15:10, Dev wrote:\n> Could you check the docks?\n")
+    logs = {f"dock-log-{n}.csv": ("Dock,Serial,Spring\n" + "".join(
+        f"D-{d:02d},PLV2-{400 + d:04d},rev B\n" for d in range(40))).encode()
+        for n in range(attachments)}
+    return office_fixtures.outlook_msg(office_fixtures.mail_message(
+        "Gareth Pryce <g@h.example>", "Dev Patel <d@b.example>", "RE: Docks",
+        "Tue, 1 Apr 2025 09:30:00 +0100", body, "<m@h.example>", logs))
+
+
 def odt(paragraphs: int) -> bytes:
     import odfdo
 
@@ -123,6 +136,7 @@ def throughput(runs: int) -> list[dict[str, object]]:
         ("pptx", "deck.pptx", deck(60), 60, "slides"),
         ("xlsx", "book.xlsx", workbook(20_000), 20_000, "rows"),
         ("mbox", "box.mbox", mbox(300), 300, "messages"),
+        ("msg (5 CSV attachments)", "mail.msg", outlook(5), 1, "messages"),
         ("odt", "text.odt", odt(2000), 2000, "paragraphs"),
         ("epub", "book.epub", epub(30), 30, "chapters"),
         ("scanned pdf (OCR)", "scan.pdf", office_fixtures.scanned_pdf(

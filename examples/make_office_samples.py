@@ -9,16 +9,19 @@ Writes, under ``examples/corpus/``:
 - ``support/spare-parts-stock-2025-04.xlsx``: the spare-parts stock workbook (stock
   values as formulas with their results stored, a hidden sheet of cost prices);
 - ``support/brightwell-dock-audit.mbox``: a two-message mail export about the Daventry
-  dock audit, the reply quoting the request, signed, with the audit log attached as CSV.
+  dock audit, the reply quoting the request, signed, with the audit log attached as CSV;
+- ``support/field-service-visit-rtm-1-2025-04-08.pdf``: a signed field service visit
+  report as a scanner makes it: one page that is only an image (no text layer), read by
+  OCR (Pillow draws the page, fpdf2 wraps it in a PDF).
 
 Usage (from the repository root)::
 
-    pip install python-pptx XlsxWriter
+    pip install python-pptx XlsxWriter Pillow fpdf2
     python examples/make_office_samples.py
 
-The output is deterministic: fixed document dates, fixed MIME boundaries and normalised
-ZIP entry timestamps, so re-running the script with the same library versions produces
-byte-identical files.
+The output is deterministic: fixed document dates, fixed MIME boundaries, normalised ZIP
+entry timestamps and a fixed PDF creation date, so re-running the script with the same
+library versions produces byte-identical files.
 """
 
 from __future__ import annotations
@@ -260,11 +263,59 @@ def build_mbox() -> bytes:
     return b"".join(parts)
 
 
+SCAN_LINES = [
+    "HALYARD ROBOTICS - FIELD SERVICE VISIT REPORT",
+    "",
+    "Report number: FSV-2025-0419",
+    "Site: Nordhaven RTM-1, Rotterdam",
+    "Visit date: Tuesday 8 April 2025",
+    "Engineer: Sanne Kuipers, Halyard Robotics Benelux",
+    "",
+    "Work done:",
+    "Replaced the safety LiDAR scanner TRN-LDR-270 on",
+    "robot T3-051 after it collided with a pallet in",
+    "aisle 14 of the chilled zone on 7 April.",
+    "The damaged scanner, serial LDR-88213, goes back",
+    "to the Tilburg depot for repair.",
+    "Robot T3-051 passed the stop-distance test and was",
+    "back in service at 16:40.",
+    "",
+    "Customer signature: Joost van Dijk",
+    "Site Operations Manager, Nordhaven",
+]
+
+
+def build_scan() -> bytes:
+    """A one-page PDF that holds only a picture of the page (no text layer)."""
+    try:
+        from fpdf import FPDF
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError as exc:  # pragma: no cover - guidance for users
+        sys.exit(f"make_office_samples.py needs Pillow and fpdf2 for the scan ({exc}); "
+                 "run: pip install Pillow fpdf2")
+    font = ImageFont.load_default(size=44)
+    page = Image.new("L", (1654, 2339), 255)  # A4 at 200 dpi, greyscale like a scanner
+    draw = ImageDraw.Draw(page)
+    for i, line in enumerate(SCAN_LINES):
+        draw.text((150, 180 + 78 * i), line, fill=20, font=font)
+    draw.line((150, 180 + 78 * len(SCAN_LINES) + 40, 900, 180 + 78 * len(SCAN_LINES) + 40),
+              fill=60, width=3)  # the signature line
+    image = io.BytesIO()
+    page.save(image, format="PNG", optimize=True)
+    pdf = FPDF(unit="pt", format="A4")
+    pdf.set_creation_date(datetime(2025, 4, 8, 17, 5))
+    pdf.set_producer("Halyard scan station")
+    pdf.add_page()
+    pdf.image(io.BytesIO(image.getvalue()), x=0, y=0, w=pdf.w, h=pdf.h)
+    return bytes(pdf.output())
+
+
 def main() -> None:
     outputs = {
         "engineering/tern-5.3.1-rollout-rtm-1.pptx": build_deck(),
         "support/spare-parts-stock-2025-04.xlsx": build_workbook(),
         "support/brightwell-dock-audit.mbox": build_mbox(),
+        "support/field-service-visit-rtm-1-2025-04-08.pdf": build_scan(),
     }
     for path, data in outputs.items():
         target = CORPUS / path

@@ -49,9 +49,17 @@ def make_corpus(folder: Path, notes: int = 26, seed: int = 11) -> Path:
 
 def mutate_corpus(folder: Path, seed: int = 12) -> None:
     """Edit most notes (one section appended: their other chunks keep their vectors), add
-    four, remove three and one sample file, and touch four sample files (new timestamp,
-    same bytes: only their change token is rewritten)."""
+    four, remove three and one sample file, touch four sample files (new timestamp, same
+    bytes: only their change token is rewritten) and rename the sample mailbox's attachment
+    (its document is replaced by one of the new name, in the mailbox's write)."""
     rng = random.Random(seed)
+    mbox = folder / "support" / "brightwell-dock-audit.mbox"
+    renamed = mbox.read_bytes().replace(b'filename="daventry-dock-audit-2025-03-31.csv"',
+                                        b'filename="daventry-dock-audit-final.csv"')
+    assert renamed != mbox.read_bytes()
+    mbox.write_bytes(renamed)
+    st = mbox.stat()
+    os.utime(mbox, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     notes = sorted((folder / "notes").glob("note-*.md"))
     for path in notes[3:]:
         i = int(path.stem.split("-")[1])

@@ -67,7 +67,8 @@ def index_state(catalog: SQLiteCatalog, namespace: str) -> dict[str, Any]:
     ns = (namespace,)
     documents = sorted(db.execute(
         "SELECT d.doc_id, d.kind, d.path, d.title, d.content_hash, d.change_token,"
-        " d.media_type, d.chunk_count FROM documents d JOIN namespaces n ON n.id ="
+        " d.media_type, d.chunk_count, (SELECT p.path FROM documents p WHERE"
+        " p.id = d.parent_id) FROM documents d JOIN namespaces n ON n.id ="
         " d.namespace_id WHERE n.name = ?", ns).fetchall())
     chunks = []
     for row in db.execute(

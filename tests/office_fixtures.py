@@ -158,6 +158,21 @@ def mail_message(sender: str, to: str, subject: str, date: str, body: str,
     return message
 
 
+def outlook_msg(message: EmailMessage, transport_headers: bool = False) -> bytes:
+    """The message as an Outlook ``.msg`` file, written by aspose-email-foss (docgraph reads
+    them with python-oxmsg, an independent implementation of MS-OXMSG). With
+    ``transport_headers`` it also keeps the RFC 5322 headers, as a received mail does."""
+    from aspose.email_foss import msg
+
+    mapi = msg.MapiMessage.from_email_message(message)
+    if transport_headers:
+        headers = "".join(f"{k}: {v}\r\n" for k, v in message.items()
+                          if k.lower() not in ("content-type", "mime-version",
+                                               "content-transfer-encoding"))
+        mapi.set_property(msg.PropertyId.TRANSPORT_MESSAGE_HEADERS, headers)
+    return bytes(mapi.to_bytes())
+
+
 def mbox_bytes(messages: list[EmailMessage]) -> bytes:
     """The messages as one Unix mailbox."""
     with tempfile.TemporaryDirectory() as folder:

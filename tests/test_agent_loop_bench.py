@@ -26,7 +26,7 @@ def test_every_example_question_is_answered_by_its_gold_files_read_whole(make_gr
     tools = agent_loop.make_tools(graph, agent_loop.SAMPLE_NAMESPACE)
     name = agent_loop.source_name(tools)
     questions = example_questions()
-    assert len(questions) == 16 and [len(q.hops) for q in questions].count(2) == 2
+    assert len(questions) == 17 and [len(q.hops) for q in questions].count(2) == 2
     texts = {p: agent_loop.read_whole(tools, f"{name}/{p}")
              for q in questions for p in q.sources}
     for q in questions:

@@ -56,7 +56,7 @@ def test_the_sample_corpus_indexes_completely(real):
 def test_every_example_question_finds_its_source(real, mode):
     graph, _ = real
     questions = _questions()
-    assert len(questions) == 16
+    assert len(questions) == 17
     misses = []
     for question, sources in questions:
         hits = graph.search(question, namespaces={"demo"}, k=5, mode=mode)
@@ -102,6 +102,33 @@ def test_served_lookup_grades_exact_answers_and_flags_off_topic_questions(real):
     for question in ("How do I bake sourdough bread?", "Who won the 1998 FIFA World Cup?"):
         off = lookup(question)
         assert (off["relevance_level"], off["is_low_quality"]) == ("WEAK", True), question
+
+
+def test_the_scanned_page_and_the_mail_attachment_answer_as_documents_of_their_own(real):
+    """Q17's answer is only in the image of a scanned page: the evidence comes from its OCR
+    text, says so (``ocr: true``) and gives its page. Q16's is in the mailbox's attachment,
+    cited as ``<mail>/<attachment>``."""
+    graph, _ = real
+    tools = DocgraphTools(Governance(
+        graph, StaticEntitlements([RoleAssignment("agent", "reader", "demo")])))
+    agent = Caller("agent")
+    scan = "support/field-service-visit-rtm-1-2025-04-08.pdf"
+    found = tools.call("lookup_knowledge", agent, {
+        "query": "Which robot had its safety LiDAR scanner replaced at Nordhaven RTM-1 on "
+                 "8 April 2025, and why?"})
+    block = next(e for e in found["evidence"] if e["source"] == scan)
+    assert block["ocr"] is True and block["pages"] == [1]
+    assert "T3-051" in block["excerpt"]
+    [document] = [d for d in graph.store.list_documents({"demo"}) if d.path == scan]
+    assert document.metadata["ocr"] == "true"
+
+    attachment = "support/brightwell-dock-audit.mbox/daventry-dock-audit-2025-03-31.csv"
+    found = tools.call("lookup_knowledge", agent, {
+        "query": "Which Daventry docks still had rev A contact springs in the 31 March audit, "
+                 "and what are their serial numbers?"})
+    block = next(e for e in found["evidence"] if e["source"] == attachment)
+    assert "PLV2-0401" in block["excerpt"] or "PLV2-0433" in block["excerpt"]
+    assert all("ocr" not in e for e in found["evidence"])
 
 
 def test_exact_identifier_questions_rank_the_defining_document_first(real):

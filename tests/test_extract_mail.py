@@ -1,10 +1,11 @@
 """Mail: headers become metadata and a short heading, bodies lose quoted replies and
 signatures, each message of a mailbox or exported thread is its own section, attachments
-are extracted under their message; indexed on every backend, none of the boilerplate
+are extracted as documents of their own; indexed on every backend, none of the boilerplate
 reaches a chunk."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -92,33 +93,113 @@ def test_outlook_original_message_block_and_short_sign_off_are_removed():
     ]
 
 
-def test_attachments_are_extracted_under_their_message_and_others_listed():
+def test_attachments_are_documents_of_their_own_and_others_listed():
     mail = _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n", "photo.bin": b"\0\1\2"})
     document = extract(bytes(mail), "dock.eml")
-    assert [(b.kind, b.text, b.level) for b in document.blocks[3:]] == [
-        (H, "Attachment: parts.csv", 2),
-        (ROW, "Part: PLV-CS-220-B; Price: 186", 0),
-    ]
+    assert [(b.kind, b.text) for b in document.blocks[3:]] == [(P, "Attachment: parts.csv")]
+    assert "PLV-CS-220-B; Price" not in " ".join(b.text for b in document.blocks)
     assert document.metadata["attachments"] == "parts.csv"
     assert document.metadata["attachments_skipped"] == \
         "photo.bin (unsupported file type '.bin')"
+    [attached] = document.attachments
+    assert attached.name == "parts.csv"
+    assert attached.content_hash == hashlib.sha256(b"Part,Price\nPLV-CS-220-B,186\n").hexdigest()
+    assert attached.document.media_type == "text/csv"
+    assert [(b.kind, b.text) for b in attached.document.blocks] == [
+        (H, "parts"), (ROW, "Part: PLV-CS-220-B; Price: 186")]
+    assert attached.document.metadata == {"attached_to": "Priya Raman, 28 Mar 2025 10:00"}
 
 
-def test_a_message_forwarded_as_attachment_is_extracted_as_mail():
+def test_a_message_forwarded_as_attachment_is_extracted_as_mail_with_its_attachments():
     forward = office_fixtures.mail_message(
         "Oliver Hughes <oliver.hughes@halyard.example>", "Mei Tanaka <mei@halyard.example>",
         "FW: Dock D-14 at Daventry", "Mon, 31 Mar 2025 08:00:00 +0100", "See the attached.\n",
         "<fw-1@halyard.example>")
-    forward.add_attachment(_reply())  # message/rfc822
+    forward.add_attachment(_reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"}))
     document = extract(bytes(forward), "fw.eml")
     assert [(b.kind, b.text, b.level) for b in document.blocks] == [
         (H, "Oliver Hughes, 31 Mar 2025 08:00", 1),
         (P, "See the attached.", 0),
-        (H, "Attachment: RE: Dock D-14 at Daventry.eml", 2),
-        (H, "Priya Raman, 28 Mar 2025 10:00", 3),
-        (P, "Hi Joost,", 0),
-        (P, "The contact spring kit PLV-CS-220-B is fitted on dock D-14.", 0),
+        (P, "Attachment: RE: Dock D-14 at Daventry.eml", 0),
     ]
+    assert [a.name for a in document.attachments] == [
+        "RE: Dock D-14 at Daventry.eml", "RE: Dock D-14 at Daventry.eml/parts.csv"]
+    inner = document.attachments[0].document
+    assert inner.media_type == "message/rfc822"
+    assert [(b.kind, b.text) for b in inner.blocks] == [
+        (H, "Priya Raman, 28 Mar 2025 10:00"),
+        (P, "Hi Joost,"),
+        (P, "The contact spring kit PLV-CS-220-B is fitted on dock D-14."),
+        (P, "Attachment: parts.csv"),
+    ]
+    assert inner.attachments == ()  # carried by the outer mail, one level of names each
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["../../etc/passwd.txt", "a\\b.txt"], ["passwd.txt", "b.txt"]),
+    ([" \x07report.txt ", "report.txt", ".."], ["report.txt", "report (2).txt"]),
+    (["notes.txt", "NOTES.txt", "notes.txt"], ["notes.txt", "NOTES (2).txt", "notes (3).txt"]),
+])
+def test_attachment_names_are_one_safe_unique_path_segment(names, expected):
+    mail = _reply()
+    for name in names:
+        mail.add_attachment(b"Dock D-14 notes.\n", maintype="text", subtype="plain",
+                            filename=name)
+    document = extract(bytes(mail), "dock.eml")
+    assert [a.name for a in document.attachments] == expected
+    if ".." in names:  # no name left: named 'attachment', and unsupported without a type
+        assert document.metadata["attachments_skipped"] == \
+            "attachment (unsupported file type '(none)')"
+
+
+def test_an_outlook_message_reads_like_its_eml():
+    mail = _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n", "photo.bin": b"\0\1\2"})
+    eml = extract(bytes(mail), "dock.eml")
+    for transport in (False, True):  # saved from Outlook (properties) or received (headers)
+        document = extract(office_fixtures.outlook_msg(mail, transport), "dock.msg")
+        assert document.media_type == "application/vnd.ms-outlook"
+        assert document.title == eml.title == "Dock D-14 at Daventry"
+        assert {k: v for k, v in document.metadata.items() if k != "date"} == {
+            k: v for k, v in eml.metadata.items() if k != "date"}
+        assert document.metadata["from"] == "Priya Raman <priya.raman@halyard.example>"
+        assert document.metadata["cc"] == "support@halyard.example"
+        assert document.metadata["message_id"] == "<reply-1@halyard.example>"
+        # Outlook keeps the submit time in UTC; the transport headers keep the sender's zone.
+        assert document.metadata["date"] == ("2025-03-28T10:00:00+01:00" if transport
+                                             else "2025-03-28T09:00:00+00:00")
+        assert [b.text for b in document.blocks[1:]] == [b.text for b in eml.blocks[1:]]
+        [attached] = document.attachments
+        assert (attached.name, attached.document.blocks) == (
+            "parts.csv", eml.attachments[0].document.blocks)
+        assert "MARKER" not in " ".join(b.text for b in document.blocks)
+
+
+def test_an_html_only_outlook_message_loses_its_quoted_history():
+    message = office_fixtures.mail_message(
+        "Priya Raman <priya.raman@halyard.example>", "Joost <joost@nordhaven.example>",
+        "Dock status", "Fri, 28 Mar 2025 10:00:00 +0100", "placeholder", "<html-2@h.example>")
+    message.set_content(
+        "<html><body><p>Dock D-14 is back in service.</p>"
+        "<blockquote><p>Is it fixed? QUOTED-MARKER</p></blockquote></body></html>",
+        subtype="html")
+    document = extract(office_fixtures.outlook_msg(message), "status.msg")
+    assert [b.text for b in document.blocks] == [
+        "Priya Raman, 28 Mar 2025 09:00", "Dock D-14 is back in service."]
+
+
+@pytest.mark.parametrize(("data", "reason"), [
+    (b"From: someone\n\nnot an OLE file", "not an Outlook message"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 600, "not a readable Outlook message"),
+])
+def test_a_file_that_is_not_an_outlook_message_is_refused_naming_it(data, reason):
+    with pytest.raises(ExtractionError, match=rf"^mail/broken.msg: {reason}"):
+        extract(data, "mail/broken.msg")
+
+
+def test_a_truncated_outlook_message_is_refused_naming_it():
+    data = office_fixtures.outlook_msg(_reply())
+    with pytest.raises(ExtractionError, match=r"^cut.msg: not a readable Outlook message"):
+        extract(data[:len(data) // 2], "cut.msg")
 
 
 def test_mbox_messages_are_sections_of_their_own():
@@ -180,6 +261,8 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
     folder = write_files(tmp_path / "mail", {
         "dock.eml": bytes(_reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"})),
         "box.mbox": office_fixtures.mbox_bytes([_outlook_reply()]),
+        "saved.msg": office_fixtures.outlook_msg(
+            _reply({"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"})),
         "thread.txt": CORPUS_THREAD.read_bytes(),
     })
     graph = make_graph()
@@ -192,10 +275,10 @@ def test_indexed_mail_leaves_headers_quotes_and_signatures_out_of_every_chunk(
                         "wrote:", "Original Message"):
         assert boilerplate not in text
     attachment = [c for c in chunks if c.text == "Part: PLV-CS-220-B; Price: 186"]
-    assert [c.section_path for c in attachment] == [
-        ("Priya Raman, 28 Mar 2025 10:00", "Attachment: parts.csv")]
+    assert sorted((c.source_path, c.section_path) for c in attachment) == [
+        ("dock.eml/parts.csv", ("parts",)), ("saved.msg/parts.csv", ("parts",))]
     hits = graph.search("price of the contact spring kit", namespaces={"mail"}, k=3)
-    assert any(h.source_path == "dock.eml" for h in hits)
+    assert any(h.source_path == "dock.eml/parts.csv" for h in hits)
 
 
 def test_community_reports_of_the_sample_support_folder_hold_no_mail_headers_or_signatures(

@@ -10,7 +10,7 @@ import pytest
 from docgraph.errors import EmbeddingModelMismatch, SourceError
 from docgraph.ingest.embed import HashingEmbedder
 from docgraph.store.lexical import decode_terms
-from tests import backend_graphs
+from tests import backend_graphs, office_fixtures
 from tests.helpers import write_files
 from tests.pdf_fixtures import manual_pdf
 
@@ -249,6 +249,10 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     }
     files["zz-broken.pdf"] = b"%PDF-1.4 not really"  # listed last: prepared by a worker
     files["zz-manual.pdf"] = manual_pdf()  # pages, sections and metadata from a worker
+    files["zz-parts.eml"] = bytes(office_fixtures.mail_message(  # attachment from a worker
+        "Priya Raman <priya@halyard.example>", "Joost <joost@nordhaven.example>",
+        "Spring kit prices", "Fri, 28 Mar 2025 10:00:00 +0100", "The prices are attached.\n",
+        "<parts@halyard.example>", {"parts.csv": b"Part,Price\nPLV-CS-220-B,186\n"}))
     folder = write_files(tmp_path / "docs", files)
 
     inline = make_graph("inline.db", loader={"workers": 1})
@@ -257,7 +261,7 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     pooled_report = pooled.index(folder, namespace="ops")
 
     assert (inline_report.workers, pooled_report.workers) == (1, 2)
-    assert pooled_report.added == inline_report.added and len(pooled_report.added) == 46
+    assert pooled_report.added == inline_report.added and len(pooled_report.added) == 47
     assert pooled_report.failed == inline_report.failed
     assert [p for p, _ in pooled_report.failed] == ["zz-broken.pdf"]
     rows, ranked = _index_rows(pooled, "ops")
@@ -265,6 +269,8 @@ def test_bulk_build_in_worker_processes_equals_an_inline_build(tmp_path, make_gr
     assert len(rows) >= 45 and all(ranked.values())
     if pooled.backend == "embedded":
         assert _embedded_terms(pooled) == _embedded_terms(inline)
+    assert [row[2] for row in rows if row[0] == "zz-parts.eml/parts.csv"] == [
+        "Part: PLV-CS-220-B; Price: 186"]
     assert {(row[4], row[8]) for row in rows if row[0] == "zz-manual.pdf"} >= {
         (("Kestrel K2 Service Manual", "Maintenance", "Battery"), (2, 2))}
     assert ([d.metadata for d in pooled.store.list_documents({"ops"})]

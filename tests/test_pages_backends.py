@@ -105,9 +105,13 @@ def _make_old(graph: DocGraph) -> None:
     if graph.backend == "embedded":
         statements.append("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     else:
-        # Migration 12 added pages; those after it (source naming) are undone too.
+        # Migration 12 added pages; those after it (source naming, attachments' parent
+        # link, line fingerprints) are undone too.
         statements += ["ALTER TABLE sources DROP COLUMN display_name",
                        "ALTER TABLE sources DROP COLUMN public_url",
+                       "ALTER TABLE documents DROP COLUMN parent_id",
+                       "ALTER TABLE documents DROP COLUMN line_hashes",
+                       "ALTER TABLE documents DROP COLUMN lines_dropped",
                        "DELETE FROM schema_migrations WHERE version >= 12"]
     for statement in statements:
         db.execute(statement)

@@ -78,11 +78,13 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
         f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
         f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
     old = PostgresCatalog(pg_url)
-    # The write below is today's code: lend the old schema the page and metadata columns
-    # it writes, and take them away again before the upgrade adds them.
+    # The write below is today's code: lend the old schema the page, metadata, parent and
+    # line columns it writes, and take them away again before the upgrade adds them.
     later_columns = (("chunks", "page_first integer"), ("chunks", "page_last integer"),
                      ("chunks", "ocr boolean NOT NULL DEFAULT false"),
-                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"))
+                     ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"),
+                     ("documents", "parent_id bigint"), ("documents", "line_hashes jsonb"),
+                     ("documents", "lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb"))
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.set_embedding_model("m", 8)
@@ -283,6 +285,7 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
                            embedded.search(q, namespaces={"demo"}, k=5, mode=m)]
                   for q in queries for m in ("dense", "hybrid")}
         metadata = {d.path: d.metadata for d in embedded.store.list_documents({"demo"})}
+        lines = {s.urn: embedded.store.line_counts(s, 1) for s in embedded.store.list_sources()}
     finally:
         embedded.close()
 
@@ -305,6 +308,14 @@ def test_migrate_copies_an_embedded_index_without_re_embedding(pg_url: str,
         assert {d.path: d.metadata for d in moved.store.list_documents({"demo"})} == metadata
         assert metadata["engineering/postmortem-inc-2025-007-rotterdam.pdf"]["author"] \
             == "Mei Tanaka"
+        # The mail's attachment keeps its link to its mail (and is deleted with it there).
+        mail = "support/brightwell-dock-audit.mbox"
+        parents = {path: d.parent for source in moved.store.list_sources()
+                   for path, d in moved.store.documents_for_source(source).items()
+                   if path.startswith(mail)}
+        assert parents == {mail: None, f"{mail}/daventry-dock-audit-2025-03-31.csv": mail}
+        assert {s.urn: moved.store.line_counts(s, 1) for s in moved.store.list_sources()} \
+            == lines and any(lines.values())  # every document's line fingerprints
         again = moved.index(SAMPLE_CORPUS, namespace="demo")
         assert again.chunks_embedded == 0 and not again.added and not again.updated
     finally:

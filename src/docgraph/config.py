@@ -145,7 +145,7 @@ class LoaderSettings(_Section):
         default_factory=lambda: [
             "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
             "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
-            "*.odt", "*.epub", "*.eml", "*.mbox",
+            "*.odt", "*.epub", "*.eml", "*.mbox", "*.msg",
         ],
         description="File name patterns indexed. Scanned images (*.png, *.jpg, *.jpeg, "
         "*.tif, *.tiff) are read by OCR (extra 'ocr') when added here.",

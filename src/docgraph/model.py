@@ -49,12 +49,26 @@ class ExtractedDocument:
 
     ``metadata`` holds what the format says about the document besides its text (an
     e-mail's from, to, date, subject and message id; a PDF's author), as plain strings.
+    ``attachments`` are documents of their own carried inside this one (a mail's
+    attachments): the pipeline indexes each as ``<this path>/<name>``.
     """
 
     title: str
     blocks: tuple[Block, ...]
     media_type: str
     metadata: dict[str, str] = field(default_factory=dict)
+    attachments: tuple[AttachedDocument, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttachedDocument:
+    """A document carried inside another file (a mail's attachment): its ``name`` below the
+    carrying file (``<file>/<name>``; one path segment, or more for an attachment of an
+    attached message), the SHA-256 of its bytes and its extracted text."""
+
+    name: str
+    content_hash: str
+    document: ExtractedDocument
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +140,9 @@ class DocumentRecord:
 
     ``doc_id`` is the stable document identity: normalized source URN + relative path.
     ``metadata`` is what the format said about the document (see
-    :class:`ExtractedDocument`).
+    :class:`ExtractedDocument`). ``parent`` is, for a document carried inside a file (a
+    mail's attachment, path ``<parent>/<name>``), the path of that file's document: it is
+    written, refreshed and deleted with its parent, never on its own.
     """
 
     id: int
@@ -141,6 +157,7 @@ class DocumentRecord:
     chunk_count: int
     updated_at: float
     metadata: Mapping[str, str] = field(default_factory=dict)
+    parent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

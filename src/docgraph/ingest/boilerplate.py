@@ -13,11 +13,17 @@ used for entities. Three kinds are recognised:
   consent or GDPR notice);
 - **mail headers in plain text**: a thread exported as text has header blocks
   (``From:``/``To:``/``Date:``/``Subject:``) that :func:`split_mail_thread` turns into
-  message boundaries instead of prose.
+  message boundaries instead of prose;
+- **lines repeated across a source** (legal footers, disclaimers): a paragraph or list
+  item found in at least :func:`repeated_floor` documents of one folder (counted by the
+  catalog over the :func:`line_fingerprint` s each document stores); the ingest pipeline
+  drops them before chunking.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -233,3 +239,29 @@ def _as_list(value: Any) -> list[str]:
     if isinstance(value, list | tuple):
         return [str(v) for v in value]
     return [str(value)]
+
+
+# -- lines repeated across the documents of one source -------------------------------------
+
+#: A line is repeated boilerplate when this many documents of a source hold it...
+REPEATED_MIN_DOCUMENTS = 5
+#: ... and they are at least this share of the source's documents.
+REPEATED_SHARE = 0.4
+#: Paragraphs and list items of this many characters are counted (longer ones are content).
+REPEATED_CHARS = (12, 600)
+
+
+def line_fingerprint(text: str) -> str | None:
+    """The fingerprint a paragraph or list item is counted by across a source's documents
+    (64-bit hex of its case- and whitespace-folded text), or None when it is too short or too
+    long to be a repeated footer line."""
+    folded = " ".join(text.split()).casefold()
+    if not REPEATED_CHARS[0] <= len(folded) <= REPEATED_CHARS[1]:
+        return None
+    return hashlib.blake2b(folded.encode(), digest_size=8).hexdigest()
+
+
+def repeated_floor(total: int) -> int:
+    """How many documents must hold a line, of a source of ``total`` documents, for it to be
+    repeated: at least :data:`REPEATED_MIN_DOCUMENTS` and :data:`REPEATED_SHARE` of them."""
+    return max(REPEATED_MIN_DOCUMENTS, math.ceil(REPEATED_SHARE * total))

@@ -25,7 +25,12 @@ from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from
 from docgraph.ingest.decode import decode_text
 from docgraph.ingest.extract_html import extract_html
 from docgraph.ingest.extract_packed import extract_docx
-from docgraph.ingest.formats.mail import extract_eml, extract_mbox, mail_thread_text
+from docgraph.ingest.formats.mail import (
+    extract_eml,
+    extract_mbox,
+    extract_msg,
+    mail_thread_text,
+)
 from docgraph.ingest.formats.ocr import IMAGE_MEDIA_TYPES, extract_image, extract_pdf_or_scan
 from docgraph.ingest.formats.opendoc import extract_epub, extract_odt
 from docgraph.ingest.formats.sheets import extract_ods, extract_xlsx
@@ -277,6 +282,7 @@ EXTRACTORS: dict[str, Extractor] = {
     ".epub": extract_epub,
     ".eml": extract_eml,
     ".mbox": extract_mbox,
+    ".msg": extract_msg,
     **dict.fromkeys(IMAGE_MEDIA_TYPES, extract_image),
 }
 

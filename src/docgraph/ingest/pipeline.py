@@ -10,6 +10,18 @@ reason and skipped; whatever was indexed for it before stays searchable. A build
 completes leaves exactly this build's failure records: those of files that now index or
 are gone are cleared.
 
+One file can give several documents: a mail's attachments are documents of their own, path
+``<mail>/<attachment>`` (see :class:`~docgraph.store.base.DocumentWrite`): written in the
+mail's write, with its change token, deleted with it or when they leave it. A listed file
+whose path is an attachment's wins that path (object stores can hold ``x.eml`` and
+``x.eml/a.pdf`` both): the mail is then read again without that attachment, and again once
+the file is gone.
+
+Lines repeated across a large share of the source's documents (legal footers; see
+:func:`docgraph.ingest.boilerplate.repeated_floor`) are left out of every document: files
+are prepared without the lines repeated among the stored documents, and at the end of the
+build the files whose documents do not drop exactly the lines repeated now are read again.
+
 Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
 document per row, incremental by content hash, rows gone from the table are deleted.
 """
@@ -20,7 +32,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +47,7 @@ from docgraph.errors import (
     SourceFileVanished,
 )
 from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.prepare import (
@@ -171,6 +185,7 @@ class IngestPipeline:
         self.extractor = extractor
         self.workers = worker_count(loader.workers)
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
+        self._listed: set[str] = set()  # the relative paths of the build's listed files
         self._spec = PrepareSpec(
             loader, embedder.count_tokens, extractor,
             lexical=bool(getattr(catalog, "stores_bm25_terms", False)),
@@ -183,7 +198,7 @@ class IngestPipeline:
         counter = portable_token_counter(self.embedder)
         if counter is None:
             return None
-        return PrepareSpec(self.loader, counter, self.extractor, self._spec.lexical)
+        return replace(self._spec, count_tokens=counter)
 
     def index_source(
         self,
@@ -202,7 +217,16 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
-        existing = self.catalog.documents_for_source(source)
+        every = self.catalog.documents_for_source(source)
+        # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.
+        existing = {path: d for path, d in every.items() if d.parent is None}
+        self._listed = {e.relative_path for e in entries}
+        unread = tuple(folder + "/" for folder in crawler.unlisted)  # kept as they are
+        reread, shadowing = _mails_to_read_again(existing, every, self._listed, unread)
+        # Lines repeated across the source's documents (as stored) are left out of the
+        # documents this build prepares; documents it does not read are checked at its end.
+        self._spec = replace(self._spec, count_lines=True, repeated=frozenset(
+            self.catalog.line_counts(source, repeated_floor(len(every)))))
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
@@ -210,6 +234,9 @@ class IngestPipeline:
         for skipped in crawler.skipped:
             self._fail(report, skipped.relative_path, skipped.reason)
         entries = self._one_per_document_id(source, entries, existing, report)
+        for path in shadowing:  # gone files whose paths their mail's attachments take back
+            self.catalog.delete_document(existing.pop(path))
+            report.removed.append(path)
 
         writer = _BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
         pool: PreparePool | None = None
@@ -217,7 +244,8 @@ class IngestPipeline:
         try:
             for entry in entries:
                 writer.state.current = entry.relative_path
-                fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report)
+                fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report,
+                                      force=entry.relative_path in reread)
                 if fetched is None:
                     writer.file_done()
                     continue
@@ -249,6 +277,9 @@ class IngestPipeline:
             if path not in present and not path.startswith(unknown):
                 self.catalog.delete_document(document)
                 report.removed.append(path)
+        report.seconds["store"] += time.perf_counter() - t0
+        self._drop_repeated_lines(crawler, entries, report, progress)
+        t0 = time.perf_counter()
         self._clear_stale_failures(source, report, unknown)
         report.seconds["store"] += time.perf_counter() - t0
         mark = getattr(self.catalog, "mark_indexed", None)
@@ -257,17 +288,58 @@ class IngestPipeline:
         report.wall_seconds = time.perf_counter() - started
         return report
 
+    def _drop_repeated_lines(self, crawler: FolderCrawler, entries: list[FileEntry],
+                             report: IngestReport, progress: ProgressCallback | None) -> None:
+        """Prepare again the files whose documents (or attachments) do not leave out exactly
+        the lines now repeated across the source: the set counted at the build's start
+        missed this build's documents (a first build of a folder counts none), or lines
+        became or stopped being repeated as files came and went. Vectors of unchanged
+        chunk texts are reused; in a build after which the set stays the same, no file is
+        read here."""
+        source = report.source
+        self.phase = "store"
+        documents = self.catalog.documents_for_source(source)
+        repeated = frozenset(self.catalog.line_counts(source, repeated_floor(len(documents))))
+        stale: set[str] = set()
+        counted = self.catalog.line_fingerprints(source, repeated)
+        for path, (hashes, dropped) in counted.items():
+            if hashes & repeated != dropped and path in documents:
+                stale.add(documents[path].parent or path)
+        skip = set(report.vanished) | {p for p, _ in report.failed}
+        redo = [e for e in entries if e.relative_path in stale and e.relative_path not in skip]
+        if not redo:
+            return
+        self._spec = replace(self._spec, repeated=repeated)
+        written = set(report.added) | set(report.updated)
+        writer = _BatchWriter(self, report, IngestProgress(total_files=len(redo)), progress)
+        for entry in redo:
+            writer.state.current = entry.relative_path
+            fetched = self._fetch(crawler, entry, documents.get(entry.relative_path), report,
+                                  force=True)
+            if fetched is None:
+                writer.file_done()
+                continue
+            self._take(writer, fetched, self._prepare_inline(fetched))
+        writer.flush()
+        added = set(report.added)
+        again = [p for p in report.updated if p not in added]
+        report.unchanged -= len({p for p in again if p not in written})
+        report.updated = list(dict.fromkeys(again))
+
     def _fetch(
         self,
         crawler: FolderCrawler,
         entry: FileEntry,
         existing: DocumentRecord | None,
         report: IngestReport,
+        force: bool = False,
     ) -> _Fetched | None:
-        """Read and hash one file; None when it is unchanged or cannot be read."""
+        """Read and hash one file; None when it is unchanged or cannot be read. ``force``
+        reads and prepares it even when unchanged (a mail whose attachment's path a file
+        took, or gave back)."""
         self.phase = "extract"  # a file over the size limit is skipped like an unreadable one
         if existing is not None and existing.change_token == entry.change_token \
-                and existing.content_hash:
+                and existing.content_hash and not force:
             report.unchanged += 1
             return None
         if entry.size > self.loader.max_file_bytes:
@@ -293,7 +365,7 @@ class IngestPipeline:
             report.seconds["read"] += time.perf_counter() - t0
         report.bodies_read += 1
         content_hash = hashlib.sha256(data).hexdigest()
-        if existing is not None and existing.content_hash == content_hash:
+        if existing is not None and existing.content_hash == content_hash and not force:
             self.catalog.touch_document(existing, entry.change_token)
             self.catalog.clear_failure(report.source, entry.relative_path)  # e.g. a past fetch
             report.unchanged += 1
@@ -320,6 +392,7 @@ class IngestPipeline:
             return
         for phase, seconds in outcome.seconds.items():
             report.seconds[phase] += seconds
+        _drop_shadowed_attachments(outcome, fetched.entry.relative_path, self._listed)
         writer.add(_Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome))
 
     def index_rows(
@@ -336,6 +409,7 @@ class IngestPipeline:
         """
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
+        rows_spec = replace(self._spec, count_lines=False, repeated=frozenset())
         self.phase = "crawl"
         started = t0 = time.perf_counter()
         existing = self.catalog.documents_for_source(source)
@@ -371,7 +445,7 @@ class IngestPipeline:
             )
             entry = FileEntry(row.doc_id, row.doc_id, len(row.text.encode()), token)
             self.phase = "chunk"
-            prepared = prepare_document(self._spec, document)
+            prepared = prepare_document(rows_spec, document)
             for phase, seconds in prepared.seconds.items():
                 report.seconds[phase] += seconds
             writer.add(_Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
@@ -460,7 +534,7 @@ class _BatchWriter:
     def add(self, pending: _Pending) -> None:
         """Queue one document; writes the batch once it is full."""
         self.batch.append(pending)
-        self.batch_chunks += len(pending.prepared.chunks)
+        self.batch_chunks += pending.prepared.all_chunks()
         if self.batch_chunks >= self.pipeline.embed_batch_chunks:
             self.flush()
 
@@ -474,16 +548,18 @@ class _BatchWriter:
         source = report.source
         t0 = time.perf_counter()
         pipeline.phase = "embed"
-        hashes = [[text_hash(t) for t in pending.prepared.embedded_texts] for pending in batch]
+        # Each file's document, then its attachments (documents of their own): one unit per
+        # document, embedded together, written as one atomic write per file.
+        units = [unit for pending in batch for unit in _documents_of(pending, source.urn)]
+        hashes = [[text_hash(t) for t in u.prepared.embedded_texts] for u in units]
         reused: list[dict[str, np.ndarray]] = []
         to_embed: list[str] = []
-        for pending, doc_hashes in zip(batch, hashes, strict=True):
+        for (pending, doc_id, _, _, prepared), doc_hashes in zip(units, hashes, strict=True):
             found: dict[str, np.ndarray] = {}
             if pending.existing is not None:
-                found = dict(catalog.reusable_vectors(
-                    source.namespace, pending.existing.doc_id, doc_hashes))
+                found = dict(catalog.reusable_vectors(source.namespace, doc_id, doc_hashes))
             reused.append(found)
-            to_embed.extend(t for t, h in zip(pending.prepared.embedded_texts, doc_hashes,
+            to_embed.extend(t for t, h in zip(prepared.embedded_texts, doc_hashes,
                                               strict=True) if h not in found)
         report.seconds["store"] += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -493,9 +569,9 @@ class _BatchWriter:
 
         t0 = time.perf_counter()
         pipeline.phase = "store"
-        writes: list[DocumentWrite] = []
+        unit_writes: list[DocumentWrite] = []
         cursor = 0
-        for pending, found, doc_hashes in zip(batch, reused, hashes, strict=True):
+        for unit, found, doc_hashes in zip(units, reused, hashes, strict=True):
             if not found and fresh is not None:  # nothing reused: a slice, no copy
                 vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
                 cursor += len(doc_hashes)
@@ -511,14 +587,14 @@ class _BatchWriter:
                         cursor += 1
                 vectors = (np.stack(rows).astype(np.float32) if rows
                            else np.zeros((0, embedder.dimension), dtype=np.float32))
-            path = pending.entry.relative_path
-            prepared = pending.prepared
-            writes.append(DocumentWrite(
+            pending, prepared = unit.pending, unit.prepared
+            is_file = prepared is pending.prepared
+            unit_writes.append(DocumentWrite(
                 source=source,
-                path=path,
-                doc_id=pending.doc_id or document_id(source.urn, pending.entry.name_path),
+                path=unit.path,
+                doc_id=unit.doc_id,
                 title=prepared.document.title,
-                content_hash=pending.content_hash,
+                content_hash=unit.content_hash,
                 change_token=pending.entry.change_token,
                 media_type=prepared.document.media_type,
                 chunks=prepared.chunks,
@@ -526,19 +602,92 @@ class _BatchWriter:
                 embedded_texts=prepared.embedded_texts,
                 vectors=vectors,
                 entity_links=prepared.links,
-                origin=pending.origin,
+                origin=pending.origin if is_file else None,
                 lexical_terms=prepared.lexical,
                 metadata=prepared.document.metadata,
+                line_hashes=prepared.line_hashes,
+                lines_dropped=prepared.lines_dropped,
             ))
+        writes: list[DocumentWrite] = []
+        for pending in batch:  # a file's write carries its attachments' writes
+            count = 1 + len(pending.prepared.attachments)
+            first, rest = unit_writes[0], unit_writes[1:count]
+            unit_writes = unit_writes[count:]
+            writes.append(replace(first, attachments=rest) if rest else first)
         catalog.write_documents(writes)  # one transaction, each document atomic
         report.seconds["store"] += time.perf_counter() - t0
         for pending in batch:
             path = pending.entry.relative_path
             (report.updated if pending.existing is not None else report.added).append(path)
-            chunks = len(pending.prepared.chunks)
+            chunks = pending.prepared.all_chunks()
             report.chunks_written += chunks
             self.state.chunks_written += chunks
             self.file_done()
+
+
+class _Unit(NamedTuple):
+    """One document of a pending file: the file's own, or one of its attachments."""
+
+    pending: _Pending
+    doc_id: str
+    path: str
+    content_hash: str
+    prepared: PreparedDocument
+
+
+def _documents_of(pending: _Pending, urn: str) -> list[_Unit]:
+    """A pending file's document, then each of its attachments' (path and id
+    ``<file>/<attachment>``, content hash of the attachment's bytes)."""
+    entry = pending.entry
+    return [_Unit(pending, pending.doc_id or document_id(urn, entry.name_path),
+                  entry.relative_path, pending.content_hash, pending.prepared)] + [
+        _Unit(pending, document_id(urn, f"{entry.name_path}/{a.name}"),
+              f"{entry.relative_path}/{a.name}", a.content_hash, a.prepared)
+        for a in pending.prepared.attachments]
+
+
+def _drop_shadowed_attachments(prepared: PreparedDocument, path: str, listed: set[str]) -> None:
+    """Leave out the attachments whose path ``<path>/<name>`` a listed file has (an object
+    store can hold ``x.mbox`` and ``x.mbox/a.pdf`` both): the file is the document of that
+    path, the attachment is named in the mail's ``attachments_skipped``."""
+    shadowed = [a for a in prepared.attachments if f"{path}/{a.name}" in listed]
+    if not shadowed:
+        return
+    prepared.attachments = [a for a in prepared.attachments if a not in shadowed]
+    metadata = dict(prepared.document.metadata)
+    metadata.pop("attachments", None)
+    if prepared.attachments:
+        metadata["attachments"] = ", ".join(a.name for a in prepared.attachments)
+    notes = [f"{a.name} (a file of the same path exists)" for a in shadowed]
+    metadata["attachments_skipped"] = "; ".join(
+        [metadata["attachments_skipped"], *notes] if "attachments_skipped" in metadata
+        else notes)
+    prepared.document = replace(prepared.document, metadata=metadata)
+
+
+def _mails_to_read_again(files: dict[str, DocumentRecord], every: dict[str, DocumentRecord],
+                         listed: set[str], unread: tuple[str, ...]
+                         ) -> tuple[set[str], list[str]]:
+    """Indexed files to read again although unchanged, and gone files to delete before
+    the build writes. A mail is read again when one of its attachments now has the path of
+    a listed file (the file wins it), or when a file that was indexed under its path is
+    gone (an attachment it left out may come back, so that file's document is deleted
+    first). Files below a folder the build could not list (``unread``) are left as
+    they are."""
+    again = {d.parent for path, d in every.items()
+             if d.parent is not None and path in listed}
+    first: list[str] = []
+    for path in sorted(files):
+        if path in listed or path.startswith(unread):
+            continue
+        parent, _, _ = path.rpartition("/")
+        while parent:
+            if parent in listed and parent in files:
+                again.add(parent)
+                first.append(path)
+                break
+            parent, _, _ = parent.rpartition("/")
+    return {p for p in again if p is not None}, first
 
 
 def _paragraphs(text: str) -> list[str]:

@@ -10,15 +10,18 @@ embedder and the SQLite writer stay in the pipeline's process.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from docgraph.config import LoaderSettings
 from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.boilerplate import line_fingerprint
 from docgraph.ingest.chunk import TokenCounter, chunk_document
 from docgraph.ingest.extract import extract
 from docgraph.ingest.limits import ExtractLimits
-from docgraph.model import ChunkDraft, EntityLink, ExtractedDocument
+from docgraph.model import BlockKind, ChunkDraft, EntityLink, ExtractedDocument
 from docgraph.store.lexical import CountedTerms, count_terms
+
+_LINE_KINDS = (BlockKind.PARAGRAPH, BlockKind.LIST_ITEM)
 
 
 @dataclass(frozen=True)
@@ -34,13 +37,21 @@ class PrepareSpec:
     count_tokens: TokenCounter
     extractor: EntityExtractor | None
     lexical: bool = True
+    # Fingerprint the paragraphs and list items (folder builds) and drop those whose
+    # fingerprint is in ``repeated``: the lines repeated across the source's documents.
+    count_lines: bool = False
+    repeated: frozenset[str] = frozenset()
 
 
 @dataclass
 class PreparedDocument:
     """A document ready to embed and write. ``links`` has one list per chunk (empty when no
     extractor is configured); ``lexical`` one term count per chunk (None when not counted);
-    ``seconds`` is the time spent per phase (extract, chunk, entities, store)."""
+    ``seconds`` is the time spent per phase (extract, chunk, entities, store).
+    ``attachments`` are the documents carried inside this one (a mail's attachments), each
+    prepared alike, with its name and content hash. ``line_hashes`` are the fingerprints
+    of its paragraphs and list items as extracted (None when not counted), ``lines_dropped``
+    those left out as repeated across the source."""
 
     document: ExtractedDocument
     chunks: list[ChunkDraft]
@@ -49,11 +60,56 @@ class PreparedDocument:
     links: list[list[EntityLink]]
     lexical: list[CountedTerms] | None
     seconds: dict[str, float] = field(default_factory=dict)
+    attachments: list[PreparedAttachment] = field(default_factory=list)
+    line_hashes: list[str] | None = None
+    lines_dropped: list[str] = field(default_factory=list)
+
+    def all_chunks(self) -> int:
+        """Chunks of this document and its attachments."""
+        return len(self.chunks) + sum(len(a.prepared.chunks) for a in self.attachments)
+
+
+@dataclass
+class PreparedAttachment:
+    """An attachment prepared as a document of its own (see
+    :class:`docgraph.model.AttachedDocument`)."""
+
+    name: str
+    content_hash: str
+    prepared: PreparedDocument
 
 
 def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
-    """Chunk an extracted document and derive everything its write needs but vectors."""
+    """Chunk an extracted document (and each document attached to it) and derive everything
+    its write needs but vectors."""
+    prepared = _prepare_one(spec, document)
+    for attached in document.attachments:
+        inner = _prepare_one(spec, attached.document)
+        for phase, seconds in inner.seconds.items():
+            prepared.seconds[phase] += seconds
+        prepared.attachments.append(
+            PreparedAttachment(attached.name, attached.content_hash, inner))
+    return prepared
+
+
+def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
     t0 = time.perf_counter()
+    hashes: list[str] | None = None
+    dropped: list[str] = []
+    if spec.count_lines:
+        hashes, kept = [], []
+        for block in document.blocks:
+            fingerprint = (line_fingerprint(block.text) if block.kind in _LINE_KINDS
+                           else None)
+            if fingerprint is not None:
+                hashes.append(fingerprint)
+                if fingerprint in spec.repeated:
+                    dropped.append(fingerprint)
+                    continue
+            kept.append(block)
+        hashes, dropped = sorted(set(hashes)), sorted(set(dropped))
+        if dropped:
+            document = replace(document, blocks=tuple(kept))
     chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
     breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
     embedded = [
@@ -68,7 +124,8 @@ def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> Prepared
                if spec.lexical else None)
     t3 = time.perf_counter()
     return PreparedDocument(document, chunks, breadcrumbs, embedded, links, lexical,
-                            {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2})
+                            {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2},
+                            line_hashes=hashes, lines_dropped=dropped)
 
 
 def prepare_bytes(spec: PrepareSpec, data: bytes, path: str) -> PreparedDocument:

@@ -107,19 +107,39 @@ def check_public_url(url: str) -> str:
     return cleaned
 
 
+#: Extensions of the files whose documents carry attachments (``<mail>/<attachment>``).
+MAIL_EXTENSIONS = (".eml", ".mbox", ".msg")
+
+
+def carrying_file(relative_path: str) -> str | None:
+    """The mail file an attachment's path lies in (``a/box.mbox`` for
+    ``a/box.mbox/log.csv``), or None for a path with no mail file among its folders."""
+    parts = relative_path.split("/")
+    for end in range(1, len(parts)):
+        if parts[end - 1].lower().endswith(MAIL_EXTENSIONS):
+            return "/".join(parts[:end])
+    return None
+
+
 def citation_url(public_url: str | None, relative_path: str, page: int | None = None
                  ) -> str | None:
     """The link a person follows to the document at ``relative_path`` under a source whose
     public base URL is ``public_url`` (None: no link), percent-encoded, with ``#page=N``
-    when a page is given.
+    when a page is given. A mail's attachment (``<mail>/<attachment>``) is no file of its
+    own: it links to its mail, without a page.
 
     >>> citation_url("https://intranet.example/docs/", "support/faq v2.md")
     'https://intranet.example/docs/support/faq%20v2.md'
     >>> citation_url("https://s3.example/b?prefix={path}", "a b.pdf", page=3)
     'https://s3.example/b?prefix=a%20b.pdf#page=3'
+    >>> citation_url("https://intranet.example/docs/", "support/box.mbox/log.pdf", page=2)
+    'https://intranet.example/docs/support/box.mbox'
     """
     if not public_url:
         return None
+    carrier = carrying_file(relative_path)
+    if carrier is not None:
+        relative_path, page = carrier, None
     path = quote(name_bytes(unicodedata.normalize("NFC", relative_path.lstrip("/"))),
                  safe=_URL_PATH_SAFE)
     if PATH_PLACEHOLDER in public_url:

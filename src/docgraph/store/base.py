@@ -38,6 +38,15 @@ class DocumentWrite:
     per chunk) are the entities found in each chunk. ``metadata`` is what the format said
     about the document (:attr:`~docgraph.model.ExtractedDocument.metadata`); each chunk's
     pages and OCR flag travel on its :class:`~docgraph.model.ChunkDraft`.
+
+    ``attachments`` are the documents carried inside this one (a mail's attachments, each
+    with path ``<path>/<name>``, this write's source, namespace and change token): they are
+    written in the same atomic unit with this document as their parent, and any attachment
+    this document had before that is not among them is deleted with it. ``embed_hashes``
+    replaces hashing ``embedded_texts`` when copying an index that knows only the hashes.
+    ``line_hashes`` are the fingerprints of the document's paragraphs and list items as
+    extracted (None: not counted), ``lines_dropped`` those left out as repeated across its
+    source (:mod:`docgraph.ingest.boilerplate`).
     """
 
     source: SourceRecord
@@ -58,6 +67,10 @@ class DocumentWrite:
     # None counts them itself.
     lexical_terms: Sequence[CountedTerms] | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    attachments: Sequence[DocumentWrite] = ()
+    embed_hashes: Sequence[str] | None = None
+    line_hashes: Sequence[str] | None = None
+    lines_dropped: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +149,8 @@ class Catalog(Protocol):
         ...
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
-        """The source's documents keyed by relative path."""
+        """The source's documents keyed by relative path (attachments included, with their
+        :attr:`~docgraph.model.DocumentRecord.parent`)."""
         ...
 
     def write_document(self, write: DocumentWrite) -> DocumentRecord:
@@ -149,12 +163,24 @@ class Catalog(Protocol):
         written, and the error propagates."""
         ...
 
+    def line_counts(self, source: SourceRecord, floor: int) -> dict[str, int]:
+        """The line fingerprints held by at least ``floor`` counted documents of the source,
+        with how many hold each."""
+        ...
+
+    def line_fingerprints(self, source: SourceRecord, holding: Iterable[str]
+                          ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """(line fingerprints, fingerprints dropped) of the source's counted documents that
+        hold any of ``holding`` or dropped any line, keyed by path (attachments included)."""
+        ...
+
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
-        """Record a new change token for a document whose content did not change."""
+        """Record a new change token for a document whose content did not change (and for
+        its attachments, which follow it)."""
         ...
 
     def delete_document(self, document: DocumentRecord) -> None:
-        """Delete a document and its chunks atomically."""
+        """Delete a document, its chunks and its attachments atomically."""
         ...
 
     def reusable_vectors(

@@ -1,7 +1,8 @@
 """Copy an embedded index into PostgreSQL without re-embedding (``docgraph migrate``).
 
 Copied: the embedding model, every source, every document (content hash and change token
-too, so the next build there skips unchanged files, and its format's metadata) with its
+too, so the next build there skips unchanged files, its format's metadata and its line
+fingerprints) with its
 chunks (with their pages and OCR flags), their stored vectors and their entity links,
 recorded failures, the entity graph (entities, co-occurrence edges, communities with their
 members and recorded row sources, the community reports with their stored vectors, and each
@@ -10,9 +11,9 @@ needs no graph rebuild), the SQL sources (their URLs never held passwords), the 
 and the build history (with its phase outcomes, so status keeps the last build and its
 staleness) and the bearer-token digests (revoked ones too, so they stay revoked). Row ids
 are the target's own (entities and communities are mapped by key and position). Not copied:
-traces and audit records. Each document is one transaction on the target, the graph one
-more; the target must not hold documents yet. The HNSW index is built once after the copy
-(``PostgresCatalog.bulk_load``).
+traces and audit records. Each document is one transaction on the target (a mail with its
+attachments, which keep their link to it), the graph one more; the target must not hold
+documents yet. The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.model import ChunkDraft, EntityLink, RowOrigin, SourceRecord
+from docgraph.model import ChunkDraft, DocumentRecord, EntityLink, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.catalog import PostgresCatalog
 from docgraph.store.postgres.graph import PostgresGraphBackend
@@ -80,9 +81,13 @@ def migrate_to_postgres(
             copy = target.add_source(source.urn, source.namespace, source.display_name or None,
                                      source.public_url)
             report.sources += 1
-            for path in sorted(embedded.documents_for_source(source)):
-                report.chunks += _copy_document(embedded, target, source, copy, path)
-                report.documents += 1
+            documents = embedded.documents_for_source(source)
+            for path in sorted(documents):
+                if documents[path].parent is not None:
+                    continue  # copied with its mail
+                copied = _copy_document(embedded, target, copy, documents[path])
+                report.chunks += copied
+                report.documents += 1 + sum(1 for d in documents.values() if d.parent == path)
                 if progress is not None:
                     progress(report)
         _copy_graph(embedded, target, report)
@@ -127,13 +132,31 @@ def _copy_tokens(embedded: SQLiteCatalog, target: PostgresCatalog) -> int:
     return sum(copy.add(e) for e in SqlTokenStore(embedded).entries(include_revoked=True))
 
 
-def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: SourceRecord,
-                   copy: SourceRecord, path: str) -> int:
+def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, copy: SourceRecord,
+                   document: DocumentRecord) -> int:
+    """Copy one document with its attachments (one transaction on the target); returns the
+    chunks copied."""
+    db = embedded.connection()
+    write, hashes = _document_write(embedded, copy, document.id, document.path)
+    children = db.execute("SELECT id, path FROM documents WHERE parent_id = ? ORDER BY path",
+                          (document.id,)).fetchall()
+    attachments = []
+    for row_id, path in children:
+        child, child_hashes = _document_write(embedded, copy, int(row_id), str(path))
+        attachments.append(replace(child, embed_hashes=child_hashes))
+    target.import_document(replace(write, attachments=attachments), hashes)
+    return len(write.chunks) + sum(len(a.chunks) for a in attachments)
+
+
+def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, path: str
+                    ) -> tuple[DocumentWrite, list[str]]:
+    """The write that recreates document row ``row_id`` in ``copy``, and its chunks'
+    embedded-text hashes."""
     db = embedded.connection()
     doc = db.execute(
         "SELECT id, doc_id, title, content_hash, change_token, media_type, origin_source,"
-        " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata"
-        " FROM documents WHERE source_id = ? AND path = ?", (source.id, path),
+        " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
+        " line_hashes, lines_dropped FROM documents WHERE id = ?", (row_id,),
     ).fetchone()
     rows = db.execute(
         "SELECT chunk_index, text, breadcrumb, section_path, token_count, prev_index,"
@@ -149,22 +172,24 @@ def _copy_document(embedded: SQLiteCatalog, target: PostgresCatalog, source: Sou
     ):
         links.setdefault(int(r[0]), []).append(EntityLink(r[1], r[2], r[3], int(r[4]),
                                                           int(r[5]), float(r[6])))
-    dimension = target.embedding_model()
-    assert dimension is not None
+    model = embedded.embedding_model()
+    assert model is not None
     vectors = (np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32)
-               .reshape(len(rows), dimension[1]))
+               .reshape(len(rows), model[1]))
     chunks = [ChunkDraft(int(r[0]), r[1], tuple(json.loads(r[3])), int(r[4]), r[5], r[6], r[7],
                          None if r[10] is None else (int(r[10]), int(r[11])), bool(r[12]))
               for r in rows]
-    target.import_document(DocumentWrite(
+    write = DocumentWrite(
         source=copy, path=path, doc_id=doc[1], title=doc[2], content_hash=doc[3],
         change_token=doc[4], media_type=doc[5], chunks=chunks,
         breadcrumbs=[r[2] for r in rows], embedded_texts=(), vectors=vectors,
         entity_links=[links.get(int(r[0]), []) for r in rows] if links else (),
         origin=None if doc[6] is None else RowOrigin(*doc[6:11]),
         metadata=json.loads(doc[11]),
-    ), [r[8] for r in rows])
-    return len(rows)
+        line_hashes=None if doc[12] is None else json.loads(doc[12]),
+        lines_dropped=json.loads(doc[13]),
+    )
+    return write, [r[8] for r in rows]
 
 
 def _copy_graph(embedded: SQLiteCatalog, target: PostgresCatalog,

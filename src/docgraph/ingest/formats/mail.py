@@ -1,14 +1,15 @@
 """E-mail: ``.eml`` (one RFC 5322 message), ``.mbox`` (a mailbox of them) and threads
-exported as plain text, through the standard library's :mod:`email` and :mod:`mailbox`.
+exported as plain text, through the standard library's :mod:`email` and :mod:`mailbox`;
+Outlook ``.msg`` files through python-oxmsg (MIT, over olefile).
 
 A mail document has one section per message, headed by the sender and date (plus the
 subject where it differs from the thread's): headers are the document's metadata (from,
 to, cc, date, subject, message id), never body text. Bodies lose quoted replies and
 signatures (:mod:`docgraph.ingest.boilerplate`), so a thread's earlier messages are their
 own sections instead of being repeated in every reply. Supported attachments are
-extracted with the extractor of their type and become subsections of their message named
-``Attachment: <name>`` (their document name is ``<mail>/<attachment>``); others are listed
-in the metadata as skipped.
+extracted with the extractor of their type as documents of their own
+(:attr:`ExtractedDocument.attachments`, indexed as ``<mail>/<attachment>``); their message
+says ``Attachment: <name>``. Others are listed in the metadata as skipped.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import email
 import email.policy
 import email.utils
+import hashlib
 import mailbox
 import os
 import re
@@ -28,10 +30,14 @@ from docgraph.ingest.blocks import clean, paragraph_blocks, title_from_name
 from docgraph.ingest.boilerplate import clean_mail_body, split_mail_thread
 from docgraph.ingest.decode import decode_text
 from docgraph.ingest.limits import ExtractLimits
-from docgraph.model import Block, BlockKind, ExtractedDocument
+from docgraph.model import AttachedDocument, Block, BlockKind, ExtractedDocument
 
 EML_MEDIA_TYPE = "message/rfc822"
 MBOX_MEDIA_TYPE = "application/mbox"
+MSG_MEDIA_TYPE = "application/vnd.ms-outlook"
+# MS-OXPROPS: PidTagRecipientType (1 To, 2 Cc, 3 Bcc), PidTagInternetMessageId.
+_PID_RECIPIENT_TYPE = 0x0C15
+_PID_INTERNET_MESSAGE_ID = 0x1035
 
 #: Headers kept as document metadata, by their metadata key.
 MAIL_HEADERS = {"from": "from", "to": "to", "cc": "cc", "date": "date", "subject": "subject",
@@ -42,12 +48,13 @@ _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw|wg|sv|antw|tr)\s*(\[\d+\])?\s*:\
 
 @dataclass
 class MailMessage:
-    """One message: headers by metadata key, plain-text body (not yet cleaned) and
-    attachments as (file name, bytes)."""
+    """One message: headers by metadata key, plain-text body (not yet cleaned),
+    attachments as (file name, bytes) and those that could not be read, with why."""
 
     headers: dict[str, str]
     body: str
     attachments: list[tuple[str, bytes]] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # attachments not read, with why
 
     @property
     def sender(self) -> str:
@@ -102,7 +109,7 @@ def _from_email(message: EmailMessage) -> MailMessage:
                     if not filename.lower().endswith(".eml"):
                         filename += ".eml"
             if filename and isinstance(payload, bytes):
-                attachments.append((os.path.basename(filename.replace("\\", "/")), payload))
+                attachments.append((filename, payload))
     return MailMessage(headers, body, attachments)
 
 
@@ -128,6 +135,60 @@ def extract_eml(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
     if not isinstance(parsed, EmailMessage) or not parsed.keys():
         raise ExtractionError(f"{name}: not an e-mail message (no headers)")
     return mail_document([_from_email(parsed)], name, limits, EML_MEDIA_TYPE)
+
+
+def extract_msg(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
+    """An Outlook message (``.msg``, MS-OXMSG) read with python-oxmsg: the transport
+    headers where the message kept them (a received mail), else its sender, recipient,
+    submit time (UTC, as Outlook stores it), subject and message id properties; the
+    plain-text body, else the HTML one; attachments by value (an embedded Outlook message is
+    listed as not read)."""
+    from oxmsg import Message
+
+    if not data.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        raise ExtractionError(f"{name}: not an Outlook message (no OLE compound file header)")
+    try:
+        message = Message.load(data)
+        transport = {k.lower(): v for k, v in message.message_headers.items()}
+        headers = {key: clean(str(transport[header])) for header, key in MAIL_HEADERS.items()
+                   if transport.get(header)}
+        if "from" not in headers and message.sender:
+            display, address = email.utils.parseaddr(message.sender)
+            headers["from"] = clean(email.utils.formataddr((display, address)) if address
+                                    else message.sender)
+        for kind, key in ((1, "to"), (2, "cc")):
+            if key not in headers:
+                found = [email.utils.formataddr((r.name, r.email_address))
+                         if r.name and r.name != r.email_address else r.email_address
+                         for r in message.recipients
+                         if r.properties.int_prop_value(_PID_RECIPIENT_TYPE) == kind]
+                if found:
+                    headers[key] = clean(", ".join(found))
+        if "date" not in headers and message.sent_date is not None:
+            headers["date"] = email.utils.format_datetime(message.sent_date)
+        if "subject" not in headers and message.subject:
+            headers["subject"] = clean(message.subject)
+        message_id = message.properties.str_prop_value(_PID_INTERNET_MESSAGE_ID)
+        if "message_id" not in headers and message_id:
+            headers["message_id"] = clean(message_id)
+        body = message.body or ""
+        if not body.strip() and message.html_body:
+            body = _html_text(message.html_body)
+        read = MailMessage(headers, body)
+        for attachment in message.attachments:
+            filename = attachment.file_name or ""
+            payload = attachment.file_bytes
+            if filename and payload is not None and attachment.attached_by_value:
+                read.attachments.append((filename, payload))
+            else:
+                read.unread.append(f"{attachment_name(filename)} (an embedded Outlook message "
+                                   "or a link, not read)")
+    except ExtractionError:
+        raise
+    except Exception as exc:  # a damaged compound file or property stream
+        raise ExtractionError(
+            f"{name}: not a readable Outlook message ({type(exc).__name__}: {exc})") from exc
+    return mail_document([read], name, limits, MSG_MEDIA_TYPE)
 
 
 def extract_mbox(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
@@ -174,8 +235,11 @@ def mail_thread_text(text: str, name: str, limits: ExtractLimits) -> ExtractedDo
 
 def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
                   media_type: str) -> ExtractedDocument:
-    """Messages as one document: a section per message, its cleaned body and its
-    attachments' sections; metadata from the first message (and the message count)."""
+    """Messages as one document: a section per message with its cleaned body and a line
+    per attachment; metadata from the first message (and the message count). Supported
+    attachments become :class:`AttachedDocument` s of their own (an attached message's own
+    attachments too, named ``<message>.eml/<name>``); their text counts towards the
+    mail's text limit."""
     first = messages[0]
     title = thread_subject(first.headers.get("subject", "")) or title_from_name(name)
     metadata = dict(first.headers)
@@ -184,7 +248,8 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
     if len(messages) > 1:
         metadata["messages"] = str(len(messages))
     blocks: list[Block] = []
-    attached: list[str] = []
+    attached: list[AttachedDocument] = []
+    taken: set[str] = set()
     skipped: list[str] = []
     chars = 0
     for message in messages:
@@ -198,26 +263,54 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
         blocks.extend(body)
         chars += sum(len(b.text) for b in body)
         limits.check_text(name, chars)
-        for filename, payload in message.attachments:
+        skipped.extend(message.unread)
+        for raw_name, payload in message.attachments:
+            filename = _unique_name(attachment_name(raw_name), taken)
             inner = _attachment(payload, f"{name}/{filename}", limits)
             if isinstance(inner, str):
                 skipped.append(f"{filename} ({inner})")
                 continue
-            attached.append(filename)
-            blocks.append(Block(BlockKind.HEADING, f"Attachment: {filename}", 2))
-            inner_blocks = list(inner.blocks)
-            if inner_blocks and inner_blocks[0].kind is BlockKind.HEADING \
-                    and inner_blocks[0].text == title_from_name(filename):
-                inner_blocks.pop(0)  # the file name again (a CSV's heading), said above
-            blocks.extend(Block(b.kind, b.text, min(6, b.level + 2), b.page, b.ocr)
-                          if b.kind is BlockKind.HEADING else b for b in inner_blocks)
-            chars += sum(len(b.text) for b in inner.blocks)
+            taken.add(filename.casefold())
+            blocks.append(Block(BlockKind.PARAGRAPH, f"Attachment: {filename}"))
+            inner_metadata = {**inner.metadata, "attached_to": heading or title}
+            attached.append(AttachedDocument(
+                filename, hashlib.sha256(payload).hexdigest(),
+                ExtractedDocument(inner.title, inner.blocks, inner.media_type, inner_metadata)))
+            attached.extend(AttachedDocument(f"{filename}/{a.name}", a.content_hash, a.document)
+                            for a in inner.attachments)
+            chars += sum(len(b.text) for a in (inner, *(a.document for a in inner.attachments))
+                         for b in a.blocks)
             limits.check_text(name, chars)
     if attached:
-        metadata["attachments"] = ", ".join(attached)
+        metadata["attachments"] = ", ".join(a.name for a in attached)
     if skipped:
         metadata["attachments_skipped"] = "; ".join(skipped)
-    return ExtractedDocument(title, tuple(blocks), media_type, metadata)
+    return ExtractedDocument(title, tuple(blocks), media_type, metadata, tuple(attached))
+
+
+def attachment_name(raw: str) -> str:
+    """An attachment's file name as one safe path segment: its last component, control
+    characters and surrounding spaces removed; ``attachment`` when nothing (or only ``.``
+    or ``..``) is left."""
+    base = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    base = "".join(c for c in base if c.isprintable()).strip()
+    return base if base not in ("", ".", "..") else "attachment"
+
+
+def _unique_name(filename: str, taken: set[str]) -> str:
+    """``filename``, or ``stem (2).ext``, ``stem (3).ext``... when a mail already has an
+    attachment of that name (compared without case: one path must name one document)."""
+    if filename.casefold() not in taken:
+        return filename
+    stem, dot, ext = filename.rpartition(".")
+    if not dot or not stem:
+        stem, ext = filename, ""
+    n = 2
+    while True:
+        candidate = f"{stem} ({n}).{ext}" if ext else f"{stem} ({n})"
+        if candidate.casefold() not in taken:
+            return candidate
+        n += 1
 
 
 def _attachment(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument | str:

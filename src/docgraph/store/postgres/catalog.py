@@ -232,60 +232,80 @@ class PostgresCatalog(SqlCatalogRecords):
     def import_document(self, write: DocumentWrite, embed_hashes: Sequence[str]) -> DocumentRecord:
         """:meth:`write_document` with the embedded-text hashes given instead of computed
         (``write.embedded_texts`` is ignored): for copying an index whose embedded texts
-        are known only by hash."""
-        chunks = list(write.chunks)
-        if not (len(chunks) == len(write.breadcrumbs) == len(embed_hashes)
-                == len(write.vectors)):
-            raise StoreError(
-                f"{write.doc_id}: {len(chunks)} chunks but {len(write.vectors)} vectors"
-            )
-        if write.entity_links and len(write.entity_links) != len(chunks):
-            raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
-                             f"{len(chunks)} chunks")
+        are known only by hash. The document's attachments are written in the same
+        transaction (their hashes: ``embed_hashes`` of each, else of its embedded texts),
+        and attachments it had before that are not among them are deleted."""
+        from docgraph.ingest.embed_cache import text_hash
+
+        units = [(write, embed_hashes)] + [
+            (a, a.embed_hashes if a.embed_hashes is not None
+             else [text_hash(t) for t in a.embedded_texts]) for a in write.attachments]
+        for unit, hashes in units:
+            _check_write(unit, hashes)
         dimension = self._dimension()
         now = time.time()
         with self.transaction() as db:
             ns_id = self._namespace_id(db, write.source.namespace)
-            document_id = self._upsert_document(db, write, ns_id, len(chunks), now)
-            db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
-            rows: list[tuple[Any, ...]] = []
-            for chunk, crumb, embed_hash, vector in zip(
-                chunks, write.breadcrumbs, embed_hashes, write.vectors, strict=True
-            ):
-                if vector.shape != (dimension,) or not np.isfinite(vector).all():
-                    raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
-                rows.append((
-                    document_id, ns_id, chunk.index, chunk.text, crumb,
-                    _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
-                    chunk.next_index, chunk.parent_index, embed_hash,
-                    np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
-                    chunk.ocr,
-                ))
-                if len(rows) >= _INSERT_BATCH:
-                    _insert_chunks(db, rows)
-                    rows = []
-            _insert_chunks(db, rows)
-            if any(write.entity_links):
-                rowids = dict(db.execute(
-                    "SELECT chunk_index, id FROM chunks WHERE document_id = %s", (document_id,)
-                ).fetchall())
-                write_links(self.dialect, db, ns_id, [
-                    (int(rowids[chunk.index]), link)
-                    for chunk, links in zip(chunks, write.entity_links, strict=True)
-                    for link in links
-                ])
+            document_id = self._write_unit(db, ns_id, write, embed_hashes, dimension, now,
+                                           None)
+            for attachment, hashes in units[1:]:
+                self._write_unit(db, ns_id, attachment, hashes, dimension, now, document_id)
+            stale = self._stale_attachments(db, document_id,
+                                            [a.path for a in write.attachments])
+            if stale:
+                db.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (stale,))
+                db.execute("DELETE FROM documents WHERE id = ANY(%s)", (stale,))
             db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
                        (write.source.id, write.path))
             db.execute("UPDATE namespaces SET graph_dirty = true WHERE id = %s", (ns_id,))
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
-            write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
-            now, dict(write.metadata),
+            write.title, write.content_hash, write.change_token, write.media_type,
+            len(write.chunks), now, dict(write.metadata),
         )
 
+    def _write_unit(self, db: Any, ns_id: int, write: DocumentWrite,
+                    embed_hashes: Sequence[str], dimension: int, now: float,
+                    parent_id: int | None) -> int:
+        """One document row and its chunks and entity links (a file's document, or one of
+        its attachments with ``parent_id`` its row); returns the row id."""
+        chunks = list(write.chunks)
+        document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
+        db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
+        rows: list[tuple[Any, ...]] = []
+        for chunk, crumb, embed_hash, vector in zip(
+            chunks, write.breadcrumbs, embed_hashes, write.vectors, strict=True
+        ):
+            if vector.shape != (dimension,) or not np.isfinite(vector).all():
+                raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
+            rows.append((
+                document_id, ns_id, chunk.index, chunk.text, crumb,
+                _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
+                chunk.next_index, chunk.parent_index, embed_hash,
+                np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
+                chunk.ocr,
+            ))
+            if len(rows) >= _INSERT_BATCH:
+                _insert_chunks(db, rows)
+                rows = []
+        _insert_chunks(db, rows)
+        if any(write.entity_links):
+            rowids = dict(db.execute(
+                "SELECT chunk_index, id FROM chunks WHERE document_id = %s", (document_id,)
+            ).fetchall())
+            write_links(self.dialect, db, ns_id, [
+                (int(rowids[chunk.index]), link)
+                for chunk, links in zip(chunks, write.entity_links, strict=True)
+                for link in links
+            ])
+        return document_id
+
     def delete_document(self, document: DocumentRecord) -> None:
-        """Delete a document and its chunks in one transaction."""
+        """Delete a document, its chunks and its attachments in one transaction."""
         with self.transaction() as db:
+            db.execute("DELETE FROM chunks WHERE document_id IN"
+                       " (SELECT id FROM documents WHERE parent_id = %s)", (document.id,))
+            db.execute("DELETE FROM documents WHERE parent_id = %s", (document.id,))
             db.execute("DELETE FROM chunks WHERE document_id = %s", (document.id,))
             db.execute("DELETE FROM documents WHERE id = %s", (document.id,))
             db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
@@ -343,6 +363,16 @@ class PostgresCatalog(SqlCatalogRecords):
             if model is not None:
                 for statement in drop_hnsw_index_statements(model[1]):
                     db.execute(statement)
+
+
+def _check_write(write: DocumentWrite, embed_hashes: Sequence[str]) -> None:
+    """Reject a write whose chunks, hashes, vectors and entity links do not line up."""
+    chunks = len(write.chunks)
+    if not (chunks == len(write.breadcrumbs) == len(embed_hashes) == len(write.vectors)):
+        raise StoreError(f"{write.doc_id}: {chunks} chunks but {len(write.vectors)} vectors")
+    if write.entity_links and len(write.entity_links) != chunks:
+        raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
+                         f"{chunks} chunks")
 
 
 def _array(value: Any) -> Vector:

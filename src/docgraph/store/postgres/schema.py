@@ -458,9 +458,29 @@ _SOURCE_NAMING: Final = (
     "ALTER TABLE sources ADD COLUMN public_url text",
 )
 
+# A mail's attachments are documents of their own, linked to their mail's row (deleted
+# with it). Mail documents forget their content hash so the next build reads them again and
+# writes their attachments apart (vectors of unchanged embedded texts are reused).
+_ATTACHMENTS: Final = (
+    "ALTER TABLE documents ADD COLUMN parent_id bigint REFERENCES documents(id)"
+    " ON DELETE CASCADE",
+    "CREATE INDEX documents_parent ON documents (parent_id) WHERE parent_id IS NOT NULL",
+    "UPDATE documents SET content_hash = '' WHERE kind = 'document'"
+    " AND media_type IN ('message/rfc822', 'application/mbox')",
+)
+
+# Each document's line fingerprints (its paragraphs and list items as extracted) and those
+# dropped as repeated across its source (legal footers); NULL: not counted yet (a document
+# written before counts once it is read again).
+_REPEATED_LINES: Final = (
+    "ALTER TABLE documents ADD COLUMN line_hashes jsonb,"
+    " ADD COLUMN lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
                                                    _FEED, _SETTINGS, _LIFECYCLE, _TOKENS,
-                                                   _PAGES, _SOURCE_NAMING)
+                                                   _PAGES, _SOURCE_NAMING, _ATTACHMENTS,
+                                                   _REPEATED_LINES)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

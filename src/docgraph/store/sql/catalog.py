@@ -36,7 +36,8 @@ class SqlCatalogRecords:
 
     _DOC_COLUMNS = (
         "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
-        " d.change_token, d.media_type, d.chunk_count, d.updated_at, d.metadata"
+        " d.change_token, d.media_type, d.chunk_count, d.updated_at, d.metadata,"
+        " (SELECT p.path FROM documents p WHERE p.id = d.parent_id)"
     )
 
     def connection(self) -> Any:
@@ -163,12 +164,18 @@ class SqlCatalogRecords:
             int(row[0]), str(row[1]), 0 if row[2] is None else int(row[2]), str(row[3]),
             str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
             float(row[10]), {str(k): str(v) for k, v in dict(metadata).items()},
+            None if row[12] is None else str(row[12]),
         )
 
     def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
-                         now: float) -> int:
+                         now: float, parent_id: int | None = None) -> int:
         """Insert or replace the document row of ``write`` (inside the caller's transaction);
-        returns its id. Its chunks are the backend's to write."""
+        returns its id. Its chunks are the backend's to write.
+
+        ``parent_id`` is the row of the document carrying this one (an attachment's mail).
+        A file's document may take over the row of an attachment of the same path (the file
+        wins; its mail is read again by the pipeline); an attachment never takes over a
+        file's document or another mail's attachment (:class:`StoreError`)."""
         origin = write.origin
         origin_columns = ((None,) * 5 if origin is None else
                           (origin.source, origin.schema, origin.table, origin.pk_column,
@@ -176,21 +183,39 @@ class SqlCatalogRecords:
         row = db.execute(self.dialect.sql(
             "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
             " change_token, media_type, chunk_count, updated_at, origin_source,"
-            " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
+            " parent_id, line_hashes, lines_dropped)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
             " content_hash = excluded.content_hash, change_token = excluded.change_token,"
             " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
             " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
             " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
             " origin_pk_column = excluded.origin_pk_column,"
-            " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata"
+            " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata,"
+            " parent_id = excluded.parent_id, line_hashes = excluded.line_hashes,"
+            " lines_dropped = excluded.lines_dropped"
+            " WHERE excluded.parent_id IS NULL OR documents.parent_id = excluded.parent_id"
             " RETURNING id"),
             (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
              write.change_token, write.media_type, chunk_count, now, *origin_columns,
-             self.dialect.json_param(dict(write.metadata))),
+             self.dialect.json_param(dict(write.metadata)), parent_id,
+             None if write.line_hashes is None else self.dialect.json_param(
+                 list(write.line_hashes)),
+             self.dialect.json_param(list(write.lines_dropped))),
         ).fetchone()
+        if row is None:
+            raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "
+                             "the document of a file or of another mail's attachment")
         return int(row[0])
+
+    def _stale_attachments(self, db: Any, parent_id: int, kept: Sequence[str]) -> list[int]:
+        """Row ids of the attachments of document ``parent_id`` whose paths are not in
+        ``kept`` (gone from the new version of their mail)."""
+        rows = db.execute(self.dialect.sql("SELECT id, path FROM documents WHERE parent_id = ?"),
+                          (parent_id,)).fetchall()
+        keep = set(kept)
+        return [int(r[0]) for r in rows if str(r[1]) not in keep]
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
         """The source's documents keyed by relative path."""
@@ -199,6 +224,40 @@ class SqlCatalogRecords:
             " JOIN namespaces n ON n.id = d.namespace_id WHERE d.source_id = ?",
             (source.id,)).fetchall()
         return {str(r[4]): self._document(r) for r in rows}
+
+    def line_counts(self, source: SourceRecord, floor: int) -> dict[str, int]:
+        """The line fingerprints held by at least ``floor`` counted documents of the source,
+        with how many hold each (counted by the database: only these rows come back)."""
+        elements = ("json_each(d.line_hashes) j" if self.dialect.name == "sqlite"
+                    else "jsonb_array_elements_text(d.line_hashes) j(value)")
+        rows = self._run(
+            f"SELECT j.value, count(*) FROM documents d, {elements}"
+            " WHERE d.source_id = ? AND d.line_hashes IS NOT NULL"
+            " GROUP BY j.value HAVING count(*) >= ?", (source.id, floor)).fetchall()
+        return {str(f): int(n) for f, n in rows}
+
+    def line_fingerprints(self, source: SourceRecord, holding: Iterable[str]
+                          ) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
+        """(line fingerprints, fingerprints dropped) of the source's counted documents that
+        hold any of ``holding`` or dropped any line, keyed by path (attachments included)."""
+        wanted = sorted(set(holding))
+        if self.dialect.name == "sqlite":
+            dropped_any = "d.lines_dropped <> '[]'"
+            holds = ("EXISTS (SELECT 1 FROM json_each(d.line_hashes) j"
+                     " WHERE j.value IN (SELECT value FROM json_each(?)))")
+        else:
+            dropped_any = "d.lines_dropped <> '[]'::jsonb"
+            holds = ("EXISTS (SELECT 1 FROM jsonb_array_elements_text(d.line_hashes) j(value)"
+                     " WHERE j.value IN (SELECT jsonb_array_elements_text(?)))")
+        rows = self._run(
+            "SELECT d.path, d.line_hashes, d.lines_dropped FROM documents d"
+            " WHERE d.source_id = ? AND d.line_hashes IS NOT NULL"
+            f" AND ({dropped_any} OR {holds})",
+            (source.id, self.dialect.json_param(wanted))).fetchall()
+        value = self.dialect.json_value
+        return {str(path): (frozenset(value(hashes)),
+                            frozenset(value(dropped) if dropped is not None else ()))
+                for path, hashes, dropped in rows}
 
     def list_documents(
         self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
@@ -213,10 +272,12 @@ class SqlCatalogRecords:
         return [self._document(r) for r in rows]
 
     def touch_document(self, document: DocumentRecord, change_token: str) -> None:
-        """Store a new change token for a document whose content hash did not change."""
+        """Store a new change token for a document whose content hash did not change, and
+        for its attachments (they follow their mail's token)."""
         with self.transaction() as db:
-            db.execute(self.dialect.sql("UPDATE documents SET change_token = ? WHERE id = ?"),
-                       (change_token, document.id))
+            db.execute(self.dialect.sql(
+                "UPDATE documents SET change_token = ? WHERE id = ? OR parent_id = ?"),
+                (change_token, document.id, document.id))
 
     def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
         """Row origins of the given documents (documents without one are absent)."""

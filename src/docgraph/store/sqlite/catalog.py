@@ -33,7 +33,7 @@ from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.graph import write_links
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,6 +74,9 @@ CREATE TABLE IF NOT EXISTS documents (
     origin_pk_column TEXT,
     origin_pk_value TEXT,
     metadata TEXT NOT NULL DEFAULT '{}',
+    parent_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
+    line_hashes TEXT,
+    lines_dropped TEXT NOT NULL DEFAULT '[]',
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -221,18 +224,22 @@ class SQLiteCatalog(SqlCatalogRecords):
                 db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            elif int(row[0]) in (1, 2, 3):
+            elif int(row[0]) in (1, 2, 3, 4):
                 if int(row[0]) == 1:
                     _migrate_1_to_2(db, self.terms)
                 if int(row[0]) <= 2:
                     _migrate_2_to_3(db)
-                _migrate_3_to_4(db)
+                if int(row[0]) <= 3:
+                    _migrate_3_to_4(db)
+                _migrate_4_to_5(db)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: index schema version {row[0]} is not supported "
                     f"(this docgraph reads version {SCHEMA_VERSION})"
                 )
             _add_source_naming(db)
+            _add_document_parents(db)
+            _add_line_fingerprints(db)
 
     # -- connections -------------------------------------------------------
 
@@ -306,15 +313,19 @@ class SQLiteCatalog(SqlCatalogRecords):
         """
         if not writes:
             return []
-        for write in writes:
-            _check_write(write)
-        if len({(w.source.id, w.path) for w in writes}) < len(writes):
+        units = [[w, *w.attachments] for w in writes]  # a document and its attachments
+        for unit in units:
+            for write in unit:
+                _check_write(write)
+        if len({(w.source.id, w.path) for unit in units for w in unit}) \
+                < sum(len(unit) for unit in units):
             raise StoreError("a batch of document writes names one document twice")
         # BM25 terms are counted before the write lock is taken (the costly part), unless
-        # the pipeline counted them already.
-        counted = [w.lexical_terms if w.lexical_terms is not None else
-                   count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True)))
-                   for w in writes]
+        # the pipeline counted them already; one list per write, its attachments' after it.
+        counted = [[t for w in unit for t in (
+            w.lexical_terms if w.lexical_terms is not None else
+            count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True))))]
+            for unit in units]
         now = time.time()
         done: list[DocumentRecord] = []
         failure: Exception | None = None
@@ -332,8 +343,9 @@ class SQLiteCatalog(SqlCatalogRecords):
                 namespace = write.source.namespace
                 if namespace not in ns_ids:
                     ns_ids[namespace] = self._namespace_id(db, namespace)
-                terms = encoded[start:start + len(write.chunks)]
-                start += len(write.chunks)
+                size = len(write.chunks) + sum(len(a.chunks) for a in write.attachments)
+                terms = encoded[start:start + size]
+                start += size
                 db.execute("SAVEPOINT document")
                 try:
                     record = self._write_one(db, ns_ids[namespace], write, terms, now)
@@ -370,11 +382,30 @@ class SQLiteCatalog(SqlCatalogRecords):
         self, db: sqlite3.Connection, ns_id: int, write: DocumentWrite,
         terms: Sequence[EncodedTerms], now: float,
     ) -> DocumentRecord:
-        """The statements of one document write (inside the caller's savepoint)."""
+        """The statements of one document write and its attachments' (inside the caller's
+        savepoint); ``terms`` holds the document's chunks' terms, then each attachment's."""
+        record = self._write_unit(db, ns_id, write, terms[:len(write.chunks)], now, None)
+        start = len(write.chunks)
+        for attachment in write.attachments:
+            self._write_unit(db, ns_id, attachment,
+                             terms[start:start + len(attachment.chunks)], now, record.id)
+            start += len(attachment.chunks)
+        stale = self._stale_attachments(db, record.id, [a.path for a in write.attachments])
+        for row in stale:
+            db.execute("DELETE FROM chunks WHERE document_id = ?", (row,))
+            db.execute("DELETE FROM documents WHERE id = ?", (row,))
+        return record
+
+    def _write_unit(
+        self, db: sqlite3.Connection, ns_id: int, write: DocumentWrite,
+        terms: Sequence[EncodedTerms], now: float, parent_id: int | None,
+    ) -> DocumentRecord:
+        """One document row and its chunks (a file's document, or one of its attachments
+        with ``parent_id`` its row)."""
         from docgraph.ingest.embed_cache import text_hash
 
         chunks = list(write.chunks)
-        document_id = self._upsert_document(db, write, ns_id, len(chunks), now)
+        document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
         vectors = np.ascontiguousarray(write.vectors, dtype=np.float32)
         paths: dict[tuple[str, ...], str] = {}  # chunks of a document share section paths
@@ -419,8 +450,11 @@ class SQLiteCatalog(SqlCatalogRecords):
         write_links(SQLITE, db, ns_id, links)
 
     def delete_document(self, document: DocumentRecord) -> None:
-        """Delete a document and its chunks in one transaction."""
+        """Delete a document, its chunks and its attachments in one transaction."""
         with self.transaction() as db:
+            db.execute("DELETE FROM chunks WHERE document_id IN"
+                       " (SELECT id FROM documents WHERE parent_id = ?)", (document.id,))
+            db.execute("DELETE FROM documents WHERE parent_id = ?", (document.id,))
             db.execute("DELETE FROM chunks WHERE document_id = ?", (document.id,))
             db.execute("DELETE FROM documents WHERE id = ?", (document.id,))
             db.execute(
@@ -556,3 +590,40 @@ def _migrate_3_to_4(db: sqlite3.Connection) -> None:
     db.execute(f"UPDATE documents SET content_hash = '' WHERE kind = 'document'"
                f" AND media_type IN ({marks})", RE_EXTRACTED_AT_4)
     db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
+#: Media types whose documents carried their attachments as sections before schema 5.
+RE_EXTRACTED_AT_5 = ("message/rfc822", "application/mbox")
+
+
+def _add_document_parents(db: sqlite3.Connection) -> None:
+    """Give ``documents`` its ``parent_id`` column (an attachment's mail) and its index
+    where the file lacks them (nullable: documents written before have no parent)."""
+    if "parent_id" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
+        db.execute("ALTER TABLE documents ADD COLUMN parent_id INTEGER"
+                   " REFERENCES documents(id) ON DELETE CASCADE")
+    db.execute("CREATE INDEX IF NOT EXISTS documents_parent ON documents(parent_id)"
+               " WHERE parent_id IS NOT NULL")
+
+
+def _migrate_4_to_5(db: sqlite3.Connection) -> None:
+    """Schema 4 -> 5 (inside the caller's transaction): a mail's attachments become
+    documents of their own, linked to their mail by ``documents.parent_id``. Mail
+    documents forget their content hash, so the next build reads them again and writes
+    their attachments apart (vectors of unchanged embedded texts are reused)."""
+    _add_document_parents(db)
+    marks = ",".join("?" * len(RE_EXTRACTED_AT_5))
+    db.execute(f"UPDATE documents SET content_hash = '' WHERE kind = 'document'"
+               f" AND media_type IN ({marks})", RE_EXTRACTED_AT_5)
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def _add_line_fingerprints(db: sqlite3.Connection) -> None:
+    """Give ``documents`` the fingerprints of its lines and those dropped as repeated across
+    its source where the file lacks them (nullable: a document written before counts no
+    line until it is read again; no version step needed)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+    if "line_hashes" not in columns:
+        db.execute("ALTER TABLE documents ADD COLUMN line_hashes TEXT")
+    if "lines_dropped" not in columns:
+        db.execute("ALTER TABLE documents ADD COLUMN lines_dropped TEXT NOT NULL DEFAULT '[]'")
