@@ -8,6 +8,9 @@ Three extractors, each independent and each testable on its own:
    version strings, emails, URLs, money amounts.
 3. :class:`ProperNameExtractor` - a heuristic for proper names (capitalized word runs not
    at a sentence start) and acronyms.
+4. Key phrases (optional): a :class:`VocabularyMatcher` of the phrases that
+   :mod:`docgraph.graph.keyphrases` chose from a whole namespace's statistics; only the graph
+   build, which knows the namespace, installs it (:meth:`EntityExtractor.with_phrases`).
 
 :class:`EntityExtractor` runs them in that order; a span found by an earlier extractor wins
 over overlapping spans from later ones. Mentions are grouped per canonical key into
@@ -18,13 +21,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import ahocorasick
 
 from docgraph.graph.name_spans import at_sentence_start, split_run
 from docgraph.graph.normalize import canonical_key, identifier_aliases
 from docgraph.model import EntityLink
+
+if TYPE_CHECKING:
+    from docgraph.graph.keyphrases import KeyphraseParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,21 +261,36 @@ class ProperNameExtractor:
 
 @dataclass
 class EntityExtractor:
-    """Runs the vocabulary, pattern and proper-name extractors and links entities to text."""
+    """Runs the vocabulary, pattern, proper-name and key-phrase extractors and links entities
+    to text.
+
+    ``keyphrases`` (None: off) says how a graph build chooses each namespace's key phrases;
+    ``phrases`` is the matcher of one namespace's chosen phrases, set only on the copy a
+    build makes with :meth:`with_phrases` (ingest and queries run without it).
+    """
 
     vocabulary: VocabularyMatcher = field(default_factory=VocabularyMatcher)
     patterns: bool = True
     proper_names: bool = True
     max_entities_per_chunk: int = 40
+    keyphrases: KeyphraseParams | None = None
+    phrases: VocabularyMatcher | None = None
+
+    def with_phrases(self, phrases: VocabularyMatcher) -> EntityExtractor:
+        """A copy that also finds ``phrases`` (lowest priority: any other extractor's span
+        wins an overlap)."""
+        return replace(self, phrases=phrases)
 
     def mentions(self, text: str) -> list[Mention]:
-        """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names) and
-        longer spans win overlaps."""
+        """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names >
+        key phrases) and longer spans win overlaps."""
         ranked: list[tuple[int, Mention]] = [(0, m) for m in self.vocabulary.find(text)]
         if self.patterns:
             ranked += [(1, m) for m in PatternExtractor().find(text)]
         if self.proper_names:
             ranked += [(2, m) for m in ProperNameExtractor().find(text)]
+        if self.phrases is not None:
+            ranked += [(3, m) for m in self.phrases.find(text)]
         ranked.sort(key=lambda pm: (pm[0], -(pm[1].end - pm[1].start), pm[1].start))
         taken: list[Mention] = []
         occupied = bytearray(len(text) + 1)
