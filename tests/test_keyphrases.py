@@ -80,6 +80,24 @@ def test_phrases_match_case_insensitively_under_their_canonical_key():
     assert found == {("Heart Failure", "heart failure"), ("Tau Tangles", "tau tangle")}
 
 
+def test_a_chunk_keeps_its_highest_tf_idf_phrases_and_every_other_entity():
+    phrases = select_keyphrases(corpus().values(), PARAMS)
+    weights = {p.key: 1.0 for p in phrases} | {"metformin": 3.0}
+    extractor = make_extractor(GraphSettings(keyphrase_max_per_chunk=2)).with_phrases(
+        phrase_matcher(phrases), weights)
+    text = ("Mei Tanaka saw heart failure, heart failure again, tau tangles, bed nets and "
+            "metformin at Nordhaven Logistics.")
+    by_type: dict[str, set[str]] = {}
+    for link in extractor.links(text):
+        by_type.setdefault(link.type, set()).add(link.key)
+    # heart failure: 2 mentions x 1.0; metformin: 1 x 3.0; the others 1 x 1.0 are dropped.
+    assert by_type["phrase"] == {"heart failure", "metformin"}
+    assert by_type["name"] == {"mei tanaka", "nordhaven logistic"}
+    uncapped = make_extractor(GraphSettings(keyphrase_max_per_chunk=10)).with_phrases(
+        phrase_matcher(phrases), weights)
+    assert {"tau tangle", "bed net"} <= {link.key for link in uncapped.links(text)}
+
+
 def test_unknown_language_is_a_config_error():
     with pytest.raises(ConfigError, match="keyphrase_language"):
         make_extractor(GraphSettings(keyphrase_language="xx-nowhere"))
@@ -146,3 +164,13 @@ def test_incremental_build_equals_a_fresh_build(tmp_path, make_graph):
     # A build with nothing changed re-extracts but rewrites no link.
     assert incremental.build_graph(["med"])[0].relinked_chunks == 0
     assert state(incremental) == state(fresh)
+
+
+def test_turning_key_phrases_off_relinks_without_them(tmp_path, make_graph):
+    folder = write_files(tmp_path / "notes", corpus())
+    make_graph("x.db", graph=GRAPH).index(folder, namespace="med")
+    reopened = make_graph("x.db", graph={**GRAPH, "keyphrases": False})
+    assert "heart failure" in {e.key for e in reopened.entities({"med"})}
+    report = reopened.build_graph(["med"])[0]
+    assert report.relinked_chunks == len(corpus())
+    assert reopened.entities({"med"}) == [] and reopened.communities({"med"}) == []

@@ -214,6 +214,10 @@ class GraphSettings(_Section):
     keyphrase_max_chunk_share: float = Field(
         default=0.05, gt=0, le=1, description="Largest share of chunks a phrase may be in."
     )
+    keyphrase_max_per_chunk: int = Field(
+        default=10, ge=1, le=1000,
+        description="Key phrases a chunk links at most (highest TF-IDF in the chunk).",
+    )
     max_entities_per_chunk: int = Field(default=40, ge=1, le=1000)
     min_cooccurrence: int = Field(default=1, ge=1, description="Chunks an edge needs.")
     max_edges_per_entity: int = Field(default=64, ge=1)

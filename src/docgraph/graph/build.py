@@ -30,6 +30,7 @@ from docgraph.graph.keyphrases import (
     KeyphraseParams,
     general_frequencies,
     phrase_matcher,
+    phrase_weights,
     select_keyphrases,
 )
 from docgraph.graph.reports import ReportInput, community_title, extractive_report, llm_report
@@ -80,7 +81,8 @@ def make_extractor(settings: GraphSettings) -> EntityExtractor:
     if settings.keyphrases:
         keyphrases = KeyphraseParams(language=settings.keyphrase_language,
                                      min_chunks=settings.keyphrase_min_chunks,
-                                     max_chunk_share=settings.keyphrase_max_chunk_share)
+                                     max_chunk_share=settings.keyphrase_max_chunk_share,
+                                     max_per_chunk=settings.keyphrase_max_per_chunk)
         try:
             general_frequencies(keyphrases.language)
         except LookupError as exc:
@@ -156,7 +158,8 @@ class GraphBuilder:
         phrases = select_keyphrases((text for _, text in texts), params)
         report.keyphrases = len(phrases)
         report.seconds["keyphrases"] = time.perf_counter() - t0
-        extractor = self.extractor.with_phrases(phrase_matcher(phrases))
+        extractor = self.extractor.with_phrases(phrase_matcher(phrases),
+                                                phrase_weights(phrases, len(texts)))
         stored = _stored_link_sets(self.store, namespace)
         changed = []
         for rowid, text in texts:

@@ -20,7 +20,7 @@ over overlapping spans from later ones. Mentions are grouped per canonical key i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -275,11 +275,14 @@ class EntityExtractor:
     max_entities_per_chunk: int = 40
     keyphrases: KeyphraseParams | None = None
     phrases: VocabularyMatcher | None = None
+    phrase_weights: Mapping[str, float] = field(default_factory=dict)
 
-    def with_phrases(self, phrases: VocabularyMatcher) -> EntityExtractor:
+    def with_phrases(self, phrases: VocabularyMatcher, weights: Mapping[str, float]
+                     ) -> EntityExtractor:
         """A copy that also finds ``phrases`` (lowest priority: any other extractor's span
-        wins an overlap)."""
-        return replace(self, phrases=phrases)
+        wins an overlap); ``weights`` (phrase key -> IDF in its namespace) choose which
+        phrases a chunk keeps when it holds more than ``keyphrases.max_per_chunk``."""
+        return replace(self, phrases=phrases, phrase_weights=weights)
 
     def mentions(self, text: str) -> list[Mention]:
         """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names >
@@ -310,6 +313,14 @@ class EntityExtractor:
         grouped: dict[str, list[Mention]] = {}
         for m in mentions:
             grouped.setdefault(m.key, []).append(m)
+        if self.phrases is not None and self.keyphrases is not None:
+            dropped = self._surplus_phrases(grouped, self.keyphrases.max_per_chunk)
+            if dropped:
+                mentions = [m for m in mentions if m.key not in dropped]
+                for key in dropped:
+                    del grouped[key]
+                if not mentions:
+                    return []
         total = len(mentions)
         early = max(1, len(text) // 5)
         links: list[EntityLink] = []
@@ -320,3 +331,13 @@ class EntityExtractor:
             links.append(EntityLink(key, first.text, first.type, len(group), first.start, score))
         links.sort(key=lambda link: (-link.score, link.first_position))
         return links[: self.max_entities_per_chunk]
+
+    def _surplus_phrases(self, grouped: dict[str, list[Mention]], keep: int) -> set[str]:
+        """Keys of the phrase-only entities of a chunk beyond the ``keep`` with the highest
+        TF-IDF (mentions in the chunk x IDF in the namespace; ties: first mention)."""
+        phrase_keys = [k for k, g in grouped.items() if all(m.type == "phrase" for m in g)]
+        if len(phrase_keys) <= keep:
+            return set()
+        ranked = sorted(phrase_keys, key=lambda k: (
+            -len(grouped[k]) * self.phrase_weights.get(k, 1.0), grouped[k][0].start))
+        return set(ranked[keep:])

@@ -33,6 +33,7 @@ a proper name are one entity.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class KeyphraseParams:
     min_residual_idf: float = 0.5  # bits; or, for a phrase with a word rare in general
     max_rare_frequency: float = 1e-6  # language (Zipf 3 and below), a specificity of at
     min_specificity_alone: float = 2.0  # least this
+    max_per_chunk: int = 10  # phrase entities a chunk keeps (highest TF-IDF)
     max_extension: float = 0.5  # a phrase of 3+ words in at most this share of the uses of
     # its shorter part (without its first or last word) is that part in context
 
@@ -78,7 +80,7 @@ class KeyphraseParams:
         return (f"{self.language}:{self.max_words}:{self.min_chunks}:{self.max_chunk_share}"
                 f":{self.min_specificity}:{self.min_association}:{self.min_residual_idf}"
                 f":{self.max_rare_frequency}:{self.min_specificity_alone}"
-                f":{self.max_extension}")
+                f":{self.max_extension}:{self.max_per_chunk}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +290,11 @@ def select_keyphrases(texts: Iterable[str], params: KeyphraseParams) -> list[Key
             score=max(v[3] for v in variants),
         ))
     return out
+
+
+def phrase_weights(phrases: Iterable[Keyphrase], chunks: int) -> dict[str, float]:
+    """Phrase key -> its IDF among the namespace's ``chunks`` chunks."""
+    return {p.key: math.log(max(chunks, 1) / max(p.chunks, 1)) + 1.0 for p in phrases}
 
 
 def phrase_matcher(phrases: Iterable[Keyphrase]) -> VocabularyMatcher:
