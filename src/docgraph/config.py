@@ -215,7 +215,7 @@ class GraphSettings(_Section):
         default=0.05, gt=0, le=1, description="Largest share of chunks a phrase may be in."
     )
     keyphrase_max_per_chunk: int = Field(
-        default=10, ge=1, le=1000,
+        default=5, ge=1, le=1000,
         description="Key phrases a chunk links at most (highest TF-IDF in the chunk).",
     )
     max_entities_per_chunk: int = Field(default=40, ge=1, le=1000)

@@ -71,7 +71,7 @@ class KeyphraseParams:
     min_residual_idf: float = 0.5  # bits; or, for a phrase with a word rare in general
     max_rare_frequency: float = 1e-6  # language (Zipf 3 and below), a specificity of at
     min_specificity_alone: float = 2.0  # least this
-    max_per_chunk: int = 10  # phrase entities a chunk keeps (highest TF-IDF)
+    max_per_chunk: int = 5  # phrase entities a chunk keeps (highest TF-IDF)
     max_extension: float = 0.5  # a phrase of 3+ words in at most this share of the uses of
     # its shorter part (without its first or last word) is that part in context
 
