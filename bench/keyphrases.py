@@ -13,7 +13,8 @@ on it includes choosing the phrases and re-extracting every chunk) and, after wr
 1%, an incremental build (``incremental_*``, chunks whose links it rewrote); the figures are
 those of the complete corpus. Single runs on a shared 2-core machine. The sample corpus
 (``examples/corpus``) is indexed through ``DocGraph.index()``. Per setting: chunks, links per
-chunk, share of chunks with at least one entity, entities, edges, communities, key phrases.
+chunk, share of chunks with at least one entity, entities, edges, communities, community
+reports (what ``explore_topics`` and ``mode="global"`` answer from), key phrases.
 
 Quality: the 2Wiki corpus as ``bench/quality.py`` writes it (Markdown files, default loader
 settings, real MiniLM int8 behind the shared embedding cache) is indexed once with key phrases
@@ -117,8 +118,8 @@ def graph_dataset(name: str, limit: int | None, workdir: Path) -> list[dict[str,
         out.append({"dataset": name, "keyphrases": label,
                     **link_figures(store, name, len(rows)),
                     "entities": report.entities, "edges": report.edges,
-                    "communities": report.communities, "phrases": report.keyphrases,
-                    "build_s": round(seconds, 2),
+                    "communities": report.communities, "reports": report.reports,
+                    "phrases": report.keyphrases, "build_s": round(seconds, 2),
                     "incremental_docs": held, "incremental_build_s": round(incremental, 2),
                     "incremental_relinked": report.relinked_chunks,
                     "incremental_phrases_s": round(report.seconds.get("keyphrases", 0.0), 2),
@@ -144,8 +145,8 @@ def sample_corpus(workdir: Path) -> list[dict[str, Any]]:
             out.append({"dataset": "sample", "keyphrases": label,
                         **link_figures(graph.graph_store, "sample", chunks),
                         "entities": report.entities, "edges": report.edges,
-                        "communities": report.communities, "phrases": report.keyphrases,
-                        "relinked": report.relinked_chunks,
+                        "communities": report.communities, "reports": report.reports,
+                        "phrases": report.keyphrases, "relinked": report.relinked_chunks,
                         "build_s": round(sum(report.seconds.values()), 2),
                         "phrases_s": round(report.seconds.get("keyphrases", 0.0), 2),
                         "relink_s": round(report.seconds.get("relink", 0.0), 2),

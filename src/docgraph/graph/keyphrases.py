@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -148,21 +149,26 @@ def _has_letter(word: str) -> bool:
 def _tokens(texts: Iterable[str]) -> tuple[list[str], npt.NDArray[np.int64],
                                            npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """(distinct words, word id per running word, its chunk number, its run number, number
-    of chunks); a run is a stretch of words separated by single spaces."""
+    of chunks); a run is a stretch of words separated by single spaces. Running words are
+    gathered in a compact array (4 bytes each), not a list of Python ints."""
     vocabulary: dict[str, int] = {}
-    ids: list[int] = []
-    chunk_of: list[int] = []
-    run_of: list[int] = []
-    n_chunks = n_runs = 0
-    for n_chunks, text in enumerate(texts, start=1):
-        for run in _RUN.findall(_fold(text)):
+    ids = array("i")
+    run_lengths = array("i")
+    runs_per_chunk = array("i")
+    for text in texts:
+        runs = _RUN.findall(_fold(text))
+        runs_per_chunk.append(len(runs))
+        for run in runs:
             words = [vocabulary.setdefault(w, len(vocabulary)) for w in run.split(" ")]
             ids.extend(words)
-            chunk_of.extend([n_chunks - 1] * len(words))
-            run_of.extend([n_runs] * len(words))
-            n_runs += 1
-    return (list(vocabulary), np.asarray(ids, dtype=np.int64),
-            np.asarray(chunk_of, dtype=np.int64), np.asarray(run_of, dtype=np.int64), n_chunks)
+            run_lengths.append(len(words))
+    lengths = np.frombuffer(run_lengths, dtype=np.int32).astype(np.int64)
+    run_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    chunk_of_run = np.repeat(np.arange(len(runs_per_chunk), dtype=np.int64),
+                             np.frombuffer(runs_per_chunk, dtype=np.int32))
+    chunk_of = np.repeat(chunk_of_run, lengths)
+    return (list(vocabulary), np.frombuffer(ids, dtype=np.int32).astype(np.int64), chunk_of,
+            run_of, len(runs_per_chunk))
 
 
 def _unique_rows(rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
