@@ -28,7 +28,7 @@ from docgraph.graph.cooccurrence import CooccurrenceGraph, build_cooccurrence
 from docgraph.graph.extract import EntityExtractor, VocabularyMatcher
 from docgraph.graph.keyphrases import (
     KeyphraseParams,
-    general_frequencies,
+    check_language,
     phrase_matcher,
     phrase_weights,
     select_keyphrases,
@@ -84,7 +84,7 @@ def make_extractor(settings: GraphSettings) -> EntityExtractor:
                                      max_chunk_share=settings.keyphrase_max_chunk_share,
                                      max_per_chunk=settings.keyphrase_max_per_chunk)
         try:
-            general_frequencies(keyphrases.language)
+            check_language(keyphrases.language)
         except LookupError as exc:
             raise ConfigError(f"graph.keyphrase_language: {exc}") from exc
     return EntityExtractor(

@@ -96,6 +96,15 @@ class Keyphrase:
     score: float
 
 
+def check_language(language: str) -> None:
+    """Raise ``LookupError`` unless ``wordfreq`` has word frequencies for ``language`` (a
+    directory listing: the lists themselves load at the first graph build)."""
+    import wordfreq
+
+    if language not in wordfreq.available_languages():
+        raise LookupError(f"wordfreq has no word frequencies for language {language!r}")
+
+
 @functools.lru_cache(maxsize=4)
 def general_frequencies(language: str) -> dict[str, float]:
     """Word -> share of running words in general ``language`` (``wordfreq``'s large list
