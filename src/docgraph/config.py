@@ -200,6 +200,24 @@ class GraphSettings(_Section):
     vocabulary_files: dict[str, Path] = Field(
         default_factory=dict, description="Entity type -> file with one term per line."
     )
+    keyphrases: bool = Field(
+        default=True,
+        description="Key phrases chosen from each namespace's own statistics (specific terms "
+        "and collocations, whatever the letter case), linked at every graph build.",
+    )
+    keyphrase_language: str = Field(
+        default="en", min_length=2,
+        description="Language of the general word frequencies (wordfreq) key phrases are "
+        "compared with.",
+    )
+    keyphrase_min_chunks: int = Field(default=3, ge=2, description="Chunks a phrase needs.")
+    keyphrase_max_chunk_share: float = Field(
+        default=0.05, gt=0, le=1, description="Largest share of chunks a phrase may be in."
+    )
+    keyphrase_max_per_chunk: int = Field(
+        default=5, ge=1, le=1000,
+        description="Key phrases a chunk links at most (highest TF-IDF in the chunk).",
+    )
     max_entities_per_chunk: int = Field(default=40, ge=1, le=1000)
     min_cooccurrence: int = Field(default=1, ge=1, description="Chunks an edge needs.")
     max_edges_per_entity: int = Field(default=64, ge=1)

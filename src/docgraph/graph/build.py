@@ -4,6 +4,8 @@ Called after ingest for every namespace whose documents changed (the catalog mar
 dirty in the same transaction as the document write). Everything is recomputed from the
 stored chunk-entity links of that namespace only, so the result equals a fresh build, and
 other namespaces are never touched. Reports whose text did not change keep their vectors.
+With key phrases on (``[graph] keyphrases``), every build first chooses the namespace's key
+phrases from its chunk texts and re-extracts all its chunks' links with them.
 """
 
 from __future__ import annotations
@@ -24,11 +26,18 @@ from docgraph.errors import ConfigError
 from docgraph.graph.communities import Community, detect_communities
 from docgraph.graph.cooccurrence import CooccurrenceGraph, build_cooccurrence
 from docgraph.graph.extract import EntityExtractor, VocabularyMatcher
+from docgraph.graph.keyphrases import (
+    KeyphraseParams,
+    check_language,
+    phrase_matcher,
+    phrase_weights,
+    select_keyphrases,
+)
 from docgraph.graph.reports import ReportInput, community_title, extractive_report, llm_report
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
-from docgraph.model import RowOrigin, Vector
+from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.graph import (
     CommunityRow,
     EdgeTable,
@@ -51,6 +60,7 @@ class GraphBuildReport:
     reports: int = 0
     reports_embedded: int = 0
     relinked_chunks: int = 0
+    keyphrases: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -67,11 +77,22 @@ def make_extractor(settings: GraphSettings) -> EntityExtractor:
                 f"graph.vocabulary_files.{entity_type}: cannot read {path}: {exc}"
             ) from exc
         vocabulary.add(entity_type, [ln for ln in lines if ln.strip()])
+    keyphrases = None
+    if settings.keyphrases:
+        keyphrases = KeyphraseParams(language=settings.keyphrase_language,
+                                     min_chunks=settings.keyphrase_min_chunks,
+                                     max_chunk_share=settings.keyphrase_max_chunk_share,
+                                     max_per_chunk=settings.keyphrase_max_per_chunk)
+        try:
+            check_language(keyphrases.language)
+        except LookupError as exc:
+            raise ConfigError(f"graph.keyphrase_language: {exc}") from exc
     return EntityExtractor(
         vocabulary=vocabulary,
         patterns=settings.patterns,
         proper_names=settings.proper_names,
         max_entities_per_chunk=settings.max_entities_per_chunk,
+        keyphrases=keyphrases,
     )
 
 
@@ -82,10 +103,14 @@ EXTRACTION_VERSION = 2
 
 
 def extractor_fingerprint(extractor: EntityExtractor) -> str:
-    """Changes whenever extraction of the same text could change."""
-    return (f"{extractor.vocabulary.fingerprint()}:{int(extractor.patterns)}"
-            f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}"
-            f":v{EXTRACTION_VERSION}")
+    """Changes whenever extraction of the same text could change (with key phrases on: of the
+    same namespace, since their phrases are chosen from its texts at every build)."""
+    fingerprint = (f"{extractor.vocabulary.fingerprint()}:{int(extractor.patterns)}"
+                   f":{int(extractor.proper_names)}:{extractor.max_entities_per_chunk}"
+                   f":v{EXTRACTION_VERSION}")
+    if extractor.keyphrases is not None:
+        fingerprint += f":phrases:{extractor.keyphrases.fingerprint()}"
+    return fingerprint
 
 
 class GraphBuilder:
@@ -117,11 +142,43 @@ class GraphBuilder:
         self.store.replace_links(namespace, links, fingerprint)
         return len(links)
 
+    def relink_with_keyphrases(self, namespace: str, report: GraphBuildReport) -> None:
+        """Choose the namespace's key phrases from all its chunk texts and re-extract every
+        chunk's entities with them (no re-embedding).
+
+        Done at every build: the phrases are a function of the whole namespace, so adding or
+        removing one document can change any chunk's links, and re-extracting all of them
+        is what makes an incremental build equal a fresh one. Only this namespace's texts
+        are read and only its chunks are relinked.
+        """
+        params = self.extractor.keyphrases
+        assert params is not None
+        t0 = time.perf_counter()
+        texts = self.store.chunk_texts(namespace)
+        phrases = select_keyphrases((text for _, text in texts), params)
+        report.keyphrases = len(phrases)
+        report.seconds["keyphrases"] = time.perf_counter() - t0
+        extractor = self.extractor.with_phrases(phrase_matcher(phrases),
+                                                phrase_weights(phrases, len(texts)))
+        stored = _stored_link_sets(self.store, namespace)
+        changed = []
+        for rowid, text in texts:
+            links = extractor.links(text)
+            if _link_set(links) != stored.get(rowid, frozenset()):
+                changed.append((rowid, links))
+        fingerprint = extractor_fingerprint(self.extractor)
+        if changed or self.store.vocabulary_hash(namespace) not in ("", fingerprint):
+            self.store.replace_links(namespace, changed, fingerprint)
+        report.relinked_chunks = len(changed)
+
     def build(self, namespace: str) -> GraphBuildReport:
         """Rebuild edges, communities and reports of ``namespace``."""
         report = GraphBuildReport(namespace)
         t0 = time.perf_counter()
-        report.relinked_chunks = self.relink_if_vocabulary_changed(namespace)
+        if self.extractor.keyphrases is not None:
+            self.relink_with_keyphrases(namespace, report)
+        else:
+            report.relinked_chunks = self.relink_if_vocabulary_changed(namespace)
         report.seconds["relink"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -246,6 +303,23 @@ class GraphBuilder:
             by_index = dict(zip(missing, fresh, strict=True))
         report.reports_embedded = len(missing)
         return [existing[h] if h in existing else by_index[i] for i, h in enumerate(hashes)]
+
+
+def _link_set(links: Sequence[EntityLink]) -> frozenset[tuple[str, float]]:
+    """What identifies a chunk's links: (canonical key, score as stored, rounded)."""
+    return frozenset((link.key, round(float(np.float32(link.score)), 5)) for link in links)
+
+
+def _stored_link_sets(store: GraphStore, namespace: str
+                      ) -> dict[int, frozenset[tuple[str, float]]]:
+    """:func:`_link_set` of every linked text chunk of the namespace, as stored."""
+    links = store.links(namespace)
+    names = store.entity_names(namespace)
+    grouped: dict[int, set[tuple[str, float]]] = {}
+    for chunk, entity, score in zip(links.chunk_rowids.tolist(), links.entity_ids.tolist(),
+                                    links.scores.tolist(), strict=True):
+        grouped.setdefault(chunk, set()).add((names[entity][0], round(score, 5)))
+    return {chunk: frozenset(pairs) for chunk, pairs in grouped.items()}
 
 
 def _row_sources(

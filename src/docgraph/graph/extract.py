@@ -8,6 +8,9 @@ Three extractors, each independent and each testable on its own:
    version strings, emails, URLs, money amounts.
 3. :class:`ProperNameExtractor` - a heuristic for proper names (capitalized word runs not
    at a sentence start) and acronyms.
+4. Key phrases (optional): a :class:`VocabularyMatcher` of the phrases that
+   :mod:`docgraph.graph.keyphrases` chose from a whole namespace's statistics; only the graph
+   build, which knows the namespace, installs it (:meth:`EntityExtractor.with_phrases`).
 
 :class:`EntityExtractor` runs them in that order; a span found by an earlier extractor wins
 over overlapping spans from later ones. Mentions are grouped per canonical key into
@@ -17,14 +20,18 @@ over overlapping spans from later ones. Mentions are grouped per canonical key i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import ahocorasick
 
 from docgraph.graph.name_spans import at_sentence_start, split_run
 from docgraph.graph.normalize import canonical_key, identifier_aliases
 from docgraph.model import EntityLink
+
+if TYPE_CHECKING:
+    from docgraph.graph.keyphrases import KeyphraseParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,21 +261,39 @@ class ProperNameExtractor:
 
 @dataclass
 class EntityExtractor:
-    """Runs the vocabulary, pattern and proper-name extractors and links entities to text."""
+    """Runs the vocabulary, pattern, proper-name and key-phrase extractors and links entities
+    to text.
+
+    ``keyphrases`` (None: off) says how a graph build chooses each namespace's key phrases;
+    ``phrases`` is the matcher of one namespace's chosen phrases, set only on the copy a
+    build makes with :meth:`with_phrases` (ingest and queries run without it).
+    """
 
     vocabulary: VocabularyMatcher = field(default_factory=VocabularyMatcher)
     patterns: bool = True
     proper_names: bool = True
     max_entities_per_chunk: int = 40
+    keyphrases: KeyphraseParams | None = None
+    phrases: VocabularyMatcher | None = None
+    phrase_weights: Mapping[str, float] = field(default_factory=dict)
+
+    def with_phrases(self, phrases: VocabularyMatcher, weights: Mapping[str, float]
+                     ) -> EntityExtractor:
+        """A copy that also finds ``phrases`` (lowest priority: any other extractor's span
+        wins an overlap); ``weights`` (phrase key -> IDF in its namespace) choose which
+        phrases a chunk keeps when it holds more than ``keyphrases.max_per_chunk``."""
+        return replace(self, phrases=phrases, phrase_weights=weights)
 
     def mentions(self, text: str) -> list[Mention]:
-        """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names) and
-        longer spans win overlaps."""
+        """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names >
+        key phrases) and longer spans win overlaps."""
         ranked: list[tuple[int, Mention]] = [(0, m) for m in self.vocabulary.find(text)]
         if self.patterns:
             ranked += [(1, m) for m in PatternExtractor().find(text)]
         if self.proper_names:
             ranked += [(2, m) for m in ProperNameExtractor().find(text)]
+        if self.phrases is not None:
+            ranked += [(3, m) for m in self.phrases.find(text)]
         ranked.sort(key=lambda pm: (pm[0], -(pm[1].end - pm[1].start), pm[1].start))
         taken: list[Mention] = []
         occupied = bytearray(len(text) + 1)
@@ -288,6 +313,14 @@ class EntityExtractor:
         grouped: dict[str, list[Mention]] = {}
         for m in mentions:
             grouped.setdefault(m.key, []).append(m)
+        if self.phrases is not None and self.keyphrases is not None:
+            dropped = self._surplus_phrases(grouped, self.keyphrases.max_per_chunk)
+            if dropped:
+                mentions = [m for m in mentions if m.key not in dropped]
+                for key in dropped:
+                    del grouped[key]
+                if not mentions:
+                    return []
         total = len(mentions)
         early = max(1, len(text) // 5)
         links: list[EntityLink] = []
@@ -298,3 +331,13 @@ class EntityExtractor:
             links.append(EntityLink(key, first.text, first.type, len(group), first.start, score))
         links.sort(key=lambda link: (-link.score, link.first_position))
         return links[: self.max_entities_per_chunk]
+
+    def _surplus_phrases(self, grouped: dict[str, list[Mention]], keep: int) -> set[str]:
+        """Keys of the phrase-only entities of a chunk beyond the ``keep`` with the highest
+        TF-IDF (mentions in the chunk x IDF in the namespace; ties: first mention)."""
+        phrase_keys = [k for k, g in grouped.items() if all(m.type == "phrase" for m in g)]
+        if len(phrase_keys) <= keep:
+            return set()
+        ranked = sorted(phrase_keys, key=lambda k: (
+            -len(grouped[k]) * self.phrase_weights.get(k, 1.0), grouped[k][0].start))
+        return set(ranked[keep:])

@@ -99,15 +99,17 @@ class GraphBackend(Protocol):
 def write_links(dialect: Dialect, db: Any, ns_id: int,
                 links: Sequence[tuple[int, EntityLink]]) -> None:
     """Upsert the entities of (chunk row id, link) pairs, in order, and link them (inside
-    the caller's transaction). A typed entity name wins over a generic one."""
+    the caller's transaction). A typed entity name (vocabulary, pattern) wins over a
+    heuristic one (name, acronym), which wins over a key phrase, whatever the write order."""
     if not links:
         return
     dialect.executemany(
         db,
         "INSERT INTO entities(namespace_id, key, name, type) VALUES (?, ?, ?, ?)"
         " ON CONFLICT (namespace_id, key) DO UPDATE SET type = excluded.type,"
-        " name = excluded.name WHERE entities.type IN ('name', 'acronym')"
-        " AND excluded.type NOT IN ('name', 'acronym')",
+        " name = excluded.name WHERE (entities.type IN ('name', 'acronym', 'phrase')"
+        " AND excluded.type NOT IN ('name', 'acronym', 'phrase'))"
+        " OR (entities.type = 'phrase' AND excluded.type IN ('name', 'acronym'))",
         [(ns_id, link.key, link.name, link.type) for _, link in links],
     )
     keys = list(dict.fromkeys(link.key for _, link in links))
