@@ -65,12 +65,24 @@ def test_a_console_admin_holds_the_admin_role_on_every_domain():
     assert is_console_admin(Caller("alice"), rights, admin_role="support")
 
 
-def test_sessions_end_when_idle():
-    store = SessionStore(idle_seconds=0.05)
-    session = store.open(Caller("root"), "d" * 64)
-    assert store.get(session.id) is session
-    time.sleep(0.1)
-    assert store.get(session.id) is None
+def test_sessions_end_when_idle(tmp_path: Path):
+    from docgraph.store.sql.sessions import SqlConsoleSessionStore
+    from docgraph.store.sqlite import SQLiteCatalog
+    from docgraph.store.sqlite.sessions import create_session_table
+
+    catalog = SQLiteCatalog(tmp_path / "index.db")
+    try:
+        create_session_table(catalog)
+        store = SessionStore(SqlConsoleSessionStore(catalog), idle_seconds=0.05)
+        session = store.open(Caller("root"), "d" * 64)
+        again = store.get(session.id)
+        assert again is not None and again.csrf == session.csrf
+        assert again.caller == Caller("root")
+        time.sleep(0.1)
+        assert store.get(session.id) is None
+        assert store.store.get(session.digest) is None  # the expired row is gone
+    finally:
+        catalog.close()
 
 
 # -- sign-in --------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from docgraph.store.base import (
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 from docgraph.store.lifecycle import LeaderLock
 from docgraph.store.ports import StorePorts, open_ports
+from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -168,6 +169,12 @@ class DocGraph:
         """Bearer-token digests of ``docgraph serve`` (in the backend's database, shared by
         every process serving it)."""
         return self.ports.tokens
+
+    @property
+    def console_session_store(self) -> ConsoleSessionStore:
+        """Web console sessions (in the backend's database, shared by every process serving
+        it, so a session survives a restart and load balancing)."""
+        return self.ports.console_sessions
 
     # -- sources and lifecycle -------------------------------------------------
 

@@ -180,7 +180,10 @@ class Console:
                                                      "wrong: reload the page and try again",
                                        session)
                 request.state.form = form
-            return await handler(request, session)
+            response = await handler(request, session)
+            if session.flash_changed:  # shown or added: the next page may be another process's
+                await self.blocking(self.auth.sessions.save_flash, session)
+            return response
 
         return endpoint
 
@@ -233,7 +236,7 @@ class Console:
 
     async def logout(self, request: Request, session: ConsoleSession) -> Response:
         """End the session."""
-        self.auth.sessions.close(session.id)
+        await self.blocking(self.auth.sessions.close, session.id)
         await self.blocking(views.audit_change, self.governance, session.caller, "logout", "ok",
                             "signed out of the console")
         response = RedirectResponse(f"{PREFIX}/login", 303, headers=SECURITY_HEADERS)
