@@ -15,6 +15,7 @@ import pytest
 
 from docgraph.governance import Caller, RoleAssignment, StaticEntitlements
 from docgraph.serve.console import SessionStore, is_console_admin
+from docgraph.serve.console.ratelimit import SignInLimiter
 from docgraph.serve.console.views import lane_share_chart, provenance_shares
 from tests.backend_graphs import BACKEND_NAMES
 from tests.console_helpers import ConsoleClient, served_console, tagged_database
@@ -107,6 +108,59 @@ def test_a_wrong_token_and_non_admins_get_no_session(served, client):
         assert "docgraph_console=" not in refused.headers.get("set-cookie", "")
         assert client.get("/console/status").status_code == 303  # still signed out
     assert ("alice", "console:login", "denied") in audit_operations(served)
+
+
+def test_sign_in_attempts_are_limited_per_address(served, client):
+    console = served["console"]
+    default = console.limiter
+    console.limiter = SignInLimiter(client_burst=3, client_per_minute=1)
+    try:
+        for _ in range(3):
+            assert client.login("dg_wrong-guess").status_code == 401
+        before = audit_operations(served).count(("(anonymous)", "console:login", "denied"))
+        for token in ("dg_wrong-guess", served["tokens"]["root"]):  # not even looked at
+            limited = client.login(token)
+            assert limited.status_code == 429, limited.text[:300]
+            assert "too many sign-in attempts from your address" in limited.text
+            assert 1 <= int(limited.headers["retry-after"]) <= 60
+            assert "docgraph_console=" not in limited.headers.get("set-cookie", "")
+        assert client.get("/console/status").status_code == 303  # no session was opened
+        after = audit_operations(served).count(("(anonymous)", "console:login", "denied"))
+        assert after == before + 1  # one record for the run of refusals, not one each
+    finally:
+        console.limiter = default
+
+
+def test_sign_in_attempts_are_limited_in_all(served, client):
+    console = served["console"]
+    default = console.limiter
+    console.limiter = SignInLimiter(client_burst=100, global_burst=2, global_per_minute=1)
+    try:
+        assert client.login("dg_wrong-guess").status_code == 401
+        assert client.follow(client.login(served["tokens"]["root"])).status_code == 200
+        limited = client.login(served["tokens"]["root"])
+        assert limited.status_code == 429 and "on this server" in limited.text
+        assert "Retry-After" in limited.headers
+    finally:
+        console.limiter = default
+
+
+def test_the_sign_in_buckets_refill_and_keep_addresses_apart():
+    now = [0.0]
+    limiter = SignInLimiter(client_burst=2, client_per_minute=6, global_burst=5,
+                            global_per_minute=6, clock=lambda: now[0])
+    assert limiter.attempt("a") is None and limiter.attempt("a") is None
+    refused = limiter.attempt("a")
+    assert refused is not None and refused.scope == "client" and refused.first
+    assert refused.retry_after == 10  # one attempt per 10 s
+    again = limiter.attempt("a")
+    assert again is not None and not again.first
+    assert limiter.attempt("b") is None  # another address has its own bucket
+    now[0] = 10.0
+    assert limiter.attempt("a") is None  # refilled
+    assert limiter.attempt("c") is None and limiter.attempt("c") is None
+    everyone = limiter.attempt("d")  # the 5 global tokens and the 1 refilled are spent
+    assert everyone is not None and everyone.scope == "global"
 
 
 def test_the_sign_in_form_needs_its_csrf_token(served, client):

@@ -5,7 +5,9 @@ script, both served from this package (``/console/static/``): no build step, no 
 console works offline. Every response carries a Content-Security-Policy that allows only
 the console's own files (no inline script), ``X-Frame-Options: DENY`` and ``no-store``.
 
-Every page but the sign-in form needs a live session (:mod:`.sessions`); every POST also
+Sign-in attempts are rate-limited per client address and in all (:mod:`.ratelimit`: a 429
+page with ``Retry-After``). Every page but the sign-in form needs a live session
+(:mod:`.sessions`); every POST also
 needs the session's CSRF token in its ``csrf`` field and, when the browser sends an
 ``Origin``, one whose host is the request's own ``Host`` (on top of the server-wide
 Host/Origin policy of :mod:`docgraph.serve.guards`, which runs before these routes).
@@ -32,7 +34,9 @@ from starlette.routing import BaseRoute, Route
 
 from docgraph import __version__
 from docgraph.errors import DocgraphError
+from docgraph.governance.audit import AuditRecord
 from docgraph.serve.console import views
+from docgraph.serve.console.ratelimit import Refusal, SignInLimiter
 from docgraph.serve.console.sessions import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
@@ -61,6 +65,8 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+#: The user id of audit records about an attempt whose token was not looked at.
+ANONYMOUS = "(anonymous)"
 T = TypeVar("T")
 Handler = Callable[[Request, ConsoleSession], Awaitable[Response]]
 
@@ -99,10 +105,12 @@ def template_environment() -> jinja2.Environment:
 class Console:
     """The console of one ``docgraph serve`` process."""
 
-    def __init__(self, tools: DocgraphTools, auth: ConsoleAuth) -> None:
+    def __init__(self, tools: DocgraphTools, auth: ConsoleAuth,
+                 limiter: SignInLimiter | None = None) -> None:
         self.tools = tools
         self.governance = tools.governance
         self.auth = auth
+        self.limiter = limiter or SignInLimiter()
         self.refresh_job = views.RefreshJob(tools.graph)
         self.model_change = views.ModelChange(tools.graph)
         self.templates = template_environment()
@@ -203,7 +211,12 @@ class Console:
         return response
 
     async def login(self, request: Request) -> Response:
-        """Check the sign-in form: same origin, CSRF, a bearer token of a console admin."""
+        """Check the sign-in form: the attempt rate, same origin, CSRF, a bearer token of a
+        console admin."""
+        address = request.client.host if request.client else "unknown"
+        refusal = self.limiter.attempt(address)
+        if refusal is not None:
+            return await self.too_many(request, address, refusal)
         if not self.same_origin(request):
             return self.refuse(request, 403, "cross-site request refused")
         form = await self.form(request)
@@ -233,6 +246,22 @@ class Console:
         self._cookie(done, request, SESSION_COOKIE, session.id, path=PREFIX)
         done.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
         return done
+
+    async def too_many(self, request: Request, address: str, refusal: Refusal) -> Response:
+        """The 429 page of a rate-limited sign-in (the first of a run audited)."""
+        if refusal.scope == "client":
+            message = (f"too many sign-in attempts from your address ({address}): try again "
+                       f"in {refusal.retry_after} s")
+        else:
+            message = ("too many sign-in attempts on this server right now: try again in "
+                       f"{refusal.retry_after} s")
+        if refusal.first:
+            await self.blocking(self.governance.audit.write, AuditRecord(
+                user_id=ANONYMOUS, operation="console:login", outcome="denied",
+                reason=f"rate limited ({refusal.scope}) from {address}"))
+        response = self.refuse(request, 429, message)
+        response.headers["Retry-After"] = str(refusal.retry_after)
+        return response
 
     async def logout(self, request: Request, session: ConsoleSession) -> Response:
         """End the session."""
