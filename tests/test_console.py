@@ -457,6 +457,58 @@ def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, 
         graph.settings.refresh.interval_seconds = before
 
 
+def test_settings_set_and_clear_the_chat_model(served, admin, monkeypatch):
+    import os
+    import tomllib
+
+    from docgraph.llm import OpenAIChatModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-shown-42")
+    graph = served["graph"]
+    config = Path(os.environ["DOCGRAPH_CONFIG"])
+    page = admin.get("/console/settings")
+    assert 'id="chat-form"' in page.text and "No chat model" in page.text
+    assert 'name="llm.' not in page.text  # not in the generic form
+    try:
+        for base_url, model, problem in (
+                ("http://127.0.0.1:9/v1", "", "give both the endpoint and the model name"),
+                ("ftp://127.0.0.1/v1", "local-7b", "expected an http:// or https:// URL"),
+                ("http://me:pw@127.0.0.1:9/v1", "local-7b", "must not carry credentials")):
+            refused = admin.post("/console/settings/chat", {"chat_base_url": base_url,
+                                                            "chat_model": model})
+            shown = html.unescape(admin.follow(refused).text)
+            assert "chat model not changed" in shown and problem in shown, shown[-1500:]
+            assert graph.chat_model is None and graph.settings.llm.model is None
+        saved = admin.post("/console/settings/chat", {
+            "chat_base_url": "http://127.0.0.1:9/v1", "chat_model": "local-7b",
+            "llm.api_key_env": "PGPASSWORD", "action": "save"})  # a forged extra field
+        shown = html.unescape(admin.follow(saved).text)
+        assert "set chat model 'local-7b' at http://127.0.0.1:9/v1" in shown, shown[-1500:]
+        assert 'value="local-7b"' in shown and "OPENAI_API_KEY" in shown
+        assert '<span id="chat-key">set</span>' in shown
+        assert "sk-never-shown-42" not in shown
+        model = graph.chat_model
+        assert isinstance(model, OpenAIChatModel)
+        assert (model.base_url, model.name) == ("http://127.0.0.1:9/v1", "local-7b")
+        assert graph.settings.llm.api_key_env == "OPENAI_API_KEY"  # never set from here
+        text = config.read_text()
+        assert tomllib.loads(text)["llm"] == {"base_url": "http://127.0.0.1:9/v1",
+                                              "model": "local-7b"}
+        assert "sk-never-shown-42" not in text and "PGPASSWORD" not in text
+        cleared = admin.post("/console/settings/chat", {"chat_base_url": "http://127.0.0.1:9/v1",
+                                                        "chat_model": "local-7b",
+                                                        "action": "clear"})
+        shown = html.unescape(admin.follow(cleared).text)
+        assert "set no chat model" in shown and "No chat model" in shown
+        assert graph.chat_model is None
+        assert tomllib.loads(config.read_text()).get("llm", {}) == {}
+        operations = audit_operations(served)
+        assert ("root", "console:chat_model", "ok") in operations
+        assert ("root", "console:chat_model", "error") in operations
+    finally:
+        graph.admin.update({"llm.base_url": None, "llm.model": None}, is_admin=True)
+
+
 def test_changing_the_embedding_model_warns_then_reindexes_in_the_background(tmp_path):
     """On its own served index (the model change re-embeds everything), embedded."""
 

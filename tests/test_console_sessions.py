@@ -187,3 +187,26 @@ def test_expired_sessions_are_refused_on_read_and_purged_at_sign_in(database, tw
         assert sessions.get(opened.id) is None and store.get(opened.digest) is None
     finally:
         browser.close()
+
+
+def test_a_chat_model_set_in_one_server_applies_in_the_other(database, two):
+    a, b = two
+    browser = ConsoleClient(a["url"])
+    try:
+        browser.follow(browser.login(database["token"]))
+        browser.get("/console/settings")
+        saved = browser.post("/console/settings/chat", {"chat_base_url": "http://127.0.0.1:9/v1",
+                                                        "chat_model": "shared-7b"})
+        assert saved.status_code == 303
+        deadline = time.monotonic() + 10
+        while b["graph"].chat_model is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the other process re-reads shared settings every 2 s
+        model = b["graph"].chat_model
+        assert model is not None and getattr(model, "name", None) == "shared-7b"
+    finally:
+        browser.close()
+        a["graph"].admin.update({"llm.base_url": None, "llm.model": None}, is_admin=True)
+        deadline = time.monotonic() + 10
+        while b["graph"].chat_model is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert b["graph"].chat_model is None

@@ -421,7 +421,8 @@ class Console:
                            title=f"Community: {data['community'].title}", **data)
 
     async def settings(self, request: Request, session: ConsoleSession) -> Response:
-        """Settings: the admin sections, editable, and the embedding model."""
+        """Settings: the admin sections, editable, the embedding model and the chat
+        model."""
         data = await self.blocking(views.settings_page, self.governance)
         return self.render(request, "settings.html", session=session, title="Settings",
                            change=self.model_change.view(), model_preview=None, **data)
@@ -457,6 +458,20 @@ class Console:
                                            session.caller, submitted)
         except DocgraphError as exc:
             return self.back(session, "settings", "error", f"nothing changed: {exc}")
+        session.flash.extend(messages)
+        return RedirectResponse(f"{PREFIX}/settings", 303, headers=SECURITY_HEADERS)
+
+    async def change_chat_model(self, request: Request, session: ConsoleSession) -> Response:
+        """Set or clear the chat model's endpoint and model name (``[llm]``)."""
+        form: FormData = request.state.form
+        clear = _field(form, "action") == "clear"
+        try:
+            messages = await self.blocking(
+                views.change_chat_model, self.governance, session.caller,
+                "" if clear else _field(form, "chat_base_url"),
+                "" if clear else _field(form, "chat_model"))
+        except DocgraphError as exc:
+            return self.back(session, "settings", "error", f"chat model not changed: {exc}")
         session.flash.extend(messages)
         return RedirectResponse(f"{PREFIX}/settings", 303, headers=SECURITY_HEADERS)
 
@@ -563,6 +578,8 @@ class Console:
             Route(p + "/settings/model", self.page(self.preview_model, post=True),
                   methods=["POST"]),
             Route(p + "/settings/model/confirm", self.page(self.change_model, post=True),
+                  methods=["POST"]),
+            Route(p + "/settings/chat", self.page(self.change_chat_model, post=True),
                   methods=["POST"]),
             Route(p + "/traces", self.page(self.traces), methods=["GET"]),
             Route(p + "/traces/{trace_id}", self.page(self.trace), methods=["GET"]),
