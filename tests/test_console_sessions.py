@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from docgraph import DocGraph
 from docgraph.governance import Caller
 from docgraph.serve.auth import BearerTokens, hash_token
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
@@ -210,3 +211,34 @@ def test_a_chat_model_set_in_one_server_applies_in_the_other(database, two):
         while b["graph"].chat_model is not None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert b["graph"].chat_model is None
+
+
+def test_migrate_leaves_console_sessions_behind(pgvector_server, tmp_path):  # noqa: F811
+    """``docgraph migrate`` does not copy sessions (sign in again after the move), and an
+    embedded index holding some still migrates."""
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from docgraph.config import load_settings
+    from docgraph.serve.cli import app
+    from tests.helpers import CountingEmbedder, write_files
+    from tests.test_mcp_tools import ENGINEERING
+    from tests.test_tokens import open_graph, write_config
+
+    config = write_config({"path": tmp_path / "index.db"}, tmp_path)
+    with open_graph(config) as graph:
+        graph.index(write_files(tmp_path / "eng", ENGINEERING), namespace="engineering")
+        session = SessionStore(graph.console_session_store).open(Caller("root"), "e" * 64)
+        assert graph.console_session_store.get(session.digest) is not None
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = pgvector_server.create_database(name)
+    try:
+        result = CliRunner().invoke(app, ["--config", str(config), "migrate", "--to", url])
+        assert result.exit_code == 0, result.output
+        with DocGraph(load_settings(store={"backend": "postgres", "url": url}),
+                      CountingEmbedder()) as moved:
+            assert moved.store.stats()  # the documents came along
+            assert moved.console_session_store.get(session.digest) is None
+    finally:
+        pgvector_server.drop_database(name)
