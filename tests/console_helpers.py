@@ -19,7 +19,8 @@ import httpx
 
 from docgraph import DocGraph
 from docgraph.serve.auth import BearerTokens
-from docgraph.serve.console import Console, ConsoleAuth
+from docgraph.serve.console import Console, ConsoleAuth, SessionStore
+from docgraph.serve.console.ratelimit import SignInLimiter
 from docgraph.serve.http import create_app
 from tests.store_backends import Backend
 from tests.test_http_server import Running
@@ -38,7 +39,11 @@ def served_console(root: Path, backend: Backend) -> Iterator[dict[str, Any]]:
     issued = {"root": tokens.add("root"), "alice": tokens.add("alice"),
               "bob": tokens.add("bob", "support"), "root_support": tokens.add("root", "support")}
     tools = make_tools(graph)
-    console = Console(tools, ConsoleAuth(tokens, tools.governance.entitlements))
+    # Every test signs in afresh from one address: far more often than a person would, so
+    # the sign-in limit is raised here (its own tests set a tight one).
+    console = Console(tools, ConsoleAuth(tokens, tools.governance.entitlements,
+                                         SessionStore(graph.console_session_store)),
+                      SignInLimiter(client_burst=10_000, global_burst=10_000))
     try:
         with Running(create_app(tools, tokens, console=console)) as running:
             yield {"url": running.url, "tokens": issued, "graph": graph, "console": console,

@@ -15,6 +15,7 @@ import pytest
 
 from docgraph.governance import Caller, RoleAssignment, StaticEntitlements
 from docgraph.serve.console import SessionStore, is_console_admin
+from docgraph.serve.console.ratelimit import SignInLimiter
 from docgraph.serve.console.views import lane_share_chart, provenance_shares
 from tests.backend_graphs import BACKEND_NAMES
 from tests.console_helpers import ConsoleClient, served_console, tagged_database
@@ -65,12 +66,24 @@ def test_a_console_admin_holds_the_admin_role_on_every_domain():
     assert is_console_admin(Caller("alice"), rights, admin_role="support")
 
 
-def test_sessions_end_when_idle():
-    store = SessionStore(idle_seconds=0.05)
-    session = store.open(Caller("root"), "d" * 64)
-    assert store.get(session.id) is session
-    time.sleep(0.1)
-    assert store.get(session.id) is None
+def test_sessions_end_when_idle(tmp_path: Path):
+    from docgraph.store.sql.sessions import SqlConsoleSessionStore
+    from docgraph.store.sqlite import SQLiteCatalog
+    from docgraph.store.sqlite.sessions import create_session_table
+
+    catalog = SQLiteCatalog(tmp_path / "index.db")
+    try:
+        create_session_table(catalog)
+        store = SessionStore(SqlConsoleSessionStore(catalog), idle_seconds=0.05)
+        session = store.open(Caller("root"), "d" * 64)
+        again = store.get(session.id)
+        assert again is not None and again.csrf == session.csrf
+        assert again.caller == Caller("root")
+        time.sleep(0.1)
+        assert store.get(session.id) is None
+        assert store.store.get(session.digest) is None  # the expired row is gone
+    finally:
+        catalog.close()
 
 
 # -- sign-in --------------------------------------------------------------------------------
@@ -95,6 +108,59 @@ def test_a_wrong_token_and_non_admins_get_no_session(served, client):
         assert "docgraph_console=" not in refused.headers.get("set-cookie", "")
         assert client.get("/console/status").status_code == 303  # still signed out
     assert ("alice", "console:login", "denied") in audit_operations(served)
+
+
+def test_sign_in_attempts_are_limited_per_address(served, client):
+    console = served["console"]
+    default = console.limiter
+    console.limiter = SignInLimiter(client_burst=3, client_per_minute=1)
+    try:
+        for _ in range(3):
+            assert client.login("dg_wrong-guess").status_code == 401
+        before = audit_operations(served).count(("(anonymous)", "console:login", "denied"))
+        for token in ("dg_wrong-guess", served["tokens"]["root"]):  # not even looked at
+            limited = client.login(token)
+            assert limited.status_code == 429, limited.text[:300]
+            assert "too many sign-in attempts from your address" in limited.text
+            assert 1 <= int(limited.headers["retry-after"]) <= 60
+            assert "docgraph_console=" not in limited.headers.get("set-cookie", "")
+        assert client.get("/console/status").status_code == 303  # no session was opened
+        after = audit_operations(served).count(("(anonymous)", "console:login", "denied"))
+        assert after == before + 1  # one record for the run of refusals, not one each
+    finally:
+        console.limiter = default
+
+
+def test_sign_in_attempts_are_limited_in_all(served, client):
+    console = served["console"]
+    default = console.limiter
+    console.limiter = SignInLimiter(client_burst=100, global_burst=2, global_per_minute=1)
+    try:
+        assert client.login("dg_wrong-guess").status_code == 401
+        assert client.follow(client.login(served["tokens"]["root"])).status_code == 200
+        limited = client.login(served["tokens"]["root"])
+        assert limited.status_code == 429 and "on this server" in limited.text
+        assert "Retry-After" in limited.headers
+    finally:
+        console.limiter = default
+
+
+def test_the_sign_in_buckets_refill_and_keep_addresses_apart():
+    now = [0.0]
+    limiter = SignInLimiter(client_burst=2, client_per_minute=6, global_burst=5,
+                            global_per_minute=6, clock=lambda: now[0])
+    assert limiter.attempt("a") is None and limiter.attempt("a") is None
+    refused = limiter.attempt("a")
+    assert refused is not None and refused.scope == "client" and refused.first
+    assert refused.retry_after == 10  # one attempt per 10 s
+    again = limiter.attempt("a")
+    assert again is not None and not again.first
+    assert limiter.attempt("b") is None  # another address has its own bucket
+    now[0] = 10.0
+    assert limiter.attempt("a") is None  # refilled
+    assert limiter.attempt("c") is None and limiter.attempt("c") is None
+    everyone = limiter.attempt("d")  # the 5 global tokens and the 1 refilled are spent
+    assert everyone is not None and everyone.scope == "global"
 
 
 def test_the_sign_in_form_needs_its_csrf_token(served, client):
@@ -389,6 +455,58 @@ def test_settings_change_the_refresh_interval_and_refuse_invalid_values(served, 
         assert ("root", "console:settings", "error") in operations
     finally:
         graph.settings.refresh.interval_seconds = before
+
+
+def test_settings_set_and_clear_the_chat_model(served, admin, monkeypatch):
+    import os
+    import tomllib
+
+    from docgraph.llm import OpenAIChatModel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-shown-42")
+    graph = served["graph"]
+    config = Path(os.environ["DOCGRAPH_CONFIG"])
+    page = admin.get("/console/settings")
+    assert 'id="chat-form"' in page.text and "No chat model" in page.text
+    assert 'name="llm.' not in page.text  # not in the generic form
+    try:
+        for base_url, model, problem in (
+                ("http://127.0.0.1:9/v1", "", "give both the endpoint and the model name"),
+                ("ftp://127.0.0.1/v1", "local-7b", "expected an http:// or https:// URL"),
+                ("http://me:pw@127.0.0.1:9/v1", "local-7b", "must not carry credentials")):
+            refused = admin.post("/console/settings/chat", {"chat_base_url": base_url,
+                                                            "chat_model": model})
+            shown = html.unescape(admin.follow(refused).text)
+            assert "chat model not changed" in shown and problem in shown, shown[-1500:]
+            assert graph.chat_model is None and graph.settings.llm.model is None
+        saved = admin.post("/console/settings/chat", {
+            "chat_base_url": "http://127.0.0.1:9/v1", "chat_model": "local-7b",
+            "llm.api_key_env": "PGPASSWORD", "action": "save"})  # a forged extra field
+        shown = html.unescape(admin.follow(saved).text)
+        assert "set chat model 'local-7b' at http://127.0.0.1:9/v1" in shown, shown[-1500:]
+        assert 'value="local-7b"' in shown and "OPENAI_API_KEY" in shown
+        assert '<span id="chat-key">set</span>' in shown
+        assert "sk-never-shown-42" not in shown
+        model = graph.chat_model
+        assert isinstance(model, OpenAIChatModel)
+        assert (model.base_url, model.name) == ("http://127.0.0.1:9/v1", "local-7b")
+        assert graph.settings.llm.api_key_env == "OPENAI_API_KEY"  # never set from here
+        text = config.read_text()
+        assert tomllib.loads(text)["llm"] == {"base_url": "http://127.0.0.1:9/v1",
+                                              "model": "local-7b"}
+        assert "sk-never-shown-42" not in text and "PGPASSWORD" not in text
+        cleared = admin.post("/console/settings/chat", {"chat_base_url": "http://127.0.0.1:9/v1",
+                                                        "chat_model": "local-7b",
+                                                        "action": "clear"})
+        shown = html.unescape(admin.follow(cleared).text)
+        assert "set no chat model" in shown and "No chat model" in shown
+        assert graph.chat_model is None
+        assert tomllib.loads(config.read_text()).get("llm", {}) == {}
+        operations = audit_operations(served)
+        assert ("root", "console:chat_model", "ok") in operations
+        assert ("root", "console:chat_model", "error") in operations
+    finally:
+        graph.admin.update({"llm.base_url": None, "llm.model": None}, is_admin=True)
 
 
 def test_changing_the_embedding_model_warns_then_reindexes_in_the_background(tmp_path):

@@ -233,6 +233,28 @@ def test_change_the_refresh_interval(page, served, artifacts):
         graph.settings.refresh.interval_seconds = before
 
 
+def test_set_then_remove_the_chat_model(page, served, artifacts):
+    graph = served["graph"]
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/settings")
+    try:
+        assert "No chat model" in page.inner_text("#chat-state")
+        page.fill("#chat-base-url", "http://127.0.0.1:9/v1")
+        page.fill("#chat-model", "local-7b")
+        navigate(page, lambda: page.click("#chat-save"))
+        assert "set chat model 'local-7b'" in page.inner_text("main")
+        assert "local-7b" in page.inner_text("#chat-state")
+        assert page.input_value("#chat-model") == "local-7b"
+        assert graph.chat_model is not None
+        page.screenshot(path=str(artifacts / f"settings-chat-{served['backend']}.png"),
+                        full_page=True)
+        navigate(page, lambda: page.click("#chat-clear"))
+        assert "No chat model" in page.inner_text("#chat-state")
+        assert graph.chat_model is None
+    finally:
+        graph.admin.update({"llm.base_url": None, "llm.model": None}, is_admin=True)
+
+
 def test_refresh_now_and_see_the_status_change(page, served):
     sign_in(page, served)
     navigate(page, lambda: page.click("#refresh-now"))

@@ -46,6 +46,7 @@ from docgraph.store.base import (
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 from docgraph.store.lifecycle import LeaderLock
 from docgraph.store.ports import StorePorts, open_ports
+from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -87,11 +88,8 @@ class DocGraph:
         self.extractor: EntityExtractor | None = (
             make_extractor(self.settings.graph) if self.settings.graph.enabled else None
         )
-        llm = self.settings.llm
-        self.chat_model: ChatModel | None = (
-            OpenAIChatModel(llm.base_url, llm.model, llm.api_key_env, llm.timeout_s)
-            if llm.base_url is not None and llm.model is not None else None
-        )
+        self._chat_model: ChatModel | None = None
+        self._chat_settings: tuple[object, ...] | None = None  # what _chat_model was made of
         self.last_graph_reports: list[GraphBuildReport] = []
         self.cohort_settings = CohortSettings()
         self._index: ChunkIndex | None = None
@@ -110,6 +108,26 @@ class DocGraph:
         if shared is not None:
             shared.sync()
         return self._settings
+
+    @property
+    def chat_model(self) -> ChatModel | None:
+        """The chat model of ``[llm]`` (None when unset), made again whenever those settings
+        change (an admin change in any process of the index applies at its next use)."""
+        llm = self.settings.llm
+        key = (llm.base_url, llm.model, llm.api_key_env, llm.timeout_s)
+        if key != self._chat_settings:
+            self._chat_model = (
+                OpenAIChatModel(llm.base_url, llm.model, llm.api_key_env, llm.timeout_s)
+                if llm.base_url is not None and llm.model is not None else None)
+            self._chat_settings = key
+        return self._chat_model
+
+    @chat_model.setter
+    def chat_model(self, model: ChatModel | None) -> None:
+        """Use ``model`` (e.g. a local one) until the ``[llm]`` settings change."""
+        llm = self.settings.llm
+        self._chat_model = model
+        self._chat_settings = (llm.base_url, llm.model, llm.api_key_env, llm.timeout_s)
 
     @property
     def shared_settings(self) -> SharedSettings:
@@ -169,6 +187,12 @@ class DocGraph:
         every process serving it)."""
         return self.ports.tokens
 
+    @property
+    def console_session_store(self) -> ConsoleSessionStore:
+        """Web console sessions (in the backend's database, shared by every process serving
+        it, so a session survives a restart and load balancing)."""
+        return self.ports.console_sessions
+
     # -- sources and lifecycle -------------------------------------------------
 
     @property
@@ -212,7 +236,7 @@ class DocGraph:
 
     @cached_property
     def admin(self) -> AdminSettings:
-        """The admin settings (store, loader, index, refresh interval)."""
+        """The admin settings (store, loader, index, refresh interval, chat model)."""
         return AdminSettings(self, self.config_file)
 
     def index_status(self) -> list[NamespaceStatus]:

@@ -1,11 +1,14 @@
-"""Admin settings: the deployment-wide ``store``, ``loader``, ``index`` and ``refresh``
-sections (the admin tab), readable by anyone and changeable only by an admin.
+"""Admin settings: the deployment-wide ``store``, ``loader``, ``index``, ``refresh`` and
+``llm`` (the chat model) sections (the admin tab), readable by anyone and changeable only
+by an admin.
 
 They are ordinary sections of ``docgraph.toml``; :meth:`AdminSettings.update` validates a
 change with the same models as the file, applies it to the running :class:`DocGraph` and
 writes it back to the file (comments and other sections preserved). What applies when:
 
-* ``index`` - at once; ``refresh`` - from the refresher's next cycle (``refresh.in_serve``
+* ``index`` and ``llm`` - at once (the chat model is rebuilt from ``[llm]`` when next used;
+  its API key stays in the environment variable ``llm.api_key_env`` names, never in the
+  file); ``refresh`` - from the refresher's next cycle (``refresh.in_serve``
   when ``docgraph serve`` next starts);
 * ``loader`` - from the next build, to documents that change (run ``docgraph reindex
   --full`` to re-chunk everything);
@@ -32,6 +35,7 @@ from docgraph.config import (
     DEFAULT_CONFIG_FILE,
     EmbedSettings,
     IndexSettings,
+    LlmSettings,
     LoaderSettings,
     RefreshSettings,
     StoreSettings,
@@ -49,6 +53,7 @@ ADMIN_SECTIONS: dict[str, type[BaseModel]] = {
     "loader": LoaderSettings,
     "index": IndexSettings,
     "refresh": RefreshSettings,
+    "llm": LlmSettings,
 }
 _ALL_SECTIONS: dict[str, type[BaseModel]] = {**ADMIN_SECTIONS, "embed": EmbedSettings}
 
@@ -235,7 +240,10 @@ class AdminSettings:
                 document.add(section, tomlkit.table())
             table = document[section]
             for key, value in values.items():
-                table[key] = value
+                if value is None:  # TOML has no null: an unset key is left out
+                    table.pop(key, None)
+                else:
+                    table[key] = value
         tmp = path.with_name(f".{path.name}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

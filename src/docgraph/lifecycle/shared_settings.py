@@ -1,7 +1,7 @@
 """Admin settings shared by every process of one index (several servers on one database).
 
 ``docgraph admin set`` (and the admin tab) writes a change to ``docgraph.toml`` and, for the
-sections that apply at run time (:data:`SHARED_SECTIONS`: loader, index, refresh), to the
+sections that apply at run time (:data:`SHARED_SECTIONS`: loader, index, refresh, llm), to the
 index's database (:class:`~docgraph.store.base.SettingsStore`). Every process applies the
 stored values over its file settings when it opens the index, and re-checks at most every
 :data:`SYNC_INTERVAL_S` seconds (one index lookup of the newest revision) when it reads its
@@ -22,7 +22,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from docgraph.config import IndexSettings, LoaderSettings, RefreshSettings, Settings
+from docgraph.config import (
+    IndexSettings,
+    LlmSettings,
+    LoaderSettings,
+    RefreshSettings,
+    Settings,
+)
 from docgraph.store.base import SettingsStore
 
 log = logging.getLogger(__name__)
@@ -31,6 +37,7 @@ SHARED_SECTIONS: dict[str, type[BaseModel]] = {
     "loader": LoaderSettings,
     "index": IndexSettings,
     "refresh": RefreshSettings,
+    "llm": LlmSettings,
 }
 #: Longest time a change made by another process takes to apply here.
 SYNC_INTERVAL_S = 2.0

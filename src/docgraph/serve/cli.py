@@ -706,7 +706,8 @@ def tags_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON."
     console.print(table)
 
 
-admin_app = typer.Typer(help="Admin settings: store, loader, index, refresh interval.",
+admin_app = typer.Typer(help="Admin settings: store, loader, index, refresh interval, "
+                             "chat model (llm).",
                         no_args_is_help=True)
 app.add_typer(admin_app, name="admin")
 

@@ -54,7 +54,7 @@ from docgraph import __version__
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
-from docgraph.serve.console import Console, ConsoleAuth
+from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
@@ -127,6 +127,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     if console is None:
         console = Console(tools, ConsoleAuth(
             tokens, tools.governance.entitlements,
+            SessionStore(tools.graph.console_session_store),
             tools.graph.settings.serve.console_admin_role))
     mcp_server = build_mcp_server(tools, http_caller)
     policy = host_policy(host)

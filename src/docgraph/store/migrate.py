@@ -11,7 +11,8 @@ needs no graph rebuild), the SQL sources (their URLs never held passwords), the 
 and the build history (with its phase outcomes, so status keeps the last build and its
 staleness) and the bearer-token digests (revoked ones too, so they stay revoked). Row ids
 are the target's own (entities and communities are mapped by key and position). Not copied:
-traces and audit records. Each document is one transaction on the target (a mail with its
+traces, audit records and console sessions (signing in again after the move is enough; a
+session is short-lived). Each document is one transaction on the target (a mail with its
 attachments, which keep their link to it), the graph one more; the target must not hold
 documents yet. The HNSW index is built once after the copy (``PostgresCatalog.bulk_load``).
 """

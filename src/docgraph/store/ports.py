@@ -19,6 +19,7 @@ from docgraph.store.base import (
 )
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
+from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.tokens import TokenStore
 
 
@@ -53,6 +54,11 @@ class StorePorts(Protocol):
     @property
     def tokens(self) -> TokenStore:
         """Bearer-token digests of ``docgraph serve``."""
+        ...
+
+    @property
+    def console_sessions(self) -> ConsoleSessionStore:
+        """Sessions of the web console (digests of their ids only)."""
         ...
 
     @property

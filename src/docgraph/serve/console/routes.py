@@ -5,7 +5,9 @@ script, both served from this package (``/console/static/``): no build step, no 
 console works offline. Every response carries a Content-Security-Policy that allows only
 the console's own files (no inline script), ``X-Frame-Options: DENY`` and ``no-store``.
 
-Every page but the sign-in form needs a live session (:mod:`.sessions`); every POST also
+Sign-in attempts are rate-limited per client address and in all (:mod:`.ratelimit`: a 429
+page with ``Retry-After``). Every page but the sign-in form needs a live session
+(:mod:`.sessions`); every POST also
 needs the session's CSRF token in its ``csrf`` field and, when the browser sends an
 ``Origin``, one whose host is the request's own ``Host`` (on top of the server-wide
 Host/Origin policy of :mod:`docgraph.serve.guards`, which runs before these routes).
@@ -32,7 +34,9 @@ from starlette.routing import BaseRoute, Route
 
 from docgraph import __version__
 from docgraph.errors import DocgraphError
+from docgraph.governance.audit import AuditRecord
 from docgraph.serve.console import views
+from docgraph.serve.console.ratelimit import Refusal, SignInLimiter
 from docgraph.serve.console.sessions import (
     LOGIN_COOKIE,
     SESSION_COOKIE,
@@ -61,6 +65,8 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+#: The user id of audit records about an attempt whose token was not looked at.
+ANONYMOUS = "(anonymous)"
 T = TypeVar("T")
 Handler = Callable[[Request, ConsoleSession], Awaitable[Response]]
 
@@ -99,10 +105,12 @@ def template_environment() -> jinja2.Environment:
 class Console:
     """The console of one ``docgraph serve`` process."""
 
-    def __init__(self, tools: DocgraphTools, auth: ConsoleAuth) -> None:
+    def __init__(self, tools: DocgraphTools, auth: ConsoleAuth,
+                 limiter: SignInLimiter | None = None) -> None:
         self.tools = tools
         self.governance = tools.governance
         self.auth = auth
+        self.limiter = limiter or SignInLimiter()
         self.refresh_job = views.RefreshJob(tools.graph)
         self.model_change = views.ModelChange(tools.graph)
         self.templates = template_environment()
@@ -180,7 +188,10 @@ class Console:
                                                      "wrong: reload the page and try again",
                                        session)
                 request.state.form = form
-            return await handler(request, session)
+            response = await handler(request, session)
+            if session.flash_changed:  # shown or added: the next page may be another process's
+                await self.blocking(self.auth.sessions.save_flash, session)
+            return response
 
         return endpoint
 
@@ -200,7 +211,12 @@ class Console:
         return response
 
     async def login(self, request: Request) -> Response:
-        """Check the sign-in form: same origin, CSRF, a bearer token of a console admin."""
+        """Check the sign-in form: the attempt rate, same origin, CSRF, a bearer token of a
+        console admin."""
+        address = request.client.host if request.client else "unknown"
+        refusal = self.limiter.attempt(address)
+        if refusal is not None:
+            return await self.too_many(request, address, refusal)
         if not self.same_origin(request):
             return self.refuse(request, 403, "cross-site request refused")
         form = await self.form(request)
@@ -231,9 +247,25 @@ class Console:
         done.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
         return done
 
+    async def too_many(self, request: Request, address: str, refusal: Refusal) -> Response:
+        """The 429 page of a rate-limited sign-in (the first of a run audited)."""
+        if refusal.scope == "client":
+            message = (f"too many sign-in attempts from your address ({address}): try again "
+                       f"in {refusal.retry_after} s")
+        else:
+            message = ("too many sign-in attempts on this server right now: try again in "
+                       f"{refusal.retry_after} s")
+        if refusal.first:
+            await self.blocking(self.governance.audit.write, AuditRecord(
+                user_id=ANONYMOUS, operation="console:login", outcome="denied",
+                reason=f"rate limited ({refusal.scope}) from {address}"))
+        response = self.refuse(request, 429, message)
+        response.headers["Retry-After"] = str(refusal.retry_after)
+        return response
+
     async def logout(self, request: Request, session: ConsoleSession) -> Response:
         """End the session."""
-        self.auth.sessions.close(session.id)
+        await self.blocking(self.auth.sessions.close, session.id)
         await self.blocking(views.audit_change, self.governance, session.caller, "logout", "ok",
                             "signed out of the console")
         response = RedirectResponse(f"{PREFIX}/login", 303, headers=SECURITY_HEADERS)
@@ -389,7 +421,8 @@ class Console:
                            title=f"Community: {data['community'].title}", **data)
 
     async def settings(self, request: Request, session: ConsoleSession) -> Response:
-        """Settings: the admin sections, editable, and the embedding model."""
+        """Settings: the admin sections, editable, the embedding model and the chat
+        model."""
         data = await self.blocking(views.settings_page, self.governance)
         return self.render(request, "settings.html", session=session, title="Settings",
                            change=self.model_change.view(), model_preview=None, **data)
@@ -425,6 +458,20 @@ class Console:
                                            session.caller, submitted)
         except DocgraphError as exc:
             return self.back(session, "settings", "error", f"nothing changed: {exc}")
+        session.flash.extend(messages)
+        return RedirectResponse(f"{PREFIX}/settings", 303, headers=SECURITY_HEADERS)
+
+    async def change_chat_model(self, request: Request, session: ConsoleSession) -> Response:
+        """Set or clear the chat model's endpoint and model name (``[llm]``)."""
+        form: FormData = request.state.form
+        clear = _field(form, "action") == "clear"
+        try:
+            messages = await self.blocking(
+                views.change_chat_model, self.governance, session.caller,
+                "" if clear else _field(form, "chat_base_url"),
+                "" if clear else _field(form, "chat_model"))
+        except DocgraphError as exc:
+            return self.back(session, "settings", "error", f"chat model not changed: {exc}")
         session.flash.extend(messages)
         return RedirectResponse(f"{PREFIX}/settings", 303, headers=SECURITY_HEADERS)
 
@@ -531,6 +578,8 @@ class Console:
             Route(p + "/settings/model", self.page(self.preview_model, post=True),
                   methods=["POST"]),
             Route(p + "/settings/model/confirm", self.page(self.change_model, post=True),
+                  methods=["POST"]),
+            Route(p + "/settings/chat", self.page(self.change_chat_model, post=True),
                   methods=["POST"]),
             Route(p + "/traces", self.page(self.traces), methods=["GET"]),
             Route(p + "/traces/{trace_id}", self.page(self.trace), methods=["GET"]),

@@ -7,29 +7,35 @@ that role. Anyone else is refused and gets no session: the console shows nothing
 non-admin (the playground runs queries as chosen callers, which only an admin may do).
 
 A session is a random id in an ``HttpOnly; SameSite=Strict`` cookie (``Secure`` when the
-request came over TLS), kept in this process's memory with its own CSRF token. It ends at
-logout, after :data:`IDLE_SECONDS` without a request, after :data:`MAX_SECONDS` in all, or
-as soon as its token is revoked or its user loses the admin role (both are re-checked on
-every request). Sessions do not survive a restart and are not shared between processes:
-sign in again.
+request came over TLS), with its own CSRF token. It is stored through the
+:class:`~docgraph.store.sessions.ConsoleSessionStore` port, in the index's database (only
+the sha256 of the id is stored), so every ``docgraph serve`` process on one database accepts
+it, and it survives a restart. It ends at logout (in every process at once), after
+:data:`IDLE_SECONDS` without a request, after :data:`MAX_SECONDS` in all (both judged on
+every read, by wall-clock time, so the servers' clocks should agree to a minute), or as soon
+as its token is revoked or its user loses the admin role (both are re-checked on every
+request). Expired rows are deleted when read and at every sign-in.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
-import threading
 import time
 from dataclasses import dataclass, field
 
 from docgraph.governance import Caller, Entitlements
 from docgraph.governance.entitlements import WILDCARD
 from docgraph.serve.auth import BearerTokens, entry_caller
+from docgraph.store.sessions import ConsoleSessionStore, StoredSession
 
 #: A session ends after this long without a request.
 IDLE_SECONDS = 30 * 60
 #: A session ends this long after sign-in, however active.
 MAX_SECONDS = 8 * 60 * 60
+#: A session's last use is written back at most this often (see SessionStore.touch_seconds).
+TOUCH_SECONDS = 60
 #: Name of the session cookie.
 SESSION_COOKIE = "docgraph_console"
 #: Name of the cookie that carries the sign-in form's CSRF token (before a session exists).
@@ -50,15 +56,27 @@ def is_console_admin(caller: Caller, entitlements: Entitlements,
 
 @dataclass
 class ConsoleSession:
-    """One signed-in console user."""
+    """One signed-in console user, as read for one request. ``id`` is the cookie value (held
+    in memory only: the store keeps its digest)."""
 
     id: str
     caller: Caller
     token_digest: str
     csrf: str
-    created_at: float = field(default_factory=time.monotonic)
-    last_seen: float = field(default_factory=time.monotonic)
+    created_at: float = field(default_factory=time.time)
+    last_seen: float = field(default_factory=time.time)
     flash: list[tuple[str, str]] = field(default_factory=list)  # (kind, message) to show once
+    stored_flash: tuple[tuple[str, str], ...] = ()  # the messages as the store has them
+
+    @property
+    def digest(self) -> str:
+        """The sha256 hex digest of the id: the session's key in the store."""
+        return session_digest(self.id)
+
+    @property
+    def flash_changed(self) -> bool:
+        """Whether the messages differ from the stored ones (and must be saved)."""
+        return tuple(self.flash) != self.stored_flash
 
     def take_flash(self) -> list[tuple[str, str]]:
         """The messages to show on the next page, then forgotten."""
@@ -71,58 +89,76 @@ class ConsoleSession:
                                                        self.csrf.encode())
 
 
-class SessionStore:
-    """The console sessions of this process, bounded in time (see the module docstring)."""
+def session_digest(session_id: str) -> str:
+    """The sha256 hex digest a session id is stored under."""
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
-    def __init__(self, idle_seconds: float = IDLE_SECONDS,
+
+class SessionStore:
+    """Console sessions kept through a :class:`ConsoleSessionStore` (shared by every process
+    on the database), bounded in time (see the module docstring). Blocking (store I/O)."""
+
+    def __init__(self, store: ConsoleSessionStore, idle_seconds: float = IDLE_SECONDS,
                  max_seconds: float = MAX_SECONDS) -> None:
+        self.store = store
         self.idle_seconds = idle_seconds
         self.max_seconds = max_seconds
-        self._sessions: dict[str, ConsoleSession] = {}
-        self._lock = threading.Lock()
+
+    @property
+    def touch_seconds(self) -> float:
+        """A use is written back only when the stored one is older than this (one write per
+        minute per session at most, not one per request)."""
+        return min(TOUCH_SECONDS, self.idle_seconds / 4)
 
     def open(self, caller: Caller, token_digest: str) -> ConsoleSession:
-        """A new session for ``caller`` signed in with the token of ``token_digest``."""
+        """A new session for ``caller`` signed in with the token of ``token_digest`` (expired
+        sessions of anyone are purged first)."""
+        now = time.time()
+        self.store.purge(now - self.idle_seconds, now - self.max_seconds)
         session = ConsoleSession(secrets.token_urlsafe(32), caller, token_digest,
-                                 secrets.token_urlsafe(32))
-        with self._lock:
-            self._expire()
-            self._sessions[session.id] = session
+                                 secrets.token_urlsafe(32), now, now)
+        self.store.add(StoredSession(session.digest, caller.user_id, caller.active_role,
+                                     token_digest, session.csrf, now, now))
         return session
 
     def get(self, session_id: str | None) -> ConsoleSession | None:
-        """The live session of a cookie value (touching it), or None."""
+        """The live session of a cookie value (touching it), or None; an expired one is
+        deleted."""
         if not session_id:
             return None
-        with self._lock:
-            self._expire()
-            session = self._sessions.get(session_id)
-            if session is not None:
-                session.last_seen = time.monotonic()
-            return session
+        digest = session_digest(session_id)
+        row = self.store.get(digest)
+        if row is None:
+            return None
+        now = time.time()
+        if now - row.last_seen > self.idle_seconds or now - row.created_at > self.max_seconds:
+            self.store.remove(digest)
+            return None
+        if now - row.last_seen > self.touch_seconds:
+            self.store.touch(digest, now)
+        return ConsoleSession(session_id, Caller(row.user, row.role), row.token_digest, row.csrf,
+                              row.created_at, now, list(row.flash), row.flash)
+
+    def save_flash(self, session: ConsoleSession) -> None:
+        """Store the session's messages to show once, if they changed."""
+        if session.flash_changed:
+            self.store.set_flash(session.digest, tuple(session.flash))
+            session.stored_flash = tuple(session.flash)
 
     def close(self, session_id: str) -> None:
-        """End a session (a no-op for an unknown one)."""
-        with self._lock:
-            self._sessions.pop(session_id, None)
-
-    def _expire(self) -> None:
-        now = time.monotonic()
-        for key, s in list(self._sessions.items()):
-            if now - s.last_seen > self.idle_seconds or now - s.created_at > self.max_seconds:
-                del self._sessions[key]
+        """End a session in every process (a no-op for an unknown one)."""
+        self.store.remove(session_digest(session_id))
 
 
 class ConsoleAuth:
     """Signs console users in and re-checks them on every request."""
 
     def __init__(self, tokens: BearerTokens, entitlements: Entitlements,
-                 admin_role: str = DEFAULT_ADMIN_ROLE,
-                 sessions: SessionStore | None = None) -> None:
+                 sessions: SessionStore, admin_role: str = DEFAULT_ADMIN_ROLE) -> None:
         self.tokens = tokens
         self.entitlements = entitlements
         self.admin_role = admin_role
-        self.sessions = sessions or SessionStore()
+        self.sessions = sessions
 
     def sign_in(self, token: str) -> tuple[Caller | None, ConsoleSession | None]:
         """``(caller, session)`` for an admin's token; ``(caller, None)`` for a valid token

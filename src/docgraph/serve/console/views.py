@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from docgraph.errors import DocgraphError, RefreshBusy, SourceError
+from docgraph.errors import ConfigError, DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
 from docgraph.governance.audit import AuditRecord
@@ -504,6 +504,8 @@ def settings_page(governance: Governance) -> dict[str, Any]:
     view = admin.view()
     sections = []
     for section in ADMIN_SECTIONS:
+        if section == "llm":  # its own form: see chat_model_view
+            continue
         sections.append({"name": section, "fields": [
             {"key": f"{section}.{key}", "value": _setting_text(_masked(f"{section}.{key}",
                                                                         value)),
@@ -511,7 +513,60 @@ def settings_page(governance: Governance) -> dict[str, Any]:
              "read_only": f"{section}.{key}" in READ_ONLY_SETTINGS}
             for key, value in view[section].items()]})
     return {"sections": sections, "embedding_model": view["embed"]["model"],
-            "config_file": str(admin.config_file)}
+            "config_file": str(admin.config_file), "chat": chat_model_view(governance)}
+
+
+def chat_model_view(governance: Governance) -> dict[str, Any]:
+    """The chat model of ``[llm]``: endpoint, model name, the environment variable the API
+    key is read from and whether it is set in this process (never the key itself)."""
+    import os
+
+    llm = governance.graph.settings.llm
+    return {"base_url": llm.base_url or "", "model": llm.model or "",
+            "api_key_env": llm.api_key_env, "key_set": bool(os.environ.get(llm.api_key_env)),
+            "timeout_s": llm.timeout_s}
+
+
+def change_chat_model(governance: Governance, admin: Caller, base_url: str,
+                      model: str) -> list[tuple[str, str]]:
+    """Set the chat model's endpoint and model name (both, or neither to clear it) through
+    :class:`~docgraph.lifecycle.admin.AdminSettings`: validated, applied, written to the
+    settings file as ``docgraph admin set llm.base_url=... llm.model=...`` does, shared with
+    the index's other processes; audited. Only these two keys: the API key stays in the
+    environment variable ``llm.api_key_env`` names, which the console neither shows nor
+    changes. Raises :class:`~docgraph.errors.ConfigError` (nothing changed)."""
+    base_url, model = base_url.strip(), model.strip()
+    problem = None
+    if bool(base_url) != bool(model):
+        problem = ("give both the endpoint and the model name, or clear both (no chat "
+                   "model)")
+    elif base_url:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            problem = f"endpoint {base_url!r}: expected an http:// or https:// URL"
+        elif parts.username or parts.password:
+            problem = ("the endpoint must not carry credentials: the API key is read from "
+                       "the environment variable named by llm.api_key_env")
+    if problem is not None:
+        audit_change(governance, admin, "chat_model", "error", problem)
+        raise ConfigError(problem)
+    changes = {"llm.base_url": json.dumps(base_url) if base_url else None,
+               "llm.model": json.dumps(model) if model else None}
+    try:
+        result = governance.graph.admin.update(changes, is_admin=True)
+    except DocgraphError as exc:
+        audit_change(governance, admin, "chat_model", "error", str(exc))
+        raise
+    if not result.changed:
+        return [("ok", "nothing changed")]
+    done = (f"chat model {model!r} at {base_url}" if base_url else
+            "no chat model (community reports and global search stay extractive)")
+    audit_change(governance, admin, "chat_model", "ok", done)
+    messages: list[tuple[str, str]] = [("ok", f"set {done}")]
+    if result.written_to is not None:
+        messages.append(("ok", f"written to {result.written_to}"))
+    messages += [("note", w) for w in result.warnings]
+    return messages
 
 
 def change_settings(governance: Governance, admin: Caller,

@@ -14,9 +14,11 @@ from docgraph.store.postgres.catalog import PostgresCatalog
 from docgraph.store.postgres.graph import PostgresGraphStore
 from docgraph.store.postgres.index import PostgresChunkIndex
 from docgraph.store.postgres.leader import PostgresLeaderLock
+from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.registry import SqlSourceRegistryStore
+from docgraph.store.sql.sessions import SqlConsoleSessionStore
 from docgraph.store.sql.settings import SqlSettingsStore
 from docgraph.store.sql.tokens import SqlTokenStore
 from docgraph.store.tokens import TokenStore
@@ -50,6 +52,11 @@ class PostgresPorts:
     def tokens(self) -> TokenStore:
         """Bearer-token digests, shared by every server of the database."""
         return SqlTokenStore(self.catalog)
+
+    @cached_property
+    def console_sessions(self) -> ConsoleSessionStore:
+        """Console sessions, shared by every server of the database (migration 16)."""
+        return SqlConsoleSessionStore(self.catalog)
 
     @cached_property
     def settings(self) -> SettingsStore:

@@ -477,10 +477,29 @@ _REPEATED_LINES: Final = (
     " ADD COLUMN lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb",
 )
 
+# Console sessions (migration 16): the sha256 of each session id (never the id), its caller,
+# the bearer token it was signed in with, its CSRF token, its times (idle and absolute expiry
+# are judged on read, old rows purged at sign-in) and its messages to show once; shared by
+# every server of this database, so a session survives restarts and load balancing
+# (docgraph.store.sessions).
+_CONSOLE_SESSIONS: Final = (
+    """CREATE TABLE console_sessions (
+        digest text PRIMARY KEY,
+        user_id text NOT NULL,
+        role text,
+        token_digest text NOT NULL,
+        csrf text NOT NULL,
+        created_at double precision NOT NULL,
+        last_seen double precision NOT NULL,
+        flash text NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX console_sessions_last_seen ON console_sessions (last_seen)",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
                                                    _FEED, _SETTINGS, _LIFECYCLE, _TOKENS,
                                                    _PAGES, _SOURCE_NAMING, _ATTACHMENTS,
-                                                   _REPEATED_LINES)
+                                                   _REPEATED_LINES, _CONSOLE_SESSIONS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -10,9 +10,11 @@ from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
 from docgraph.store.ports import milvus_index
+from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.registry import SqlSourceRegistryStore
+from docgraph.store.sql.sessions import SqlConsoleSessionStore
 from docgraph.store.sql.settings import SqlSettingsStore
 from docgraph.store.sql.tokens import SqlTokenStore
 from docgraph.store.sqlite.catalog import SQLiteCatalog
@@ -21,6 +23,7 @@ from docgraph.store.sqlite.index import EmbeddedChunkIndex
 from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
 from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 from docgraph.store.sqlite.logs import create_log_tables
+from docgraph.store.sqlite.sessions import create_session_table
 from docgraph.store.sqlite.settings import create_settings_table
 from docgraph.store.sqlite.tokens import create_token_tables
 from docgraph.store.tokens import TokenStore
@@ -56,6 +59,12 @@ class SQLitePorts:
         """Bearer-token digests in the catalog file."""
         create_token_tables(self.catalog)
         return SqlTokenStore(self.catalog)
+
+    @cached_property
+    def console_sessions(self) -> ConsoleSessionStore:
+        """Console sessions in the catalog file."""
+        create_session_table(self.catalog)
+        return SqlConsoleSessionStore(self.catalog)
 
     @cached_property
     def settings(self) -> SettingsStore:
