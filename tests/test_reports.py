@@ -28,8 +28,8 @@ SENDERS = ["Dana Reyes", "Omar Haddad", "Lena Fischer", "Ravi Patel", "Ines Duar
 def _mail(i: int, product: str, body: str) -> str:
     """A mail-like note: header lines, a greeting, the body, a signature with contacts (one
     sender each, so ingest's repeated-line removal leaves them in)."""
-    sender = SENDERS[i % len(SENDERS)]
-    return (f"From: {sender} <{sender.split()[0].lower()}@acme.example>\n"
+    sender = SENDERS[0 if i in (0, 1, 2, 3) else i % len(SENDERS)]  # Dana writes most
+    return (f"From: {sender} <{sender.split()[0].lower()}@acme.example>, day {i}\n"
             f"To: {SENDERS[(i + 1) % len(SENDERS)]}\nSubject: {product} update {i}\n\n"
             f"Hi all,\n\n{body}\n\n"
             f"Best regards,\n{sender}\nField service | +31 20 555 01{i:02d} | www.acme.example\n")
@@ -156,11 +156,13 @@ def test_reports_skip_mail_boilerplate_and_are_titled_by_specific_phrases(tmp_pa
         for marker in ("From:", "To:", "Subject:", "Hi all", "regards", "+31", "www."):
             assert marker not in summary, (marker, text)
         assert all(s in OSPREY + KESTREL for s in _sentences(summary, OSPREY + KESTREL))
-        # the topic and product lead, the company spread over both topics comes after them,
-        # and a sender's address (mentioned as often) only fills what words leave free
+        # the topic and product lead, then the company, not the address of the sender who
+        # wrote most of the mails (as central as the company, mentioned as often: the
+        # biggest-names title had it third); addresses only fill what words leave free
         names = community.title.split(" / ")
         if "Osprey valve" in community.members:
-            assert names == ["torque calibration", "Osprey valve", "Acme Corp"]
+            assert set(names[:2]) == {"torque calibration", "Osprey valve"}
+            assert names[2] == "Acme Corp"
         else:
             assert set(names[:2]) == {"bearing wear", "Kestrel pump"}
 

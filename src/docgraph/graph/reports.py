@@ -211,7 +211,9 @@ def _cosines(vectors: Sequence[Vector] | None, centroid: Vector | None, n: int) 
     norms = np.linalg.norm(matrix, axis=1)
     c = np.asarray(centroid, dtype=np.float64)
     c_norm = float(np.linalg.norm(c)) or 1.0
-    cosines: list[float] = (matrix @ c / np.maximum(norms, 1e-12) / c_norm).tolist()
+    # rounded: a centroid summed in another chunk order (an incremental build) must not
+    # change which sentence wins
+    cosines: list[float] = np.round(matrix @ c / np.maximum(norms, 1e-12) / c_norm, 6).tolist()
     return cosines
 
 
