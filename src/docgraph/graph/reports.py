@@ -13,6 +13,7 @@ re-assembly from visible chunks (``governance/reports.py``) shows nothing else.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -67,6 +68,7 @@ def specificity(inside: int, total: int) -> float:
 
 
 _WORD = re.compile(r"\w+")
+_NON_LETTERS = re.compile(r"[\W\d_]+")
 
 
 def _words(text: str) -> list[str]:
@@ -171,8 +173,8 @@ def is_boilerplate(sentence: str, cased: bool = True, strict: bool = True) -> bo
         return True  # a record of fields or an inline list
     if len(_CONTACT.findall(sentence)) >= 1 and len(words) < 15:
         return True
-    letters = sum(ch.isalpha() for ch in sentence)
-    if letters < 0.6 * len(sentence.replace(" ", "")):
+    letters = len(_NON_LETTERS.sub("", sentence))
+    if letters < 0.6 * (len(sentence) - sentence.count(" ")):
         return True  # mostly digits, codes or punctuation: a table or a list of figures
     alpha = [w for w in words if w[:1].isalpha()]
     capital = sum(w[0].isupper() for w in alpha)
@@ -187,19 +189,29 @@ class _Candidate:
     words: frozenset[str]
 
 
+@functools.lru_cache(maxsize=8192)
+def _quotable(passage: str, strict: bool) -> tuple[tuple[int, str, str, frozenset[str]], ...]:
+    """(sentence index, sentence, folded sentence, its words) of a passage's quotable
+    sentences; cached, since one chunk is a candidate of a community at every level."""
+    cased = passage != passage.casefold()
+    out = []
+    for s_index, sentence in enumerate(_split_sentences(passage)):
+        if is_boilerplate(sentence, cased, strict):
+            continue
+        words = frozenset(w for w in _words(sentence) if len(w) >= 3 and not w.isdigit())
+        out.append((s_index, sentence, " ".join(sentence.casefold().split()), words))
+    return tuple(out)
+
+
 def _candidates(passages: Sequence[str], strict: bool) -> list[_Candidate]:
     """The quotable sentences of the passages, first occurrence of each."""
     out: list[_Candidate] = []
     seen: set[str] = set()
     for p_index, passage in enumerate(passages):
-        cased = passage != passage.casefold()
-        for s_index, sentence in enumerate(_split_sentences(passage)):
-            folded = " ".join(sentence.casefold().split())
-            if folded in seen or is_boilerplate(sentence, cased, strict):
-                continue
-            seen.add(folded)
-            words = frozenset(w for w in _words(sentence) if len(w) >= 3 and not w.isdigit())
-            out.append(_Candidate(p_index, s_index, sentence, words))
+        for s_index, sentence, folded, words in _quotable(passage, strict):
+            if folded not in seen:
+                seen.add(folded)
+                out.append(_Candidate(p_index, s_index, sentence, words))
     return out
 
 
