@@ -227,6 +227,12 @@ class GraphSettings(_Section):
     min_community_size: int = Field(default=2, ge=2)
     max_reports: int = Field(default=500, ge=0, description="Reports per namespace, largest.")
     report_sentences: int = Field(default=4, ge=1, le=20)
+    report_vectors: Literal["mean", "embed"] = Field(
+        default="mean",
+        description="A community report's vector: 'mean' of its member chunks' stored vectors "
+                    "(normalised, no model call; measured at least as good for global mode: "
+                    "bench/reports.py) or 'embed' its text with the embedding model.",
+    )
     seed: int = 42
 
 

@@ -19,8 +19,16 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import combinations
 
+import numpy as np
+
 from docgraph.governance.visibility import Visibility, visible_links
-from docgraph.graph.reports import ReportInput, community_title, extractive_report
+from docgraph.graph.reports import (
+    CANDIDATE_CHUNKS,
+    ReportInput,
+    community_title,
+    extractive_report,
+    specificity,
+)
 from docgraph.model import SearchHit, StoredChunk
 from docgraph.store.graph import CommunityInfo, GraphStore
 
@@ -66,13 +74,39 @@ def visible_community(community_id: int, members: list[int], stored_title: str,
                    if e in infos]
     relationships = [(infos[a].name, infos[b].name, n) for (a, b), n in pairs.most_common(8)
                      if a in infos and b in infos]
-    passages = [visible[r].text for r, _ in sorted(
-        members_of.items(), key=lambda item: (-len(item[1]), item[0]))[:6]]
-    report = extractive_report(ReportInput(member_rows, relationships, passages), sentences) \
-        if stored_report is not None else None
-    return VisibleCommunity(community_title(member_rows),
+    # specificity from visible chunks only: where a member co-occurs with another one, out of
+    # its visible mentions (never the namespace-wide counts, which include hidden rows)
+    inside: Counter[int] = Counter(e for ids in members_of.values() if len(ids) >= 2
+                                   for e in ids)
+    specific = {infos[e].name: specificity(inside[e], n) for e, n in counts.items()
+                if e in infos}
+    report = None
+    if stored_report is not None:
+        report = extractive_report(_visible_input(member_rows, relationships, specific,
+                                                  visible, members_of, graph), sentences)
+    return VisibleCommunity(community_title(member_rows, specific=specific),
                             tuple(name for name, _, _, _ in member_rows[:10]), report,
                             rebuilt=True)
+
+
+def _visible_input(member_rows: list[tuple[str, str, int, float]],
+                   relationships: list[tuple[str, str, int]], specific: dict[str, float],
+                   visible: dict[int, StoredChunk], members_of: dict[int, set[int]],
+                   graph: GraphStore) -> ReportInput:
+    """What a re-assembled report is written from: visible chunks only, their stored
+    vectors, and their centroid (each weighted by the members it mentions), as at build."""
+    rows = [r for r, _ in sorted(members_of.items(), key=lambda item: (-len(item[1]), item[0]))]
+    vectors = graph.chunk_vectors(rows)
+    centroid = None
+    if vectors:
+        centroid = np.sum([len(members_of[r]) * np.asarray(vectors[r], dtype=np.float64)
+                           for r in rows if r in vectors], axis=0)
+    passages = rows[:CANDIDATE_CHUNKS]
+    return ReportInput(
+        member_rows, relationships, [visible[r].text for r in passages],
+        passage_vectors=[vectors[r] for r in passages]
+        if all(r in vectors for r in passages) else None,
+        centroid=centroid, specificity=specific)
 
 
 def visible_report(hit: SearchHit, scope: Visibility, graph: GraphStore

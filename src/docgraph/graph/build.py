@@ -33,7 +33,14 @@ from docgraph.graph.keyphrases import (
     phrase_weights,
     select_keyphrases,
 )
-from docgraph.graph.reports import ReportInput, community_title, extractive_report, llm_report
+from docgraph.graph.reports import (
+    CANDIDATE_CHUNKS,
+    ReportInput,
+    community_title,
+    extractive_report,
+    llm_report,
+    specificity,
+)
 from docgraph.ingest.embed import Embedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
@@ -240,29 +247,33 @@ class GraphBuilder:
             sorted(range(len(communities)), key=lambda i: (-len(communities[i].nodes), i))
             [: self.settings.max_reports]
         )
-        wanted_chunks = _central_chunks(graph, [communities[i].nodes for i in with_report],
-                                        chunk_rank)
+        per_chunk = _hits_per_chunk(graph, [c.nodes for c in communities])
+        inside = _inside_counts(graph, per_chunk)
+        specific = [{node_info[n].name: specificity(int(inside[n, i]), node_info[n].chunk_count)
+                     for n in c.nodes} for i, c in enumerate(communities)]
+        wanted_chunks = _central_chunks(graph, per_chunk, with_report, chunk_rank)
+        centroids, chunk_vectors = self._centroids(graph, per_chunk, with_report)
         relationships = _strongest_inner_edges(graph, communities, with_report)
         texts = self.store.catalog.chunks_by_rowid(
             [r for rows in wanted_chunks for r in rows]
         )
-        existing = self.store.report_vectors(namespace)
         report_text: dict[int, str] = {}
         for index, chunk_rows in zip(with_report, wanted_chunks, strict=True):
             community = communities[index]
             members = [(node_info[n].name, node_info[n].type, node_info[n].chunk_count, c)
                        for n, c in zip(community.nodes, community.centrality, strict=True)]
+            rows = [r for r in chunk_rows if r in texts]
             report_text[index] = self._write_report(ReportInput(
                 members,
                 [(node_info[a].name, node_info[b].name, n) for a, b, n in relationships[index]],
-                [texts[r].text for r in chunk_rows if r in texts],
+                [texts[r].text for r in rows],
+                passage_vectors=[chunk_vectors[r] for r in rows]
+                if all(r in chunk_vectors for r in rows) else None,
+                centroid=centroids.get(index),
+                specificity=specific[index],
             ))
         pending = sorted(report_text.items())
-        vectors = dict(zip(
-            (i for i, _ in pending),
-            self._embed_reports([t for _, t in pending], existing, report),
-            strict=True,
-        ))
+        vectors, hashes = self._report_vectors(namespace, pending, centroids, report)
         out: list[CommunityRow] = []
         ordinals: Counter[int] = Counter()
         for index, community in enumerate(communities):
@@ -272,16 +283,63 @@ class GraphBuilder:
                 level=community.level,
                 ordinal=ordinals[community.level],
                 parent=community.parent,
-                title=community_title(members),
+                title=community_title(members, specific=specific[index]),
                 members=[(node_ids[n], c) for n, c in
                          zip(community.nodes, community.centrality, strict=True)],
                 report_text=report_text.get(index),
                 report_vector=vectors.get(index),
                 row_sources=row_sources[index],
+                report_hash=hashes.get(index),
             ))
             ordinals[community.level] += 1
         report.reports = len(pending)
         return out
+
+    def _centroids(self, graph: CooccurrenceGraph, per_chunk: sp.csc_matrix,
+                   wanted: Sequence[int]) -> tuple[dict[int, Vector], dict[int, Vector]]:
+        """Per wanted community, the normalised mean of the stored vectors of the chunks
+        linking its members, each weighted by the members it mentions (no model call); and
+        those chunks' vectors by row id."""
+        if not wanted:
+            return {}, {}
+        sub = sp.csr_matrix(per_chunk[:, list(wanted)])
+        rows = np.unique(sub.nonzero()[0])
+        stored = self.store.chunk_vectors(graph.chunk_rowids[rows].tolist())
+        if not stored:
+            return {}, {}
+        dim = len(next(iter(stored.values())))
+        matrix = np.zeros((len(rows), dim), dtype=np.float64)
+        for at, rowid in enumerate(graph.chunk_rowids[rows].tolist()):
+            if rowid in stored:
+                matrix[at] = stored[rowid]
+        sums = np.asarray(sub[rows].T @ matrix)
+        norms = np.linalg.norm(sums, axis=1)
+        centroids = {i: (sums[at] / norms[at]).astype(np.float32)
+                     for at, i in enumerate(wanted) if norms[at] > 0}
+        return centroids, stored
+
+    def _report_vectors(
+        self, namespace: str, pending: list[tuple[int, str]], centroids: dict[int, Vector],
+        report: GraphBuildReport,
+    ) -> tuple[dict[int, Vector], dict[int, str]]:
+        """Vectors of the reports (and the ``embed_hash`` to record where it is not the
+        text's): the centroid with ``report_vectors = "mean"``, else the embedded text."""
+        t0 = time.perf_counter()
+        vectors: dict[int, Vector] = {}
+        hashes: dict[int, str] = {}
+        if self.settings.report_vectors == "mean":
+            for index, text in pending:
+                if index in centroids:
+                    vectors[index] = centroids[index]
+                    hashes[index] = f"mean:{text_hash(text)}"
+        rest = [(i, t) for i, t in pending if i not in vectors]
+        if rest:
+            existing = self.store.report_vectors(namespace)
+            vectors.update(zip((i for i, _ in rest),
+                               self._embed_reports([t for _, t in rest], existing, report),
+                               strict=True))
+        report.seconds["report_vectors"] = time.perf_counter() - t0
+        return vectors, hashes
 
     def _write_report(self, data: ReportInput) -> str:
         if self.chat_model is not None:
@@ -358,23 +416,38 @@ def _identity_rank(identity_order: npt.NDArray[np.int64], rowids: npt.NDArray[np
     return np.where(sorted_ids[at] == rowids, by_rowid[at], fallback).astype(np.int64)
 
 
-def _central_chunks(
-    graph: CooccurrenceGraph, groups: Sequence[Sequence[int]], chunk_rank: npt.NDArray[np.int64],
-    per_group: int = 6,
-) -> list[list[int]]:
-    """Row ids of the chunks mentioning the most members of each group (ties: first in
-    identity order, ``chunk_rank``, so an incremental build picks what a fresh one does),
-    ``per_group`` at most; one sparse product for all groups."""
+def _hits_per_chunk(graph: CooccurrenceGraph, groups: Sequence[Sequence[int]]
+                    ) -> sp.csc_matrix:
+    """Chunk x group: how many members of each group (node indices) each chunk links; one
+    sparse product for all groups."""
     if not groups:
-        return []
+        return sp.csc_matrix((graph.incidence.shape[0], 0))
     columns = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     rows = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
     indicator = sp.csr_matrix((np.ones(len(rows)), (rows, columns)),
                               shape=(graph.incidence.shape[1], len(groups)))
     per_chunk = sp.csc_matrix(graph.incidence @ indicator)
     per_chunk.sort_indices()
+    return per_chunk
+
+
+def _inside_counts(graph: CooccurrenceGraph, per_chunk: sp.csc_matrix) -> sp.csc_matrix:
+    """Node x group: the chunks where a node co-occurs with another member of the group
+    (chunks linking at least two members), the numerator of
+    :func:`~docgraph.graph.reports.specificity`."""
+    core = (per_chunk >= 2).astype(np.float64)
+    return sp.csc_matrix(graph.incidence.T @ core)
+
+
+def _central_chunks(
+    graph: CooccurrenceGraph, per_chunk: sp.csc_matrix, wanted: Sequence[int],
+    chunk_rank: npt.NDArray[np.int64], per_group: int = CANDIDATE_CHUNKS,
+) -> list[list[int]]:
+    """Row ids of the chunks mentioning the most members of each wanted group (ties: first
+    in identity order, ``chunk_rank``, so an incremental build picks what a fresh one does),
+    ``per_group`` at most: the passages a report chooses its sentences from."""
     out: list[list[int]] = []
-    for g in range(len(groups)):
+    for g in wanted:
         lo, hi = per_chunk.indptr[g], per_chunk.indptr[g + 1]
         chunk_index, hits = per_chunk.indices[lo:hi], per_chunk.data[lo:hi]
         top = chunk_index[np.lexsort((chunk_rank[chunk_index], -hits))[:per_group]]

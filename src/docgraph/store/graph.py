@@ -101,6 +101,10 @@ class CommunityRow:
     #: Every row document (doc id, origin) whose chunks link a member: all the table rows
     #: the title and report may draw on (names, relationships, passages).
     row_sources: Sequence[tuple[str, RowOrigin]] = ()
+    #: What the report chunk's ``embed_hash`` records (None: the hash of its text, i.e. the
+    #: vector embeds that text; a mean of member vectors records another key, so switching
+    #: back to embedded reports never reuses a mean vector as an embedding).
+    report_hash: str | None = None
 
 
 class GraphStore(Protocol):
@@ -150,6 +154,10 @@ class GraphStore(Protocol):
 
     def report_vectors(self, namespace: str) -> dict[str, Vector]:
         """Vectors of the namespace's current community reports by embedded-text hash."""
+        ...
+
+    def chunk_vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Stored unit vectors of the given chunks (absent: deleted)."""
         ...
 
     def replace_graph(self, namespace: str, edges: EdgeTable,

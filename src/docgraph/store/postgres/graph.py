@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.model import Vector
 from docgraph.store.postgres.catalog import PostgresCatalog, _array, _json_list
 from docgraph.store.sql.graph import (
@@ -76,7 +75,7 @@ class PostgresGraphBackend:
         for report in reports:
             document = insert_report_document(self.catalog.dialect, db, ns_id, report, now)
             rows.append((document, ns_id, report.text, report.breadcrumb,
-                         _json_list(report_section_path(report)), text_hash(report.text),
+                         _json_list(report_section_path(report)), report.stored_hash,
                          np.asarray(report.vector, dtype=np.float32)))
         for start in range(0, len(rows), 400):
             part = rows[start:start + 400]

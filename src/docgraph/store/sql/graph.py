@@ -56,6 +56,12 @@ class ReportDraft:
     title: str
     text: str
     vector: Vector
+    embed_hash: str | None = None  # None: text_hash(text)
+
+    @property
+    def stored_hash(self) -> str:
+        """The ``embed_hash`` its chunk records (see ``CommunityRow.report_hash``)."""
+        return self.embed_hash or text_hash(self.text)
 
     @property
     def breadcrumb(self) -> str:
@@ -276,6 +282,19 @@ class SqlGraphStore:
             " JOIN namespaces n ON n.id = c.namespace_id"
             " WHERE n.name = ? AND c.kind = 'community_report'", (namespace,))}
 
+    def chunk_vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
+        """Stored unit vectors of the given chunks (absent: deleted), ``_BATCH`` ids a query."""
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, Vector] = {}
+        for start in range(0, len(ids), _BATCH):
+            part = ids[start:start + _BATCH]
+            for rowid, raw in self._rows(
+                f"SELECT id, {self.backend.vector_column} FROM chunks"
+                f" WHERE id IN ({marks(len(part))})", part,
+            ):
+                out[int(rowid)] = self.backend.decode_vector(raw)
+        return out
+
     def replace_graph(
         self,
         namespace: str,
@@ -334,7 +353,8 @@ class SqlGraphStore:
                  [(ids[i], doc_id, o.source, o.schema, o.table, o.pk_column, o.pk_value)
                   for i, c in enumerate(communities) for doc_id, o in c.row_sources])
             now = time.time()
-            reports = [ReportDraft(doc_id, c.title, c.report_text, c.report_vector)
+            reports = [ReportDraft(doc_id, c.title, c.report_text, c.report_vector,
+                                   c.report_hash)
                        for c, doc_id in zip(communities, doc_ids, strict=True)
                        if c.report_text is not None and c.report_vector is not None and doc_id]
             after_commit = self.backend.insert_reports(db, ns_id, reports, now)

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.model import Vector
 from docgraph.store.lexical import EncodedTerms
 from docgraph.store.sql.graph import (
@@ -95,7 +94,7 @@ class SQLiteGraphBackend:
             " parent_index, embed_hash, vector, terms, term_count)"
             " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?, ?, ?)",
             (document, ns_id, report.text, report.breadcrumb,
-             json.dumps(report_section_path(report)), text_hash(report.text),
+             json.dumps(report_section_path(report)), report.stored_hash,
              np.asarray(report.vector, dtype=np.float32).tobytes(), lexical.blob,
              lexical.length),
         )
