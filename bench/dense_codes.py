@@ -9,7 +9,7 @@ clustered 384-d vectors, 10% of documents in a "side" namespace). Each round the
 child process per variant, alternating (exact, codes, exact, codes, ...), so shared-machine
 load falls on both alike. A child opens ``EmbeddedChunkIndex(catalog, 384, exact=...)`` and
 reports: open seconds (the page cache is warm after the build; it is not dropped), RSS
-after open and peak RSS (``/proc/self/status``), hybrid p50/p95 search-only
+before open (imports only), after open and peak (``/proc/self/status``), hybrid p50/p95 search-only
 (``backends.latency``: dense + BM25 lists 100 deep, RRF, chunk fetch) over all namespaces
 and over the 10% one, and dense recall@10 against exact cosine search. The result has the
 per-round figures, medians, ratios (codes / exact) and the load average at every child.
@@ -47,8 +47,9 @@ from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 
 VARIANTS = ("exact", "codes")
-FIGURES = ("open_s", "rss_after_open_mb", "rss_peak_mb", "hybrid_p50_ms", "hybrid_p95_ms",
-           "dense_lane_p50_ms", "side_hybrid_p50_ms", "side_hybrid_p95_ms",
+FIGURES = ("open_s", "rss_before_open_mb", "rss_after_open_mb", "rss_peak_mb",
+           "hybrid_p50_ms", "hybrid_p95_ms", "dense_lane_p50_ms", "side_hybrid_p50_ms",
+           "side_hybrid_p95_ms",
            "dense_recall@10_all", "dense_recall@10_side")
 
 
@@ -63,6 +64,7 @@ def rss_mb() -> tuple[float, float]:
 
 def child(db: Path, variant: str, n: int, queries: int, budget: float) -> dict[str, Any]:
     """Open the catalog with one variant and measure it (runs in a fresh process)."""
+    before, _ = rss_mb()
     t0 = time.perf_counter()
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, exact=variant == "exact")
@@ -79,7 +81,8 @@ def child(db: Path, variant: str, n: int, queries: int, budget: float) -> dict[s
     rows = {**side, **row_positions(catalog, "bench")}
     result = {
         "variant": variant, "loadavg_1": round(os.getloadavg()[0], 2),
-        "open_s": round(opened, 2), "rss_after_open_mb": round(rss),
+        "open_s": round(opened, 2), "rss_before_open_mb": round(before),
+        "rss_after_open_mb": round(rss),
         "rss_peak_mb": round(peak),
         "hybrid_p50_ms": all_ns["hybrid_p50_ms"], "hybrid_p95_ms": all_ns["hybrid_p95_ms"],
         "dense_lane_p50_ms": all_ns["dense_lane_p50_ms"],
