@@ -22,7 +22,8 @@ For every backend (a column of the result; see ``BACKENDS``):
   queries after a warm-up (at most ``--budget`` seconds of queries per pass); also for the
   selective 10% namespace (query vectors drawn from its chunks), and the dense lane's
   recall@10 against exact search over all namespaces and over the 10% one (the embedded
-  index is exact).
+  index scans compact codes and re-scores exactly; ``bench/dense_codes.py`` compares it
+  with the exact float32 matrix).
 * **quality**: SciFact nDCG@10 of ``DocGraph.search`` (hybrid and dense, k=100 folded to
   documents) and of the BM25 lane alone, with the delta against the embedded index. The
   embedded index is the shared ablation index (``bench/.cache/ablation``, copied, never

@@ -1,0 +1,159 @@
+"""Exact float32 vs compact codes (sign + int8, exact re-scoring) in the embedded index, in
+ONE run: the same synthetic catalog opened alternately by fresh processes.
+
+    python bench/dense_codes.py [--n 100000] [--rounds 3] [--queries 300] [--budget 30]
+                                [--name dense_codes]
+
+The catalog is built once from ``bench/backends.py``'s synthetic data (Zipf SciFact words,
+clustered 384-d vectors, 10% of documents in a "side" namespace). Each round then runs one
+child process per variant, alternating (exact, codes, exact, codes, ...), so shared-machine
+load falls on both alike. A child opens ``EmbeddedChunkIndex(catalog, 384, exact=...)`` and
+reports: open seconds (the page cache is warm after the build; it is not dropped), RSS
+before open (imports only), after open and peak (``/proc/self/status``), hybrid p50/p95 search-only
+(``backends.latency``: dense + BM25 lists 100 deep, RRF, chunk fetch) over all namespaces
+and over the 10% one, and dense recall@10 against exact cosine search. The result has the
+per-round figures, medians, ratios (codes / exact) and the load average at every child.
+Wrap timed runs in ``flock /tmp/docgraph-bench.lock``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from backends import (  # noqa: E402
+    DIM,
+    dense_recall,
+    latency,
+    row_positions,
+    synthetic_data,
+    write_chunks,
+)
+from common import load_beir, log, write_result  # noqa: E402
+from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
+
+VARIANTS = ("exact", "codes")
+FIGURES = ("open_s", "rss_before_open_mb", "rss_after_open_mb", "rss_peak_mb",
+           "hybrid_p50_ms", "hybrid_p95_ms", "dense_lane_p50_ms", "side_hybrid_p50_ms",
+           "side_hybrid_p95_ms",
+           "dense_recall@10_all", "dense_recall@10_side")
+
+
+def rss_mb() -> tuple[float, float]:
+    """(current, peak) resident set size of this process in MB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
+
+
+def child(db: Path, variant: str, n: int, queries: int, budget: float) -> dict[str, Any]:
+    """Open the catalog with one variant and measure it (runs in a fresh process)."""
+    before, _ = rss_mb()
+    t0 = time.perf_counter()
+    catalog = SQLiteCatalog(db)
+    index = EmbeddedChunkIndex(catalog, DIM, exact=variant == "exact")
+    opened = time.perf_counter() - t0
+    rss, peak = rss_mb()
+    texts, vectors, qtexts, qvectors, side_qvectors = synthetic_data(
+        n, load_beir("scifact"), queries)
+    del texts
+    everything = frozenset({"bench", "side"})
+    all_ns = latency(catalog, index, qtexts, qvectors, everything, budget)
+    side_ns = latency(catalog, index, qtexts[:len(side_qvectors)], side_qvectors,
+                      frozenset({"side"}), budget)
+    side = row_positions(catalog, "side")
+    rows = {**side, **row_positions(catalog, "bench")}
+    result = {
+        "variant": variant, "loadavg_1": round(os.getloadavg()[0], 2),
+        "open_s": round(opened, 2), "rss_before_open_mb": round(before),
+        "rss_after_open_mb": round(rss),
+        "rss_peak_mb": round(peak),
+        "hybrid_p50_ms": all_ns["hybrid_p50_ms"], "hybrid_p95_ms": all_ns["hybrid_p95_ms"],
+        "dense_lane_p50_ms": all_ns["dense_lane_p50_ms"],
+        "side_hybrid_p50_ms": side_ns["hybrid_p50_ms"],
+        "side_hybrid_p95_ms": side_ns["hybrid_p95_ms"],
+        "dense_recall@10_all": dense_recall(index, catalog, vectors, qvectors[:100],
+                                            everything, rows),
+        "dense_recall@10_side": dense_recall(index, catalog, vectors, side_qvectors[:100],
+                                             frozenset({"side"}), side),
+        "queries": all_ns["queries"],
+    }
+    catalog.close()
+    return result
+
+
+def build(db: Path, n: int, queries: int) -> float:
+    """Write the synthetic catalog; returns seconds."""
+    texts, vectors, _, _, _ = synthetic_data(n, load_beir("scifact"), queries)
+    t0 = time.perf_counter()
+    catalog = SQLiteCatalog(db)
+    catalog.set_embedding_model(MiniLMEmbedder.name, DIM)
+    write_chunks(catalog, texts, vectors, 0)
+    catalog.close()
+    return time.perf_counter() - t0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--budget", type=float, default=30.0,
+                        help="seconds of timed queries per latency pass at most")
+    parser.add_argument("--name", default="dense_codes")
+    parser.add_argument("--child", nargs=2, metavar=("DB", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(Path(args.child[0]), args.child[1], args.n, args.queries,
+                               args.budget)))
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="docgraph-dense-codes-"))
+    try:
+        db = workdir / "catalog.db"
+        log(f"building {args.n} chunks")
+        build_s = build(db, args.n, args.queries)
+        size_mb = sum(p.stat().st_size for p in workdir.iterdir()) / 2**20
+        runs: list[dict[str, Any]] = []
+        for round_no in range(args.rounds):
+            order = VARIANTS if round_no % 2 == 0 else VARIANTS[::-1]
+            for variant in order:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--n", str(args.n), "--queries",
+                     str(args.queries), "--budget", str(args.budget), "--child", str(db),
+                     variant], check=True, capture_output=True, text=True).stdout
+                runs.append({"round": round_no, **json.loads(out.strip().splitlines()[-1])})
+                log(f"  round {round_no} {variant}: {runs[-1]}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    medians = {v: {f: statistics.median(r[f] for r in runs if r["variant"] == v)
+                   for f in FIGURES} for v in VARIANTS}
+    ratios = {f: round(medians["codes"][f] / medians["exact"][f], 3)
+              for f in FIGURES if medians["exact"][f]}
+    table = [{"variant": v, **medians[v]} for v in VARIANTS] + [{"variant": "codes/exact",
+                                                                **ratios}]
+    write_result(args.name, {
+        "settings": {"n": args.n, "rounds": args.rounds, "queries": args.queries,
+                     "budget_s": args.budget, "dimension": DIM},
+        "build_s": round(build_s, 1), "file_mb": round(size_mb),
+        "results": table, "runs": runs,
+    })
+
+
+if __name__ == "__main__":
+    main()
