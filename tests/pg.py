@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,3 +268,29 @@ def pgvector_server() -> Iterator[PostgresServer]:
     except ImportError:
         pytest.skip("psycopg/pgvector are not installed (pip install 'docgraph[postgres]')")
     yield from _running(PostgresServer(bindir), "PostgreSQL server with pgvector")
+
+
+#: How to undo each PostgreSQL migration after 11, for tests that turn an index into one an
+#: earlier docgraph wrote (data those migrations wrote is the test's to remove first).
+#: ``test_every_migration_after_11_can_be_undone`` fails when a migration is added without
+#: its entry here.
+MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
+    12: ("ALTER TABLE chunks DROP COLUMN page_first, DROP COLUMN page_last, DROP COLUMN ocr",
+         "ALTER TABLE documents DROP COLUMN metadata"),
+    13: ("ALTER TABLE sources DROP COLUMN display_name, DROP COLUMN public_url",),
+    14: ("DROP INDEX IF EXISTS documents_parent",
+         "ALTER TABLE documents DROP COLUMN parent_id"),
+    15: ("ALTER TABLE documents DROP COLUMN line_hashes, DROP COLUMN lines_dropped",),
+    16: ("DROP TABLE console_sessions",),
+}
+
+
+def roll_back_migrations(db: Any, to_version: int) -> None:
+    """Undo every PostgreSQL migration after ``to_version`` on connection ``db`` (newest
+    first), so the next open migrates that schema forward as an upgrade would."""
+    from docgraph.store.postgres.schema import SCHEMA_VERSION
+
+    for version in range(SCHEMA_VERSION, to_version, -1):
+        for statement in MIGRATION_UNDO[version]:
+            db.execute(statement)
+    db.execute("DELETE FROM schema_migrations WHERE version > %s", (to_version,))

@@ -11,7 +11,7 @@ from typing import Any
 from docgraph import DocGraph
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
 from docgraph.serve.tools import DocgraphTools
-from tests import backend_graphs
+from tests import backend_graphs, pg
 from tests.helpers import write_files
 from tests.pdf_fixtures import manual_pdf
 
@@ -98,23 +98,15 @@ def test_pages_that_move_change_without_re_embedding(tmp_path, make_graph, embed
 def _make_old(graph: DocGraph) -> None:
     """Turn ``graph``'s index into one written before pages and metadata were stored."""
     db = graph.store.connection()
-    statements = ["ALTER TABLE chunks DROP COLUMN page_first",
-                  "ALTER TABLE chunks DROP COLUMN page_last",
-                  "ALTER TABLE chunks DROP COLUMN ocr",
-                  "ALTER TABLE documents DROP COLUMN metadata"]
     if graph.backend == "embedded":
-        statements.append("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    else:
-        # Migration 12 added pages; those after it (source naming, attachments' parent
-        # link, line fingerprints) are undone too.
-        statements += ["ALTER TABLE sources DROP COLUMN display_name",
-                       "ALTER TABLE sources DROP COLUMN public_url",
-                       "ALTER TABLE documents DROP COLUMN parent_id",
-                       "ALTER TABLE documents DROP COLUMN line_hashes",
-                       "ALTER TABLE documents DROP COLUMN lines_dropped",
-                       "DELETE FROM schema_migrations WHERE version >= 12"]
-    for statement in statements:
-        db.execute(statement)
+        for statement in ("ALTER TABLE chunks DROP COLUMN page_first",
+                          "ALTER TABLE chunks DROP COLUMN page_last",
+                          "ALTER TABLE chunks DROP COLUMN ocr",
+                          "ALTER TABLE documents DROP COLUMN metadata",
+                          "UPDATE meta SET value = '3' WHERE key = 'schema_version'"):
+            db.execute(statement)
+    else:  # migration 12 added pages; it and every later one are undone
+        pg.roll_back_migrations(db, 11)
 
 
 def test_an_index_from_before_pages_re_extracts_its_pdfs_reusing_vectors(

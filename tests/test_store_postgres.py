@@ -377,3 +377,12 @@ def test_bm25_pruning_returns_exactly_the_exhaustive_ranking(
     assert len(plans) >= 2 * len(cases)
     assert sum(1 for p in plans if p == 1) > len(cases) // 4
     catalog.close()
+
+
+def test_every_migration_after_11_can_be_undone_by_the_upgrade_tests():
+    """The upgrade tests turn an index back into an older one with ``pg.MIGRATION_UNDO``; a
+    migration added without its undo would make them fail for the wrong reason."""
+    from docgraph.store.postgres.schema import SCHEMA_VERSION
+    from tests import pg
+
+    assert sorted(pg.MIGRATION_UNDO) == list(range(12, SCHEMA_VERSION + 1))
