@@ -8,6 +8,8 @@ the tokenizers) ever sees a string it cannot encode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from docgraph.errors import InvalidQuery
 
 #: The longest query text a caller may send (characters).
@@ -75,6 +77,23 @@ def check_optional_text(value: object, name: str, *, max_chars: int = MAX_QUERY_
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     return check_text(value, name, max_chars=max_chars)
+
+
+def text_validator(*, max_chars: int = MAX_QUERY_CHARS, optional: bool = False
+                   ) -> Callable[[object], object]:
+    """A pydantic ``BeforeValidator`` function: :func:`check_text` (or, ``optional``,
+    :func:`check_optional_text`) run before pydantic's own checks, which refuse unpaired
+    surrogates with a vaguer message. The value passes unchanged; the error leaves the
+    argument's name out, since pydantic prefixes it."""
+    check = check_optional_text if optional else check_text
+
+    def validate(value: object) -> object:
+        try:
+            check(value, "value", max_chars=max_chars)
+        except InvalidQuery as exc:
+            raise ValueError(str(exc).removeprefix("value: ")) from None
+        return value
+    return validate
 
 
 def check_count(value: object, name: str, *, low: int = 1, high: int = MAX_RESULTS) -> int:

@@ -20,8 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from docgraph.errors import InvalidQuery
-from docgraph.governance.inputs import MAX_ID_CHARS, MAX_QUERY_CHARS, check_text
+from docgraph.governance.inputs import MAX_ID_CHARS, MAX_QUERY_CHARS, text_validator
 from docgraph.governance.read import (
     MAX_READ_BUDGET,
     MIN_READ_BUDGET,
@@ -59,34 +58,18 @@ def _read_chunk(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
     return out
 
 
-def _checked_id(value: object) -> object:
-    try:
-        check_text(value, "id", max_chars=MAX_ID_CHARS)
-    except InvalidQuery as exc:
-        raise ValueError(str(exc).removeprefix("id: ")) from None
-    return value
-
-
-def _checked_query(value: object) -> object:
-    try:
-        check_text(value, "query")
-    except InvalidQuery as exc:
-        raise ValueError(str(exc).removeprefix("query: ")) from None
-    return value
-
-
 ItemId = Annotated[
     str,
     Field(min_length=1, max_length=MAX_ID_CHARS,
           description="A chunk id (document_id / chunk_id / id of a search result, "
                       "'<source>/<path>#chunk-N') or a document id, exactly as returned."),
-    BeforeValidator(_checked_id),
+    BeforeValidator(text_validator(max_chars=MAX_ID_CHARS)),
 ]
 SearchQuery = Annotated[
     str,
     Field(min_length=1, max_length=MAX_QUERY_CHARS,
           description="One atomic question or search phrase; name entities explicitly."),
-    BeforeValidator(_checked_query),
+    BeforeValidator(text_validator()),
 ]
 ReadScopeArg = Annotated[
     ReadScope,

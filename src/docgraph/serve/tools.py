@@ -19,9 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
-from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS
-from docgraph.governance.inputs import check_optional_text as _optional_text
-from docgraph.governance.inputs import check_text as _text
+from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
 from docgraph.serve.agent_tools import (
@@ -50,36 +48,18 @@ SNIPPET_CHARS = 240
 SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
 
-def _checked(value: object) -> str:
-    """The governed entry's own text check as a pydantic validator, run before pydantic's
-    own (which refuses unpaired surrogates with a vaguer message); pydantic prefixes the
-    argument's name."""
-    try:
-        return _text(value, "text")
-    except InvalidQuery as exc:
-        raise ValueError(str(exc).removeprefix("text: ")) from None
-
-
-def _checked_optional(value: object) -> object:
-    try:
-        _optional_text(value, "text")
-    except InvalidQuery as exc:
-        raise ValueError(str(exc).removeprefix("text: ")) from None
-    return value
-
-
 QueryText = Annotated[
     str,
     Field(min_length=1, max_length=MAX_QUERY_CHARS,
           description="One atomic question or search phrase; name entities explicitly "
                       f"(at most {MAX_QUERY_CHARS} characters)."),
-    BeforeValidator(_checked),
+    BeforeValidator(text_validator()),
 ]
 OptionalQueryText = Annotated[
     str | None,
     Field(default=None, max_length=MAX_QUERY_CHARS,
           description="Optional focus for the themes; omit for the corpus-wide picture."),
-    BeforeValidator(_checked_optional),
+    BeforeValidator(text_validator(optional=True)),
 ]
 TopK = Annotated[
     int,
