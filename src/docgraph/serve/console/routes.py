@@ -201,6 +201,17 @@ class Console:
         session.flash.append((kind, message))
         return RedirectResponse(f"{PREFIX}/{where}", 303, headers=SECURITY_HEADERS)
 
+    async def act(self, session: ConsoleSession, where: str, verb: str,
+                  change: Callable[..., str], *args: Any) -> RedirectResponse:
+        """Run a change view (``change(governance, admin, *args)`` -> its message) in a
+        worker thread and go back to ``where`` with that message, or with
+        ``not <verb>: <error>`` when it refuses."""
+        try:
+            message = await self.blocking(change, self.governance, session.caller, *args)
+        except DocgraphError as exc:
+            return self.back(session, where, "error", f"not {verb}: {exc}")
+        return self.back(session, where, "ok", message)
+
     # -- sign-in ------------------------------------------------------------------------
 
     async def login_form(self, request: Request) -> Response:
@@ -318,55 +329,32 @@ class Console:
         preview = views.FolderPreview(_field(form, "urn"), _field(form, "urn"),
                                       _field(form, "domain"),
                                       _field(form, "display_name") or None)
-        try:
-            message = await self.blocking(views.add_folder, self.governance, session.caller,
-                                          preview)
-        except DocgraphError as exc:
-            return self.back(session, "sources", "error", f"not added: {exc}")
-        return self.back(session, "sources", "ok", message)
+        return await self.act(session, "sources", "added", views.add_folder, preview)
 
     async def update_source(self, request: Request, session: ConsoleSession) -> Response:
         """Rename a folder or change its public URL."""
         form: FormData = request.state.form
-        try:
-            message = await self.blocking(
-                views.update_folder, self.governance, session.caller, _field(form, "urn"),
-                _field(form, "domain"), _field(form, "display_name"),
-                _field(form, "public_url"))
-        except DocgraphError as exc:
-            return self.back(session, "sources", "error", f"not changed: {exc}")
-        return self.back(session, "sources", "ok", message)
+        return await self.act(session, "sources", "changed", views.update_folder,
+                              _field(form, "urn"), _field(form, "domain"),
+                              _field(form, "display_name"), _field(form, "public_url"))
 
     async def remove_source(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a folder from a domain (and its indexed documents)."""
         form: FormData = request.state.form
-        try:
-            message = await self.blocking(views.remove_folder, self.governance, session.caller,
-                                          _field(form, "urn"), _field(form, "domain"))
-        except DocgraphError as exc:
-            return self.back(session, "sources", "error", f"not removed: {exc}")
-        return self.back(session, "sources", "ok", message)
+        return await self.act(session, "sources", "removed", views.remove_folder,
+                              _field(form, "urn"), _field(form, "domain"))
 
     async def add_sql(self, request: Request, session: ConsoleSession) -> Response:
         """Register a SQL source (its password is dropped)."""
         form: FormData = request.state.form
-        try:
-            message = await self.blocking(views.add_sql_source, self.governance,
-                                          session.caller, _field(form, "name"),
-                                          _field(form, "url"))
-        except DocgraphError as exc:
-            return self.back(session, "sources", "error", f"not added: {exc}")
-        return self.back(session, "sources", "ok", message)
+        return await self.act(session, "sources", "added", views.add_sql_source,
+                              _field(form, "name"), _field(form, "url"))
 
     async def remove_sql(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a SQL source (its tags and derived documents go with it)."""
         form: FormData = request.state.form
-        try:
-            message = await self.blocking(views.remove_sql_source, self.governance,
-                                          session.caller, _field(form, "name"))
-        except DocgraphError as exc:
-            return self.back(session, "sources", "error", f"not removed: {exc}")
-        return self.back(session, "sources", "ok", message)
+        return await self.act(session, "sources", "removed", views.remove_sql_source,
+                              _field(form, "name"))
 
     async def tags(self, request: Request, session: ConsoleSession) -> Response:
         """Tags: a SQL source's tables and columns, and the column tags."""
@@ -380,28 +368,20 @@ class Console:
         form: FormData = request.state.form
         source = _field(form, "source")
         where = _tags_page(source, _field(form, "schema"))
-        try:
-            message = await self.blocking(
-                views.set_tag, self.governance, session.caller, source, _field(form, "column"),
-                _field(form, "kind"), _field(form, "entity_type"), _field(form, "domain"),
-                _field(form, "schema") or None)
-        except DocgraphError as exc:
-            return self.back(session, where, "error", f"not tagged: {exc}")
-        return self.back(session, where, "ok", message)
+        return await self.act(session, where, "tagged", views.set_tag, source,
+                              _field(form, "column"), _field(form, "kind"),
+                              _field(form, "entity_type"), _field(form, "domain"),
+                              _field(form, "schema") or None)
 
     async def remove_tag(self, request: Request, session: ConsoleSession) -> Response:
         """Remove a column tag."""
         form: FormData = request.state.form
         source = _field(form, "source")
         where = _tags_page(source, _field(form, "schema"))
-        try:
-            message = await self.blocking(
-                views.remove_tag, self.governance, session.caller, source,
-                _field(form, "schema"), _field(form, "table"), _field(form, "column"),
-                _field(form, "tag"), _field(form, "domain"))
-        except DocgraphError as exc:
-            return self.back(session, where, "error", f"not removed: {exc}")
-        return self.back(session, where, "ok", message)
+        return await self.act(session, where, "removed", views.remove_tag, source,
+                              _field(form, "schema"), _field(form, "table"),
+                              _field(form, "column"), _field(form, "tag"),
+                              _field(form, "domain"))
 
     async def graph(self, request: Request, session: ConsoleSession) -> Response:
         """Graph: entity search, an entity's neighbours, the communities."""

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,13 +56,11 @@ def audit_change(governance: Governance, admin: Caller, action: str, outcome: st
 
 # -- status -------------------------------------------------------------------------------
 
-@dataclass
-class RefreshJob:
-    """A "refresh now" of the console: wakes the server's refresh loop when it runs, or
-    builds once in a background thread (through the elected leadership, so never beside
-    another builder). Requests never wait for the build."""
+@dataclass(kw_only=True)
+class BackgroundJob:
+    """One background thread at a time, with what the console shows about it: when it
+    started and finished, its message and its error. Subclasses supply the work."""
 
-    graph: DocGraph
     started_at: float | None = None
     finished_at: float | None = None
     message: str = ""
@@ -71,8 +70,48 @@ class RefreshJob:
 
     @property
     def running(self) -> bool:
-        """Whether a console-started build is running now."""
+        """Whether the job's thread runs now."""
         return self._thread is not None and self._thread.is_alive()
+
+    def _launch(self, name: str, target: Callable[[], None],
+                reset: Callable[[], None] | None = None) -> bool:
+        """Start ``target`` in a daemon thread unless one runs (then False); ``reset``
+        clears the subclass's state first, under the same lock."""
+        with self._lock:
+            if self.running:
+                return False
+            self.started_at, self.finished_at = time.time(), None
+            self.message, self.error = "", ""
+            if reset is not None:
+                reset()
+            self._thread = threading.Thread(target=self._finishing(target), name=name,
+                                            daemon=True)
+            self._thread.start()
+        return True
+
+    def _finishing(self, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            finally:
+                self.finished_at = time.time()
+        return run
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for the job to end (tests); True when none runs."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.running
+
+
+@dataclass
+class RefreshJob(BackgroundJob):
+    """A "refresh now" of the console: wakes the server's refresh loop when it runs, or
+    builds once in a background thread (through the elected leadership, so never beside
+    another builder). Requests never wait for the build."""
+
+    graph: DocGraph
 
     def request(self) -> tuple[bool, str]:
         """Start a refresh (or wake the loop); ``(started, what happened)``."""
@@ -84,14 +123,8 @@ class RefreshJob:
                 return True, "the refresh loop of this server starts a round now"
             return False, (f"the refresh is led by {leader}; this server builds only once it "
                            "leads (the leader refreshes on its interval)")
-        with self._lock:
-            if self.running:
-                return False, "a refresh started from the console is still running"
-            self.started_at, self.finished_at = time.time(), None
-            self.message, self.error = "", ""
-            self._thread = threading.Thread(target=self._run, name="docgraph-console-refresh",
-                                            daemon=True)
-            self._thread.start()
+        if not self._launch("docgraph-console-refresh", self._run):
+            return False, "a refresh started from the console is still running"
         return True, "refresh started"
 
     def _run(self) -> None:
@@ -106,15 +139,6 @@ class RefreshJob:
         except Exception as exc:
             log.exception("console refresh failed")
             self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.finished_at = time.time()
-
-    def wait(self, timeout: float) -> bool:
-        """Wait for a console-started build to end (tests); True when none runs."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return not self.running
 
 
 def status_page(governance: Governance, admin: Caller, job: RefreshJob) -> dict[str, Any]:
@@ -605,26 +629,15 @@ def change_settings(governance: Governance, admin: Caller,
 
 
 @dataclass
-class ModelChange:
+class ModelChange(BackgroundJob):
     """A change of the embedding model: the full re-index it forces runs in a background
     thread (through the elected leadership, like every build), reporting its progress."""
 
     graph: DocGraph
     model: str = ""
-    started_at: float | None = None
-    finished_at: float | None = None
     done_files: int = 0
     total_files: int = 0
     chunks_written: int = 0
-    message: str = ""
-    error: str = ""
-    _thread: threading.Thread | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def running(self) -> bool:
-        """Whether the re-index runs now."""
-        return self._thread is not None and self._thread.is_alive()
 
     def preview(self, model: str) -> tuple[str, str]:
         """``(warning, error)`` for switching to ``model``: what the re-index costs, or why
@@ -659,15 +672,15 @@ class ModelChange:
         if error:
             audit_change(governance, admin, "embedding_model", "error", f"{model}: {error}")
             return False, error
-        with self._lock:
-            if self.running:
-                return False, f"the change to {self.model!r} is still running"
-            self.model, self.started_at, self.finished_at = model.strip(), time.time(), None
+        running = self.model
+
+        def reset() -> None:
+            self.model = model.strip()
             self.done_files = self.total_files = self.chunks_written = 0
-            self.message, self.error = "", ""
-            self._thread = threading.Thread(target=self._run, args=(governance, admin),
-                                            name="docgraph-console-reindex", daemon=True)
-            self._thread.start()
+
+        if not self._launch("docgraph-console-reindex", lambda: self._run(governance, admin),
+                            reset):
+            return False, f"the change to {running!r} is still running"
         return True, f"re-indexing with {self.model!r}: {warning}"
 
     def _run(self, governance: Governance, admin: Caller) -> None:
@@ -687,15 +700,6 @@ class ModelChange:
             self.error = f"{type(exc).__name__}: {exc}"
             audit_change(governance, admin, "embedding_model", "error",
                          f"{self.model}: {self.error}")
-        finally:
-            self.finished_at = time.time()
-
-    def wait(self, timeout: float) -> bool:
-        """Wait for the re-index to end (tests); True when none runs."""
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-        return not self.running
 
     def view(self) -> dict[str, Any]:
         """The state for the Settings page."""
