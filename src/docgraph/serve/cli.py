@@ -34,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # keeps "[governance]" in help texts (rich markup eats it)
 )
 console = Console()
 err = Console(stderr=True)
@@ -643,7 +644,7 @@ def sources_remove_sql(name: Annotated[str, typer.Argument(help="SQL source name
 
 
 tags_app = typer.Typer(help="Column tags: natural_language (one document per row) and "
-                       "entity:<type> (live entity vocabulary).", no_args_is_help=True)
+                       "`entity:<type>` (live entity vocabulary).", no_args_is_help=True)
 app.add_typer(tags_app, name="tags")
 
 
@@ -660,7 +661,7 @@ def _column(spec: str) -> tuple[str | None, str, str]:
 def tags_set(
     source: Annotated[str, typer.Argument(help="SQL source name.")],
     column: Annotated[str, typer.Argument(help="[schema.]table.column")],
-    tag: Annotated[str, typer.Argument(help="natural_language or entity:<type>")],
+    tag: Annotated[str, typer.Argument(help="natural_language or `entity:<type>`")],
     domain: Annotated[
         str | None, typer.Option("--domain", "-d", help="Domain of natural_language rows.")
     ] = None,
@@ -677,7 +678,7 @@ def tags_set(
 def tags_remove(
     source: Annotated[str, typer.Argument(help="SQL source name.")],
     column: Annotated[str, typer.Argument(help="[schema.]table.column")],
-    tag: Annotated[str, typer.Argument(help="natural_language or entity:<type>")],
+    tag: Annotated[str, typer.Argument(help="natural_language or `entity:<type>`")],
     domain: Annotated[str | None, typer.Option("--domain", "-d", help="Domain.")] = None,
     wait: WaitOption = 0.0,
 ) -> None:
