@@ -8,10 +8,12 @@ Quality: each corpus becomes the ``quality.py`` folder (``# {title}\\n\\n{text}`
 default loader settings: 200 tokens, breadcrumb on) indexed by ``DocGraph.index()`` with the
 real MiniLM int8 model behind the shared embedding cache, so passage vectors are cache hits.
 The index is kept under ``bench/.cache/ablation/<dataset>/`` for reruns (``--rebuild`` starts
-over). Every configuration asks for ``k=20`` chunks per query and folds them to documents by
-first occurrence (the best-ranked chunk speaks for its document). Query vectors are computed
-once per query with the real model and reused by every configuration (the model is
-deterministic), so configurations differ only in retrieval.
+over; one built from another checkout's corpus folder is rebuilt by itself,
+``common.discard_foreign_index``). Every configuration asks for ``k=20`` chunks per query
+and folds them to documents by first occurrence (the best-ranked chunk speaks for its
+document). Query vectors are computed once per query with the real model and reused by
+every configuration (the model is deterministic), so configurations differ only in
+retrieval.
 
 Configurations (``CohortSettings`` overrides on top of the engine defaults):
 
@@ -58,6 +60,7 @@ from common import (
     BENCH_DIR,
     BeirDataset,
     cached_embedder,
+    discard_foreign_index,
     load_beir,
     log,
     machine_info,
@@ -203,6 +206,7 @@ def open_dataset_index(data: BeirDataset, doc_ids: list[str], embedder: Embedder
     if not (workdir / "files.json").is_file():
         write_corpus_folder(data, doc_ids, folder)
     db = workdir / "index.db"
+    discard_foreign_index(db, NAMESPACE, folder)  # a cache copied from another checkout
     if db.is_file() and not readable(db, embedder):
         log(f"  {tag}: the cached index predates the current store schema; rebuilding")
         for suffix in ("", "-wal", "-shm"):

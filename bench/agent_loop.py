@@ -38,9 +38,11 @@ piece (a snippet, an excerpt, a chunk, a fetched or read page).
   Each for ``any`` gold passage and for ``all`` of them.
 
 Before scoring, a check reads every gold file whole (``read_document``, scope document) and
-asserts the criterion holds on it, so a miss is the loop's, not the comparison's; and an
-index whose namespace holds anything but the one corpus folder is refused (a cached index
-copied from another checkout keeps the old folder as a second source: every passage twice).
+asserts the criterion holds on it, so a miss is the loop's, not the comparison's. A cached
+index built from another checkout's folder is deleted and rebuilt first (indexed again from
+this checkout it would hold the old folder as a second source: every passage twice;
+``common.discard_foreign_index``), and an index whose namespace holds anything but the one
+corpus folder, fully indexed, is refused.
 
 **Tokens read** per question = tokens of the answers' JSON text as the MCP SDK sends it
 (``pydantic_core.to_json(indent=2)``), counted with the embedding model's WordPiece tokenizer
@@ -82,6 +84,7 @@ from ablation import WORKDIR, QueryVectorCache, open_dataset_index, query_types 
 from common import (  # noqa: E402
     BeirDataset,
     cached_embedder,
+    discard_foreign_index,
     load_beir,
     log,
     progress_printer,
@@ -341,15 +344,14 @@ def source_name(tools: DocgraphTools) -> str:
 
 
 def check_single_source(graph: DocGraph, namespace: str, files: int) -> None:
-    """Refuse an index whose namespace holds more than the one corpus folder (a cached
-    index copied from another checkout keeps its old folder as a second source, so every
-    passage would be found twice). Documents may outnumber files: a mail's attachments are
-    documents of their own."""
+    """Refuse an index whose namespace does not hold exactly the one corpus folder, every
+    file of it indexed (a cached index built from another checkout's folder was already
+    discarded by :func:`common.discard_foreign_index` before opening). Documents may
+    outnumber files: a mail's attachments are documents of their own."""
     stats = next(s for s in graph.status().namespaces if s.namespace == namespace)
     if stats.sources != 1 or stats.documents < files:
         raise SystemExit(f"{namespace}: the index holds {stats.sources} sources and "
-                         f"{stats.documents} documents, not one folder of {files} files; "
-                         "delete the cached index.db and rerun")
+                         f"{stats.documents} documents, not one folder of {files} files")
 
 
 # ---------------------------------------------------------------- datasets
@@ -358,6 +360,7 @@ def evaluate_sample(embedder: Any) -> dict[str, Any]:
     """The three loops over the sample corpus's example questions."""
     questions = example_questions()
     SAMPLE_WORKDIR.mkdir(parents=True, exist_ok=True)
+    discard_foreign_index(SAMPLE_WORKDIR / "index.db", SAMPLE_NAMESPACE, SAMPLE_CORPUS)
     graph = DocGraph(load_settings(store={"path": SAMPLE_WORKDIR / "index.db"}), embedder)
     try:
         started = time.perf_counter()

@@ -47,6 +47,7 @@ from common import (
     BENCH_DIR,
     BeirDataset,
     cached_embedder,
+    discard_foreign_index,
     load_beir,
     percentile,
     print_table,
@@ -85,6 +86,7 @@ def open_index(
     folder = workdir / "corpus"
     write_corpus_folder(data, doc_ids, folder)
     files: dict[str, str] = json.loads((workdir / "files.json").read_text(encoding="utf-8"))
+    discard_foreign_index(workdir / "index.db", NAMESPACE, folder)
     settings = load_settings(store={"path": workdir / "index.db"})
     graph = DocGraph(settings, embedder)
     misses, started = embedder.misses, time.perf_counter()

@@ -270,6 +270,17 @@ def pgvector_server() -> Iterator[PostgresServer]:
     yield from _running(PostgresServer(bindir), "PostgreSQL server with pgvector")
 
 
+def _v1_trigger_functions() -> tuple[str, ...]:
+    """Migration 1's definitions of the chunk statistics triggers' functions, as statements
+    that replace later ones."""
+    from docgraph.store.postgres.schema import MIGRATIONS
+
+    return tuple(s.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+                 for s in MIGRATIONS[0]
+                 if s.startswith(("CREATE FUNCTION docgraph_chunks_inserted",
+                                  "CREATE FUNCTION docgraph_chunks_deleted")))
+
+
 #: How to undo each PostgreSQL migration after 11, for tests that turn an index into one an
 #: earlier docgraph wrote (data those migrations wrote is the test's to remove first).
 #: ``test_every_migration_after_11_can_be_undone`` fails when a migration is added without
@@ -282,6 +293,13 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
          "ALTER TABLE documents DROP COLUMN parent_id"),
     15: ("ALTER TABLE documents DROP COLUMN line_hashes, DROP COLUMN lines_dropped",),
     16: ("DROP TABLE console_sessions",),
+    # back to document frequencies over every kind, and migration 1's trigger functions
+    17: ("DROP TABLE corpus_kind_stats",
+         "TRUNCATE terms",
+         "ALTER TABLE terms DROP CONSTRAINT terms_pkey, DROP COLUMN kind",
+         "INSERT INTO terms (term, df) SELECT term, count(*) FROM postings GROUP BY term",
+         "ALTER TABLE terms ADD PRIMARY KEY (term)",
+         *_v1_trigger_functions()),
 }
 
 

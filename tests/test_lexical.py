@@ -58,7 +58,8 @@ class Lexicon:
         self.rows = rows
         self.add(rows, first_rowid=1)
 
-    def add(self, rows: list[tuple[str, str]], first_rowid: int, namespace: int = 1) -> None:
+    def add(self, rows: list[tuple[str, str]], first_rowid: int, namespace: int = 1,
+            kind: int = 0) -> None:
         self.db.execute("BEGIN")
         encoded, learnt = self.terms.encode(self.db, rows)
         self.db.execute("COMMIT")
@@ -66,15 +67,16 @@ class Lexicon:
         n = len(rows)
         self.index.append(
             np.arange(first_rowid, first_rowid + n, dtype=np.int64),
-            np.full(n, namespace, np.int32), np.zeros(n, np.int8), [e.blob for e in encoded],
+            np.full(n, namespace, np.int32), np.full(n, kind, np.int8), [e.blob for e in encoded],
             np.array([e.length for e in encoded], np.float32),
         )
 
-    def search(self, text: str, k: int = 100, namespaces: list[int] | None = None
-               ) -> list[tuple[int, float]]:
+    def search(self, text: str, k: int = 100, namespaces: list[int] | None = None,
+               kind: int = 0) -> list[tuple[int, float]]:
         terms = query_terms(text)
         found = term_ids(self.db, terms)
-        return self.index.search([found[t] for t in terms if t in found], k, namespaces or [1])
+        return self.index.search([found[t] for t in terms if t in found], k, namespaces or [1],
+                                 kind)
 
     def texts(self, text: str) -> list[str]:
         return sorted(self.rows[rowid - 1][1] for rowid, _ in self.search(text))
@@ -243,6 +245,62 @@ def test_posting_index_after_appends_and_deletes_equals_a_fresh_build():
         got, want = grown.search(query, k=50), fresh.search(query, k=50)
         assert [r for r, _ in got] == [r for r, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+
+
+KIND_QUERIES = ["w1 w7", "w250", "w3 w40 w299", "w0", "w12 w13 w14 w15"]
+
+
+def _kind_scores(lexicon: Lexicon, kind: int) -> dict[str, dict[int, float]]:
+    return {q: dict(lexicon.search(q, k=10_000, kind=kind)) for q in KIND_QUERIES}
+
+
+def test_rows_of_another_kind_never_move_a_kinds_scores():
+    """Community reports (kind 1) added, deleted and added anew, through the unindexed tail,
+    the term-major copy and a compaction: every text row (kind 0) keeps its exact score, and
+    the reports score as an index holding only them would."""
+    rng = np.random.default_rng(11)
+    texts, reports = _random_rows(rng, 2000), _random_rows(rng, 1600)
+    grown = Lexicon(texts)
+    want = _kind_scores(grown, 0)
+    assert all(want.values())
+    for start in range(0, 1600, 400):  # appended in steps: tail, then a re-index
+        grown.add(reports[start:start + 400], first_rowid=3001 + start, kind=1)
+        assert _kind_scores(grown, 0) == want
+    assert len(grown.index) == 3600
+    # every report deleted (> 1/4 of the rows dead: compacts), then written again
+    grown.index.remove(np.arange(3001, 4601, dtype=np.int64))
+    assert _kind_scores(grown, 0) == want
+    assert _kind_scores(grown, 1) == {q: {} for q in KIND_QUERIES}
+    grown.add(reports, first_rowid=5001, kind=1)
+    assert _kind_scores(grown, 0) == want
+
+    alone = Lexicon([])
+    alone.db, alone.terms = grown.db, grown.terms  # same term ids
+    alone.add(reports, first_rowid=5001)
+    expected, got = _kind_scores(alone, 0), _kind_scores(grown, 1)
+    for query, scores in expected.items():
+        assert scores and got[query].keys() == scores.keys()
+        assert [got[query][r] for r in scores] == pytest.approx(list(scores.values()),
+                                                                rel=1e-12)
+    # the text rows go: the reports keep their scores
+    grown.index.remove(np.arange(1, 2001, dtype=np.int64))
+    assert _kind_scores(grown, 0) == {q: {} for q in KIND_QUERIES}
+    assert _kind_scores(grown, 1) == got
+    # a kind no row has, or an unknown one, matches nothing
+    assert grown.search("w1", kind=2) == [] and grown.search("w1", kind=99) == []
+
+
+def test_scores_for_uses_the_statistics_of_the_kind_asked():
+    lexicon = Lexicon([("a", "kestrel robot"), ("b", "heron crane")])
+    texts = dict(lexicon.search("kestrel heron"))
+    lexicon.add([("r", "kestrel kestrel heron report")] * 5, first_rowid=3, kind=1)
+    found = term_ids(lexicon.db, query_terms("kestrel heron"))
+    ids = list(found.values())
+    rowids = np.arange(1, 8, dtype=np.int64)
+    assert lexicon.index.scores_for(ids, rowids, [1]) == texts
+    reports = lexicon.index.scores_for(ids, rowids, [1], kind=1)
+    assert sorted(reports) == [3, 4, 5, 6, 7]
+    assert reports == dict(lexicon.search("kestrel heron", kind=1))
 
 
 def test_search_respects_namespace_and_kind():

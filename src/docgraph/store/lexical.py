@@ -12,7 +12,10 @@ The scoring is FTS5's ``bm25(fts, 1.0, 1.0)`` with k1 = 1.5 and b = 0.5 (FTS5: 1
 SciFact and 2Wiki, see ``bench/results/quality.json``),
 ``idf = log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, term frequency = occurrences
 in the breadcrumb + occurrences in the text, document length = all tokens of both columns,
-and N, n and the average length over every live chunk of the index. Tokens are FTS5's
+and N, n and the average length over the live chunks *of the kind searched*: text chunks
+are scored against text-chunk statistics only and community reports against report
+statistics, so writing, rewriting or deleting reports (a graph build) never moves a text
+chunk's score. Tokens are FTS5's
 ``porter unicode61 remove_diacritics 2``: Unicode letters and digits, diacritics removed,
 lower case, Porter-stemmed. Very common English words are not indexed (they still count in
 the document length) and never reach a query.
@@ -230,11 +233,12 @@ class _Snapshot:
     row_ptr: npt.NDArray[np.int64]  # postings of row i: [row_ptr[i], row_ptr[i+1])
     terms: npt.NDArray[np.int32]  # row-major postings
     weights: npt.NDArray[np.float32]
-    df: npt.NDArray[np.int32]  # live rows containing each term id
+    df: npt.NDArray[np.int32]  # [kind, term id]: live rows of that kind containing the term
     n: int
     nnz: int
     dead: int
-    live_length: float
+    live_rows: npt.NDArray[np.int64]  # [kind]: live rows of each kind
+    live_length: npt.NDArray[np.float64]  # [kind]: their summed lengths
     # term-major copy of the postings of rows [0, main_rows)
     main_rows: int
     term_ptr: npt.NDArray[np.int64]
@@ -246,7 +250,8 @@ def _empty() -> _Snapshot:
     return _Snapshot(
         np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, bool),
         np.zeros(0, np.float32), np.zeros(1, np.int64), np.zeros(0, np.int32),
-        np.zeros(0, np.float32), np.zeros(0, np.int32), 0, 0, 0, 0.0,
+        np.zeros(0, np.float32), np.zeros((0, 0), np.int32), 0, 0, 0,
+        np.zeros(0, np.int64), np.zeros(0, np.float64),
         0, np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
     )
 
@@ -254,6 +259,10 @@ def _empty() -> _Snapshot:
 class PostingIndex:
     """BM25 over in-memory posting lists; append-only rows with tombstones, thread-safe reads
     through immutable snapshots (writers build a new snapshot under a lock).
+
+    Document frequencies, live row counts and live lengths are kept per row kind (kind codes
+    are small non-negative integers), so a search of one kind is scored with that kind's
+    statistics only and rows of another kind never move its scores.
 
     Rows are kept in row-major order (cheap appends); a term-major copy of the older rows
     answers queries, and rows appended since it was built (the *tail*) are scanned directly
@@ -308,13 +317,11 @@ class PostingIndex:
             weights = _fit(s.weights, s.nnz, nnz)
             terms[s.nnz:nnz] = new_terms
             weights[s.nnz:nnz] = new_weights
-            vocabulary = max(len(s.df), int(new_terms.max()) + 1 if len(new_terms) else 0)
-            df = np.zeros(vocabulary, np.int32)
-            df[: len(s.df)] = s.df
-            df += np.bincount(new_terms, minlength=vocabulary).astype(np.int32)
+            df, live_rows, live_length = _add_statistics(
+                s, kinds.astype(np.int64), counts, new_terms, lengths, sign=1)
             snap = replace(
                 s, n=n, nnz=nnz, row_ptr=row_ptr, terms=terms, weights=weights, df=df,
-                live_length=s.live_length + float(lengths.sum()), rowids=ids, namespaces=nss,
+                live_rows=live_rows, live_length=live_length, rowids=ids, namespaces=nss,
                 kinds=kind_codes, alive=alive, lengths=row_lengths,
             )
             self._snap = _maybe_reindex(snap)
@@ -334,30 +341,37 @@ class PostingIndex:
             alive = s.alive.copy()
             alive[pos] = False
             gone = np.concatenate([s.terms[s.row_ptr[p]:s.row_ptr[p + 1]] for p in pos])
-            df = s.df - np.bincount(gone, minlength=len(s.df)).astype(np.int32)
+            counts = s.row_ptr[pos + 1] - s.row_ptr[pos]
+            df, live_rows, live_length = _add_statistics(
+                s, s.kinds[pos].astype(np.int64), counts, gone, s.lengths[pos], sign=-1)
             snap = replace(s, alive=alive, df=df, dead=s.dead + len(pos),
-                           live_length=s.live_length - float(s.lengths[pos].sum()))
+                           live_rows=live_rows, live_length=live_length)
             if snap.dead > 1024 and snap.dead * 4 > snap.n:
                 snap = _compact(snap)
             self._snap = snap
 
     def scores(
-        self, term_ids: Sequence[int]
+        self, term_ids: Sequence[int], kind: int = 0
     ) -> tuple[_Snapshot, npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-        """(snapshot, BM25 score per row position, whether any term matched the row)."""
+        """(snapshot, BM25 score per row position, whether any term matched the row) for the
+        live rows of ``kind``, scored with that kind's statistics (other rows: not matched)."""
         s = self._snap
         total = np.zeros(s.n, np.float64)
         matched = np.zeros(s.n, bool)
-        live = s.n - s.dead
-        ids = [t for t in dict.fromkeys(term_ids) if 0 <= t < len(s.df) and s.df[t] > 0]
+        if not 0 <= kind < len(s.live_rows):
+            return s, total, matched
+        live = int(s.live_rows[kind])
+        kind_df = s.df[kind]
+        ids = [t for t in dict.fromkeys(term_ids) if 0 <= t < len(kind_df) and kind_df[t] > 0]
         if live == 0 or not ids:
             return s, total, matched
-        average = s.live_length / live if s.live_length > 0 else 1.0
+        live_length = float(s.live_length[kind])
+        average = live_length / live if live_length > 0 else 1.0
         tail_start = int(s.row_ptr[s.main_rows])
         tail_terms = s.terms[tail_start:s.nnz]
         in_tail = np.flatnonzero(np.isin(tail_terms, ids)) if len(tail_terms) else None
         for term in ids:
-            df = int(s.df[term])
+            df = int(kind_df[term])
             idf = max(math.log((live - df + 0.5) / (df + 0.5)), IDF_FLOOR)
             parts_rows: list[npt.NDArray[np.int64]] = []
             parts_weights: list[npt.NDArray[np.float32]] = []
@@ -379,7 +393,7 @@ class PostingIndex:
             norm = K1 * (1.0 - B + B * s.lengths[rows] / average)
             total[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
-        matched &= s.alive[: s.n]
+        matched &= s.alive[: s.n] & (s.kinds[: s.n] == kind)
         return s, total, matched
 
     def search(
@@ -389,11 +403,11 @@ class PostingIndex:
         best first, ties by row id."""
         if k <= 0 or not namespace_ids:
             return []
-        s, total, matched = self.scores(term_ids)
+        s, total, matched = self.scores(term_ids, kind)
         candidates = np.flatnonzero(matched)
         if len(candidates) == 0:
             return []
-        keep = (s.kinds[candidates] == kind) & np.isin(s.namespaces[candidates], namespace_ids)
+        keep = np.isin(s.namespaces[candidates], namespace_ids)
         candidates = candidates[keep]
         sub = total[candidates]
         if len(candidates) > k:
@@ -404,10 +418,12 @@ class PostingIndex:
         return [(int(s.rowids[candidates[i]]), float(sub[i])) for i in top]
 
     def scores_for(
-        self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int]
+        self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int],
+        kind: int = 0,
     ) -> dict[int, float]:
-        """BM25 scores of the given rows that match a term and are in the namespaces."""
-        s, total, matched = self.scores(term_ids)
+        """BM25 scores (``kind``'s statistics) of the given rows of ``kind`` that match a term
+        and are in the namespaces."""
+        s, total, matched = self.scores(term_ids, kind)
         if s.n == 0 or len(rowids) == 0:
             return {}
         pos = np.clip(np.searchsorted(s.rowids[: s.n], rowids), 0, s.n - 1)
@@ -424,6 +440,35 @@ def _fit(array: np.ndarray, used: int, need: int) -> np.ndarray:
     return out
 
 
+def _add_statistics(
+    s: _Snapshot,
+    row_kinds: npt.NDArray[np.int64],
+    row_counts: npt.NDArray[np.int64],
+    postings: npt.NDArray[np.int32],
+    row_lengths: npt.NDArray[np.float32],
+    sign: int,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The per-kind statistics of ``s`` with rows added (``sign`` 1) or removed (-1): each
+    row's kind, posting count and length, and the rows' postings (term ids) in order.
+    Returns (df, live rows, live length); the arrays of ``s`` are not modified."""
+    kinds = max(s.df.shape[0], int(row_kinds.max()) + 1 if len(row_kinds) else 0)
+    vocabulary = max(s.df.shape[1], int(postings.max()) + 1 if len(postings) else 0)
+    df = np.zeros((kinds, vocabulary), np.int32)
+    df[: s.df.shape[0], : s.df.shape[1]] = s.df
+    posting_kinds = np.repeat(row_kinds, row_counts)
+    df += sign * np.bincount(posting_kinds * vocabulary + postings,
+                             minlength=kinds * vocabulary).reshape(kinds, vocabulary
+                                                                   ).astype(np.int32)
+    live_rows = np.zeros(kinds, np.int64)
+    live_rows[: len(s.live_rows)] = s.live_rows
+    live_rows += sign * np.bincount(row_kinds, minlength=kinds)
+    live_length = np.zeros(kinds, np.float64)
+    live_length[: len(s.live_length)] = s.live_length
+    live_length += sign * np.bincount(row_kinds, weights=row_lengths.astype(np.float64),
+                                      minlength=kinds)
+    return df, live_rows, live_length
+
+
 def _maybe_reindex(s: _Snapshot) -> _Snapshot:
     tail = s.nnz - int(s.row_ptr[s.main_rows])
     if tail <= max(65_536, s.nnz // 32):
@@ -436,8 +481,9 @@ def _reindex(s: _Snapshot) -> _Snapshot:
     terms = s.terms[: s.nnz]
     order = np.argsort(terms, kind="stable")
     row_of = np.repeat(np.arange(s.n, dtype=np.int32), np.diff(s.row_ptr[: s.n + 1]))
-    term_ptr = np.zeros(len(s.df) + 1, np.int64)
-    np.cumsum(np.bincount(terms, minlength=len(s.df)), out=term_ptr[1:])
+    vocabulary = s.df.shape[1]
+    term_ptr = np.zeros(vocabulary + 1, np.int64)
+    np.cumsum(np.bincount(terms, minlength=vocabulary), out=term_ptr[1:])
     return replace(s, main_rows=s.n, term_ptr=term_ptr, term_rows=row_of[order],
                    term_weights=s.weights[: s.nnz][order])
 

@@ -11,8 +11,10 @@
   selective filter can never return fewer than ``k`` rows that exist.
 * Lexical: Okapi BM25 (the embedded index's k1, b and IDF, breadcrumb and text
   weighted alike) computed in SQL from term statistics that triggers keep in the same transaction
-  as the chunk write (see :mod:`docgraph.store.postgres.schema`). PostgreSQL's ``ts_rank``
-  has no IDF, so it is not used.
+  as the chunk write (see :mod:`docgraph.store.postgres.schema`), per chunk kind: a search of
+  text chunks is scored with the text chunks' document frequencies, count and average length
+  only, a search of community reports with the reports'. PostgreSQL's ``ts_rank`` has no IDF,
+  so it is not used.
 * Every value, query text included, is a bound parameter; the only interpolated values are
   integers (the vector dimension) and fixed identifiers.
 
@@ -238,20 +240,25 @@ class PostgresChunkIndex:
         Exact, with MaxScore pruning (see :func:`bm25_plan`): when the query's postings are
         many, only the chunks holding one of its rarer ("essential") terms are candidates;
         the common terms are looked up for the candidates that can still reach the top
-        ``k``. All statements read one snapshot (repeatable read)."""
+        ``k``. All statements read one snapshot (repeatable read). Document frequencies,
+        the chunk count and the average length are those of ``kind``'s chunks."""
         ns_ids = self._namespace_ids(namespaces)
         terms = plain_query_words(text)
         if not terms or not ns_ids or k <= 0:
             return []
         with self.catalog.transaction() as db:
             db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            n, avgdl = db.execute(
+            corpus = db.execute(
                 "SELECT n::float8, greatest(total_len::float8 / greatest(n, 1), 1.0)"
-                " FROM corpus_stats WHERE id = 1").fetchone()
+                " FROM corpus_kind_stats WHERE kind = %s", (kind,)).fetchone()
+            if corpus is None:
+                return []
+            n, avgdl = corpus
             weights = query_term_weights(db.execute(
                 "SELECT t.term, t.df FROM (SELECT DISTINCT u.lexeme AS term"
                 f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %s)) AS u) q"
-                " JOIN terms t ON t.term = q.term", (" ".join(terms),)).fetchall(), float(n))
+                " JOIN terms t ON t.kind = %s AND t.term = q.term",
+                (" ".join(terms), kind)).fetchall(), float(n))
             if not weights:
                 return []
             params: dict[str, Any] = {

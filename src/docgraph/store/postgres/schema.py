@@ -11,8 +11,14 @@ triggers with transition tables, in the same transaction as the chunk write:
 * ``postings(term, namespace_id, kind, chunk_id, tf, doc_len)``: one row per distinct lexeme
   of a chunk; ``tf`` counts its occurrences in breadcrumb and text alike (as the embedded
   BM25 does), ``doc_len`` is the chunk's token count.
-* ``terms(term, df)``: how many chunks contain each lexeme.
-* ``corpus_stats(n, total_len)``: number of chunks and their summed length (for avgdl).
+* ``terms(term, df, kind)``: how many chunks of each kind contain each lexeme (per kind since
+  migration 17).
+* ``corpus_kind_stats(kind, n, total_len)``: number of chunks of each kind and their summed
+  length (migration 17). BM25 scores a search of one kind (text chunks, or community reports)
+  with that kind's ``df``, ``n`` and average length only, so writing reports never moves a
+  text chunk's score.
+* ``corpus_stats(n, total_len)``: the same over every kind (``len()`` of the index), and the
+  row every chunk writer locks.
 * ``chunk_counts(namespace_id, kind, n)``: chunks per namespace and kind (migration 3), so a
   dense search can tell a selective namespace filter from a broad one with one tiny lookup.
 
@@ -496,10 +502,112 @@ _CONSOLE_SESSIONS: Final = (
     "CREATE INDEX console_sessions_last_seen ON console_sessions (last_seen)",
 )
 
+# BM25 statistics per chunk kind (migration 17): document frequencies and corpus totals were
+# counted over every chunk, community reports included, so rewriting reports (a graph build)
+# moved the BM25 scores of unchanged text chunks. ``terms`` gains the kind in its key and
+# ``corpus_kind_stats`` holds each kind's chunk count and summed length; both are backfilled
+# from the existing rows (``terms`` from ``postings``, which hold one row per distinct lexeme
+# of each chunk, exactly what df counts) while this transaction holds the corpus_stats row
+# lock that every chunk writer takes first, so no write lands between the backfill and the
+# new triggers. ``corpus_stats`` keeps the all-kinds totals and stays the writers' lock.
+_KIND_STATISTICS: Final = (
+    "SELECT 1 FROM corpus_stats WHERE id = 1 FOR UPDATE",  # chunk writers queue behind this
+    """CREATE TABLE corpus_kind_stats (
+        kind text PRIMARY KEY,
+        n bigint NOT NULL,
+        total_len bigint NOT NULL
+    )""",
+    """INSERT INTO corpus_kind_stats (kind, n, total_len)
+        SELECT c.kind, count(*), coalesce(sum(l.len), 0) FROM chunks c
+        CROSS JOIN LATERAL (SELECT sum(cardinality(u.positions)) AS len
+                            FROM unnest(c.lexemes) AS u) l
+        GROUP BY c.kind""",
+    "TRUNCATE terms",
+    "ALTER TABLE terms DROP CONSTRAINT terms_pkey, ADD COLUMN kind text NOT NULL",
+    """INSERT INTO terms (kind, term, df)
+        SELECT kind, term, count(*) FROM postings GROUP BY kind, term""",
+    "ALTER TABLE terms ADD PRIMARY KEY (kind, term)",
+    """CREATE OR REPLACE FUNCTION docgraph_chunks_inserted() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM new_chunks) THEN
+            RETURN NULL;
+        END IF;
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions)::float8 AS tf,
+                   cardinality(u.positions) AS n
+            FROM new_chunks c, unnest(c.lexemes) AS u
+        ), lens AS MATERIALIZED (
+            SELECT chunk_id, sum(n)::integer AS len FROM t GROUP BY chunk_id
+        ), posted AS (
+            INSERT INTO postings (term, namespace_id, kind, chunk_id, tf, doc_len)
+            SELECT t.term, t.namespace_id, t.kind, t.chunk_id, t.tf, lens.len
+            FROM t JOIN lens USING (chunk_id)
+        ), counted AS (
+            INSERT INTO terms (kind, term, df)
+            SELECT kind, term, count(*) FROM t GROUP BY kind, term ORDER BY kind, term
+            ON CONFLICT (kind, term) DO UPDATE SET df = terms.df + excluded.df
+        ), kinds AS (
+            INSERT INTO corpus_kind_stats (kind, n, total_len)
+            SELECT c.kind, count(*), coalesce(sum(lens.len), 0)
+            FROM new_chunks c LEFT JOIN lens ON lens.chunk_id = c.id
+            GROUP BY c.kind ORDER BY c.kind
+            ON CONFLICT (kind) DO UPDATE SET n = corpus_kind_stats.n + excluded.n,
+                total_len = corpus_kind_stats.total_len + excluded.total_len
+        )
+        UPDATE corpus_stats SET
+            n = n + (SELECT count(*) FROM new_chunks),
+            total_len = total_len + (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
+        RETURN NULL;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION docgraph_chunks_deleted() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM old_chunks) THEN
+            RETURN NULL;  -- a document's first write deletes nothing
+        END IF;
+        PERFORM 1 FROM corpus_stats WHERE id = 1 FOR UPDATE;  -- writers queue here
+        WITH t AS MATERIALIZED (
+            SELECT c.id AS chunk_id, c.namespace_id, c.kind, u.lexeme AS term,
+                   cardinality(u.positions) AS n
+            FROM old_chunks c, unnest(c.lexemes) AS u
+        ), unposted AS (
+            DELETE FROM postings p USING t
+            WHERE p.term = t.term AND p.namespace_id = t.namespace_id
+              AND p.kind = t.kind AND p.chunk_id = t.chunk_id
+        ), gone AS (
+            SELECT kind, term, count(*) AS df FROM t GROUP BY kind, term
+        ), uncounted AS (
+            UPDATE terms SET df = terms.df - gone.df FROM gone
+            WHERE terms.kind = gone.kind AND terms.term = gone.term
+        ), lens AS (
+            SELECT chunk_id, sum(n) AS len FROM t GROUP BY chunk_id
+        ), uncorpused AS (
+            UPDATE corpus_kind_stats k SET n = k.n - g.n, total_len = k.total_len - g.len
+            FROM (SELECT c.kind, count(*) AS n, coalesce(sum(lens.len), 0) AS len
+                  FROM old_chunks c LEFT JOIN lens ON lens.chunk_id = c.id
+                  GROUP BY c.kind) g
+            WHERE k.kind = g.kind
+        )
+        UPDATE corpus_stats SET
+            n = n - (SELECT count(*) FROM old_chunks),
+            total_len = total_len - (SELECT coalesce(sum(n), 0) FROM t)
+        WHERE id = 1;
+        DELETE FROM terms t USING (
+            SELECT DISTINCT c.kind, u.lexeme FROM old_chunks c, unnest(c.lexemes) AS u
+        ) g WHERE t.kind = g.kind AND t.term = g.lexeme AND t.df <= 0;
+        RETURN NULL;
+    END $$""",
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7,
                                                    _FEED, _SETTINGS, _LIFECYCLE, _TOKENS,
                                                    _PAGES, _SOURCE_NAMING, _ATTACHMENTS,
-                                                   _REPEATED_LINES, _CONSOLE_SESSIONS)
+                                                   _REPEATED_LINES, _CONSOLE_SESSIONS,
+                                                   _KIND_STATISTICS)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

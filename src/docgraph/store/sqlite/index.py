@@ -185,9 +185,11 @@ class EmbeddedChunkIndex:
         return [found[t] for t in terms if t in found]
 
     def lexical_scores(
-        self, text: str, rowids: Sequence[int], namespaces: frozenset[str]
+        self, text: str, rowids: Sequence[int], namespaces: frozenset[str],
+        kind: ChunkKind = "text",
     ) -> dict[int, float]:
-        """BM25 scores of ``text`` for the given chunks only (absent: no term matched)."""
+        """BM25 scores of ``text`` for the given chunks of ``kind`` only, scored with that
+        kind's statistics (absent: no term matched, or another kind)."""
         ns_ids = self._namespace_ids(namespaces)
         ids = np.array(list(dict.fromkeys(int(r) for r in rowids)), dtype=np.int64)
         if not ns_ids or len(ids) == 0:
@@ -196,7 +198,7 @@ class EmbeddedChunkIndex:
         term_ids = self._term_ids(text)
         if not term_ids:
             return {}
-        return self.postings.scores_for(term_ids, ids, ns_ids)
+        return self.postings.scores_for(term_ids, ids, ns_ids, CHUNK_KINDS.index(kind))
 
     def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
         """Unit vectors of the given chunks (deleted ones absent): from the dense matrix when
@@ -224,7 +226,8 @@ class EmbeddedChunkIndex:
     def lexical_search(
         self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
     ) -> list[ScoredRow]:
-        """Top ``k`` chunks of the allowed namespaces by BM25 over breadcrumb + text."""
+        """Top ``k`` chunks of ``kind`` in the allowed namespaces by BM25 over breadcrumb +
+        text, scored with the statistics of ``kind``'s live chunks only."""
         ns_ids = self._namespace_ids(namespaces)
         if not ns_ids or k <= 0:
             return []
