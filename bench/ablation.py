@@ -22,7 +22,8 @@ Configurations (``CohortSettings`` overrides on top of the engine defaults):
 
 * ``hybrid_api`` - ``DocGraph.search(mode="hybrid")``, the single-chunk hybrid ranking;
 * ``seed_only`` - the cohort engine with only the seed lane (no expansion, no completeness);
-* ``+structural``, ``+entity``, ``+graph``, ``+cluster``, ``+completeness`` - seed plus one lane;
+* ``+structural``, ``+entity``, ``+graph``, ``+cluster``, ``+ppr``, ``+completeness`` - seed
+  plus one lane;
 * ``all_lanes`` - every lane and completeness on;
 * ``full`` - the engine defaults (``DocGraph.retrieve()``);
 * ``full-<lane>`` / ``full+<lane>`` - the defaults with one default-on lane off, or one
@@ -103,9 +104,9 @@ TARGETS = {
 }
 
 OFF = {"structural_lane": False, "entity_lane": False, "graph_lane": False,
-       "cluster_lane": False, "completeness": False}
+       "cluster_lane": False, "ppr_lane": False, "completeness": False}
 LANE_FLAGS = {"structural": "structural_lane", "entity": "entity_lane", "graph": "graph_lane",
-              "cluster": "cluster_lane", "completeness": "completeness"}
+              "cluster": "cluster_lane", "ppr": "ppr_lane", "completeness": "completeness"}
 
 
 # ---------------------------------------------------------------- configurations

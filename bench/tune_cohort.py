@@ -9,7 +9,8 @@ are one half of the committed splits ``bench/splits/relevance_<dataset>.json``.
 ``--search`` runs the declared search on the **tune** half only (it refuses another split),
 then reports the test half of the configurations it compares:
 
-1. one constant at a time around today's defaults (:data:`SPACE`, printed), objective
+1. one constant at a time around the defaults before this search (:data:`BEFORE`;
+   :data:`SPACE`, printed), objective
    ``J = (R@2 + R@5) / 2`` on 2Wiki tune, guard: SciFact tune nDCG@10 at most
    :data:`GUARD` below the defaults'. A value replaces the default only when it gains at
    least :data:`MIN_GAIN` in ``J`` and every grid neighbour of it also beats the default
@@ -21,8 +22,8 @@ then reports the test half of the configurations it compares:
    the same way (:data:`PPR_SPACE`).
 
 Then every compared configuration runs on the **test** half (paired bootstrap intervals
-against today's defaults). Without ``--search`` the fixed configurations of
-:func:`fixed_configs` run on the given split.
+against :data:`BEFORE` and against the engine's current defaults). Without ``--search`` the
+fixed configurations of :func:`fixed_configs` run on the given split.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ DATASETS = ("2wiki", "scifact")
 GUARD = 0.005       # SciFact tune nDCG@10 may drop at most this much below the defaults'
 MIN_GAIN = 0.005    # J gain a changed constant must bring on 2Wiki tune
 SIMPLER = 0.002     # a lane/gate whose removal costs less J than this is switched off
+REFERENCES = ("before", "defaults")  # test-half deltas are reported against these
 
+#: The engine's defaults before issue 20's re-tune (chosen on all of 2Wiki's queries): the
+#: search starts here, and test-half deltas are reported against it.
+BEFORE = replace(CohortSettings(), hop_intro_position=20, redundancy_penalty=0.1,
+                 bridge_needs_intro=True, completeness=True, ppr_lane=False, ppr_from_seeds=5)
 #: Constants that matter most (entity lane, hops, fusion, composite), a few values around
-#: today's default (the default is always one of them).
+#: the default (the default is always one of them).
 SPACE: dict[str, list[Any]] = {
     "entity_from_seeds": [2, 3, 5],
     "entities_per_seed": [6, 12, 20],
@@ -68,17 +74,20 @@ SPACE: dict[str, list[Any]] = {
     "entity_max_df": [0.01, 0.02, 0.04],
     "entity_min_similarity": [0.05, 0.15, 0.25],
     "entity_budget": [20, 40, 80],
-    "hop_intro_position": [10, 20, 40],
+    "hop_intro_position": [5, 10, 15, 20, 40],
     "hop_min_ratio": [0.2, 0.3, 0.5],
     "hops_per_seed": [1, 2],
     "rrf_k": [10, 20, 40],
     "coverage_weight": [0.05, 0.15, 0.3],
-    "redundancy_penalty": [0.0, 0.1, 0.2],
+    "redundancy_penalty": [0.0, 0.05, 0.1, 0.2],
     "entity_priority": [0.5, 0.7, 0.9],
     "seed_pool": [20, 30, 50],
 }
-#: Lanes and gates that are on by default: each is tried off.
-SWITCHES = ("completeness", "hop_inherit", "bridge_needs_intro", "query_names_capitalized")
+#: Lanes and gates that are on by default: each is tried off. Completeness is not among them:
+#: besides adding chunks it reports which named entities were found (``unmatched_entities``
+#: of ``lookup_knowledge``, the console), so it stays on whatever its retrieval gain (on
+#: tune its expansion changed neither J nor nDCG@10: ``bench/results/tune_cohort.json``).
+SWITCHES = ("hop_inherit", "bridge_needs_intro", "query_names_capitalized")
 #: The PPR lane's constants (tried on top of the tuned engine with ``ppr_lane=True``).
 PPR_SPACE: dict[str, list[Any]] = {
     "ppr_weight": [0.5, 1.0, 2.0],
@@ -207,11 +216,11 @@ def combine(bench: Bench, base: CohortSettings, accepted: dict[str, Any],
     return replace(base, **{best: accepted[best]}), {best: accepted[best]}
 
 
-def test_report(bench: Bench, configs: list[Config], reference: str) -> list[dict[str, Any]]:
-    """Every configuration's scores, with paired bootstrap deltas against ``reference``."""
+def test_report(bench: Bench, configs: list[Config], references: Sequence[str]
+                ) -> list[dict[str, Any]]:
+    """Every configuration's scores, with paired bootstrap deltas against each reference."""
     runs = {c.name: {n: bench.run(n, c) for n in DATASETS} for c in configs}
     rows: list[dict[str, Any]] = []
-    defaults = CohortSettings()
     for c in configs:
         row: dict[str, Any] = {"config": c.name, "mode": c.mode,
                                "2wiki_R@2": runs[c.name]["2wiki"]["scores"]["recall@2"],
@@ -219,24 +228,30 @@ def test_report(bench: Bench, configs: list[Config], reference: str) -> list[dic
                                "2wiki_nDCG@10": runs[c.name]["2wiki"]["scores"]["ndcg@10"],
                                "scifact_nDCG@10": runs[c.name]["scifact"]["scores"]["ndcg@10"],
                                "p50_ms_2wiki": runs[c.name]["2wiki"]["p50_ms"],
-                               "settings": settings_diff(c.settings, defaults), "note": c.note}
-        if c.name != reference:
-            row["vs_" + reference] = {
-                f"{n} {m}": paired_delta(runs[c.name][n]["per_query"][m],
-                                         runs[reference][n]["per_query"][m])
-                for n, metrics in (("2wiki", ("recall@2", "recall@5")),
-                                   ("scifact", ("ndcg@10",))) for m in metrics}
+                               "settings": settings_diff(c.settings, BEFORE), "note": c.note}
+        for reference in references:
+            if c.name != reference and reference in runs:
+                row["vs_" + reference] = {
+                    f"{n} {m}": paired_delta(runs[c.name][n]["per_query"][m],
+                                             runs[reference][n]["per_query"][m])
+                    for n, metrics in (("2wiki", ("recall@2", "recall@5")),
+                                       ("scifact", ("ndcg@10",))) for m in metrics}
         rows.append(row)
     return rows
 
 
 def fixed_configs(tuned: CohortSettings | None = None,
                   ppr: CohortSettings | None = None) -> list[Config]:
+    """hybrid, the engine before and now (with and without the PPR lane), and the search's
+    choices when given."""
     defaults = CohortSettings()
     out = [Config("hybrid_api", None, "hybrid", "DocGraph.search(mode='hybrid')"),
-           Config("defaults", defaults, note="vector_first, today's defaults"),
+           Config("before", BEFORE, note="vector_first, the defaults before the re-tune"),
+           Config("before+ppr", replace(BEFORE, ppr_lane=True),
+                  note="the defaults before the re-tune plus the PPR lane"),
+           Config("defaults", defaults, note="vector_first, the engine's current defaults"),
            Config("defaults+ppr", replace(defaults, ppr_lane=True),
-                  note="today's defaults plus the PPR lane (its own defaults)")]
+                  note="the current defaults plus the PPR lane")]
     if tuned is not None:
         out.append(Config("tuned", tuned, note="vector_first, chosen on tune"))
     if ppr is not None:
@@ -255,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("search space (one at a time around the defaults):")
     for param, values in {**SPACE, **{s: [True, False] for s in SWITCHES},
                           **PPR_SPACE}.items():
-        print(f"  {param:<24} {values}  (default {getattr(CohortSettings(), param)})")
+        print(f"  {param:<24} {values}  (before {getattr(BEFORE, param)})")
     payload: dict[str, Any] = {
         "protocol": {
             "splits": {n: f"bench/splits/relevance_{n}.json" for n in DATASETS},
@@ -270,26 +285,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         },
         "search_space": {"one_at_a_time": SPACE, "switched_off": list(SWITCHES),
                          "ppr": PPR_SPACE},
+        "before": asdict(BEFORE),
         "defaults": asdict(CohortSettings()),
     }
     if args.search:
         bench = Bench("tune")
         try:
             log("== stage 1: today's constants, one at a time (2Wiki + SciFact tune)")
-            accepted, trail = one_at_a_time(bench, CohortSettings(), SPACE, SWITCHES, "engine")
-            tuned, kept = combine(bench, CohortSettings(), accepted, trail, "engine")
+            accepted, trail = one_at_a_time(bench, BEFORE, SPACE, SWITCHES, "engine")
+            tuned, kept = combine(bench, BEFORE, accepted, trail, "engine")
             log(f"== stage 2: PPR lane on top of {kept}")
             ppr_base = replace(tuned, ppr_lane=True)
             ppr_accepted, ppr_trail = one_at_a_time(bench, ppr_base, PPR_SPACE, (), "ppr")
             ppr, ppr_kept = combine(bench, ppr_base, ppr_accepted, ppr_trail, "ppr")
-            tune_rows = test_report(bench, fixed_configs(tuned, ppr), "defaults")
+            tune_rows = test_report(bench, fixed_configs(tuned, ppr), REFERENCES)
         finally:
             bench.close()
         payload["tune"] = {"trail": trail + ppr_trail, "accepted": accepted, "kept": kept,
                            "ppr_accepted": ppr_accepted, "ppr_kept": ppr_kept,
                            "results": tune_rows}
-        payload["chosen"] = {"engine": settings_diff(tuned, CohortSettings()),
-                             "ppr": settings_diff(ppr, CohortSettings())}
+        payload["chosen"] = {"engine": settings_diff(tuned, BEFORE),
+                             "ppr": settings_diff(ppr, BEFORE)}
         split = "test"
         configs = fixed_configs(tuned, ppr)
     else:
@@ -297,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         configs = fixed_configs()
     bench = Bench(split)
     try:
-        rows = test_report(bench, configs, "defaults")
+        rows = test_report(bench, configs, REFERENCES)
     finally:
         bench.close()
     payload.update(split=split, seconds=round(time.perf_counter() - started, 1), results=rows)

@@ -219,6 +219,9 @@ class _Query:
     pool: dict[int, _Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
+    # (entity, per entity) -> its strongest links among its first entity_scan
+    strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
+        default_factory=dict)
 
     @property
     def hub_limit(self) -> int:
@@ -230,6 +233,19 @@ class _Query:
         if missing:
             self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
+                      ) -> list[tuple[int, int, float, int]]:
+        """``reads.capped_chunks`` with ``entity_scan``, each entity read once per query
+        (the entity lane, the hops and the PPR lane ask for many of the same)."""
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        missing = [e for e in wanted if (e, per_entity) not in self.strongest]
+        if missing:
+            for e in missing:
+                self.strongest[(e, per_entity)] = []
+            for row in self.reads.capped_chunks(missing, per_entity, self.settings.entity_scan):
+                self.strongest[(row[0], per_entity)].append(row)
+        return [row for e in wanted for row in self.strongest[(e, per_entity)]]
 
     def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
         missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
@@ -531,7 +547,7 @@ class CohortSearch:
         t = time.perf_counter()
         s = q.settings
         entities = q.non_hub(query_ids + seed_entities)
-        links = q.reads.capped_chunks(entities, s.chunks_per_entity, s.entity_scan)
+        links = q.capped_chunks(entities, s.chunks_per_entity)
         via: dict[int, int] = {}
         for entity_id, rowid, _, _ in links:
             via.setdefault(rowid, entity_id)
@@ -569,8 +585,8 @@ class CohortSearch:
                 entity_source.setdefault(e, position)
         if not entity_source:
             return {}
-        candidates = [x for x in q.reads.capped_chunks(entity_source, s.chunks_per_entity,
-                                                   s.entity_scan) if x[1] not in set(sources)]
+        candidates = [x for x in q.capped_chunks(entity_source, s.chunks_per_entity)
+                      if x[1] not in set(sources)]
         if not candidates:
             return {}
         keys = q.reads.entity_keys(entity_source)
@@ -636,8 +652,7 @@ class CohortSearch:
                   for e in [e for e, _, _ in links[r] if e in kept][: s.entities_per_seed]]
         wanted += q.non_hub(query_ids)
         entities = q.reads.entities_within(wanted, ns_ids)
-        reached = q.reads.capped_chunks(sorted(entities), s.ppr_chunks_per_entity,
-                                        s.entity_scan)
+        reached = q.capped_chunks(sorted(entities), s.ppr_chunks_per_entity)
         chunks = q.reads.chunks_within([*seed_ids, *(r for _, r, _, _ in reached)], ns_ids)
         chunk_links = q.links_of(chunks)
         graph = LocalGraph.from_links({c: chunk_links[c] for c in chunks}, entities)
@@ -655,9 +670,16 @@ class CohortSearch:
         ranked = sorted((r for r, p in scores.items() if p > 0),
                         key=lambda r: (-scores[r], r))
         fresh = [r for r in ranked if r not in q.pool]
-        vectors = self.index.vectors(fresh)
-        chosen = [r for r in fresh if r in vectors
-                  and float(vectors[r] @ q.vector) >= s.ppr_min_similarity][: s.ppr_budget]
+        chosen: list[int] = []
+        step = max(2 * s.ppr_budget, 16)  # vectors read in walk order until the budget fills
+        for start in range(0, len(fresh), step):
+            if len(chosen) >= s.ppr_budget:
+                break
+            part = fresh[start:start + step]
+            vectors = self.index.vectors(part)
+            chosen += [r for r in part if r in vectors
+                       and float(vectors[r] @ q.vector) >= s.ppr_min_similarity]
+        chosen = chosen[: s.ppr_budget]
         for rowid in chosen:
             self._admit(q.pool, rowid, "ppr", f"walk probability {scores[rowid]:.4f}", s)
         q.trace.add("ppr", [str(r) for r in chosen])
