@@ -250,8 +250,9 @@ def fixed_configs(tuned: CohortSettings | None = None,
            Config("before+ppr", replace(BEFORE, ppr_lane=True),
                   note="the defaults before the re-tune plus the PPR lane"),
            Config("defaults", defaults, note="vector_first, the engine's current defaults"),
-           Config("defaults+ppr", replace(defaults, ppr_lane=True),
-                  note="the current defaults plus the PPR lane")]
+           Config("defaults-ppr" if defaults.ppr_lane else "defaults+ppr",
+                  replace(defaults, ppr_lane=not defaults.ppr_lane),
+                  note="the current defaults with the PPR lane switched")]
     if tuned is not None:
         out.append(Config("tuned", tuned, note="vector_first, chosen on tune"))
     if ppr is not None:

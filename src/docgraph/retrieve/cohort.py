@@ -17,7 +17,8 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
 ``ppr``                   personalized PageRank over the local entity-chunk graph around the
                           strongest seeds and the query's entities (``retrieve/ppr.py``): its
                           ranking joins relevance as a third reciprocal-rank list, and its best
-                          chunks not yet in the pool are admitted
+                          chunks not yet in the pool are admitted (on: it pays on the 2Wiki
+                          and SciFact test halves, ``bench/tune_cohort.py``)
 ========================  ==============================================================
 
 Relevance is the hybrid reciprocal-rank fusion of each pool member's rank in the dense and the
@@ -72,7 +73,8 @@ LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent", "
 class CohortSettings:
     """Every internal knob of cohort search, with defaults. Callers set only ``k``,
     ``query_text`` and ``mode``; these exist for ablation benchmarks (``bench/ablation.py``
-    has the numbers behind each default)."""
+    has the numbers behind each lane; ``bench/tune_cohort.py`` re-chose the constants on the
+    tuning half of the committed query splits, see docs/ARCHITECTURE.md "Retrieval")."""
 
     # lanes
     seed_lane: bool = True
@@ -80,7 +82,7 @@ class CohortSettings:
     entity_lane: bool = True
     graph_lane: bool = False
     cluster_lane: bool = False
-    ppr_lane: bool = False
+    ppr_lane: bool = True  # pays on the 2Wiki and SciFact test halves (bench/tune_cohort.py)
     completeness: bool = True
     # lane priorities
     seed_priority: float = 1.0
@@ -111,11 +113,12 @@ class CohortSettings:
     entity_scan: int = 256  # links read per entity at most (bounds the cost of frequent ones)
     # hops (see the module docstring)
     hop_inherit: bool = True
-    hop_intro_position: int = 20  # "introduces": first mention within this many characters
+    hop_intro_position: int = 5  # "introduces": first mention within this many characters
     hop_min_ratio: float = 0.3  # hop similarity >= ratio x its seed's similarity
     hop_offset: int = 0  # places behind the seed
     hops_per_seed: int = 1
-    bridge_needs_intro: bool = True  # a bridge entity is covered by its introducing chunk
+    bridge_needs_intro: bool = False  # a bridge entity is covered only by its introducing
+    # chunk (no effect while bridge_weight is 0)
     # graph lane
     graph_neighbors: int = 8
     graph_chunks_per_entity: int = 4
@@ -127,7 +130,7 @@ class CohortSettings:
     cluster_budget: int = 20
     cluster_min_similarity: float = 0.25
     # personalized-PageRank lane: a walk over the chunks and entities around the query
-    ppr_from_seeds: int = 5  # strongest seeds the walk restarts at (weighted by fused score)
+    ppr_from_seeds: int = 3  # strongest seeds the walk restarts at (weighted by fused score)
     ppr_chunks_per_entity: int = 8  # chunks read per entity node (its strongest links)
     ppr_damping: float = 0.5  # probability the walk continues (HippoRAG 2 uses 0.5)
     ppr_entity_restart: float = 0.5  # restart mass on the query's entities (rest: seeds)
