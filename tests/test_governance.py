@@ -255,7 +255,7 @@ WORDS = ["Nordhaven", "Tern", "firmware", "ticket", "recall", "invoice", "Heron"
 )
 # With the personalized-PageRank lane off and on: its walk must stay inside
 # the caller's namespaces like every other lane.
-@pytest.mark.parametrize("ppr_lane", [False, True], ids=["default_lanes", "ppr_lane"])
+@pytest.mark.parametrize("ppr_lane", [False, True], ids=["ppr_off", "ppr_on"])
 def test_no_output_leaks_across_namespaces_or_rows(tmp_path_factory, make_graph, ppr_lane,
                                                    docs, grants, rights, query, mode):
     graph = make_graph(f"{tmp_path_factory.mktemp('prop').name}.db")
