@@ -1,6 +1,7 @@
 """Cohort-search lane ablation (issue #5): quality on 2Wiki and SciFact, latency at 5k / 100k.
 
-    python bench/ablation.py [--limit N] [--datasets 2wiki,scifact] [--sizes 5000,100000]
+    python bench/ablation.py [--split all|tune|test] [--limit N] [--datasets 2wiki,scifact]
+                             [--sizes 5000,100000]
                              [--latency-queries 200] [--skip-quality] [--skip-latency]
                              [--rebuild] [--configs hybrid_api,seed_only,...]
 
@@ -15,11 +16,16 @@ document). Query vectors are computed once per query with the real model and reu
 every configuration (the model is deterministic), so configurations differ only in
 retrieval.
 
+``--split tune|test`` scores only that half of each dataset's queries (the committed splits
+``bench/splits/relevance_<dataset>.json``); the results record the split. Constants are chosen
+on ``tune`` and reported on ``test`` (``bench/tune_cohort.py`` runs the declared search).
+
 Configurations (``CohortSettings`` overrides on top of the engine defaults):
 
 * ``hybrid_api`` - ``DocGraph.search(mode="hybrid")``, the single-chunk hybrid ranking;
 * ``seed_only`` - the cohort engine with only the seed lane (no expansion, no completeness);
-* ``+structural``, ``+entity``, ``+graph``, ``+cluster``, ``+completeness`` - seed plus one lane;
+* ``+structural``, ``+entity``, ``+graph``, ``+cluster``, ``+ppr``, ``+completeness`` - seed
+  plus one lane;
 * ``all_lanes`` - every lane and completeness on;
 * ``full`` - the engine defaults (``DocGraph.retrieve()``);
 * ``full-<lane>`` / ``full+<lane>`` - the defaults with one default-on lane off, or one
@@ -101,9 +107,9 @@ TARGETS = {
 }
 
 OFF = {"structural_lane": False, "entity_lane": False, "graph_lane": False,
-       "cluster_lane": False, "completeness": False}
+       "cluster_lane": False, "ppr_lane": False, "completeness": False}
 LANE_FLAGS = {"structural": "structural_lane", "entity": "entity_lane", "graph": "graph_lane",
-              "cluster": "cluster_lane", "completeness": "completeness"}
+              "cluster": "cluster_lane", "ppr": "ppr_lane", "completeness": "completeness"}
 
 
 # ---------------------------------------------------------------- configurations
@@ -299,12 +305,17 @@ def query_types(name: str) -> dict[str, str]:
 
 
 def measure_quality(names: list[str], limit: int | None, rebuild: bool, wanted: set[str] | None,
-                    embedder: Embedder) -> dict[str, Any]:
+                    embedder: Embedder, split: str = "all") -> dict[str, Any]:
+    from relevance import load_split
+
     defaults = CohortSettings()
     out: dict[str, Any] = {}
     for name in names:
         data = load_beir(name)
         doc_ids, queries, subset = select_subset(data, limit)
+        if split != "all":
+            half = set(load_split(data)[split])
+            queries = {q: t for q, t in queries.items() if q in half}
         tag = name if not limit else f"{name}-limit{limit}"
         log(f"== quality: {name}, {len(doc_ids)} docs, {len(queries)} queries")
         (WORKDIR / tag).mkdir(parents=True, exist_ok=True)
@@ -337,7 +348,8 @@ def measure_quality(names: list[str], limit: int | None, rebuild: bool, wanted: 
                 log(f"  {config.name:<18} " + "  ".join(
                     f"{m} {scores[m]:.4f}" for m in ("ndcg@10", "recall@2", "recall@5"))
                     + f"  p50 {row['p50_ms']:.1f} ms")
-            out[name] = {"docs": len(doc_ids), "queries": len(queries), "subset": subset,
+            out[name] = {"docs": len(doc_ids), "queries": len(queries), "split": split,
+                         "subset": subset,
                          "index": info, "results": rows}
         finally:
             graph.close()
@@ -642,6 +654,8 @@ def table_rows(quality: dict[str, Any], latency: list[dict[str, Any]]) -> list[d
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=None, help="smoke run: N queries")
+    parser.add_argument("--split", choices=("all", "tune", "test"), default="all",
+                        help="score one half of the committed query splits")
     parser.add_argument("--datasets", default="2wiki,scifact")
     parser.add_argument("--sizes", default="5000,100000", help="synthetic index sizes")
     parser.add_argument("--latency-queries", type=int, default=100)
@@ -663,7 +677,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         embedder = cached_embedder(MiniLMEmbedder(threads=1))
         try:
             quality = measure_quality([n.strip() for n in args.datasets.split(",") if n.strip()],
-                                      args.limit, args.rebuild, wanted, embedder)
+                                      args.limit, args.rebuild, wanted, embedder,
+                                      args.split)
         finally:
             embedder.close()
     latency: list[dict[str, Any]] = []
@@ -689,6 +704,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         },
         "defaults": asdict(CohortSettings()),
         "limit": args.limit,
+        "split": args.split,
         "seconds": round(time.perf_counter() - started, 1),
         "load_before": load_before,
         "summary": summary(quality, latency),

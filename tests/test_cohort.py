@@ -46,7 +46,7 @@ def test_every_hit_records_the_lane_that_brought_it(graph):
     assert result.hits
     for hit in result.hits:
         assert hit.lanes[0] in {"seed", "structural", "entity_adjacent", "graph",
-                                "cluster_adjacent"}
+                                "cluster_adjacent", "ppr"}
     trace = result.trace
     assert trace.final_provenance == {h.chunk_id: h.lanes[0] for h in result.hits}
     assert trace.pool_size >= len(result.hits)

@@ -4,6 +4,7 @@ no output of any mode carries text the caller may not see."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -252,9 +253,13 @@ WORDS = ["Nordhaven", "Tern", "firmware", "ticket", "recall", "invoice", "Heron"
     query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
     mode=st.sampled_from(["vector_first", "graph_first", "global"]),
 )
-def test_no_output_leaks_across_namespaces_or_rows(tmp_path_factory, make_graph, docs, grants,
-                                                   rights, query, mode):
+# With the personalized-PageRank lane off and on: its walk must stay inside
+# the caller's namespaces like every other lane.
+@pytest.mark.parametrize("ppr_lane", [False, True], ids=["ppr_off", "ppr_on"])
+def test_no_output_leaks_across_namespaces_or_rows(tmp_path_factory, make_graph, ppr_lane,
+                                                   docs, grants, rights, query, mode):
     graph = make_graph(f"{tmp_path_factory.mktemp('prop').name}.db")
+    graph.cohort_settings = replace(graph.cohort_settings, ppr_lane=ppr_lane)
     owner: dict[str, tuple[str, bool, str]] = {}  # marker -> (namespace, is_row, pk)
     for i, (ns, words, is_row) in enumerate(docs):
         marker = f"zq{i}x"

@@ -242,7 +242,8 @@ def test_every_tool_answers_from_real_capabilities(tools):
     hit = search["results"][0]
     assert {"score", "source", "section", "lane", "chunk_id"} <= set(hit)
     assert "E-417" in " ".join(r["text"] for r in search["results"])
-    assert hit["lane"] in ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent")
+    assert hit["lane"] in ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent",
+                           "ppr")
     assert graph_first["mode"] == "graph_first" and graph_first["results"]
 
     assert topics["effective_query"] and topics["reports"]

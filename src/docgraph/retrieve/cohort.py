@@ -14,6 +14,11 @@ Lanes (each switchable in :class:`CohortSettings`; all stay inside the namespace
                           no gain measured, see ``bench/ablation.py``)
 ``cluster_adjacent``      chunks of entities in the same community, budget-limited (off by
                           default: no gain measured)
+``ppr``                   personalized PageRank over the local entity-chunk graph around the
+                          strongest seeds and the query's entities (``retrieve/ppr.py``): its
+                          ranking joins relevance as a third reciprocal-rank list, and its best
+                          chunks not yet in the pool are admitted (on: it pays on the 2Wiki
+                          and SciFact test halves, ``bench/tune_cohort.py``)
 ========================  ==============================================================
 
 Relevance is the hybrid reciprocal-rank fusion of each pool member's rank in the dense and the
@@ -53,6 +58,7 @@ from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import LANE_POOL, MAX_K, MAX_QUERY_CHARS
+from docgraph.retrieve.ppr import LocalGraph, personalized_pagerank
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog, require_namespaces
@@ -60,14 +66,15 @@ from docgraph.store.graph import EntityInfo, GraphStore, Link
 from docgraph.store.lexical import STOPWORDS
 
 CohortMode = Literal["vector_first", "graph_first", "global"]
-LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent")
+LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent", "ppr")
 
 
 @dataclass(frozen=True)
 class CohortSettings:
     """Every internal knob of cohort search, with defaults. Callers set only ``k``,
     ``query_text`` and ``mode``; these exist for ablation benchmarks (``bench/ablation.py``
-    has the numbers behind each default)."""
+    has the numbers behind each lane; ``bench/tune_cohort.py`` re-chose the constants on the
+    tuning half of the committed query splits, see docs/ARCHITECTURE.md "Retrieval")."""
 
     # lanes
     seed_lane: bool = True
@@ -75,6 +82,7 @@ class CohortSettings:
     entity_lane: bool = True
     graph_lane: bool = False
     cluster_lane: bool = False
+    ppr_lane: bool = True  # pays on the 2Wiki and SciFact test halves (bench/tune_cohort.py)
     completeness: bool = True
     # lane priorities
     seed_priority: float = 1.0
@@ -82,6 +90,7 @@ class CohortSettings:
     entity_priority: float = 0.7
     graph_priority: float = 0.6
     cluster_priority: float = 0.5
+    ppr_priority: float = 0.7
     # composite ranking
     relevance_weight: float = 0.5
     priority_weight: float = 0.2
@@ -104,11 +113,12 @@ class CohortSettings:
     entity_scan: int = 256  # links read per entity at most (bounds the cost of frequent ones)
     # hops (see the module docstring)
     hop_inherit: bool = True
-    hop_intro_position: int = 20  # "introduces": first mention within this many characters
+    hop_intro_position: int = 5  # "introduces": first mention within this many characters
     hop_min_ratio: float = 0.3  # hop similarity >= ratio x its seed's similarity
     hop_offset: int = 0  # places behind the seed
     hops_per_seed: int = 1
-    bridge_needs_intro: bool = True  # a bridge entity is covered by its introducing chunk
+    bridge_needs_intro: bool = False  # a bridge entity is covered only by its introducing
+    # chunk (no effect while bridge_weight is 0)
     # graph lane
     graph_neighbors: int = 8
     graph_chunks_per_entity: int = 4
@@ -119,6 +129,14 @@ class CohortSettings:
     cluster_chunks_per_entity: int = 3
     cluster_budget: int = 20
     cluster_min_similarity: float = 0.25
+    # personalized-PageRank lane: a walk over the chunks and entities around the query
+    ppr_from_seeds: int = 3  # strongest seeds the walk restarts at (weighted by fused score)
+    ppr_chunks_per_entity: int = 8  # chunks read per entity node (its strongest links)
+    ppr_damping: float = 0.5  # probability the walk continues (HippoRAG 2 uses 0.5)
+    ppr_entity_restart: float = 0.5  # restart mass on the query's entities (rest: seeds)
+    ppr_weight: float = 1.0  # weight of the walk's ranking as a reciprocal-rank list
+    ppr_budget: int = 20  # chunks the lane adds to the pool at most
+    ppr_min_similarity: float = 0.15  # similarity gate of the chunks it adds
     # completeness
     completeness_per_entity: int = 3
     query_names_capitalized: bool = True  # a one-word name counts only if the query capitalizes it
@@ -134,6 +152,7 @@ class CohortSettings:
             "entity_adjacent": self.entity_priority,
             "graph": self.graph_priority,
             "cluster_adjacent": self.cluster_priority,
+            "ppr": self.ppr_priority,
         }[lane]
 
 
@@ -203,6 +222,9 @@ class _Query:
     pool: dict[int, _Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
+    # (entity, per entity) -> its strongest links among its first entity_scan
+    strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
+        default_factory=dict)
 
     @property
     def hub_limit(self) -> int:
@@ -214,6 +236,19 @@ class _Query:
         if missing:
             self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
+                      ) -> list[tuple[int, int, float, int]]:
+        """``reads.capped_chunks`` with ``entity_scan``, each entity read once per query
+        (the entity lane, the hops and the PPR lane ask for many of the same)."""
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        missing = [e for e in wanted if (e, per_entity) not in self.strongest]
+        if missing:
+            for e in missing:
+                self.strongest[(e, per_entity)] = []
+            for row in self.reads.capped_chunks(missing, per_entity, self.settings.entity_scan):
+                self.strongest[(row[0], per_entity)].append(row)
+        return [row for e in wanted for row in self.strongest[(e, per_entity)]]
 
     def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
         missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
@@ -423,7 +458,8 @@ class CohortSearch:
         trace.timings_ms["seed"] = (time.perf_counter() - t) * 1000
 
         t = time.perf_counter()
-        expands = s.entity_lane or s.graph_lane or s.cluster_lane or graph_first
+        expands = (s.entity_lane or s.graph_lane or s.cluster_lane or s.ppr_lane
+                   or graph_first)
         query_entities, unknown = (self._query_entities(q) if expands or s.completeness
                                    else ([], []))
         query_ids = [e.id for e in query_entities]
@@ -440,6 +476,7 @@ class CohortSearch:
 
         paths: dict[int, list[str]] = {}
         hops: dict[int, _Hop] = {}
+        walked: dict[int, float] = {}
         if graph_first:
             self._graph_lane(query_ids or seed_entities, q, paths,
                              budget=max(s.graph_budget, 3 * k), floor=-1.0)
@@ -466,6 +503,8 @@ class CohortSearch:
                                  budget=s.graph_budget, floor=s.graph_min_similarity)
             if s.cluster_lane:
                 self._cluster_lane(query_ids or seed_entities, q)
+            if s.ppr_lane:
+                walked = self._ppr_lane(query_ids, fused[: s.ppr_from_seeds], q)
 
         if s.completeness:
             self._complete(query_entities, unknown, q)
@@ -476,7 +515,7 @@ class CohortSearch:
         t = time.perf_counter()
         bridge = [e for e in seed_entities if e not in set(query_ids)]
         selected = self._rank(q, k, query_ids, bridge[: s.max_bridge_entities], dense,
-                              lexical, hops)
+                              lexical, hops, walked)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
         hits = self._hits(selected, pool)
         # Replace internal row ids in the lane lists by chunk ids for readability.
@@ -511,7 +550,7 @@ class CohortSearch:
         t = time.perf_counter()
         s = q.settings
         entities = q.non_hub(query_ids + seed_entities)
-        links = q.reads.capped_chunks(entities, s.chunks_per_entity, s.entity_scan)
+        links = q.capped_chunks(entities, s.chunks_per_entity)
         via: dict[int, int] = {}
         for entity_id, rowid, _, _ in links:
             via.setdefault(rowid, entity_id)
@@ -549,8 +588,8 @@ class CohortSearch:
                 entity_source.setdefault(e, position)
         if not entity_source:
             return {}
-        candidates = [x for x in q.reads.capped_chunks(entity_source, s.chunks_per_entity,
-                                                   s.entity_scan) if x[1] not in set(sources)]
+        candidates = [x for x in q.capped_chunks(entity_source, s.chunks_per_entity)
+                      if x[1] not in set(sources)]
         if not candidates:
             return {}
         keys = q.reads.entity_keys(entity_source)
@@ -594,6 +633,61 @@ class CohortSearch:
             paths[rowid] = row_paths[rowid][:5]
         q.trace.add("graph", [str(r) for r in chosen])
         q.trace.timings_ms["graph"] = (time.perf_counter() - t) * 1000
+
+    def _ppr_lane(self, query_ids: list[int], seeds: list[ScoredRow], q: _Query
+                  ) -> dict[int, float]:
+        """Personalized PageRank over the local entity-chunk graph (``retrieve/ppr.py``).
+
+        Nodes: the strongest seeds, their non-hub entities (``entities_per_seed`` each) and
+        the query's non-hub entities, and those entities' strongest chunks; every node is
+        checked to be in the caller's namespaces *before* the walk, so nothing of another
+        namespace can carry or pass on probability. The walk restarts at the seeds (by fused
+        score) and the query's entities (by specificity, 1 / chunks mentioning it). Admits
+        the best-walked chunks not yet in the pool (similarity-gated) and returns every
+        walked chunk's probability, which joins the ranking's relevance."""
+        t = time.perf_counter()
+        s = q.settings
+        ns_ids = list(self.catalog.namespace_ids(sorted(q.allowed)).values())
+        seed_ids = [r.rowid for r in seeds]
+        links = q.links_of(seed_ids)
+        kept = set(q.non_hub(e for r in seed_ids for e, _, _ in links[r]))
+        wanted = [e for r in seed_ids
+                  for e in [e for e, _, _ in links[r] if e in kept][: s.entities_per_seed]]
+        wanted += q.non_hub(query_ids)
+        entities = q.reads.entities_within(wanted, ns_ids)
+        reached = q.capped_chunks(sorted(entities), s.ppr_chunks_per_entity)
+        chunks = q.reads.chunks_within([*seed_ids, *(r for _, r, _, _ in reached)], ns_ids)
+        chunk_links = q.links_of(chunks)
+        graph = LocalGraph.from_links({c: chunk_links[c] for c in chunks}, entities)
+        restart: dict[tuple[str, int], float] = {}
+        named = [e for e in dict.fromkeys(query_ids) if e in entities]
+        share = s.ppr_entity_restart if named else 0.0
+        seed_mass = sum(r.score for r in seeds if r.rowid in chunks)
+        for r in seeds:
+            if r.rowid in chunks and seed_mass > 0:
+                restart[("chunk", r.rowid)] = (1.0 - share) * r.score / seed_mass
+        specificity = {e: 1.0 / max(q.counts.get(e, 1), 1) for e in named}
+        for e, weight in specificity.items():
+            restart[("entity", e)] = share * weight / sum(specificity.values())
+        scores = personalized_pagerank(graph, restart, s.ppr_damping)
+        ranked = sorted((r for r, p in scores.items() if p > 0),
+                        key=lambda r: (-scores[r], r))
+        fresh = [r for r in ranked if r not in q.pool]
+        chosen: list[int] = []
+        step = max(2 * s.ppr_budget, 16)  # vectors read in walk order until the budget fills
+        for start in range(0, len(fresh), step):
+            if len(chosen) >= s.ppr_budget:
+                break
+            part = fresh[start:start + step]
+            vectors = self.index.vectors(part)
+            chosen += [r for r in part if r in vectors
+                       and float(vectors[r] @ q.vector) >= s.ppr_min_similarity]
+        chosen = chosen[: s.ppr_budget]
+        for rowid in chosen:
+            self._admit(q.pool, rowid, "ppr", f"walk probability {scores[rowid]:.4f}", s)
+        q.trace.add("ppr", [str(r) for r in chosen])
+        q.trace.timings_ms["ppr"] = (time.perf_counter() - t) * 1000
+        return {r: scores[r] for r in ranked}
 
     def _cluster_lane(self, start: list[int], q: _Query) -> None:
         t = time.perf_counter()
@@ -647,11 +741,13 @@ class CohortSearch:
 
     def _rank(self, q: _Query, k: int, query_ids: list[int], bridge_ids: list[int],
               dense: list[ScoredRow], lexical: list[ScoredRow], hops: dict[int, _Hop],
+              walked: dict[int, float] | None = None,
               ) -> list[tuple[int, float, float, float | None]]:
         """Greedy composite + MMR selection; returns (rowid, score, similarity, bm25).
 
         Relevance is the hybrid reciprocal-rank fusion of the pool member's rank in the
-        dense and the BM25 candidate lists (normalized so rank 1 in both is 1); a hop
+        dense and the BM25 candidate lists (normalized so rank 1 in both is 1), plus, with
+        the PPR lane, ``ppr_weight`` times its reciprocal rank in the walk's ranking; a hop
         inherits the base score of its seed, just behind it."""
         s, pool = q.settings, q.pool
         vectors = self.index.vectors(list(pool))
@@ -674,6 +770,11 @@ class CohortSearch:
         best = 2.0 / (s.rrf_k + 1)
         relevance = (1.0 / (s.rrf_k + 1 + dense_rank)
                      + np.where(lex_rank >= 0, 1.0 / (s.rrf_k + 1 + lex_rank), 0.0)) / best
+        if walked and s.ppr_weight:
+            walk_pos = {r: i for i, r in enumerate(walked)}  # walked is in walk order
+            walk_rank = np.array([walk_pos.get(r, -1) for r in rows], dtype=np.float64)
+            relevance = relevance + s.ppr_weight * np.where(
+                walk_rank >= 0, 1.0 / (s.rrf_k + 1 + walk_rank), 0.0) / best
         priority = np.array([s.priority(pool[r].lane) for r in rows])
         base = s.relevance_weight * relevance + s.priority_weight * priority
         if hops and s.hop_inherit:

@@ -268,6 +268,15 @@ class GraphStore(Protocol):
         """Canonical key of each entity."""
         ...
 
+    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
+                        ) -> set[int]:
+        """The given entities that belong to one of the namespaces."""
+        ...
+
+    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
+        """The given chunks that are text chunks of one of the namespaces."""
+        ...
+
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each
         chunk (relation ``prev``, ``next`` or ``parent``), within the chunk's document."""

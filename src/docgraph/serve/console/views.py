@@ -733,7 +733,7 @@ def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, 
 
 #: Lanes in the order charts stack them (others follow by name), each with its colour; the
 #: chart is always accompanied by the same numbers as text.
-LANE_ORDER = ("seed", "structural", "entity_adjacent", "cluster_adjacent", "graph")
+LANE_ORDER = ("seed", "structural", "entity_adjacent", "cluster_adjacent", "graph", "ppr")
 LANE_COLOURS = ("#0b5cad", "#8a5a00", "#1a7f37", "#8250df", "#b42318", "#555d66")
 CHART_WIDTH, CHART_HEIGHT, CHART_BARS = 640, 160, 40
 

@@ -626,6 +626,25 @@ class SqlGraphStore:
             "SELECT id, key FROM entities WHERE id IN ({marks})",
             list(dict.fromkeys(int(i) for i in entity_ids)))}
 
+    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
+                        ) -> set[int]:
+        """The given entities that belong to one of the namespaces (looked up by id, the
+        namespace compared here: a namespace filter in SQL makes SQLite scan the namespace's
+        index instead)."""
+        wanted = {int(n) for n in namespace_ids}
+        return {int(i) for i, ns in self._batched(
+            "SELECT id, namespace_id FROM entities WHERE id IN ({marks})",
+            list(dict.fromkeys(int(i) for i in entity_ids))) if int(ns) in wanted}
+
+    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
+        """The given chunks that are text chunks of one of the namespaces (by id, as
+        :meth:`entities_within`)."""
+        wanted = {int(n) for n in namespace_ids}
+        return {int(i) for i, ns, kind in self._batched(
+            "SELECT id, namespace_id, kind FROM chunks WHERE id IN ({marks})",
+            list(dict.fromkeys(int(r) for r in rowids)))
+            if int(ns) in wanted and kind == "text"}
+
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
         relation is ``prev``, ``next`` or ``parent``. Neighbours share the chunk's document."""
