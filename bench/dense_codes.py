@@ -117,18 +117,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=30.0,
                         help="seconds of timed queries per latency pass at most")
     parser.add_argument("--name", default="dense_codes")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="keep the catalog at this path (built when missing, reused "
+                        "when present); default: a temporary directory")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the catalog at --db and stop")
     parser.add_argument("--child", nargs=2, metavar=("DB", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(Path(args.child[0]), args.child[1], args.n, args.queries,
                                args.budget)))
         return
-    workdir = Path(tempfile.mkdtemp(prefix="docgraph-dense-codes-"))
+    kept = args.db is not None
+    workdir = args.db.parent if kept else Path(tempfile.mkdtemp(prefix="docgraph-dense-codes-"))
     try:
-        db = workdir / "catalog.db"
-        log(f"building {args.n} chunks")
-        build_s = build(db, args.n, args.queries)
-        size_mb = sum(p.stat().st_size for p in workdir.iterdir()) / 2**20
+        db = args.db if kept else workdir / "catalog.db"
+        build_s = 0.0
+        if not db.exists():
+            workdir.mkdir(parents=True, exist_ok=True)
+            log(f"building {args.n} chunks")
+            build_s = build(db, args.n, args.queries)
+        if args.build_only:
+            return
+        size_mb = sum(p.stat().st_size for p in workdir.iterdir()
+                      if p.name.startswith(db.name)) / 2**20
         runs: list[dict[str, Any]] = []
         for round_no in range(args.rounds):
             order = VARIANTS if round_no % 2 == 0 else VARIANTS[::-1]
@@ -140,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 runs.append({"round": round_no, **json.loads(out.strip().splitlines()[-1])})
                 log(f"  round {round_no} {variant}: {runs[-1]}")
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not kept:
+            shutil.rmtree(workdir, ignore_errors=True)
     medians = {v: {f: statistics.median(r[f] for r in runs if r["variant"] == v)
                    for f in FIGURES} for v in VARIANTS}
     ratios = {f: round(medians["codes"][f] / medians["exact"][f], 3)

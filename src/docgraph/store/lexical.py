@@ -29,8 +29,9 @@ import sqlite3
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -274,6 +275,38 @@ class PostingIndex:
         s = self._snap
         return int(s.rowids[s.n - 1]) if s.n else 0
 
+    def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
+        """(arrays trimmed to what is used, scalars) of the current snapshot, to persist;
+        pass them to :meth:`restore_state` to get this snapshot back. Every field of the
+        snapshot is included, whatever the scoring statistics are."""
+        with self._lock:
+            s = self._snap
+        arrays: dict[str, np.ndarray] = {}
+        scalars: dict[str, int | float] = {}
+        for f in fields(s):
+            value = getattr(s, f.name)
+            if isinstance(value, np.ndarray):
+                used = _USED_LENGTH.get(f.name)
+                arrays[f.name] = value[: used(s)] if used else value
+            else:
+                scalars[f.name] = value.item() if isinstance(value, np.generic) else value
+        return arrays, scalars
+
+    def restore_state(
+        self, arrays: dict[str, np.ndarray], scalars: dict[str, int | float]
+    ) -> None:
+        """Replace the contents with a state from :meth:`export_state` (arrays may be
+        memory-mapped; appends copy them into memory as they grow)."""
+        values: dict[str, Any] = {**arrays, **scalars}
+        snap = replace(_empty(), **values)
+        n, nnz = snap.n, snap.nnz
+        if (any(len(getattr(snap, k)) != used(snap) for k, used in _USED_LENGTH.items())
+                or (n and (int(snap.row_ptr[n]) != nnz or int(snap.row_ptr[0]) != 0))
+                or not 0 <= snap.main_rows <= n):
+            raise ValueError("posting index: array lengths do not match")
+        with self._lock:
+            self._snap = snap
+
     def append(
         self,
         rowids: npt.NDArray[np.int64],
@@ -413,6 +446,14 @@ class PostingIndex:
         pos = np.clip(np.searchsorted(s.rowids[: s.n], rowids), 0, s.n - 1)
         ok = (s.rowids[pos] == rowids) & matched[pos] & np.isin(s.namespaces[pos], namespace_ids)
         return {int(r): float(total[p]) for r, p in zip(rowids[ok], pos[ok], strict=True)}
+
+
+# How much of each per-row or per-posting array a snapshot uses (the rest is capacity).
+_USED_LENGTH: dict[str, Callable[[_Snapshot], int]] = {
+    **{name: (lambda s: s.n) for name in ("rowids", "namespaces", "kinds", "alive", "lengths")},
+    "row_ptr": lambda s: s.n + 1,
+    **{name: (lambda s: s.nnz) for name in ("terms", "weights")},
+}
 
 
 def _fit(array: np.ndarray, used: int, need: int) -> np.ndarray:

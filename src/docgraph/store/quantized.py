@@ -151,6 +151,31 @@ class QuantizedDenseMatrix:
         """Bytes held by the matrix's arrays (capacity included)."""
         return sum(a.nbytes for a in self._snap.arrays())
 
+    def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+        """(per-row arrays trimmed to the loaded rows, scalars) of the current snapshot, to
+        persist; pass them to :meth:`restore_state` to get this snapshot back."""
+        with self._lock:
+            s = self._snap
+            names = ("words", "codes", "scales", "rowids", "namespaces", "kinds", "alive")
+            arrays = {name: a[: s.n] for name, a in zip(names, s.arrays(), strict=True)}
+            arrays["alive"] = arrays["alive"].copy()  # marked dead in place by remove()
+            return arrays, {"n": s.n, "dead": s.dead}
+
+    def restore_state(self, arrays: dict[str, np.ndarray], scalars: dict[str, int]) -> None:
+        """Replace the contents with a state from :meth:`export_state` (arrays may be
+        memory-mapped; they are copied into memory when rows are appended beyond them)."""
+        n, dead = int(scalars["n"]), int(scalars["dead"])
+        width = -(-self.dimension // 64)
+        if (arrays["words"].shape != (n, width) or arrays["codes"].shape != (n, self.dimension)
+                or any(len(arrays[k]) != n for k in ("scales", "rowids", "namespaces",
+                                                    "kinds", "alive"))):
+            raise ValueError("dense codes: array shapes do not match")
+        with self._lock:
+            self._snap = _Snapshot(
+                arrays["words"], arrays["codes"], arrays["scales"], arrays["rowids"],
+                arrays["namespaces"], arrays["kinds"], arrays["alive"], n, dead,
+            )
+
     def append(
         self,
         rowids: npt.NDArray[np.int64],

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -237,9 +238,18 @@ class SQLiteCatalog(SqlCatalogRecords):
                     f"{self.path}: index schema version {row[0]} is not supported "
                     f"(this docgraph reads version {SCHEMA_VERSION})"
                 )
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('catalog_id', ?)",
+                        (uuid.uuid4().hex,))
             _add_source_naming(db)
             _add_document_parents(db)
             _add_line_fingerprints(db)
+
+    def catalog_id(self) -> str:
+        """A random identity written once into this file (files copied from it share it);
+        what the chunk index's sidecar file names to be recognised as this catalog's."""
+        row = self.connection().execute(
+            "SELECT value FROM meta WHERE key = 'catalog_id'").fetchone()
+        return str(row[0]) if row else ""
 
     # -- connections -------------------------------------------------------
 
