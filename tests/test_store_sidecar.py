@@ -1,10 +1,11 @@
-"""The chunk index's sidecar file: used when it reflects the catalog (no chunk row read),
+"""The chunk index's sidecar file, and float16 vectors in the catalog (schema 6). Sidecar: used when it reflects the catalog (no chunk row read),
 caught up with writes made after it, and ignored (rebuilt from the catalog) when stale,
 foreign, truncated or corrupt, including after a writer killed mid-write."""
 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -15,8 +16,9 @@ import pytest
 
 from docgraph.sources.urn import normalize_urn
 from docgraph.store.sidecar import read_arrays, write_arrays
-from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite import SCHEMA_VERSION, EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.index import sidecar_path
+from docgraph.store.sqlite.vectors import decode_vector
 from tests.test_store import _write
 
 DIM = 16
@@ -228,7 +230,7 @@ def test_a_writer_killed_mid_write_leaves_the_previous_sidecar_usable(tmp_path: 
         import numpy as np
         from pathlib import Path
         from docgraph.sources.urn import normalize_urn
-        from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+        from docgraph.store.sqlite import SCHEMA_VERSION, EmbeddedChunkIndex, SQLiteCatalog
         from tests.test_store import _write
         tmp = Path({str(tmp_path)!r})
         catalog = SQLiteCatalog(tmp / "c.db")
@@ -248,4 +250,65 @@ def test_a_writer_killed_mid_write_leaves_the_previous_sidecar_usable(tmp_path: 
     index, catalog = _opened(db)
     assert index.sidecar_status == "loaded" and index.rows_read == 3
     assert _answers(index) == _rebuilt(db)
+    catalog.close()
+
+
+def _as_schema_5(path: Path) -> None:
+    """Rewrite a catalog as docgraph wrote it before schema 6: float32 vector blobs, no
+    ``vector_dtype`` mark, schema number 5."""
+    db = sqlite3.connect(path, isolation_level=None)
+    rows = db.execute("SELECT id, vector FROM chunks").fetchall()
+    db.execute("BEGIN")
+    for rowid, blob in rows:
+        db.execute("UPDATE chunks SET vector = ? WHERE id = ?",
+                   (decode_vector(blob).astype("<f4").tobytes(), rowid))
+    db.execute("DELETE FROM meta WHERE key = 'vector_dtype'")
+    db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    db.execute("COMMIT")
+    db.close()
+
+
+def test_a_schema_5_file_is_upgraded_in_place_to_float16_vectors(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    _catalog(db).close()
+    want = _rebuilt(db)
+    _saved(db)  # a sidecar of the file as it is now
+    _as_schema_5(db)
+    raw = sqlite3.connect(db)
+    (width,) = raw.execute("SELECT DISTINCT length(vector) FROM chunks").fetchone()
+    assert width == 4 * DIM
+    raw.close()
+
+    catalog = SQLiteCatalog(db)  # the upgrade: no re-embedding, vectors converted
+    meta = dict(catalog.connection().execute("SELECT key, value FROM meta").fetchall())
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == "6"
+    widths = {w for (w,) in catalog.connection().execute(
+        "SELECT DISTINCT length(vector) FROM chunks")}
+    assert widths == {2 * DIM}
+    index = EmbeddedChunkIndex(catalog, DIM, sidecar=False)
+    assert _answers(index) == want  # the same vectors, so the same results
+    mapped = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**9)
+    assert mapped.sidecar_status == "foreign"  # written for schema 5: rebuilt
+    assert _answers(mapped) == want
+    catalog.close()
+    catalog = SQLiteCatalog(db)  # opening again converts nothing twice
+    assert {w for (w,) in catalog.connection().execute(
+        "SELECT DISTINCT length(vector) FROM chunks")} == {2 * DIM}
+    catalog.close()
+
+
+def test_vectors_are_stored_as_float16_and_read_back_as_float32(tmp_path: Path) -> None:
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path / "a"), "a")
+    vector = _unit(np.random.default_rng(1), 1)
+    record = _write(catalog, source, "one.txt", ["one text"], vector)
+    assert record.chunk_count == 1
+    (blob,) = catalog.connection().execute("SELECT vector FROM chunks").fetchone()
+    assert len(blob) == 2 * DIM
+    index = EmbeddedChunkIndex(catalog, DIM)
+    (got,) = index.vectors([index.dense_search(vector[0], 1, frozenset({"a"}))[0].rowid]
+                           ).values()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, vector[0], atol=1e-3)
+    assert not np.array_equal(got, vector[0])  # rounded to float16, not float32
     catalog.close()

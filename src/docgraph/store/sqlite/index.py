@@ -24,6 +24,7 @@ from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 from docgraph.store.sqlite.catalog import SCHEMA_VERSION, SQLiteCatalog
+from docgraph.store.sqlite.vectors import decode_vectors
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +270,7 @@ class EmbeddedChunkIndex:
 
     def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
         """Arrays of one batch of chunk rows; vectors quantized at once unless exact."""
-        dim = self.dimension
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        if vectors.size != len(rows) * dim:
-            raise StoreError(f"{self.catalog.path}: stored vectors do not have dimension {dim}")
-        matrix = vectors.reshape(len(rows), dim)
+        matrix = decode_vectors([r[2] for r in rows], self.dimension, self.catalog.path)
         batch = _RowBatch(
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
             namespaces=np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
@@ -292,7 +289,7 @@ class EmbeddedChunkIndex:
     def _stored_vectors(
         self, rowids: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], Vector]:
-        """The catalog's float32 vectors of the given chunks (deleted ones absent)."""
+        """The catalog's vectors (as float32) of the given chunks (deleted ones absent)."""
         dim = self.dimension
         ids = [int(r) for r in rowids]
         found: list[int] = []
@@ -305,10 +302,8 @@ class EmbeddedChunkIndex:
             ):
                 found.append(int(rowid))
                 blobs.append(blob)
-        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32)
-        if vectors.size != len(found) * dim:
-            raise StoreError(f"{self.catalog.path}: stored vectors do not have dimension {dim}")
-        return np.array(found, dtype=np.int64), vectors.reshape(len(found), dim)
+        return (np.array(found, dtype=np.int64),
+                decode_vectors(blobs, dim, self.catalog.path))
 
     def __len__(self) -> int:
         """Live chunks loaded (all namespaces and kinds)."""
