@@ -37,6 +37,9 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
+from docgraph.store.rows import RowIndex, compaction_due, positions
+from docgraph.store.rows import fit as _fit
+
 MAX_QUERY_TERMS = 64
 K1 = 1.5
 B = 0.5
@@ -252,28 +255,20 @@ def _empty() -> _Snapshot:
     )
 
 
-class PostingIndex:
+class PostingIndex(RowIndex[_Snapshot]):
     """BM25 over in-memory posting lists; append-only rows with tombstones, thread-safe reads
     through immutable snapshots (writers build a new snapshot under a lock).
 
     Rows are kept in row-major order (cheap appends); a term-major copy of the older rows
     answers queries, and rows appended since it was built (the *tail*) are scanned directly
-    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt.
+    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt. Row
+    bookkeeping (lock, snapshot, finding rows by id, growth) is
+    :class:`~docgraph.store.rows.RowIndex`'s.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._snap = _empty()
-
-    def __len__(self) -> int:
-        s = self._snap
-        return s.n - s.dead
-
-    @property
-    def max_rowid(self) -> int:
-        """The highest row id loaded (0 when empty)."""
-        s = self._snap
-        return int(s.rowids[s.n - 1]) if s.n else 0
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
         """(arrays trimmed to what is used, scalars) of the current snapshot, to persist;
@@ -358,9 +353,7 @@ class PostingIndex:
             return
         with self._lock:
             s = self._snap
-            pos = np.searchsorted(s.rowids[: s.n], rowids)
-            pos = pos[pos < s.n]
-            pos = pos[np.isin(s.rowids[pos], rowids)]
+            pos = positions(s.rowids, s.n, rowids)
             pos = pos[s.alive[pos]]
             if len(pos) == 0:
                 return
@@ -370,7 +363,7 @@ class PostingIndex:
             df = s.df - np.bincount(gone, minlength=len(s.df)).astype(np.int32)
             snap = replace(s, alive=alive, df=df, dead=s.dead + len(pos),
                            live_length=s.live_length - float(s.lengths[pos].sum()))
-            if snap.dead > 1024 and snap.dead * 4 > snap.n:
+            if compaction_due(snap.dead, snap.n):
                 snap = _compact(snap)
             self._snap = snap
 
@@ -454,15 +447,6 @@ _USED_LENGTH: dict[str, Callable[[_Snapshot], int]] = {
     "row_ptr": lambda s: s.n + 1,
     **{name: (lambda s: s.nnz) for name in ("terms", "weights")},
 }
-
-
-def _fit(array: np.ndarray, used: int, need: int) -> np.ndarray:
-    """``array`` if it can hold ``need`` items, else a copy with doubled capacity."""
-    if need <= len(array):
-        return array
-    out = np.zeros(max(need, 2 * len(array), 1024), dtype=array.dtype)
-    out[:used] = array[:used]
-    return out
 
 
 def _maybe_reindex(s: _Snapshot) -> _Snapshot:
