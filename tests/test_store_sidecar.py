@@ -85,6 +85,8 @@ def test_a_valid_sidecar_is_mapped_and_no_chunk_row_is_read(tmp_path: Path) -> N
     want = _answers(first)
     first.save_sidecar()
     catalog.close()
+    mode = sidecar_path(db).stat().st_mode & 0o777
+    assert mode == db.stat().st_mode & 0o777  # readable like the catalog, not mkstemp's 0600
 
     index, catalog = _opened(db)
     assert index.sidecar_status == "loaded"

@@ -55,6 +55,7 @@ def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]
     start = _aligned(len(MAGIC) + 8 + len(header))
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file (mkstemp makes it 0600)
         with os.fdopen(fd, "wb") as out:
             out.write(MAGIC + struct.pack("<Q", len(header)) + header)
             out.write(b"\0" * (start - out.tell()))
@@ -127,6 +128,18 @@ def _remove_abandoned(path: Path) -> None:
                 tmp.unlink()
         except OSError:
             pass
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (``os.umask`` would change it for every
+    thread for a moment); 022 where ``/proc`` does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def _fsync_dir(folder: Path) -> None:
