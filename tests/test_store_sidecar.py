@@ -1,6 +1,9 @@
-"""The chunk index's sidecar file, and float16 vectors in the catalog (schema 6). Sidecar: used when it reflects the catalog (no chunk row read),
-caught up with writes made after it, and ignored (rebuilt from the catalog) when stale,
-foreign, truncated or corrupt, including after a writer killed mid-write."""
+"""The chunk index's sidecar file, and float16 vectors in the catalog (schema 6).
+
+Sidecar: used when it reflects the catalog (no chunk row read), caught up with writes made
+after it, and ignored (rebuilt from the catalog) when stale, foreign, truncated or corrupt,
+including after a writer killed mid-write. Schema 6: vectors stored as float16, a schema-5
+file upgraded in place."""
 
 from __future__ import annotations
 
