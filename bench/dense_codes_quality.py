@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import statistics
 import sys
 import time
@@ -91,13 +92,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison and write ``bench/results/dense_codes_quality.json``."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--datasets", default="scifact,2wiki")
+    parser.add_argument("--name", default="dense_codes_quality")
+    parser.add_argument("--reference", type=Path, default=None,
+                        help="an earlier result of this bench (e.g. before a storage "
+                        "change): each figure's difference from it is added")
     args = parser.parse_args(argv)
     started = time.time()
     datasets = {name: evaluate(name) for name in args.datasets.split(",")}
     deltas = [abs(v) for d in datasets.values() for r in d["results"]
               for v in r.get("delta", {}).values()]
-    write_result("dense_codes_quality", {
-        "settings": {"split": "test", "tolerance": TOLERANCE, "modes": list(MODES)},
+    reference_deltas: list[float] = []
+    if args.reference is not None:
+        before = json.loads(args.reference.read_text(encoding="utf-8"))["datasets"]
+        for name, data in datasets.items():
+            old = {(r["mode"], r["variant"]): r for r in before[name]["results"]}
+            for row in data["results"]:
+                was = old[(row["mode"], row["variant"])]
+                row["vs_reference"] = {m: round(row[m] - was[m], 4) for m in METRICS[name]}
+                reference_deltas += [abs(v) for v in row["vs_reference"].values()]
+    write_result(args.name, {
+        "settings": {"split": "test", "tolerance": TOLERANCE, "modes": list(MODES),
+                     "reference": None if args.reference is None else args.reference.name},
+        "largest_abs_delta_vs_reference": max(reference_deltas, default=0.0),
         "within_tolerance": max(deltas, default=0.0) <= TOLERANCE,
         "largest_abs_delta": max(deltas, default=0.0),
         "wall_minutes": round((time.time() - started) / 60, 1),

@@ -24,7 +24,7 @@ from docgraph.ingest.embed import HashingEmbedder
 from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.pipeline import PARALLEL_AFTER_FILES
 from docgraph.store.lexical import decode_terms
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
 from tests.crash_corpus import make_corpus, mutate_corpus
 from tests.crash_harness import (
@@ -321,6 +321,43 @@ def check_after_kill(setting: Setting, index: Path) -> list[str]:
             for hit in graph.search("Rotterdam firmware error E-417", namespaces={NAMESPACE}):
                 if hit.doc_id not in stored:
                     problems.append(f"search returned {hit.doc_id}, which is not stored")
+            problems += sidecar_disagreement(graph.catalog)
+    return problems
+
+
+def save_sidecar(index: Path) -> None:
+    """Persist the chunk index's sidecar of ``index`` as it is now (if it has chunks), so the
+    check after the next kill opens the index from it and catches up with the killed build."""
+    if not index.exists():
+        return
+    catalog = SQLiteCatalog(index)
+    try:
+        model = catalog.embedding_model()
+        if model is not None:
+            EmbeddedChunkIndex(catalog, model[1]).save_sidecar()
+    finally:
+        catalog.close()
+
+
+def sidecar_disagreement(catalog: SQLiteCatalog) -> list[str]:
+    """Empty if the chunk index opened from the sidecar (written before the killed build)
+    and caught up with the catalog answers as one rebuilt from the catalog alone."""
+    model = catalog.embedding_model()
+    assert model is not None
+    mapped = EmbeddedChunkIndex(catalog, model[1], sidecar_after_rows=10**12)
+    rebuilt = EmbeddedChunkIndex(catalog, model[1], sidecar=False)
+    problems = [] if mapped.sidecar_status in ("loaded", "missing") else [
+        f"sidecar {mapped.sidecar_status}"]
+    names = frozenset({NAMESPACE})
+    queries = list(rebuilt.vectors(range(1, rebuilt.dense.max_rowid + 1, 7)).values())[:5]
+    for text in ("Rotterdam firmware error E-417", "outage report", "badge"):
+        if mapped.lexical_search(text, 10, names) != rebuilt.lexical_search(text, 10, names):
+            problems.append(f"sidecar index: BM25 results differ for {text!r}")
+    for q in queries:
+        if mapped.dense_search(q, 10, names) != rebuilt.dense_search(q, 10, names):
+            problems.append("sidecar index: dense results differ")
+    if len(mapped) != len(rebuilt):
+        problems.append(f"sidecar index: {len(mapped)} chunks, catalog {len(rebuilt)}")
     return problems
 
 
@@ -364,6 +401,7 @@ def run_scenario(launcher: Launcher, setting: Setting, points: list[KillPoint], 
             Path(f"{index}{suffix}").unlink(missing_ok=True)
     outcome = ScenarioOutcome(setting.name, [])
     for point in points:
+        save_sidecar(index)
         run = launcher.run_killed(point, setting.config, index, setting.folder, NAMESPACE, work)
         exit_seconds, left = wait_gone(run.children, ORPHAN_TIMEOUT_S)
         kill_leftovers(left)

@@ -23,6 +23,7 @@ from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.milvus.index import MilvusChunkIndex
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite.vectors import decode_vector
 from tests.conftest import SAMPLE_CORPUS
 from tests.helpers import CountingEmbedder
 
@@ -193,7 +194,7 @@ def _old_layout_collection(index: MilvusChunkIndex, catalog: SQLiteCatalog) -> N
     rows = catalog.connection().execute(
         "SELECT id, namespace_id, breadcrumb, text, vector FROM chunks").fetchall()
     client.insert(name, data=[{"id": r[0], "namespace_id": r[1], "kind": 0,
-                               "vector": np.frombuffer(r[4], dtype=np.float32).tolist(),
+                               "vector": decode_vector(r[4]).tolist(),
                                "text": f"{r[2]}\n{r[3]}"} for r in rows])
     client.flush(name)
 

@@ -13,7 +13,6 @@ core streams its own part; see ``bench/speed.py`` for the measured effect.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.parallel import LazyThreadPool, core_count
+from docgraph.store.rows import RowMatrix
 
 # Matrices at least this large are scored in parallel row ranges.
 PARALLEL_SCAN_ROWS = 32_768
@@ -67,12 +67,13 @@ class _Snapshot:
     dead: int
 
 
-class DenseMatrix:
-    """Append-only vector matrix with tombstones; thread-safe reads via immutable snapshots."""
+class DenseMatrix(RowMatrix[_Snapshot]):
+    """Append-only vector matrix with tombstones; thread-safe reads via immutable snapshots
+    (bookkeeping in :class:`~docgraph.store.rows.RowMatrix`)."""
 
     def __init__(self, dimension: int) -> None:
+        super().__init__()
         self.dimension = dimension
-        self._lock = threading.Lock()
         self._snap = _Snapshot(
             np.zeros((0, dimension), dtype=np.float32),
             np.zeros(0, dtype=np.int64),
@@ -83,16 +84,6 @@ class DenseMatrix:
             0,
         )
 
-    def __len__(self) -> int:
-        snap = self._snap
-        return snap.n - snap.dead
-
-    @property
-    def max_rowid(self) -> int:
-        """The highest row id loaded (0 when empty)."""
-        snap = self._snap
-        return int(snap.rowids[snap.n - 1]) if snap.n else 0
-
     def append(
         self,
         rowids: npt.NDArray[np.int64],
@@ -102,57 +93,9 @@ class DenseMatrix:
     ) -> None:
         """Add rows; ``rowids`` must be ascending and above every loaded row id. ``kinds``
         (default all 0) tags each row with its chunk kind code."""
-        if kinds is None:
-            kinds = np.zeros(len(rowids), dtype=np.int8)
-        if len(rowids) == 0:
-            return
-        with self._lock:
-            s = self._snap
-            need = s.n + len(rowids)
-            if need > len(s.rowids):
-                capacity = max(need, 2 * len(s.rowids), 1024)
-                grown = _Snapshot(
-                    _grow(s.vectors, capacity, s.n),
-                    _grow(s.rowids, capacity, s.n),
-                    _grow(s.namespaces, capacity, s.n),
-                    _grow(s.kinds, capacity, s.n),
-                    _grow(s.alive, capacity, s.n),
-                    s.n,
-                    s.dead,
-                )
-                s = grown
-            s.vectors[s.n:need] = vectors
-            s.rowids[s.n:need] = rowids
-            s.namespaces[s.n:need] = namespaces
-            s.kinds[s.n:need] = kinds
-            s.alive[s.n:need] = True
-            self._snap = _Snapshot(
-                s.vectors, s.rowids, s.namespaces, s.kinds, s.alive, need, s.dead
-            )
-
-    def remove(self, rowids: npt.NDArray[np.int64]) -> None:
-        """Mark rows dead (unknown row ids are ignored); compacts when a quarter is dead."""
-        if len(rowids) == 0:
-            return
-        with self._lock:
-            s = self._snap
-            pos = np.searchsorted(s.rowids[: s.n], rowids)
-            inside = pos < s.n
-            pos, wanted = pos[inside], rowids[inside]
-            hit = pos[s.rowids[pos] == wanted]
-            newly_dead = int(s.alive[hit].sum())
-            s.alive[hit] = False
-            dead = s.dead + newly_dead
-            if dead > 1024 and dead * 4 > s.n:
-                keep = np.flatnonzero(s.alive[: s.n])
-                self._snap = _Snapshot(
-                    s.vectors[keep].copy(), s.rowids[keep].copy(), s.namespaces[keep].copy(),
-                    s.kinds[keep].copy(), np.ones(len(keep), dtype=bool), len(keep), 0,
-                )
-            else:
-                self._snap = _Snapshot(
-                    s.vectors, s.rowids, s.namespaces, s.kinds, s.alive, s.n, dead
-                )
+        self._append(len(rowids), {
+            "vectors": vectors, "rowids": rowids, "namespaces": namespaces,
+            "kinds": 0 if kinds is None else kinds})
 
     def vectors_for(self, rowids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], Vector]:
         """(row ids found alive, their vectors) for the requested row ids, in request order."""
@@ -189,8 +132,3 @@ class DenseMatrix:
         return [ScoredRow(int(s.rowids[candidates[i]]), float(sub[i])) for i in top]
 
 
-def _grow(array: np.ndarray, capacity: int, n: int) -> np.ndarray:
-    shape = (capacity, *array.shape[1:])
-    out = np.zeros(shape, dtype=array.dtype)
-    out[:n] = array[:n]
-    return out

@@ -32,12 +32,16 @@ import sqlite3
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import Stemmer
+
+from docgraph.store.rows import RowIndex, compaction_due, positions
+from docgraph.store.rows import fit as _fit
 
 MAX_QUERY_TERMS = 64
 K1 = 1.5
@@ -256,7 +260,7 @@ def _empty() -> _Snapshot:
     )
 
 
-class PostingIndex:
+class PostingIndex(RowIndex[_Snapshot]):
     """BM25 over in-memory posting lists; append-only rows with tombstones, thread-safe reads
     through immutable snapshots (writers build a new snapshot under a lock).
 
@@ -266,22 +270,46 @@ class PostingIndex:
 
     Rows are kept in row-major order (cheap appends); a term-major copy of the older rows
     answers queries, and rows appended since it was built (the *tail*) are scanned directly
-    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt.
+    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt. Row
+    bookkeeping (lock, snapshot, finding rows by id, growth) is
+    :class:`~docgraph.store.rows.RowIndex`'s.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        super().__init__()
         self._snap = _empty()
 
-    def __len__(self) -> int:
-        s = self._snap
-        return s.n - s.dead
+    def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
+        """(arrays trimmed to what is used, scalars) of the current snapshot, to persist;
+        pass them to :meth:`restore_state` to get this snapshot back. Every field of the
+        snapshot is included, whatever the scoring statistics are."""
+        with self._lock:
+            s = self._snap
+        arrays: dict[str, np.ndarray] = {}
+        scalars: dict[str, int | float] = {}
+        for f in fields(s):
+            value = getattr(s, f.name)
+            if isinstance(value, np.ndarray):
+                used = _USED_LENGTH.get(f.name)
+                arrays[f.name] = value[: used(s)] if used else value
+            else:
+                scalars[f.name] = value.item() if isinstance(value, np.generic) else value
+        return arrays, scalars
 
-    @property
-    def max_rowid(self) -> int:
-        """The highest row id loaded (0 when empty)."""
-        s = self._snap
-        return int(s.rowids[s.n - 1]) if s.n else 0
+    def restore_state(
+        self, arrays: dict[str, np.ndarray], scalars: dict[str, int | float]
+    ) -> None:
+        """Replace the contents with a state from :meth:`export_state` (arrays may be
+        memory-mapped; appends copy them into memory as they grow)."""
+        values: dict[str, Any] = {**arrays, **scalars}
+        snap = replace(_empty(), **values)
+        n, nnz = snap.n, snap.nnz
+        if (any(len(getattr(snap, k)) != used(snap) for k, used in _USED_LENGTH.items())
+                or (n and (int(snap.row_ptr[n]) != nnz or int(snap.row_ptr[0]) != 0))
+                or not 0 <= snap.main_rows <= n):
+            raise ValueError("posting index: array lengths do not match")
+        with self._lock:
+            self._snap = snap
 
     def append(
         self,
@@ -332,9 +360,7 @@ class PostingIndex:
             return
         with self._lock:
             s = self._snap
-            pos = np.searchsorted(s.rowids[: s.n], rowids)
-            pos = pos[pos < s.n]
-            pos = pos[np.isin(s.rowids[pos], rowids)]
+            pos = positions(s.rowids, s.n, rowids)
             pos = pos[s.alive[pos]]
             if len(pos) == 0:
                 return
@@ -346,7 +372,7 @@ class PostingIndex:
                 s, s.kinds[pos].astype(np.int64), counts, gone, s.lengths[pos], sign=-1)
             snap = replace(s, alive=alive, df=df, dead=s.dead + len(pos),
                            live_rows=live_rows, live_length=live_length)
-            if snap.dead > 1024 and snap.dead * 4 > snap.n:
+            if compaction_due(snap.dead, snap.n):
                 snap = _compact(snap)
             self._snap = snap
 
@@ -431,13 +457,12 @@ class PostingIndex:
         return {int(r): float(total[p]) for r, p in zip(rowids[ok], pos[ok], strict=True)}
 
 
-def _fit(array: np.ndarray, used: int, need: int) -> np.ndarray:
-    """``array`` if it can hold ``need`` items, else a copy with doubled capacity."""
-    if need <= len(array):
-        return array
-    out = np.zeros(max(need, 2 * len(array), 1024), dtype=array.dtype)
-    out[:used] = array[:used]
-    return out
+# How much of each per-row or per-posting array a snapshot uses (the rest is capacity).
+_USED_LENGTH: dict[str, Callable[[_Snapshot], int]] = {
+    **{name: (lambda s: s.n) for name in ("rowids", "namespaces", "kinds", "alive", "lengths")},
+    "row_ptr": lambda s: s.n + 1,
+    **{name: (lambda s: s.nnz) for name in ("terms", "weights")},
+}
 
 
 def _add_statistics(

@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from docgraph.errors import StoreError
 from docgraph.model import ChunkDraft, DocumentRecord, EntityLink, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
@@ -37,6 +35,7 @@ from docgraph.store.sql.graph import ReportDraft
 from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
+from docgraph.store.sqlite.vectors import decode_vector, decode_vectors
 
 
 @dataclass
@@ -175,8 +174,7 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
                                                           int(r[5]), float(r[6])))
     model = embedded.embedding_model()
     assert model is not None
-    vectors = (np.frombuffer(b"".join(r[9] for r in rows), dtype=np.float32)
-               .reshape(len(rows), model[1]))
+    vectors = decode_vectors([r[9] for r in rows], model[1], embedded.path)
     chunks = [ChunkDraft(int(r[0]), r[1], tuple(json.loads(r[3])), int(r[4]), r[5], r[6], r[7],
                          None if r[10] is None else (int(r[10]), int(r[11])), bool(r[12]))
               for r in rows]
@@ -268,7 +266,7 @@ def _copy_communities(source: Any, db: Any, backend: PostgresGraphBackend, ns_id
                 " FROM community_row_sources s JOIN communities c ON c.id = s.community_id"
                 " WHERE c.namespace_id = ?", (ns_id,))])
     report.communities += len(rows)
-    drafts = [ReportDraft(str(r[0]), str(r[1]), str(r[2]), np.frombuffer(r[3], dtype=np.float32))
+    drafts = [ReportDraft(str(r[0]), str(r[1]), str(r[2]), decode_vector(r[3]))
               for r in source.execute(
         "SELECT d.doc_id, d.title, c.text, c.vector FROM documents d"
         " JOIN chunks c ON c.document_id = d.id WHERE d.namespace_id = ?"

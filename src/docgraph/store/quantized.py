@@ -23,7 +23,6 @@ ascending row ids, tombstones, immutable snapshots, compaction at a quarter dead
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL
+from docgraph.store.rows import RowMatrix
 
 # Reads the exact float32 vectors of row ids: (row ids found, (len(found), dim) matrix).
 VectorFetch = Callable[[npt.NDArray[np.int64]], tuple[npt.NDArray[np.int64], Vector]]
@@ -98,21 +98,13 @@ class _Snapshot:
     n: int
     dead: int
 
-    def arrays(self) -> list[np.ndarray]:
-        """The per-row arrays, in field order."""
-        return [self.words, self.codes, self.scales, self.rowids, self.namespaces,
-                self.kinds, self.alive]
 
-    @staticmethod
-    def of(arrays: list[np.ndarray], n: int, dead: int) -> _Snapshot:
-        """A snapshot of per-row arrays given in :meth:`arrays` order."""
-        words, codes, scales, rowids, namespaces, kinds, alive = arrays
-        return _Snapshot(words, codes, scales, rowids, namespaces, kinds, alive, n, dead)
-
-
-class QuantizedDenseMatrix:
+class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
     """Append-only sign + int8 matrix with tombstones and exact re-scoring through ``fetch``;
-    thread-safe reads via immutable snapshots (the interface of ``DenseMatrix``)."""
+    thread-safe reads via immutable snapshots (the interface of ``DenseMatrix``; bookkeeping
+    in :class:`~docgraph.store.rows.RowMatrix`)."""
+
+    growth = 1.5  # the arrays are a quarter of float32's: grow by less than the exact matrix
 
     def __init__(
         self, dimension: int, fetch: VectorFetch, min_pool: int = MIN_POOL,
@@ -122,7 +114,7 @@ class QuantizedDenseMatrix:
         self.fetch = fetch
         self.min_pool = min_pool
         self.pool_per_k = pool_per_k
-        self._lock = threading.Lock()
+        super().__init__()
         width = -(-dimension // 64)
         self._snap = _Snapshot(
             np.zeros((0, width), dtype=np.uint64),
@@ -136,20 +128,11 @@ class QuantizedDenseMatrix:
             0,
         )
 
-    def __len__(self) -> int:
-        snap = self._snap
-        return snap.n - snap.dead
-
-    @property
-    def max_rowid(self) -> int:
-        """The highest row id loaded (0 when empty)."""
-        snap = self._snap
-        return int(snap.rowids[snap.n - 1]) if snap.n else 0
-
     @property
     def nbytes(self) -> int:
         """Bytes held by the matrix's arrays (capacity included)."""
-        return sum(a.nbytes for a in self._snap.arrays())
+        s = self._snap
+        return sum(getattr(s, k).nbytes for k in self._array_names())
 
     def append(
         self,
@@ -174,44 +157,9 @@ class QuantizedDenseMatrix:
     ) -> None:
         """Add rows already quantized (by :func:`sign_words` and :func:`int8_codes`), all
         visible to searches at once."""
-        if kinds is None:
-            kinds = np.zeros(len(rowids), dtype=np.int8)
-        if len(rowids) == 0:
-            return
-        with self._lock:
-            s = self._snap
-            need = s.n + len(rowids)
-            if need > len(s.rowids):
-                capacity = max(need, len(s.rowids) + len(s.rowids) // 2, 1024)
-                s = _Snapshot.of([_grow(a, capacity, s.n) for a in s.arrays()], s.n, s.dead)
-            s.words[s.n:need] = words
-            s.codes[s.n:need] = codes
-            s.scales[s.n:need] = scales
-            s.rowids[s.n:need] = rowids
-            s.namespaces[s.n:need] = namespaces
-            s.kinds[s.n:need] = kinds
-            s.alive[s.n:need] = True
-            self._snap = _Snapshot.of(s.arrays(), need, s.dead)
-
-    def remove(self, rowids: npt.NDArray[np.int64]) -> None:
-        """Mark rows dead (unknown row ids are ignored); compacts when a quarter is dead."""
-        if len(rowids) == 0:
-            return
-        with self._lock:
-            s = self._snap
-            pos = np.searchsorted(s.rowids[: s.n], rowids)
-            inside = pos < s.n
-            pos, wanted = pos[inside], rowids[inside]
-            hit = pos[s.rowids[pos] == wanted]
-            newly_dead = int(s.alive[hit].sum())
-            s.alive[hit] = False
-            dead = s.dead + newly_dead
-            if dead > 1024 and dead * 4 > s.n:
-                keep = np.flatnonzero(s.alive[: s.n])
-                kept = [a[keep].copy() for a in s.arrays()[:-1]]
-                self._snap = _Snapshot.of([*kept, np.ones(len(keep), dtype=bool)], len(keep), 0)
-            else:
-                self._snap = _Snapshot.of(s.arrays(), s.n, dead)
+        self._append(len(rowids), {
+            "words": words, "codes": codes, "scales": scales, "rowids": rowids,
+            "namespaces": namespaces, "kinds": 0 if kinds is None else kinds})
 
     def search(
         self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0
@@ -250,7 +198,3 @@ class QuantizedDenseMatrix:
         return [ScoredRow(int(found[i]), float(exact[i])) for i in order]
 
 
-def _grow(array: np.ndarray, capacity: int, n: int) -> np.ndarray:
-    out = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-    out[:n] = array[:n]
-    return out

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,8 +33,14 @@ from docgraph.store.lexical import (
 from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.graph import write_links
+from docgraph.store.sqlite.vectors import (
+    STORED,
+    decode_vector,
+    encode_vector,
+    float32_to_stored,
+)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -224,22 +231,34 @@ class SQLiteCatalog(SqlCatalogRecords):
                 db.execute(
                     "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            elif int(row[0]) in (1, 2, 3, 4):
+                db.execute("INSERT INTO meta VALUES ('vector_dtype', ?)", (STORED.str,))
+            elif int(row[0]) in (1, 2, 3, 4, 5):
                 if int(row[0]) == 1:
                     _migrate_1_to_2(db, self.terms)
                 if int(row[0]) <= 2:
                     _migrate_2_to_3(db)
                 if int(row[0]) <= 3:
                     _migrate_3_to_4(db)
-                _migrate_4_to_5(db)
+                if int(row[0]) <= 4:
+                    _migrate_4_to_5(db)
+                _migrate_5_to_6(db)
             elif int(row[0]) != SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: index schema version {row[0]} is not supported "
                     f"(this docgraph reads version {SCHEMA_VERSION})"
                 )
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('catalog_id', ?)",
+                        (uuid.uuid4().hex,))
             _add_source_naming(db)
             _add_document_parents(db)
             _add_line_fingerprints(db)
+
+    def catalog_id(self) -> str:
+        """A random identity written once into this file (files copied from it share it);
+        what the chunk index's sidecar file names to be recognised as this catalog's."""
+        row = self.connection().execute(
+            "SELECT value FROM meta WHERE key = 'catalog_id'").fetchone()
+        return str(row[0]) if row else ""
 
     # -- connections -------------------------------------------------------
 
@@ -251,6 +270,9 @@ class SQLiteCatalog(SqlCatalogRecords):
                 db = sqlite3.connect(
                     str(self.path), isolation_level=None, check_same_thread=False, timeout=30
                 )
+                # Rows of ~1.5 KB (float16 vector, text, term blob): 5 fit an 8 KB page,
+                # 2 a 4 KB one (a new file only; an existing one keeps its page size).
+                db.execute("PRAGMA page_size=8192")
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.execute("PRAGMA foreign_keys=ON")
@@ -421,7 +443,7 @@ class SQLiteCatalog(SqlCatalogRecords):
             [(document_id, ns_id, chunk.index, chunk.text, crumb,
               paths[chunk.section_path], chunk.token_count,
               chunk.prev_index, chunk.next_index, chunk.parent_index,
-              text_hash(embedded), vector.tobytes(), lexical.blob, lexical.length,
+              text_hash(embedded), encode_vector(vector), lexical.blob, lexical.length,
               *(chunk.pages or (None, None)), int(chunk.ocr))
              for chunk, crumb, embedded, vector, lexical in zip(
                  chunks, write.breadcrumbs, write.embedded_texts, vectors, terms,
@@ -474,7 +496,7 @@ class SQLiteCatalog(SqlCatalogRecords):
             (namespace, doc_id),
         ).fetchall()
         return {
-            str(h): np.frombuffer(v, dtype=np.float32) for h, v in rows if h in wanted
+            str(h): decode_vector(v) for h, v in rows if h in wanted
         }
 
     # -- chunks ------------------------------------------------------------
@@ -616,6 +638,22 @@ def _migrate_4_to_5(db: sqlite3.Connection) -> None:
     db.execute(f"UPDATE documents SET content_hash = '' WHERE kind = 'document'"
                f" AND media_type IN ({marks})", RE_EXTRACTED_AT_5)
     db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def _migrate_5_to_6(db: sqlite3.Connection) -> None:
+    """Schema 5 -> 6 (inside the caller's transaction): chunk vectors are stored as float16
+    (:mod:`docgraph.store.sqlite.vectors`), converted in place from float32 without
+    re-embedding. The freed pages stay in the file for later writes (``VACUUM`` returns
+    them to the file system). The catalog gets a new identity, which retires any sidecar
+    of the index (``docgraph.store.sqlite.index``)."""
+    stored = db.execute("SELECT value FROM meta WHERE key = 'vector_dtype'").fetchone()
+    if stored is None:  # written before schema 6: float32 (a file that says so is not)
+        db.create_function("docgraph_f32_to_stored", 1, float32_to_stored, deterministic=True)
+        db.execute("UPDATE chunks SET vector = docgraph_f32_to_stored(vector)")
+        db.execute("INSERT INTO meta VALUES ('vector_dtype', ?)", (STORED.str,))
+        # Rows rewritten in place: a new identity, so no sidecar of the old rows is used.
+        db.execute("DELETE FROM meta WHERE key = 'catalog_id'")
+    db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
 
 
 def _add_line_fingerprints(db: sqlite3.Connection) -> None:

@@ -17,12 +17,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from docgraph.errors import StoreError
 from docgraph.model import CHUNK_KINDS, Vector
 from docgraph.store.feed import Cursor, FeedBatch, FeedRow
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.vectors import STORED, decode_vector
 
 
 class SQLiteChangeFeed:
@@ -98,12 +97,12 @@ class SQLiteChangeFeed:
             for rowid, blob in db.execute(
                 f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
             ):
-                out[int(rowid)] = np.frombuffer(blob, dtype=np.float32)
+                out[int(rowid)] = decode_vector(blob)
         return out
 
     def _row(self, row: Any) -> FeedRow:
         blob = row[5]
-        if not isinstance(blob, bytes) or len(blob) != 4 * self.dimension:
+        if not isinstance(blob, bytes) or len(blob) != STORED.itemsize * self.dimension:
             raise StoreError(
                 f"{self.catalog.path}: stored vector of chunk {row[0]} does not have "
                 f"dimension {self.dimension}"
@@ -114,7 +113,7 @@ class SQLiteChangeFeed:
             namespace_id=int(row[1]),
             kind=CHUNK_KINDS.index(row[2]),
             text=f"{breadcrumb}\n{text}" if breadcrumb else text,
-            vector=np.frombuffer(blob, dtype=np.float32),
+            vector=decode_vector(blob),
         )
 
     @staticmethod

@@ -10,8 +10,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-import numpy as np
-
 from docgraph.model import Vector
 from docgraph.store.lexical import EncodedTerms
 from docgraph.store.sql.graph import (
@@ -21,6 +19,7 @@ from docgraph.store.sql.graph import (
     report_section_path,
 )
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 
 # Secondary indexes of entity_edges (as created by the catalog schema), rebuilt around bulk
 # edge writes.
@@ -95,13 +94,13 @@ class SQLiteGraphBackend:
             " VALUES (?, ?, 0, 'community_report', ?, ?, ?, 0, NULL, NULL, NULL, ?, ?, ?, ?)",
             (document, ns_id, report.text, report.breadcrumb,
              json.dumps(report_section_path(report)), report.stored_hash,
-             np.asarray(report.vector, dtype=np.float32).tobytes(), lexical.blob,
+             encode_vector(report.vector), lexical.blob,
              lexical.length),
         )
 
     def decode_vector(self, raw: bytes) -> Vector:
-        """A float32 BLOB as an array."""
-        return np.frombuffer(raw, dtype=np.float32)
+        """A stored vector BLOB as a float32 array."""
+        return decode_vector(raw)
 
 
 class SQLiteGraphStore(SqlGraphStore):

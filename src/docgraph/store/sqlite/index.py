@@ -5,10 +5,12 @@ tombstones)."""
 from __future__ import annotations
 
 import ctypes
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -20,13 +22,28 @@ from docgraph.store.dense import DenseMatrix
 from docgraph.store.lexical import PostingIndex, query_terms
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
-from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
+from docgraph.store.sqlite.catalog import SCHEMA_VERSION, SQLiteCatalog
+from docgraph.store.sqlite.vectors import decode_vectors
+
+log = logging.getLogger(__name__)
 
 # Rows read (and quantized) per step when following the catalog: bounds the transient memory
 # of opening a large index to this many float32 vectors.
 SYNC_BATCH_ROWS = 32_768
 # After loading at least this many rows, hand the freed heap back to the system.
 TRIM_AFTER_ROWS = 10_000
+# Rewrite the sidecar once this many rows were read from the catalog since it was written
+# (or since opening, when there was none): re-reading fewer costs an open well under a
+# second, writing the file costs seconds at a million rows.
+SIDECAR_AFTER_ROWS = 50_000
+# Version of the sidecar's contents (bump when the arrays or their meaning change).
+SIDECAR_FORMAT = 2  # 2: BM25 statistics per chunk kind
+
+
+def sidecar_path(catalog_path: Path) -> Path:
+    """The file beside the catalog that persists the index's in-memory arrays."""
+    return catalog_path.with_name(catalog_path.name + ".chunk-index")
 
 
 def release_free_heap() -> None:
@@ -53,7 +70,10 @@ class EmbeddedChunkIndex:
     while a server runs) become visible on the next query.
     """
 
-    def __init__(self, catalog: SQLiteCatalog, dimension: int, exact: bool = False) -> None:
+    def __init__(
+        self, catalog: SQLiteCatalog, dimension: int, exact: bool = False, *,
+        sidecar: bool = True, sidecar_after_rows: int = SIDECAR_AFTER_ROWS,
+    ) -> None:
         self.catalog = catalog
         self.dimension = dimension
         self.exact = exact
@@ -65,8 +85,123 @@ class EmbeddedChunkIndex:
         self._tombstone_seq = 0
         self._sync_lock = threading.Lock()
         self._synced_marks: tuple[int, int] | None = None
+        # Chunk rows read from the catalog by sync (all of them, and since the last sidecar).
+        self.rows_read = 0
+        self._rows_unsaved = 0
+        # The sidecar (compact codes only): how opening went ("loaded", "missing", "stale",
+        # "foreign", "corrupt", "off") and the writer thread, if one runs.
+        self.sidecar_path = sidecar_path(catalog.path)
+        self.use_sidecar = sidecar and not exact
+        self.sidecar_after_rows = sidecar_after_rows
+        self.sidecar_status = "off"
+        self._sidecar_writer: threading.Thread | None = None
+        self._catalog_id = catalog.catalog_id() if self.use_sidecar else ""
         _limit_blas_threads()
+        if self.use_sidecar:
+            self.sidecar_status = self._load_sidecar()
         self.sync()
+
+    # -- sidecar ---------------------------------------------------------------
+
+    def _sidecar_meta(self) -> dict[str, object]:
+        """What a sidecar must say to be usable by this index over this catalog."""
+        return {"format": SIDECAR_FORMAT, "catalog_id": self._catalog_id,
+                "schema_version": SCHEMA_VERSION, "dimension": self.dimension,
+                "kinds": list(CHUNK_KINDS)}
+
+    def _load_sidecar(self) -> str:
+        """Map the sidecar's arrays if it reflects this catalog; returns how it went. The
+        rows and tombstones added since it was written are applied by the next sync."""
+        try:
+            meta, arrays = read_arrays(self.sidecar_path)
+        except SidecarError as exc:
+            if self.sidecar_path.exists():
+                log.warning("chunk index sidecar ignored: %s", exc)
+                return "corrupt"
+            return "missing"
+        db = self.catalog.connection()
+        expected = self._sidecar_meta()
+        if any(meta.get(key) != value for key, value in expected.items()):
+            return "foreign"
+        db.execute("BEGIN")
+        try:
+            chunk_seq, tomb_seq = self._marks(db)
+            oldest = db.execute("SELECT min(seq) FROM chunk_tombstones").fetchone()[0]
+        finally:
+            db.execute("COMMIT")
+        seen_rows, seen_tomb = int(meta["max_rowid_seq"]), int(meta["tombstone_seq"])
+        if seen_rows > chunk_seq or seen_tomb > tomb_seq:
+            return "stale"  # the catalog is older than the sidecar (a restored copy)
+        if tomb_seq > seen_tomb and (oldest is None or int(oldest) > seen_tomb + 1):
+            return "stale"  # tombstones it has not applied are no longer logged
+        try:
+            dense = {k[6:]: a for k, a in arrays.items() if k.startswith("dense.")}
+            posting = {k[8:]: a for k, a in arrays.items() if k.startswith("posting.")}
+            assert isinstance(self.dense, QuantizedDenseMatrix)
+            self.dense.restore_state(dense, meta["dense"])
+            self.postings.restore_state(posting, meta["posting"])
+            ids = dense["rowids"]
+            if (not np.array_equal(ids, posting["rowids"])
+                    or (len(ids) > 1 and not bool((np.diff(ids) > 0).all()))
+                    or (len(ids) and int(ids[-1]) > seen_rows)):
+                raise ValueError("row ids do not line up")
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("chunk index sidecar ignored: %s: %s", self.sidecar_path, exc)
+            self.dense = QuantizedDenseMatrix(self.dimension, self._stored_vectors)
+            self.postings = PostingIndex()
+            return "corrupt"
+        self._tombstone_seq = seen_tomb
+        return "loaded"
+
+    def save_sidecar(self) -> int:
+        """Persist the in-memory arrays beside the catalog (crash-safe: temporary file,
+        fsync, rename) as of the last sync; returns its size in bytes (0: not written, the
+        index is exact or the sidecar is off). Never needed for correctness: the catalog
+        stays the only record, and a missing or stale sidecar is rebuilt from it."""
+        if not self.use_sidecar:
+            return 0
+        assert isinstance(self.dense, QuantizedDenseMatrix)
+        with self._sync_lock:
+            marks = self._synced_marks
+            if marks is None:
+                return 0
+            dense, dense_scalars = self.dense.export_state()
+            posting, posting_scalars = self.postings.export_state()
+            seq = self._tombstone_seq
+            unsaved = self._rows_unsaved
+        # max_rowid_seq: every row up to this id that existed then is in the arrays or was
+        # deleted (AUTOINCREMENT ids only grow), so a later sync reads only newer rows.
+        meta = {**self._sidecar_meta(), "max_rowid_seq": marks[0],
+                "tombstone_seq": seq, "dense": dense_scalars, "posting": posting_scalars}
+        arrays = {**{f"dense.{k}": a for k, a in dense.items()},
+                  **{f"posting.{k}": a for k, a in posting.items()}}
+        size = write_arrays(self.sidecar_path, meta, arrays)
+        with self._sync_lock:
+            self._rows_unsaved -= unsaved
+        return size
+
+    def _maybe_save_sidecar(self) -> None:
+        """Rewrite the sidecar in a background thread once enough rows were read since the
+        last one (a failure to write is logged, never raised: the sidecar is optional)."""
+        if (not self.use_sidecar or self._rows_unsaved < self.sidecar_after_rows
+                or (self._sidecar_writer is not None and self._sidecar_writer.is_alive())):
+            return
+
+        def write() -> None:
+            try:
+                self.save_sidecar()
+            except (OSError, sqlite3.Error, StoreError) as exc:
+                log.warning("chunk index sidecar not written: %s", exc)
+
+        # Not a daemon: a short-lived process (a CLI search) finishes the file before it
+        # exits; a killed one leaves a temporary file, removed by the next writer.
+        self._sidecar_writer = threading.Thread(target=write, name="docgraph-sidecar")
+        self._sidecar_writer.start()
+
+    def wait_for_sidecar(self, timeout: float | None = None) -> None:
+        """Wait for a sidecar write started in the background (if any) to finish."""
+        if self._sidecar_writer is not None:
+            self._sidecar_writer.join(timeout)
 
     def _marks(self, db: sqlite3.Connection) -> tuple[int, int]:
         rows = dict(db.execute(
@@ -120,6 +255,8 @@ class EmbeddedChunkIndex:
                     np.concatenate([p.term_counts for p in parts]),
                 )
             loaded = sum(len(p.rowids) for p in parts)
+            self.rows_read += loaded
+            self._rows_unsaved += loaded
             parts.clear()
             if not self.exact and loaded >= TRIM_AFTER_ROWS:
                 release_free_heap()
@@ -129,14 +266,11 @@ class EmbeddedChunkIndex:
                 self.postings.remove(removed)
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
+        self._maybe_save_sidecar()
 
     def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
         """Arrays of one batch of chunk rows; vectors quantized at once unless exact."""
-        dim = self.dimension
-        vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        if vectors.size != len(rows) * dim:
-            raise StoreError(f"{self.catalog.path}: stored vectors do not have dimension {dim}")
-        matrix = vectors.reshape(len(rows), dim)
+        matrix = decode_vectors([r[2] for r in rows], self.dimension, self.catalog.path)
         batch = _RowBatch(
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
             namespaces=np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
@@ -155,7 +289,7 @@ class EmbeddedChunkIndex:
     def _stored_vectors(
         self, rowids: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], Vector]:
-        """The catalog's float32 vectors of the given chunks (deleted ones absent)."""
+        """The catalog's vectors (as float32) of the given chunks (deleted ones absent)."""
         dim = self.dimension
         ids = [int(r) for r in rowids]
         found: list[int] = []
@@ -168,10 +302,8 @@ class EmbeddedChunkIndex:
             ):
                 found.append(int(rowid))
                 blobs.append(blob)
-        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32)
-        if vectors.size != len(found) * dim:
-            raise StoreError(f"{self.catalog.path}: stored vectors do not have dimension {dim}")
-        return np.array(found, dtype=np.int64), vectors.reshape(len(found), dim)
+        return (np.array(found, dtype=np.int64),
+                decode_vectors(blobs, dim, self.catalog.path))
 
     def __len__(self) -> int:
         """Live chunks loaded (all namespaces and kinds)."""
