@@ -141,29 +141,65 @@ def test_phrases_of_one_namespace_never_link_another(tmp_path, make_graph):
     assert texts and {c.namespace for c in texts.values()} == {"med"}
 
 
+def state(graph):  # type: ignore[no-untyped-def]
+    """Entities, edges and communities of namespace ``med``, independent of row ids."""
+    store = graph.graph_store
+    entities = {e.key: (e.name, e.type, e.chunk_count)
+                for e in graph.entities({"med"}, limit=500)}
+    return entities, store.edge_signature("med"), store.community_signature("med")
+
+
 def test_incremental_build_equals_a_fresh_build(tmp_path, make_graph):
     folder = write_files(tmp_path / "notes", corpus(range(2)))
     incremental = make_graph("incremental.db", graph=GRAPH)
     incremental.index(folder, namespace="med")
     assert incremental.entities({"med"}) == []  # two notes a topic: no phrase yet
-    write_files(folder, {k: v for k, v in corpus().items() if k not in corpus(range(2))})
+    added = {k: v for k, v in corpus().items() if k not in corpus(range(2))}
+    write_files(folder, added)
     incremental.index(folder, namespace="med")
-    # The new phrases are also found in the chunks written before they existed.
-    assert incremental.last_graph_reports[0].relinked_chunks == len(corpus())
+    report = incremental.last_graph_reports[0]
+    # The new phrases are also found in the chunks written before they existed ...
+    assert report.relinked_chunks == len(corpus())
+    # ... but only the new chunks were tokenized and run through the base extractors.
+    assert report.extracted_chunks == len(added)
     fresh = make_graph("fresh.db", graph=GRAPH)
     fresh.index(folder, namespace="med")
 
-    def state(graph):  # type: ignore[no-untyped-def]
-        store = graph.graph_store
-        entities = {e.key: (e.name, e.type, e.chunk_count)
-                    for e in graph.entities({"med"}, limit=500)}
-        return entities, store.edge_signature("med"), store.community_signature("med")
-
     assert state(incremental) == state(fresh)
     assert state(fresh)[0]
-    # A build with nothing changed re-extracts but rewrites no link.
-    assert incremental.build_graph(["med"])[0].relinked_chunks == 0
+    # A build with nothing changed extracts, matches and rewrites nothing.
+    report = incremental.build_graph(["med"])[0]
+    assert (report.relinked_chunks, report.extracted_chunks, report.matched_chunks) == (0, 0, 0)
     assert state(incremental) == state(fresh)
+
+
+def test_changes_and_deletions_relink_what_they_touch_and_equal_a_fresh_build(
+        tmp_path, make_graph):
+    folder = write_files(tmp_path / "notes", corpus(range(8)))
+    graph = make_graph("incremental.db", graph=GRAPH)
+    graph.index(folder, namespace="med")
+    # Malaria drops to 2 notes (below keyphrase_min_chunks): its phrases must go from the
+    # notes that remain; one heart-failure note changes wording.
+    for j in range(2, 8):
+        (folder / f"t2_{j}.txt").unlink()
+    changed = lower_case_doc(1, 0).replace("diuretics", "diuretics and salt")
+    write_files(folder, {"t1_0.txt": changed})
+    graph.index(folder, namespace="med")
+    report = graph.last_graph_reports[0]
+    assert report.extracted_chunks == 1  # the changed note only
+    # Matched again: the changed note and the notes holding a phrase chosen or dropped (the
+    # two malaria notes at least), not the whole namespace.
+    assert 3 <= report.matched_chunks < len(corpus(range(8))) - 6
+    assert not {e.key for e in graph.entities({"med"}, limit=500)} & {
+        "malaria parasite", "bed net", "artemisinin"}
+    fresh = make_graph("fresh.db", graph=GRAPH)
+    fresh.index(folder, namespace="med")
+    assert state(graph) == state(fresh)
+    # A new process (nothing kept in memory) builds the same graph again.
+    reopened = make_graph("incremental.db", graph=GRAPH)
+    report = reopened.build_graph(["med"])[0]
+    assert report.extracted_chunks == len(corpus(range(8))) - 6 and report.relinked_chunks == 0
+    assert state(reopened) == state(fresh)
 
 
 def test_turning_key_phrases_off_relinks_without_them(tmp_path, make_graph):
