@@ -278,8 +278,10 @@ class GraphBuilder:
         )
         per_chunk = _hits_per_chunk(graph, [c.nodes for c in communities])
         inside = _inside_counts(graph, per_chunk)
-        specific = [{node_info[n].name: specificity(int(inside[n, i]), node_info[n].chunk_count)
-                     for n in c.nodes} for i, c in enumerate(communities)]
+        specific = [{node_info[n].name: specificity(int(column.get(n, 0)),
+                                                    node_info[n].chunk_count)
+                     for n in c.nodes}
+                    for c, column in zip(communities, _columns(inside), strict=True)]
         wanted_chunks = _central_chunks(graph, per_chunk, with_report, chunk_rank)
         centroids, chunk_vectors = self._centroids(graph, per_chunk, with_report)
         relationships = _strongest_inner_edges(graph, communities, with_report)
@@ -466,6 +468,14 @@ def _inside_counts(graph: CooccurrenceGraph, per_chunk: sp.csc_matrix) -> sp.csc
     :func:`~docgraph.graph.reports.specificity`."""
     core = (per_chunk >= 2).astype(np.float64)
     return sp.csc_matrix(graph.incidence.T @ core)
+
+
+def _columns(matrix: sp.csc_matrix) -> list[dict[int, float]]:
+    """Each column of a sparse matrix as row -> value (one pass over its arrays; indexing
+    the matrix cell by cell costs far more)."""
+    indptr, indices, data = matrix.indptr, matrix.indices.tolist(), matrix.data.tolist()
+    return [dict(zip(indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]],
+                     strict=True)) for i in range(matrix.shape[1])]
 
 
 def _central_chunks(
