@@ -13,6 +13,8 @@ from docgraph.config import GraphSettings
 from docgraph.errors import ConfigError
 from docgraph.graph.build import make_extractor
 from docgraph.graph.keyphrases import KeyphraseParams, phrase_matcher, select_keyphrases
+from docgraph.graph.normalize import canonical_key
+from docgraph.model import EntityLink
 from tests import backend_graphs
 from tests.helpers import write_files
 
@@ -210,3 +212,31 @@ def test_turning_key_phrases_off_relinks_without_them(tmp_path, make_graph):
     report = reopened.build_graph(["med"])[0]
     assert report.relinked_chunks == len(corpus())
     assert reopened.entities({"med"}) == [] and reopened.communities({"med"}) == []
+
+
+def test_an_entity_keeps_the_type_and_name_of_the_strongest_extractor_whatever_the_order(
+        tmp_path, make_graph):
+    graph = make_graph("x.db", graph={"keyphrases": False})
+    graph.index(write_files(tmp_path / "notes", corpus(range(1))), namespace="med")
+    store = graph.graph_store
+    rowids = [rowid for rowid, _ in store.chunk_texts("med")]
+
+    def link(name: str, etype: str) -> EntityLink:
+        return EntityLink(canonical_key(name, etype), name, etype, 1, 0, 0.5)
+
+    # One key written as phrase, name, vocabulary term, name, vocabulary term (in that
+    # order, across chunks): the first vocabulary spelling wins, the second changes nothing.
+    spellings = [("heart failure", "phrase"), ("Heart Failure", "name"),
+                 ("Heart failure", "disease"), ("HEART FAILURE", "name"),
+                 ("heart failure", "disease")]
+    # Another written as phrase then name: the name wins; a third only as phrases.
+    store.replace_links("med", [
+        (rowids[i % len(rowids)], [link(*spellings[i])]
+         + ([link("Ejection Fraction" if i else "ejection fraction",
+                  "name" if i else "phrase")] if i < 2 else [])
+         + [link("metformin", "phrase")])
+        for i in range(len(spellings))], "test")
+    found = {e.key: (e.name, e.type) for e in graph.entities({"med"}, limit=50)}
+    assert found["heart failure"] == ("Heart failure", "disease")
+    assert found["ejection fraction"] == ("Ejection Fraction", "name")
+    assert found["metformin"] == ("metformin", "phrase")
