@@ -5,7 +5,8 @@ dirty in the same transaction as the document write). Everything is recomputed f
 stored chunk-entity links of that namespace only, so the result equals a fresh build, and
 other namespaces are never touched. Reports whose text did not change keep their vectors.
 With key phrases on (``[graph] keyphrases``), every build first chooses the namespace's key
-phrases from its chunk texts and re-extracts all its chunks' links with them.
+phrases from its chunks' word ids and brings every chunk's links up to them; what does not
+depend on the phrase set is kept between builds (:mod:`docgraph.graph.phrase_cache`).
 """
 
 from __future__ import annotations
