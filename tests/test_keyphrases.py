@@ -12,7 +12,13 @@ import pytest
 from docgraph.config import GraphSettings
 from docgraph.errors import ConfigError
 from docgraph.graph.build import make_extractor
-from docgraph.graph.keyphrases import KeyphraseParams, phrase_matcher, select_keyphrases
+from docgraph.graph.keyphrases import (
+    KeyphraseParams,
+    Vocabulary,
+    choose_keyphrases,
+    phrase_matcher,
+    select_keyphrases,
+)
 from docgraph.graph.normalize import canonical_key
 from docgraph.model import EntityLink
 from tests import backend_graphs
@@ -240,3 +246,14 @@ def test_an_entity_keeps_the_type_and_name_of_the_strongest_extractor_whatever_t
     assert found["heart failure"] == ("Heart failure", "disease")
     assert found["ejection fraction"] == ("Ejection Fraction", "name")
     assert found["metformin"] == ("metformin", "phrase")
+
+
+def test_a_process_wide_vocabulary_of_any_size_chooses_what_a_fresh_one_does():
+    # A long-lived process keeps one growing vocabulary for every namespace it builds; with
+    # 2.2M words seen elsewhere, 3-word codes over raw word ids would overflow 64 bits.
+    vocabulary = Vocabulary(PARAMS.language)
+    vocabulary.tokenize(" ".join(f"elsewhere{i}" for i in range(2_200_000)))
+    chunks = [vocabulary.tokenize(t) for t in corpus().values()]
+    assert len(vocabulary.words) ** 3 >= 2 ** 63
+    assert choose_keyphrases(chunks, vocabulary, PARAMS) == select_keyphrases(
+        corpus().values(), PARAMS)

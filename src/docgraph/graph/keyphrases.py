@@ -261,12 +261,12 @@ def _distinct_per_group(group: npt.NDArray[np.int64], chunk: npt.NDArray[np.int6
 def _gram_counts(ids: npt.NDArray[np.int64], run_of: npt.NDArray[np.int64],
                  allowed: npt.NDArray[np.bool_], size: int, base: int
                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Occurrences of every run of ``size`` words inside one run whose words are all
-    ``allowed``: sorted codes (:func:`_codes`) and their counts."""
+    """Occurrences of every run of ``size`` words inside one run whose running words are all
+    ``allowed`` (one flag per running word): sorted codes (:func:`_codes`) and counts."""
     starts = np.arange(max(len(ids) - size + 1, 0))
-    ok = allowed[ids[starts]]
+    ok = allowed[starts].copy()
     for k in range(1, size):
-        ok &= (run_of[starts + k] == run_of[starts]) & allowed[ids[starts + k]]
+        ok &= (run_of[starts + k] == run_of[starts]) & allowed[starts + k]
     codes, counts = np.unique(_codes(ids, starts[ok], size, base), return_counts=True)
     return codes, counts.astype(np.int64)
 
@@ -302,12 +302,20 @@ def choose_keyphrases(chunks: Sequence[ChunkTokens], vocabulary: Vocabulary,
     max_chunks = max(params.min_chunks, int(params.max_chunk_share * n_chunks))
     word_count = np.bincount(ids, minlength=n_words).astype(np.float64)
     word_chunks = _distinct_per_group(ids, chunk_of, n_words, n_chunks)
-    if n_words ** params.max_words >= 2 ** 62:
-        raise ValueError(f"{n_words} distinct words: too many for {params.max_words}-word codes")
     with np.errstate(divide="ignore"):
         specificity = np.log10(word_count / total / frequency)
     may_bound = may_bound & (word_chunks >= params.min_chunks)
     may_inner = word_chunks >= params.min_chunks  # a phrase's chunks contain each word
+    # Runs of 2+ words hold only such words: numbered densely among themselves, they make
+    # small n-gram codes whatever the size of the (process-wide, growing) vocabulary.
+    inner_words = np.flatnonzero(may_inner)
+    dense = np.full(n_words, -1, dtype=np.int64)
+    dense[inner_words] = np.arange(len(inner_words))
+    base = max(len(inner_words), 1)
+    if base ** params.max_words >= 2 ** 62:
+        raise ValueError(f"{base} words in {params.min_chunks}+ chunks: too many for"
+                         f" {params.max_words}-word codes")
+    dense_ids = dense[ids]
 
     by_key: dict[str, list[tuple[str, int, int, float]]] = {}
     for size in range(1, params.max_words + 1):
@@ -322,9 +330,14 @@ def choose_keyphrases(chunks: Sequence[ChunkTokens], vocabulary: Vocabulary,
         starts = starts[ok]
         if len(starts) == 0:
             continue
-        codes, which, occurrences = np.unique(_codes(ids, starts, size, n_words),
-                                              return_inverse=True, return_counts=True)
-        distinct = _decode(codes, size, n_words)
+        if size == 1:
+            codes, which, occurrences = np.unique(ids[starts], return_inverse=True,
+                                                  return_counts=True)
+            distinct = codes[:, None]
+        else:
+            codes, which, occurrences = np.unique(_codes(dense_ids, starts, size, base),
+                                                  return_inverse=True, return_counts=True)
+            distinct = inner_words[_decode(codes, size, base)]
         in_chunks = _distinct_per_group(which, chunk_of[starts], len(codes), n_chunks)
         # Residual IDF: observed IDF minus the IDF a Poisson-spread term would have.
         expected_df = n_chunks * -np.expm1(-occurrences / n_chunks)
@@ -343,11 +356,12 @@ def choose_keyphrases(chunks: Sequence[ChunkTokens], vocabulary: Vocabulary,
             # plaques changed", "heart failure patients") adds nothing: the shorter one is
             # the entity.
             rows = np.flatnonzero(keep)
-            sub_codes, sub_counts = _gram_counts(ids, run_of, may_inner, size - 1, n_words)
+            sub_codes, sub_counts = _gram_counts(dense_ids, run_of, may_inner[ids],
+                                                 size - 1, base)
             for side in (distinct[rows, :-1], distinct[rows, 1:]):
                 flat = np.arange(len(side), dtype=np.int64) * (size - 1)
                 contained = _lookup(sub_codes, sub_counts,
-                                    _codes(side.ravel(), flat, size - 1, n_words))
+                                    _codes(dense[side.ravel()], flat, size - 1, base))
                 keep[rows[occurrences[rows] <= params.max_extension * contained]] = False
         for row in np.flatnonzero(keep).tolist():
             gram = " ".join(words[w] for w in distinct[row].tolist())
