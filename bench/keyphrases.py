@@ -1,20 +1,28 @@
-"""Key phrases (issue 20, first step): graph figures with ``[graph] keyphrases`` off and on,
-and 2Wiki retrieval quality on the test half of the committed split.
+"""Key phrases (issue 20): the issue's one-table graph bench with ``[graph] keyphrases`` off and
+on, and 2Wiki retrieval quality on the test half of the committed split.
 
-    python bench/keyphrases.py [--datasets scifact,scifact_lower,2wiki,sample]
-                               [--skip-quality] [--limit N]
+    python bench/keyphrases.py [--datasets scifact,scifact_lower,2wiki,sample,synthetic]
+                               [--repeats 3] [--synthetic 100000] [--skip-quality] [--limit N]
 
-Graph figures (no model: community reports are embedded with the hashing embedder). SciFact,
-its lower-cased copy (title and text lower-cased: the failure of a lower-case corpus) and
-2Wiki: one chunk per corpus document (``title text``), written straight into a catalog with
-the links the ingest-time extractor finds (as ``bench/graph.py`` does), all but the last 1%,
-then per setting, on its own copy of that catalog, a graph build (``build_s``: with key phrases
-on it includes choosing the phrases and re-extracting every chunk) and, after writing the last
-1%, an incremental build (``incremental_*``, chunks whose links it rewrote); the figures are
-those of the complete corpus. Single runs on a shared 2-core machine. The sample corpus
-(``examples/corpus``) is indexed through ``DocGraph.index()``. Per setting: chunks, links per
-chunk, share of chunks with at least one entity, entities, edges, communities, community
-reports (what ``explore_topics`` and ``mode="global"`` answer from), key phrases.
+Graph table. SciFact, its lower-cased copy (title and text lower-cased: the failure of a
+lower-case corpus), 2Wiki and a synthetic corpus (``--synthetic`` chunks, 100 per document:
+``bench/graph.py``'s Zipf entities written as capitalized names inside lower-case made-up
+words): one chunk per corpus document, written straight into a catalog with the links the
+ingest-time extractor finds and random vectors (community reports get the mean of their
+members' vectors, ``report_vectors = "mean"``, the default: no model). Per setting and run,
+on a fresh copy of a catalog holding all but the last document: a graph build in a new
+builder (nothing kept in memory: what a new process pays), then the last document is
+written and the same builder builds again (``incremental_*``: what a long-lived process
+pays after adding one file). Times are medians of ``--repeats`` runs (the synthetic corpus:
+``--synthetic-repeats``, 1 by default) on a 2-core machine shared with other work, under the
+shared benchmark lock; phases: ``extraction`` (key-phrase tokenizing, choosing, matching and
+link writes), ``graph`` (links load and edges), ``communities``, ``reports`` (texts and
+vectors), ``store``. The sample corpus (``examples/corpus``) is indexed through
+``DocGraph.index()`` with the real MiniLM int8 model (passages from the embedding cache), then
+its graph is rebuilt per run with ``report_vectors = "mean"`` and ``"embed"`` (reports
+embedded by the real model, uncached): the only set whose report embedding is timed on the
+real model. Per setting: chunks, links per chunk, share of chunks with at least one entity,
+entities, edges, communities, community reports, key phrases.
 
 Quality: the 2Wiki corpus as ``bench/quality.py`` writes it (Markdown files, default loader
 settings, real MiniLM int8 behind the shared embedding cache) is indexed once with key phrases
@@ -61,7 +69,7 @@ from docgraph.ingest.embed import HashingEmbedder, MiniLMEmbedder
 from docgraph.store.graph import GraphStore
 from docgraph.store.sqlite import SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
-from graph import write_passages
+from graph import synthetic_passages, write_passages
 
 EMBEDDER = HashingEmbedder()
 NAMESPACE = "bench"
@@ -89,71 +97,154 @@ def passages_of(name: str, limit: int | None) -> list[tuple[str, str]]:
     return list(zip(ids, texts, strict=True))
 
 
-def graph_dataset(name: str, limit: int | None, workdir: Path) -> list[dict[str, Any]]:
-    """Graph figures of one dataset with key phrases off and on: a build of all but the
-    last 1% of its documents, then an incremental build after writing that 1%
-    (``incremental_*``; the figures are those of the full build)."""
-    passages = passages_of(name, limit)
-    base = make_extractor(SETTINGS["off"])
-    rows = [(doc, text, base.links(text)) for doc, text in passages]
-    held = max(1, len(rows) // 100)
+PHASES = {"extraction": ("relink",), "graph": ("load", "edges"),
+          "communities": ("communities",), "reports": ("reports",), "store": ("store",)}
+
+
+def phase_seconds(seconds: dict[str, float]) -> dict[str, float]:
+    """A build's phase timings folded into the table's columns (``extraction`` includes the
+    key-phrase tokenizing, choosing and matching and the link writes; ``reports`` includes
+    their vectors)."""
+    return {name: sum(seconds.get(k, 0.0) for k in keys) for name, keys in PHASES.items()}
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of the numeric timing fields of ``runs`` (and the runs themselves)."""
+    out: dict[str, Any] = {"runs": len(runs)}
+    for key in ("build_s", *(f"{p}_s" for p in PHASES), "report_vectors_s", "incremental_s",
+                "incremental_extraction_s"):
+        values = [r[key] for r in runs if key in r]
+        if values:
+            out[key] = round(statistics.median(values), 2)
+    out["build_runs_s"] = [round(r["build_s"], 2) for r in runs]
+    return out
+
+
+def _one_build(store: GraphStore, builder: GraphBuilder, name: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    report = builder.build(name)
+    seconds = time.perf_counter() - started
+    return {"build_s": seconds, **{f"{k}_s": v for k, v in phase_seconds(report.seconds).items()},
+            "report_vectors_s": report.seconds.get("report_vectors", 0.0), "report": report}
+
+
+def graph_dataset(name: str, passages: list[tuple[str, str, list[Any]]], workdir: Path,
+                  repeats: int, per_doc: int = 1) -> list[dict[str, Any]]:
+    """Graph figures of one dataset with key phrases off and on. Per run, on a fresh copy of
+    a catalog holding all but the last document: a build in a new builder (nothing kept in
+    memory: a fresh build), then the last document is written and the same builder builds
+    again (``incremental_*``: what a long-lived process pays after adding one file)."""
+    held = per_doc
     catalog = SQLiteCatalog(workdir / f"{name}.db")
     catalog.set_embedding_model(EMBEDDER.name, EMBEDDER.dimension)
-    write_passages(catalog, name, rows[:-held])
+    write_passages(catalog, name, passages[:-held], per_doc=per_doc)
     catalog.close()
     out = []
     for label, settings in SETTINGS.items():
-        copy = workdir / f"{name}-{label}.db"
-        shutil.copyfile(workdir / f"{name}.db", copy)
-        catalog = SQLiteCatalog(copy)
-        store = SQLiteGraphStore(catalog)
-        builder = GraphBuilder(store, EMBEDDER, settings, make_extractor(settings))
-        started = time.perf_counter()
-        builder.build(name)
-        seconds = time.perf_counter() - started
-        write_passages(catalog, name, rows[-held:])
-        started = time.perf_counter()
-        report = builder.build(name)
-        incremental = time.perf_counter() - started
-        out.append({"dataset": name, "keyphrases": label,
-                    **link_figures(store, name, len(rows)),
-                    "entities": report.entities, "edges": report.edges,
-                    "communities": report.communities, "reports": report.reports,
-                    "phrases": report.keyphrases, "build_s": round(seconds, 2),
-                    "incremental_docs": held, "incremental_build_s": round(incremental, 2),
-                    "incremental_relinked": report.relinked_chunks,
-                    "incremental_phrases_s": round(report.seconds.get("keyphrases", 0.0), 2),
-                    "incremental_relink_s": round(report.seconds.get("relink", 0.0), 2)})
-        catalog.close()
-        copy.unlink()
+        runs: list[dict[str, Any]] = []
+        for attempt in range(repeats):
+            copy = workdir / f"{name}-{label}-{attempt}.db"
+            shutil.copyfile(workdir / f"{name}.db", copy)
+            catalog = SQLiteCatalog(copy)
+            store = SQLiteGraphStore(catalog)
+            builder = GraphBuilder(store, EMBEDDER, settings, make_extractor(settings))
+            run = _one_build(store, builder, name)
+            write_passages(catalog, name, passages[-held:], per_doc=per_doc)
+            incremental = _one_build(store, builder, name)
+            run["incremental_s"] = incremental["build_s"]
+            run["incremental_extraction_s"] = incremental["extraction_s"]
+            report = incremental["report"]
+            runs.append(run)
+            if attempt == repeats - 1:
+                out.append({"dataset": name, "keyphrases": label,
+                            **link_figures(store, name, len(passages)),
+                            "entities": report.entities, "edges": report.edges,
+                            "communities": report.communities, "reports": report.reports,
+                            "phrases": report.keyphrases, **median_of(runs),
+                            "incremental_docs": 1,
+                            "incremental_relinked": report.relinked_chunks,
+                            "incremental_extracted": report.extracted_chunks,
+                            "incremental_matched": report.matched_chunks})
+            catalog.close()
+            copy.unlink()
+        log(f"{name} {label}: {out[-1]}")
     return out
 
 
-def sample_corpus(workdir: Path) -> list[dict[str, Any]]:
-    """Graph figures of ``examples/corpus`` indexed through ``DocGraph.index()``."""
+def synthetic_texts(n_chunks: int) -> list[tuple[str, str]]:
+    """(doc id, text) of ``n_chunks`` synthetic chunks, 100 per document: the Zipf entities
+    of ``bench/graph.py``'s synthetic corpus written as capitalized two-word names inside 40
+    lower-case words drawn from a Zipf law over 20k made-up words (so the name extractor
+    finds the entities and key phrases have statistics to count; seeded)."""
+    rng = np.random.default_rng(11)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(letters[rng.integers(0, 26, size=int(rng.integers(4, 10)))])
+             for _ in range(20_000)]
+    draws = np.minimum(rng.zipf(1.2, size=(n_chunks, 40)), len(words)) - 1
     out = []
+    for (doc, _, links), row in zip(synthetic_passages(n_chunks), draws, strict=True):
+        text = [words[w] for w in row.tolist()]
+        for j, link in enumerate(links):
+            e = int(link.key[1:])
+            name = f"{words[e % 20_000].capitalize()} {words[(e * 7919) % 20_000].capitalize()}"
+            text.insert(1 + 3 * j, name)
+        out.append((doc, " ".join(text) + "."))
+    return out
+
+
+def sample_corpus(workdir: Path, repeats: int) -> list[dict[str, Any]]:
+    """Graph figures of ``examples/corpus`` indexed through ``DocGraph.index()`` with the
+    real MiniLM int8 model (behind the shared embedding cache, so passages are cache hits);
+    then, per run, the graph rebuilt with ``report_vectors = "mean"`` and ``"embed"``
+    (reports embedded by the real model, none cached)."""
+    out = []
+    embedder = MiniLMEmbedder(batch_size=32, threads=1)
+    cached = cached_embedder(embedder)
     for label, graph_settings in SETTINGS.items():
         settings = load_settings(graph=graph_settings.model_dump())
         settings.store.path = workdir / f"sample-{label}.db"
-        graph = DocGraph(settings, EMBEDDER)
+        graph = DocGraph(settings, cached)
         try:
-            started = time.perf_counter()
             graph.index(REPO_ROOT / "examples" / "corpus", namespace="sample")
-            index_s = time.perf_counter() - started
             report = graph.last_graph_reports[0]
             chunks = graph.graph_store.namespace_chunk_count(["sample"])
-            out.append({"dataset": "sample", "keyphrases": label,
-                        **link_figures(graph.graph_store, "sample", chunks),
-                        "entities": report.entities, "edges": report.edges,
-                        "communities": report.communities, "reports": report.reports,
-                        "phrases": report.keyphrases, "relinked": report.relinked_chunks,
-                        "build_s": round(sum(report.seconds.values()), 2),
-                        "phrases_s": round(report.seconds.get("keyphrases", 0.0), 2),
-                        "relink_s": round(report.seconds.get("relink", 0.0), 2),
-                        "index_s": round(index_s, 2)})
+            row: dict[str, Any] = {"dataset": "sample", "keyphrases": label,
+                                   **link_figures(graph.graph_store, "sample", chunks),
+                                   "entities": report.entities, "edges": report.edges,
+                                   "communities": report.communities, "reports": report.reports,
+                                   "phrases": report.keyphrases}
         finally:
             graph.close()
+        for vectors in ("mean", "embed"):
+            runs = []
+            for _ in range(repeats):
+                settings = load_settings(graph={**graph_settings.model_dump(),
+                                                "report_vectors": vectors})
+                settings.store.path = workdir / f"sample-{label}.db"
+                graph = DocGraph(settings, embedder)  # no cache: reports really embedded
+                try:
+                    graph.graph_store.replace_graph("sample", _no_edges(), [], "")
+                    started = time.perf_counter()
+                    built = graph.build_graph(["sample"])[0]
+                    runs.append({"build_s": time.perf_counter() - started,
+                                 **{f"{k}_s": v for k, v in phase_seconds(built.seconds).items()},
+                                 "report_vectors_s": built.seconds.get("report_vectors", 0.0)})
+                finally:
+                    graph.close()
+            summary = median_of(runs)
+            if vectors == "mean":
+                row.update(summary)
+            row[f"report_vectors_{vectors}_s"] = summary["report_vectors_s"]
+        out.append(row)
+        log(f"sample {label}: {row}")
+    cached.close()
     return out
+
+
+def _no_edges() -> Any:
+    from docgraph.store.graph import EdgeTable
+    empty = np.zeros(0, dtype=np.int64)
+    return EdgeTable(empty, empty, np.zeros(0), empty)
 
 
 def run_of(graph: DocGraph, queries: dict[str, str], mode: str,
@@ -235,36 +326,51 @@ def quality(workdir: Path) -> dict[str, Any]:
             "k": QUALITY_K, "builds": builds, "metrics": table}
 
 
+def dataset_rows(name: str, args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    """The table rows (key phrases off and on) of one dataset."""
+    if name == "sample":
+        return sample_corpus(workdir, args.repeats)
+    base = make_extractor(SETTINGS["off"])
+    if name == "synthetic":
+        passages = [(doc, text, base.links(text)) for doc, text in synthetic_texts(args.synthetic)]
+        return graph_dataset(name, passages, workdir, args.synthetic_repeats, per_doc=100)
+    passages = [(doc, text, base.links(text)) for doc, text in passages_of(name, args.limit)]
+    return graph_dataset(name, passages, workdir, args.repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="scifact,scifact_lower,2wiki,sample")
+    parser.add_argument("--datasets", default="scifact,scifact_lower,2wiki,sample,synthetic")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--limit", type=int, default=None, help="documents per dataset")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs (medians)")
+    parser.add_argument("--synthetic", type=int, default=100_000, help="synthetic chunks")
+    parser.add_argument("--synthetic-repeats", type=int, default=1)
     parser.add_argument("--name", default="keyphrases")
     args = parser.parse_args()
     wanted = [d.strip() for d in args.datasets.split(",") if d.strip()]
     results: dict[str, Any] = {
         "settings": {k: v.model_dump(mode="json") for k, v in SETTINGS.items()},
         "protocol": " ".join(__doc__.split("\n\n", 2)[2].split()),
+        "repeats": args.repeats, "synthetic_repeats": args.synthetic_repeats,
     }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         for name in wanted:
             log(f"graph: {name}")
-            rows += sample_corpus(workdir) if name == "sample" else graph_dataset(
-                name, args.limit, workdir)
+            rows += dataset_rows(name, args, workdir)
         results["results"] = rows  # write_result prints them as the table
         if not args.skip_quality:
             results["quality_2wiki_test"] = quality(workdir)
             q = results["quality_2wiki_test"]["metrics"]
             print_table([{"mode": mode, "metric": m, **{k: v for k, v in q[mode][m].items()}}
                          for mode in q for m in q[mode]], "2wiki test half")
-    results["build_s_median_on_over_off"] = {
-        name: round(statistics.median([r["build_s"] for r in rows
-                                       if r["dataset"] == name and r["keyphrases"] == "on"])
-                    / max(statistics.median([r["build_s"] for r in rows if r["dataset"] == name
-                                             and r["keyphrases"] == "off"]), 1e-9), 2)
+    results["build_s_on_over_off"] = {
+        name: round(next(r["build_s"] for r in rows if r["dataset"] == name
+                         and r["keyphrases"] == "on")
+                    / max(next(r["build_s"] for r in rows if r["dataset"] == name
+                               and r["keyphrases"] == "off"), 1e-9), 2)
         for name in dict.fromkeys(r["dataset"] for r in rows)}
     write_result(args.name, results)
 

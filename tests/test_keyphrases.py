@@ -12,7 +12,15 @@ import pytest
 from docgraph.config import GraphSettings
 from docgraph.errors import ConfigError
 from docgraph.graph.build import make_extractor
-from docgraph.graph.keyphrases import KeyphraseParams, phrase_matcher, select_keyphrases
+from docgraph.graph.keyphrases import (
+    KeyphraseParams,
+    Vocabulary,
+    choose_keyphrases,
+    phrase_matcher,
+    select_keyphrases,
+)
+from docgraph.graph.normalize import canonical_key
+from docgraph.model import EntityLink
 from tests import backend_graphs
 from tests.helpers import write_files
 
@@ -141,29 +149,65 @@ def test_phrases_of_one_namespace_never_link_another(tmp_path, make_graph):
     assert texts and {c.namespace for c in texts.values()} == {"med"}
 
 
+def state(graph):  # type: ignore[no-untyped-def]
+    """Entities, edges and communities of namespace ``med``, independent of row ids."""
+    store = graph.graph_store
+    entities = {e.key: (e.name, e.type, e.chunk_count)
+                for e in graph.entities({"med"}, limit=500)}
+    return entities, store.edge_signature("med"), store.community_signature("med")
+
+
 def test_incremental_build_equals_a_fresh_build(tmp_path, make_graph):
     folder = write_files(tmp_path / "notes", corpus(range(2)))
     incremental = make_graph("incremental.db", graph=GRAPH)
     incremental.index(folder, namespace="med")
     assert incremental.entities({"med"}) == []  # two notes a topic: no phrase yet
-    write_files(folder, {k: v for k, v in corpus().items() if k not in corpus(range(2))})
+    added = {k: v for k, v in corpus().items() if k not in corpus(range(2))}
+    write_files(folder, added)
     incremental.index(folder, namespace="med")
-    # The new phrases are also found in the chunks written before they existed.
-    assert incremental.last_graph_reports[0].relinked_chunks == len(corpus())
+    report = incremental.last_graph_reports[0]
+    # The new phrases are also found in the chunks written before they existed ...
+    assert report.relinked_chunks == len(corpus())
+    # ... but only the new chunks were tokenized and run through the base extractors.
+    assert report.extracted_chunks == len(added)
     fresh = make_graph("fresh.db", graph=GRAPH)
     fresh.index(folder, namespace="med")
 
-    def state(graph):  # type: ignore[no-untyped-def]
-        store = graph.graph_store
-        entities = {e.key: (e.name, e.type, e.chunk_count)
-                    for e in graph.entities({"med"}, limit=500)}
-        return entities, store.edge_signature("med"), store.community_signature("med")
-
     assert state(incremental) == state(fresh)
     assert state(fresh)[0]
-    # A build with nothing changed re-extracts but rewrites no link.
-    assert incremental.build_graph(["med"])[0].relinked_chunks == 0
+    # A build with nothing changed extracts, matches and rewrites nothing.
+    report = incremental.build_graph(["med"])[0]
+    assert (report.relinked_chunks, report.extracted_chunks, report.matched_chunks) == (0, 0, 0)
     assert state(incremental) == state(fresh)
+
+
+def test_changes_and_deletions_relink_what_they_touch_and_equal_a_fresh_build(
+        tmp_path, make_graph):
+    folder = write_files(tmp_path / "notes", corpus(range(8)))
+    graph = make_graph("incremental.db", graph=GRAPH)
+    graph.index(folder, namespace="med")
+    # Malaria drops to 2 notes (below keyphrase_min_chunks): its phrases must go from the
+    # notes that remain; one heart-failure note changes wording.
+    for j in range(2, 8):
+        (folder / f"t2_{j}.txt").unlink()
+    changed = lower_case_doc(1, 0).replace("diuretics", "diuretics and salt")
+    write_files(folder, {"t1_0.txt": changed})
+    graph.index(folder, namespace="med")
+    report = graph.last_graph_reports[0]
+    assert report.extracted_chunks == 1  # the changed note only
+    # Matched again: the changed note and the notes holding a phrase chosen or dropped (the
+    # two malaria notes at least), not the whole namespace.
+    assert 3 <= report.matched_chunks < len(corpus(range(8))) - 6
+    assert not {e.key for e in graph.entities({"med"}, limit=500)} & {
+        "malaria parasite", "bed net", "artemisinin"}
+    fresh = make_graph("fresh.db", graph=GRAPH)
+    fresh.index(folder, namespace="med")
+    assert state(graph) == state(fresh)
+    # A new process (nothing kept in memory) builds the same graph again.
+    reopened = make_graph("incremental.db", graph=GRAPH)
+    report = reopened.build_graph(["med"])[0]
+    assert report.extracted_chunks == len(corpus(range(8))) - 6 and report.relinked_chunks == 0
+    assert state(reopened) == state(fresh)
 
 
 def test_turning_key_phrases_off_relinks_without_them(tmp_path, make_graph):
@@ -174,3 +218,42 @@ def test_turning_key_phrases_off_relinks_without_them(tmp_path, make_graph):
     report = reopened.build_graph(["med"])[0]
     assert report.relinked_chunks == len(corpus())
     assert reopened.entities({"med"}) == [] and reopened.communities({"med"}) == []
+
+
+def test_an_entity_keeps_the_type_and_name_of_the_strongest_extractor_whatever_the_order(
+        tmp_path, make_graph):
+    graph = make_graph("x.db", graph={"keyphrases": False})
+    graph.index(write_files(tmp_path / "notes", corpus(range(1))), namespace="med")
+    store = graph.graph_store
+    rowids = [rowid for rowid, _ in store.chunk_texts("med")]
+
+    def link(name: str, etype: str) -> EntityLink:
+        return EntityLink(canonical_key(name, etype), name, etype, 1, 0, 0.5)
+
+    # One key written as phrase, name, vocabulary term, name, vocabulary term (in that
+    # order, across chunks): the first vocabulary spelling wins, the second changes nothing.
+    spellings = [("heart failure", "phrase"), ("Heart Failure", "name"),
+                 ("Heart failure", "disease"), ("HEART FAILURE", "name"),
+                 ("heart failure", "disease")]
+    # Another written as phrase then name: the name wins; a third only as phrases.
+    store.replace_links("med", [
+        (rowids[i % len(rowids)], [link(*spellings[i])]
+         + ([link("Ejection Fraction" if i else "ejection fraction",
+                  "name" if i else "phrase")] if i < 2 else [])
+         + [link("metformin", "phrase")])
+        for i in range(len(spellings))], "test")
+    found = {e.key: (e.name, e.type) for e in graph.entities({"med"}, limit=50)}
+    assert found["heart failure"] == ("Heart failure", "disease")
+    assert found["ejection fraction"] == ("Ejection Fraction", "name")
+    assert found["metformin"] == ("metformin", "phrase")
+
+
+def test_a_process_wide_vocabulary_of_any_size_chooses_what_a_fresh_one_does():
+    # A long-lived process keeps one growing vocabulary for every namespace it builds; with
+    # 2.2M words seen elsewhere, 3-word codes over raw word ids would overflow 64 bits.
+    vocabulary = Vocabulary(PARAMS.language)
+    vocabulary.tokenize(" ".join(f"elsewhere{i}" for i in range(2_200_000)))
+    chunks = [vocabulary.tokenize(t) for t in corpus().values()]
+    assert len(vocabulary.words) ** 3 >= 2 ** 63
+    assert choose_keyphrases(chunks, vocabulary, PARAMS) == select_keyphrases(
+        corpus().values(), PARAMS)

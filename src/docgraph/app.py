@@ -13,6 +13,7 @@ from docgraph.config import Settings, load_settings
 from docgraph.errors import UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
+from docgraph.graph.phrase_cache import PhraseCache
 from docgraph.ingest.embed import Embedder, make_embedder
 from docgraph.ingest.pipeline import (
     IngestPipeline,
@@ -88,6 +89,8 @@ class DocGraph:
         self.extractor: EntityExtractor | None = (
             make_extractor(self.settings.graph) if self.settings.graph.enabled else None
         )
+        #: Chunk tokens and mentions key-phrase graph builds keep between builds.
+        self.phrase_cache = PhraseCache()
         self._chat_model: ChatModel | None = None
         self._chat_settings: tuple[object, ...] | None = None  # what _chat_model was made of
         self.last_graph_reports: list[GraphBuildReport] = []
@@ -318,7 +321,8 @@ class DocGraph:
         if self.extractor is None:
             return []
         builder = GraphBuilder(
-            self.graph_store, self.embedder, self.settings.graph, self.extractor, self.chat_model
+            self.graph_store, self.embedder, self.settings.graph, self.extractor, self.chat_model,
+            self.phrase_cache,
         )
         names = self.store.namespaces() if force else self.graph_store.dirty_namespaces()
         self.last_graph_reports = [builder.build(ns) for ns in names]
@@ -336,7 +340,7 @@ class DocGraph:
             if namespaces is None:
                 return self._build_graphs()
             builder = GraphBuilder(self.graph_store, self.embedder, self.settings.graph,
-                                   self.extractor, self.chat_model)
+                                   self.extractor, self.chat_model, self.phrase_cache)
             return [builder.build(ns) for ns in namespaces]
 
     # -- querying ------------------------------------------------------------

@@ -5,7 +5,8 @@ dirty in the same transaction as the document write). Everything is recomputed f
 stored chunk-entity links of that namespace only, so the result equals a fresh build, and
 other namespaces are never touched. Reports whose text did not change keep their vectors.
 With key phrases on (``[graph] keyphrases``), every build first chooses the namespace's key
-phrases from its chunk texts and re-extracts all its chunks' links with them.
+phrases from its chunks' word ids and brings every chunk's links up to them; what does not
+depend on the phrase set is kept between builds (:mod:`docgraph.graph.phrase_cache`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from docgraph.config import GraphSettings
 from docgraph.errors import ConfigError
 from docgraph.graph.communities import Community, detect_communities
 from docgraph.graph.cooccurrence import CooccurrenceGraph, build_cooccurrence
-from docgraph.graph.extract import EntityExtractor, VocabularyMatcher
+from docgraph.graph.extract import EntityExtractor, VocabularyMatcher, merge_phrases
 from docgraph.graph.keyphrases import (
     KeyphraseParams,
     check_language,
+    choose_keyphrases,
     phrase_matcher,
     phrase_weights,
-    select_keyphrases,
 )
+from docgraph.graph.phrase_cache import PhraseCache, match_phrases
 from docgraph.graph.reports import (
     CANDIDATE_CHUNKS,
     ReportInput,
@@ -68,6 +70,10 @@ class GraphBuildReport:
     reports_embedded: int = 0
     relinked_chunks: int = 0
     keyphrases: int = 0
+    #: With key phrases: chunk texts tokenized and base-extracted by this build (not kept
+    #: from an earlier build in this process) and chunks whose phrases were matched again.
+    extracted_chunks: int = 0
+    matched_chunks: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -130,12 +136,15 @@ class GraphBuilder:
         settings: GraphSettings,
         extractor: EntityExtractor,
         chat_model: ChatModel | None = None,
+        phrase_cache: PhraseCache | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.settings = settings
         self.extractor = extractor
         self.chat_model = chat_model
+        #: Chunk tokens and mentions kept between builds (a long-lived owner passes its own).
+        self.phrase_cache = phrase_cache if phrase_cache is not None else PhraseCache()
 
     def relink_if_vocabulary_changed(self, namespace: str) -> int:
         """Re-extract entities of every chunk (no re-embedding) when the extractor changed
@@ -150,30 +159,51 @@ class GraphBuilder:
         return len(links)
 
     def relink_with_keyphrases(self, namespace: str, report: GraphBuildReport) -> None:
-        """Choose the namespace's key phrases from all its chunk texts and re-extract every
-        chunk's entities with them (no re-embedding).
+        """Choose the namespace's key phrases from all its chunks and bring every chunk's
+        entity links up to them (no re-embedding).
 
         Done at every build: the phrases are a function of the whole namespace, so adding or
-        removing one document can change any chunk's links, and re-extracting all of them
-        is what makes an incremental build equal a fresh one. Only this namespace's texts
-        are read and only its chunks are relinked.
+        removing one document can change any chunk's links, and recomputing all of them is
+        what makes an incremental build equal a fresh one. What does not depend on the phrase
+        set is kept between builds (:class:`~docgraph.graph.phrase_cache.PhraseCache`): only
+        new chunk texts are tokenized and run through the base extractors, and only chunks
+        holding a phrase spelling that was chosen or dropped are matched again; links are
+        then assembled for every chunk and only those that differ from the stored ones are
+        written. Only this namespace's texts are read and only its chunks are relinked.
         """
         params = self.extractor.keyphrases
         assert params is not None
-        t0 = time.perf_counter()
-        texts = self.store.chunk_texts(namespace)
-        phrases = select_keyphrases((text for _, text in texts), params)
-        report.keyphrases = len(phrases)
-        report.seconds["keyphrases"] = time.perf_counter() - t0
-        extractor = self.extractor.with_phrases(phrase_matcher(phrases),
-                                                phrase_weights(phrases, len(texts)))
-        stored = _stored_link_sets(self.store, namespace)
-        changed = []
-        for rowid, text in texts:
-            links = extractor.links(text)
-            if _link_set(links) != stored.get(rowid, frozenset()):
-                changed.append((rowid, links))
-        fingerprint = extractor_fingerprint(self.extractor)
+        cache = self.phrase_cache
+        with cache.lock:
+            t0 = time.perf_counter()
+            rows = self.store.chunk_texts(namespace)
+            texts = [text for _, text in rows]
+            fingerprint = extractor_fingerprint(self.extractor)
+            vocabulary = cache.vocabulary(params.language)
+            entry, chunks, new = cache.chunks(namespace, fingerprint, texts, self.extractor,
+                                              vocabulary)
+            report.extracted_chunks = new
+            report.seconds["tokenize"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            phrases = choose_keyphrases([c.tokens for c in chunks], vocabulary, params)
+            report.keyphrases = len(phrases)
+            report.seconds["keyphrases"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            matcher = phrase_matcher(phrases)
+            report.matched_chunks = match_phrases(
+                entry, texts, chunks, matcher,
+                frozenset(s for p in phrases for s in p.surfaces))
+            extractor = self.extractor.with_phrases(matcher, phrase_weights(phrases, len(rows)))
+            stored = _stored_link_sets(self.store, namespace)
+            changed = []
+            for (rowid, text), chunk in zip(rows, chunks, strict=True):
+                assert chunk.phrases is not None
+                links = extractor.links_of(merge_phrases(chunk.base, chunk.phrases), len(text))
+                if _link_set(links) != stored.get(rowid, frozenset()):
+                    changed.append((rowid, links))
+            report.seconds["match"] = time.perf_counter() - t0
         if changed or self.store.vocabulary_hash(namespace) not in ("", fingerprint):
             self.store.replace_links(namespace, changed, fingerprint)
         report.relinked_chunks = len(changed)
@@ -249,8 +279,10 @@ class GraphBuilder:
         )
         per_chunk = _hits_per_chunk(graph, [c.nodes for c in communities])
         inside = _inside_counts(graph, per_chunk)
-        specific = [{node_info[n].name: specificity(int(inside[n, i]), node_info[n].chunk_count)
-                     for n in c.nodes} for i, c in enumerate(communities)]
+        specific = [{node_info[n].name: specificity(int(column.get(n, 0)),
+                                                    node_info[n].chunk_count)
+                     for n in c.nodes}
+                    for c, column in zip(communities, _columns(inside), strict=True)]
         wanted_chunks = _central_chunks(graph, per_chunk, with_report, chunk_rank)
         centroids, chunk_vectors = self._centroids(graph, per_chunk, with_report)
         relationships = _strongest_inner_edges(graph, communities, with_report)
@@ -437,6 +469,14 @@ def _inside_counts(graph: CooccurrenceGraph, per_chunk: sp.csc_matrix) -> sp.csc
     :func:`~docgraph.graph.reports.specificity`."""
     core = (per_chunk >= 2).astype(np.float64)
     return sp.csc_matrix(graph.incidence.T @ core)
+
+
+def _columns(matrix: sp.csc_matrix) -> list[dict[int, float]]:
+    """Each column of a sparse matrix as row -> value (one pass over its arrays; indexing
+    the matrix cell by cell costs far more)."""
+    indptr, indices, data = matrix.indptr, matrix.indices.tolist(), matrix.data.tolist()
+    return [dict(zip(indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]],
+                     strict=True)) for i in range(matrix.shape[1])]
 
 
 def _central_chunks(

@@ -19,6 +19,7 @@ over overlapping spans from later ones. Mentions are grouped per canonical key i
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -46,10 +47,16 @@ class Mention:
 
 
 def _longest_non_overlapping(mentions: list[Mention]) -> list[Mention]:
-    """Drop mentions overlapping a longer (then earlier) one; result in text order."""
+    """Drop mentions overlapping a longer (then earlier) one; result in text order. Taken
+    characters are marked in a byte array, so each check is one C-level scan of the span
+    rather than a comparison with every mention taken so far."""
+    if len(mentions) < 2:
+        return mentions
     taken: list[Mention] = []
+    occupied = bytearray(max(m.end for m in mentions) + 1)
     for m in sorted(mentions, key=lambda m: (-(m.end - m.start), m.start)):
-        if all(m.end <= t.start or m.start >= t.end for t in taken):
+        if occupied.find(1, m.start, m.end) < 0:
+            occupied[m.start:m.end] = b"\x01" * (m.end - m.start)
             taken.append(m)
     return sorted(taken, key=lambda m: m.start)
 
@@ -259,6 +266,24 @@ class ProperNameExtractor:
         return Mention(start, end, surface, "name", canonical_key(surface, "name"))
 
 
+def merge_phrases(base: list[Mention], phrases: list[Mention]) -> list[Mention]:
+    """``base`` (non-overlapping, text order) and the key-phrase mentions (non-overlapping
+    among themselves) that overlap none of it, in text order: a phrase never displaces a
+    vocabulary term, pattern or name."""
+    if not phrases:
+        return base
+    if not base:
+        return phrases
+    starts = [m.start for m in base]
+    kept = []
+    for phrase in phrases:
+        at = bisect.bisect_left(starts, phrase.end)  # base mentions starting before its end
+        if at and base[at - 1].end > phrase.start:
+            continue
+        kept.append(phrase)
+    return sorted([*base, *kept], key=lambda m: m.start)
+
+
 @dataclass
 class EntityExtractor:
     """Runs the vocabulary, pattern, proper-name and key-phrase extractors and links entities
@@ -287,13 +312,20 @@ class EntityExtractor:
     def mentions(self, text: str) -> list[Mention]:
         """Non-overlapping mentions; earlier extractors (vocabulary > patterns > names >
         key phrases) and longer spans win overlaps."""
+        base = self.base_mentions(text)
+        if self.phrases is None:
+            return base
+        return merge_phrases(base, self.phrases.find(text))
+
+    def base_mentions(self, text: str) -> list[Mention]:
+        """The non-overlapping mentions of every extractor but key phrases (vocabulary >
+        patterns > names, longer spans first), in text order. Key phrases rank last, so
+        these are the same whatever phrases a namespace has: a build may keep them."""
         ranked: list[tuple[int, Mention]] = [(0, m) for m in self.vocabulary.find(text)]
         if self.patterns:
             ranked += [(1, m) for m in PatternExtractor().find(text)]
         if self.proper_names:
             ranked += [(2, m) for m in ProperNameExtractor().find(text)]
-        if self.phrases is not None:
-            ranked += [(3, m) for m in self.phrases.find(text)]
         ranked.sort(key=lambda pm: (pm[0], -(pm[1].end - pm[1].start), pm[1].start))
         taken: list[Mention] = []
         occupied = bytearray(len(text) + 1)
@@ -307,7 +339,11 @@ class EntityExtractor:
     def links(self, text: str) -> list[EntityLink]:
         """Entities of ``text`` with frequency, first position and association score,
         strongest first, at most ``max_entities_per_chunk``."""
-        mentions = self.mentions(text)
+        return self.links_of(self.mentions(text), len(text))
+
+    def links_of(self, mentions: list[Mention], length: int) -> list[EntityLink]:
+        """:meth:`links` of a text of ``length`` characters whose :meth:`mentions` are
+        ``mentions`` (in text order)."""
         if not mentions:
             return []
         grouped: dict[str, list[Mention]] = {}
@@ -322,7 +358,7 @@ class EntityExtractor:
                 if not mentions:
                     return []
         total = len(mentions)
-        early = max(1, len(text) // 5)
+        early = max(1, length // 5)
         links: list[EntityLink] = []
         for key, group in grouped.items():
             first = group[0]

@@ -36,11 +36,12 @@ import functools
 import math
 import re
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from docgraph.graph.extract import VocabularyMatcher
 from docgraph.graph.normalize import canonical_key
@@ -155,96 +156,166 @@ def _has_letter(word: str) -> bool:
     return any(ch.isalpha() for ch in word)
 
 
-def _tokens(texts: Iterable[str]) -> tuple[list[str], npt.NDArray[np.int64],
-                                           npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
-    """(distinct words, word id per running word, its chunk number, its run number, number
-    of chunks); a run is a stretch of words separated by single spaces. Running words are
-    gathered in a compact array (4 bytes each), not a list of Python ints."""
-    vocabulary: dict[str, int] = {}
-    ids = array("i")
-    run_lengths = array("i")
-    runs_per_chunk = array("i")
-    for text in texts:
-        runs = _RUN.findall(_fold(text))
-        runs_per_chunk.append(len(runs))
-        for run in runs:
-            words = [vocabulary.setdefault(w, len(vocabulary)) for w in run.split(" ")]
-            ids.extend(words)
-            run_lengths.append(len(words))
-    lengths = np.frombuffer(run_lengths, dtype=np.int32).astype(np.int64)
+class Vocabulary:
+    """Word ids shared by every chunk a builder has tokenized, with what selection needs to
+    know of each word, computed once per word (``wordfreq`` lookups are the costly part).
+    Ids only grow; selection never depends on their order."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self.ids: dict[str, int] = {}
+        self.words: list[str] = []
+        self._frequency = array("d")
+        self._may_bound = array("b")
+        self._long_enough = array("b")
+
+    def tokenize(self, text: str) -> ChunkTokens:
+        """The word ids of ``text`` (casefolded) and its words per run, a run being a stretch
+        of words separated by single spaces (the only shape the phrase matcher finds)."""
+        ids = array("i")
+        runs = array("i")
+        vocabulary = self.ids
+        for run in _RUN.findall(_fold(text)):
+            words = run.split(" ")
+            for word in words:
+                found = vocabulary.get(word)
+                if found is None:
+                    found = vocabulary[word] = len(vocabulary)
+                    self.words.append(word)
+                ids.append(found)
+            runs.append(len(words))
+        return ChunkTokens(np.frombuffer(ids, dtype=np.int32), np.frombuffer(runs, dtype=np.int32))
+
+    def facts(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_],
+                             npt.NDArray[np.bool_]]:
+        """Per word id: general-language frequency, whether it may start or end a phrase
+        (not a function word, stopword or letterless token) and whether it is 3+ letters."""
+        if len(self._frequency) < len(self.words):
+            general = general_frequencies(self.language)
+            for word in self.words[len(self._frequency):]:
+                frequency = _general_frequency(word, general)
+                self._frequency.append(frequency)
+                self._may_bound.append(len(word) >= 2 and _has_letter(word)
+                                       and word not in STOPWORDS
+                                       and frequency < _FUNCTION_WORD_FREQUENCY)
+                self._long_enough.append(len(word) >= 3)
+        return (np.frombuffer(self._frequency, dtype=np.float64),
+                np.frombuffer(self._may_bound, dtype=np.int8).astype(bool),
+                np.frombuffer(self._long_enough, dtype=np.int8).astype(bool))
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTokens:
+    """One chunk's running words as vocabulary ids, and the number of words of each run."""
+
+    ids: npt.NDArray[np.int32]
+    runs: npt.NDArray[np.int32]
+
+
+def _stack(chunks: Sequence[ChunkTokens]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                   npt.NDArray[np.int64]]:
+    """(word id per running word, its chunk number, its run number) of all chunks."""
+    if not chunks:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    ids = np.concatenate([c.ids for c in chunks]).astype(np.int64)
+    lengths = np.concatenate([c.runs for c in chunks]).astype(np.int64)
     run_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    chunk_of_run = np.repeat(np.arange(len(runs_per_chunk), dtype=np.int64),
-                             np.frombuffer(runs_per_chunk, dtype=np.int32))
-    chunk_of = np.repeat(chunk_of_run, lengths)
-    return (list(vocabulary), np.frombuffer(ids, dtype=np.int32).astype(np.int64), chunk_of,
-            run_of, len(runs_per_chunk))
+    words_per_chunk = np.array([len(c.ids) for c in chunks], dtype=np.int64)
+    chunk_of = np.repeat(np.arange(len(chunks), dtype=np.int64), words_per_chunk)
+    return ids, chunk_of, run_of
 
 
-def _unique_rows(rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64],
-                                                       npt.NDArray[np.int64]]:
-    """Distinct rows of a 2-D integer array in lexicographic order, and the row index of
-    every input row."""
-    if len(rows) == 0:
-        return rows, np.zeros(0, dtype=np.int64)
-    order = np.lexsort(rows.T[::-1])
-    ordered = rows[order]
-    new = np.ones(len(rows), dtype=bool)
-    new[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    group = np.cumsum(new) - 1
-    inverse = np.empty(len(rows), dtype=np.int64)
-    inverse[order] = group
-    return ordered[new], inverse
+def _codes(ids: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], size: int,
+           base: int) -> npt.NDArray[np.int64]:
+    """Each run of ``size`` word ids from ``starts`` as one integer (base-``base`` digits, so
+    numeric order is lexicographic order of the runs)."""
+    codes = ids[starts].copy()
+    for k in range(1, size):
+        codes *= base
+        codes += ids[starts + k]
+    return codes
 
 
-def _as_keys(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.void]:
-    """Each row of a 2-D integer array as one comparable opaque value."""
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return rows.view(np.dtype((np.void, 8 * rows.shape[1]))).ravel()
+def _decode(codes: npt.NDArray[np.int64], size: int, base: int) -> npt.NDArray[np.int64]:
+    """The word ids (one row per code) of :func:`_codes`."""
+    rows = np.empty((len(codes), size), dtype=np.int64)
+    rest = codes.copy()
+    for k in range(size - 1, -1, -1):
+        rows[:, k] = rest % base
+        rest //= base
+    return rows
+
+
+def _distinct_per_group(group: npt.NDArray[np.int64], chunk: npt.NDArray[np.int64],
+                        groups: int, chunks: int) -> npt.NDArray[np.int64]:
+    """How many distinct chunks each group occurs in (a sparse matrix sums the duplicate
+    (group, chunk) pairs in linear time; no sort of all occurrences)."""
+    matrix = sp.csr_matrix((np.ones(len(group), dtype=np.int32), (group, chunk)),
+                           shape=(groups, chunks))
+    matrix.sum_duplicates()
+    indptr: npt.NDArray[np.int64] = np.asarray(matrix.indptr, dtype=np.int64)
+    return np.diff(indptr)
 
 
 def _gram_counts(ids: npt.NDArray[np.int64], run_of: npt.NDArray[np.int64],
-                 allowed: npt.NDArray[np.bool_], size: int
-                 ) -> tuple[npt.NDArray[np.void], npt.NDArray[np.int64]]:
-    """Occurrences of every run of ``size`` words inside one run whose words are all
-    ``allowed``: sorted opaque keys (:func:`_as_keys`) and their counts."""
+                 allowed: npt.NDArray[np.bool_], size: int, base: int
+                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Occurrences of every run of ``size`` words inside one run whose running words are all
+    ``allowed`` (one flag per running word): sorted codes (:func:`_codes`) and counts."""
     starts = np.arange(max(len(ids) - size + 1, 0))
-    ok = allowed[ids[starts]]
+    ok = allowed[starts].copy()
     for k in range(1, size):
-        ok &= (run_of[starts + k] == run_of[starts]) & allowed[ids[starts + k]]
-    starts = starts[ok]
-    keys, counts = np.unique(_as_keys(np.stack([ids[starts + k] for k in range(size)], axis=1)),
-                             return_counts=True)
-    return keys, counts.astype(np.int64)
+        ok &= (run_of[starts + k] == run_of[starts]) & allowed[starts + k]
+    codes, counts = np.unique(_codes(ids, starts[ok], size, base), return_counts=True)
+    return codes, counts.astype(np.int64)
 
 
-def _lookup(keys: npt.NDArray[np.void], counts: npt.NDArray[np.int64],
-            rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Count of each row of ``rows`` in (``keys``, ``counts``), 0 when absent."""
-    wanted = _as_keys(rows)
-    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    if len(keys) == 0:
+def _lookup(codes: npt.NDArray[np.int64], counts: npt.NDArray[np.int64],
+            wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Count of each of ``wanted`` in (``codes``, ``counts``), 0 when absent."""
+    if len(codes) == 0:
         return np.zeros(len(wanted), dtype=np.int64)
-    return np.where(keys[at] == wanted, counts[at], 0)
+    at = np.minimum(np.searchsorted(codes, wanted), len(codes) - 1)
+    return np.where(codes[at] == wanted, counts[at], 0)
 
 
 def select_keyphrases(texts: Iterable[str], params: KeyphraseParams) -> list[Keyphrase]:
     """The key phrases of a namespace whose chunk texts are ``texts``, by canonical key."""
-    general = general_frequencies(params.language)
-    words, ids, chunk_of, run_of, n_chunks = _tokens(texts)
+    vocabulary = Vocabulary(params.language)
+    return choose_keyphrases([vocabulary.tokenize(t) for t in texts], vocabulary, params)
+
+
+def choose_keyphrases(chunks: Sequence[ChunkTokens], vocabulary: Vocabulary,
+                      params: KeyphraseParams) -> list[Keyphrase]:
+    """The key phrases of a namespace whose chunks, tokenized with ``vocabulary`` (whose
+    language must be ``params.language``), are ``chunks``: all counting is over their word
+    ids, so a build that kept its chunks' tokens never reads their text again."""
+    frequency, may_bound, long_enough = vocabulary.facts()
+    words = vocabulary.words
+    ids, chunk_of, run_of = _stack(chunks)
+    n_chunks = len(chunks)
     total = len(ids)
     if total == 0:
         return []
+    n_words = len(words)
     max_chunks = max(params.min_chunks, int(params.max_chunk_share * n_chunks))
-    word_count = np.bincount(ids, minlength=len(words)).astype(np.float64)
-    pairs = np.unique(chunk_of * len(words) + ids)
-    word_chunks = np.bincount(pairs % len(words), minlength=len(words))
-    frequency = np.array([_general_frequency(w, general) for w in words])
-    specificity = np.log10(word_count / total / frequency)
-    may_bound = np.array([len(w) >= 2 and _has_letter(w) and w not in STOPWORDS
-                          for w in words]) & (frequency < _FUNCTION_WORD_FREQUENCY)
-    may_bound &= word_chunks >= params.min_chunks
+    word_count = np.bincount(ids, minlength=n_words).astype(np.float64)
+    word_chunks = _distinct_per_group(ids, chunk_of, n_words, n_chunks)
+    with np.errstate(divide="ignore"):
+        specificity = np.log10(word_count / total / frequency)
+    may_bound = may_bound & (word_chunks >= params.min_chunks)
     may_inner = word_chunks >= params.min_chunks  # a phrase's chunks contain each word
-    long_enough = np.array([len(w) >= 3 for w in words])
+    # Runs of 2+ words hold only such words: numbered densely among themselves, they make
+    # small n-gram codes whatever the size of the (process-wide, growing) vocabulary.
+    inner_words = np.flatnonzero(may_inner)
+    dense = np.full(n_words, -1, dtype=np.int64)
+    dense[inner_words] = np.arange(len(inner_words))
+    base = max(len(inner_words), 1)
+    if base ** params.max_words >= 2 ** 62:
+        raise ValueError(f"{base} words in {params.min_chunks}+ chunks: too many for"
+                         f" {params.max_words}-word codes")
+    dense_ids = dense[ids]
 
     by_key: dict[str, list[tuple[str, int, int, float]]] = {}
     for size in range(1, params.max_words + 1):
@@ -259,11 +330,15 @@ def select_keyphrases(texts: Iterable[str], params: KeyphraseParams) -> list[Key
         starts = starts[ok]
         if len(starts) == 0:
             continue
-        grams = np.stack([ids[starts + k] for k in range(size)], axis=1)
-        distinct, which = _unique_rows(grams)
-        occurrences = np.bincount(which, minlength=len(distinct))
-        in_chunks = np.bincount(np.unique(chunk_of[starts] * len(distinct) + which)
-                                % len(distinct), minlength=len(distinct))
+        if size == 1:
+            codes, which, occurrences = np.unique(ids[starts], return_inverse=True,
+                                                  return_counts=True)
+            distinct = codes[:, None]
+        else:
+            codes, which, occurrences = np.unique(_codes(dense_ids, starts, size, base),
+                                                  return_inverse=True, return_counts=True)
+            distinct = inner_words[_decode(codes, size, base)]
+        in_chunks = _distinct_per_group(which, chunk_of[starts], len(codes), n_chunks)
         # Residual IDF: observed IDF minus the IDF a Poisson-spread term would have.
         expected_df = n_chunks * -np.expm1(-occurrences / n_chunks)
         keep = (in_chunks >= params.min_chunks) & (in_chunks <= max_chunks)
@@ -281,9 +356,12 @@ def select_keyphrases(texts: Iterable[str], params: KeyphraseParams) -> list[Key
             # plaques changed", "heart failure patients") adds nothing: the shorter one is
             # the entity.
             rows = np.flatnonzero(keep)
-            sub_keys, sub_counts = _gram_counts(ids, run_of, may_inner, size - 1)
+            sub_codes, sub_counts = _gram_counts(dense_ids, run_of, may_inner[ids],
+                                                 size - 1, base)
             for side in (distinct[rows, :-1], distinct[rows, 1:]):
-                contained = _lookup(sub_keys, sub_counts, side)
+                flat = np.arange(len(side), dtype=np.int64) * (size - 1)
+                contained = _lookup(sub_codes, sub_counts,
+                                    _codes(dense[side.ravel()], flat, size - 1, base))
                 keep[rows[occurrences[rows] <= params.max_extension * contained]] = False
         for row in np.flatnonzero(keep).tolist():
             gram = " ".join(words[w] for w in distinct[row].tolist())
@@ -294,13 +372,13 @@ def select_keyphrases(texts: Iterable[str], params: KeyphraseParams) -> list[Key
     out: list[Keyphrase] = []
     for key in sorted(by_key):
         variants = by_key[key]
-        chunks = sum(v[1] for v in variants)  # an upper bound: spellings may share chunks
-        if chunks > max_chunks:
+        in_chunks_total = sum(v[1] for v in variants)  # an upper bound: spellings may share
+        if in_chunks_total > max_chunks:  # chunks
             continue
         out.append(Keyphrase(
             key=key,
             surfaces=tuple(sorted(v[0] for v in variants)),
-            chunks=chunks,
+            chunks=in_chunks_total,
             occurrences=sum(v[2] for v in variants),
             score=max(v[3] for v in variants),
         ))

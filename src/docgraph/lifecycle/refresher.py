@@ -383,7 +383,7 @@ class Refresher:
             return [PhaseOutcome(NAMESPACE_WIDE, "graph", "skipped", message),
                     PhaseOutcome(NAMESPACE_WIDE, "communities", "skipped", message)]
         builder = GraphBuilder(store, graph.embedder, graph.settings.graph, extractor,
-                               graph.chat_model)
+                               graph.chat_model, graph.phrase_cache)
         started = time.perf_counter()
         try:
             report = builder.build(namespace)

@@ -116,7 +116,7 @@ def write_links(dialect: Dialect, db: Any, ns_id: int,
         " name = excluded.name WHERE (entities.type IN ('name', 'acronym', 'phrase')"
         " AND excluded.type NOT IN ('name', 'acronym', 'phrase'))"
         " OR (entities.type = 'phrase' AND excluded.type IN ('name', 'acronym'))",
-        [(ns_id, link.key, link.name, link.type) for _, link in links],
+        [(ns_id, link.key, link.name, link.type) for link in _entity_rows(links)],
     )
     keys = list(dict.fromkeys(link.key for _, link in links))
     ids: dict[str, int] = {}
@@ -134,6 +134,23 @@ def write_links(dialect: Dialect, db: Any, ns_id: int,
         [(rowid, ids[link.key], link.frequency, link.first_position, link.score)
          for rowid, link in links],
     )
+
+
+def _type_rank(entity_type: str) -> int:
+    """Precedence of an entity type in :func:`write_links`' upsert (higher wins)."""
+    return 0 if entity_type == "phrase" else 1 if entity_type in ("name", "acronym") else 2
+
+
+def _entity_rows(links: Sequence[tuple[int, EntityLink]]) -> list[EntityLink]:
+    """One link per entity key, in order of first appearance: the first of the highest
+    precedence, which is what upserting every link in order would leave (a later row only
+    replaces one of lower precedence), with one row per entity instead of one per link."""
+    best: dict[str, EntityLink] = {}
+    for _, link in links:
+        found = best.get(link.key)
+        if found is None or _type_rank(link.type) > _type_rank(found.type):
+            best[link.key] = link
+    return list(best.values())
 
 
 def insert_report_document(dialect: Dialect, db: Any, ns_id: int, report: ReportDraft,
