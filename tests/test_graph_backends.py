@@ -103,7 +103,14 @@ def test_postgres_holds_the_same_graph_as_the_embedded_catalog(open_on, tmp_path
             assert got[key] == want[key], f"{namespace}: {key} differs"
     want_evidence = evidence(embedded, {"ops", "hr"})
     assert all(want_evidence.values())
-    assert evidence(postgres, {"ops", "hr"}) == want_evidence
+    got_evidence = evidence(postgres, {"ops", "hr"})
+    # The embedded catalog stores vectors as float16, PostgreSQL as float32: chunks that do
+    # not answer a query have near-equal low similarities, and their order may swap. The
+    # best hit and the set of evidence must be the same.
+    for key, want in want_evidence.items():
+        got = got_evidence[key]
+        assert got[:1] == want[:1], f"{key}: best hit differs"
+        assert sorted(got) == sorted(want), f"{key}: evidence differs"
 
 
 def test_incremental_rebuild_on_postgres_equals_a_fresh_build(open_on, tmp_path):
