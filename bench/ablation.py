@@ -201,6 +201,21 @@ class QueryVectorCache:
 
 # ---------------------------------------------------------------- real indexes
 
+# Graph settings of the dataset indexes (``--no-keyphrases`` builds them without key phrases,
+# cached under their own tag, to compare the graph lanes with and without that layer).
+GRAPH_OVERRIDES: dict[str, Any] = {}
+
+
+def dataset_settings(db: Path) -> Settings:
+    """The product's settings for a dataset index (plus ``GRAPH_OVERRIDES``)."""
+    base = make_settings(db, CHUNK_TOKENS, BREADCRUMB)
+    if not GRAPH_OVERRIDES:
+        return base
+    return load_settings(store={"path": db},
+                         loader={"chunk_tokens": CHUNK_TOKENS, "breadcrumb": BREADCRUMB},
+                         graph=GRAPH_OVERRIDES)
+
+
 def open_dataset_index(data: BeirDataset, doc_ids: list[str], embedder: Embedder,
                        tag: str, rebuild: bool) -> tuple[DocGraph, dict[int, str], dict[str, Any]]:
     """The dataset's index under ``bench/.cache/ablation/<tag>/`` (built if missing) and the
@@ -217,7 +232,7 @@ def open_dataset_index(data: BeirDataset, doc_ids: list[str], embedder: Embedder
         log(f"  {tag}: the cached index predates the current store schema; rebuilding")
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-    graph = DocGraph(make_settings(db, CHUNK_TOKENS, BREADCRUMB), embedder)
+    graph = DocGraph(dataset_settings(db), embedder)
     started = time.perf_counter()
     report = graph.index(folder, NAMESPACE, progress=progress_printer(tag))
     info = {"wall_s": round(time.perf_counter() - started, 1),
@@ -238,7 +253,7 @@ def readable(db: Path, embedder: Embedder) -> bool:
     """Whether the current store code can read a cached index (its schema may have grown
     columns since the index was built; the store does not migrate)."""
     try:
-        graph = DocGraph(make_settings(db, CHUNK_TOKENS, BREADCRUMB), embedder)
+        graph = DocGraph(dataset_settings(db), embedder)
     except Exception:  # any failure to open it means: rebuild
         return False
     try:
@@ -317,6 +332,8 @@ def measure_quality(names: list[str], limit: int | None, rebuild: bool, wanted: 
             half = set(load_split(data)[split])
             queries = {q: t for q, t in queries.items() if q in half}
         tag = name if not limit else f"{name}-limit{limit}"
+        if GRAPH_OVERRIDES.get("keyphrases") is False:
+            tag += "-nokp"
         log(f"== quality: {name}, {len(doc_ids)} docs, {len(queries)} queries")
         (WORKDIR / tag).mkdir(parents=True, exist_ok=True)
         qcache = QueryVectorCache(embedder, WORKDIR / tag / "query_vectors.npz")
@@ -666,8 +683,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached indexes")
+    parser.add_argument("--no-keyphrases", action="store_true",
+                        help="dataset indexes built without the key-phrase entity layer")
     parser.add_argument("--name", default="ablation")
     args = parser.parse_args(argv)
+    if args.no_keyphrases:
+        GRAPH_OVERRIDES["keyphrases"] = False
 
     wanted = {c.strip() for c in args.configs.split(",") if c.strip()} or None
     started = time.perf_counter()
@@ -705,6 +726,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "defaults": asdict(CohortSettings()),
         "limit": args.limit,
         "split": args.split,
+        "graph_overrides": dict(GRAPH_OVERRIDES),
         "seconds": round(time.perf_counter() - started, 1),
         "load_before": load_before,
         "summary": summary(quality, latency),
