@@ -107,6 +107,65 @@ def test_title_names_the_specific_members_not_the_biggest():
         "torque calibration / Osprey valve / Acme Corp"  # words first, identifiers last
 
 
+def test_a_title_prefers_specific_and_multi_word_members_to_common_words():
+    # a lower-case corpus: key phrases only, and the common words are the most specific
+    members = [("cells", "phrase", 30, 5.0), ("patients", "phrase", 28, 5.0),
+               ("expression", "phrase", 25, 5.0), ("septic shock", "phrase", 6, 2.0),
+               ("vasopressin", "phrase", 5, 2.0), ("unit_price_eur", "phrase", 9, 3.0)]
+    specific = {"cells": 2.5, "patients": 2.4, "expression": 2.3, "septic shock": 1.2,
+                "vasopressin": 1.1, "unit_price_eur": 3.0}
+    # rare words and phrases first, then the most specific common word; a field name last
+    assert community_title(members, specific=specific) == "septic shock / vasopressin / cells"
+
+
+def test_a_title_keeps_one_name_per_stem_and_the_longer_name_of_it():
+    members = [(n, "phrase", 5, 1.0) for n in
+               ("axons", "axonal", "cannabinoids", "cannabinoid receptor", "myelin")]
+    specific = {"axons": 3.0, "axonal": 2.5, "cannabinoids": 2.2,
+                "cannabinoid receptor": 2.0, "myelin": 1.0}
+    assert community_title(members, specific=specific) == \
+        "axons / cannabinoid receptor / myelin"
+
+
+FRAGMENTS = [
+    # a lower-case title run into its abstract: no verb
+    "mutation of the fumarase gene in two siblings with progressive encephalopathy and "
+    "fumarase deficiency.",
+    "loose connector on the secondary mast encoder after a fork carriage replacement on 18 "
+    "february.",
+    "dyslexia in the school, the children and the teachers with phonics.",  # a list
+    # a line of figures, a citation, a clause cut from the one before it
+    "mean length of stay in the icu was 14.8 (5, 9, 17) days with rhc and 13.0 (4, 7, 14) "
+    "days without rhc.",
+    "as shown by many groups (smith et al., 2003; jones et al., 2005; lee, 2007).",
+    "and the drift stayed below one percent after the second calibration run.",
+]
+CLAUSES = [
+    "the firmware team led two incident reviews.",  # an irregular past
+    "Every Tern T3 raised E-417 after firmware 5.3.0.",  # codes are words, not figures
+    "Compass stores leave requests for Sofia Marchetti.",  # a name, then a verb in -s
+    "Check the area, release the button, resume from Roost.",  # an imperative
+    "in 5 cases phonics lowered dyslexia in the older pupils.",
+    "here, we report that a short sirna induces potent rnai in human cells.",
+]
+
+
+def test_fragments_are_not_quotable_in_a_lower_case_text_and_clauses_are():
+    for line in FRAGMENTS:
+        assert is_boilerplate(line, cased=False), line
+        assert not is_boilerplate(line, cased=False, strict=False), line  # the fallback
+    for line in CLAUSES:
+        assert not is_boilerplate(line, cased=line != line.lower()), line
+
+
+def test_a_stop_after_a_code_ends_a_sentence():
+    passage = ("On Friday all 84 robots at the Rotterdam site were stopped with E-417. "
+               "Customer ticket SUP-4471, SEV1.")
+    # the second sentence is too short to quote; it used to ride along ("417." read as an
+    # abbreviation like "fig.")
+    assert central_sentences([passage], [], 2) == [passage.split(" Customer")[0]]
+
+
 def test_report_is_built_only_from_its_input():
     data = ReportInput([("Osprey valve", "product", 3, 1.0)], [], [_mail(0, "Osprey", OSPREY[0])])
     report = extractive_report(data)
@@ -165,6 +224,46 @@ def test_reports_skip_mail_boilerplate_and_are_titled_by_specific_phrases(tmp_pa
             assert names[2] == "Acme Corp"
         else:
             assert set(names[:2]) == {"bearing wear", "Kestrel pump"}
+
+
+# A lower-case corpus: per topic, three common words in every note and two rare terms in
+# half of them, each such note opening with a title-like line that has no verb.
+TOPICS = [(("blood", "kidney", "heart"), ("septic shock", "vasopressin")),
+          (("sleep", "night", "light"), ("melatonin", "circadian rhythm")),
+          (("water", "river", "fish"), ("cyanobacteria", "algal bloom")),
+          (("school", "children", "teachers"), ("dyslexia", "phonics"))]
+COMMON = {w for common, _ in TOPICS for w in common}
+MOVES = ["changed", "rose", "fell", "improved", "worsened", "varied"]
+
+
+def _lower_case_note(t: int, j: int) -> str:
+    (a, b, c), (x, y) = TOPICS[t]
+    rare = (f"{x} in the {a}, the {b} and the {c} with {y}.\n"
+            f"in {j + 3} cases {y} lowered {x}. ") if j % 2 == 0 else ""
+    return (rare + f"we followed the {a} for {j + 2} years. the {b} {MOVES[(j + t) % 6]} "
+            f"when the {c} {MOVES[(j + 3) % 6]}, and the {a} tracked the {b} closely. "
+            f"each {c} saw the {a} twice.\n")
+
+
+def test_a_lower_case_corpus_gets_specific_titles_and_no_fragments(tmp_path, make_graph):
+    notes = {f"t{t}_{j}.txt": _lower_case_note(t, j) for t in range(len(TOPICS))
+             for j in range(6)}
+    graph = make_graph(graph={"keyphrase_max_chunk_share": 0.5})
+    graph.index(write_files(tmp_path / "notes", notes), namespace="med")
+    reports = _reports(graph, "med")
+    assert len(reports) == len(TOPICS)
+    for community, text, _ in reports:
+        names = community.title.split(" / ")
+        # the common words are the community's most specific members, but lead no title
+        assert names[0] not in COMMON and not set(names) <= COMMON, community.title
+        assert text.startswith(f"# {community.title}\n")
+        summary = text.split("Summary: ", 1)[1]
+        assert " with " not in summary and summary.count(". ") >= 2, summary  # no title line
+        assert all(s in notes_text(notes) for s in summary.split(". ")), summary
+
+
+def notes_text(notes: dict[str, str]) -> str:
+    return " ".join(notes.values())
 
 
 def _sentences(summary: str, known: list[str]) -> list[str]:

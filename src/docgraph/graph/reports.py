@@ -1,14 +1,16 @@
 """Community reports: extractive by default, LLM-written when a chat model is configured.
 
 An extractive report is titled by the community's most *specific* members (entities and key
-phrases mentioned mostly together with other members, rather than the most mentioned ones),
-lists key entities and relationships, and quotes the *central* sentences of member chunks:
-chunks whose stored vectors lie closest to the community centroid (the mean of its member
-chunks' vectors: no model call), sentences that share the community's vocabulary, redundant
-ones removed (MMR) and boilerplate (mail headers, signatures, contact tables, lists of names,
-very short lines) skipped. Everything is deterministic: ties break by passage and sentence
-order. The report is built only from the material in :class:`ReportInput`, so a caller-side
-re-assembly from visible chunks (``governance/reports.py``) shows nothing else.
+phrases mentioned mostly together with other members, rather than the most mentioned ones;
+names with a word rare in general language before common words), lists key entities and
+relationships, and quotes the *central* sentences of member chunks: chunks whose stored
+vectors lie closest to the community centroid (the mean of its member chunks' vectors: no
+model call), sentences that share the community's vocabulary, redundant ones removed (MMR)
+and boilerplate (mail headers, signatures, contact tables, lists of names, very short
+lines, fragments without a verb, lines of figures) skipped. Everything is deterministic:
+ties break by passage and sentence order. The report is built only from the material in
+:class:`ReportInput`, so a caller-side re-assembly from visible chunks
+(``governance/reports.py``) shows nothing else.
 """
 
 from __future__ import annotations
@@ -75,14 +77,65 @@ def _words(text: str) -> list[str]:
     return [w.casefold() for w in _WORD.findall(text)]
 
 
+#: Zipf frequency (log10 of occurrences per 10^9 words of general English, ``wordfreq``) at
+#: and above which a word is *common*: "prevalence" 3.7, "units" 4.8, "cells" 4.8, "fixed"
+#: 4.7; below it, specific: "retrieval" 3.3, "autophagy" 2.5, "Rotterdam" 3.2, "Nordhaven" 0.
+COMMON_ZIPF = 3.5
+_TITLE_LANGUAGE = "en"
+#: Entity types the extractor infers (not a user's vocabulary or a pattern's own type).
+_INFERRED_TYPES = frozenset({"name", "phrase", "acronym"})
+
+
+@functools.lru_cache(maxsize=65536)
+def _zipf(word: str) -> float:
+    """General-language Zipf frequency of ``word`` (0 for a word wordfreq does not know)."""
+    import wordfreq
+
+    return float(wordfreq.zipf_frequency(word, _TITLE_LANGUAGE))
+
+
+def _is_common(word: str) -> bool:
+    return _zipf(word) >= COMMON_ZIPF
+
+
 def _title_tier(name: str, entity_type: str) -> int:
-    """0: words (phrases, typed entities, names of two words or more); 1: a single
-    capitalised word the proper-name heuristic found (often a sentence-initial common
-    word: "Fixed", "Info"); 2: bare identifiers and acronyms (versions, codes, tickets: no
-    word with two lower-case letters), addresses and links."""
-    if _WORDLIKE.search(name) is None or "@" in name or "://" in name:
-        return 2
-    return 1 if entity_type == "name" and len(name.split()) == 1 else 0
+    """How well a member names a community, best first. 0: a typed entity of a vocabulary,
+    or a phrase or name with a word that is rare in general language ("septic shock", "Tern
+    T3", "autophagy"); 1: a single rare word the proper-name heuristic found ("Nordhaven":
+    often a name used everywhere in a corpus, a brand or a site); 2: a name or phrase of two
+    or more words that are all common ("risk factors", "standard treatment": a collocation
+    still says more than one word); 3: a single common word ("cells", "prevalence", and the
+    sentence-initial words the name heuristic takes for names: "Fixed", "Info"); 4: bare
+    identifiers and acronyms (versions, codes, tickets: no word with two lower-case
+    letters), field names (``unit_price_eur``), addresses and links."""
+    if _WORDLIKE.search(name) is None or "@" in name or "://" in name or "_" in name:
+        return 4
+    if entity_type not in _INFERRED_TYPES:
+        return 0
+    single = len(name.split()) == 1
+    words = [w for w in _words(name) if len(w) >= 2 and not any(ch.isdigit() for ch in w)]
+    if any(not _is_common(w) for w in words):
+        return 1 if single and entity_type == "name" else 0
+    return 3 if single else 2
+
+
+def _same_stem(a: str, b: str) -> bool:
+    """Two words with one stem: equal, or sharing a prefix of four letters or more that
+    leaves at most two letters of the shorter ("axons" / "axonal", "mitochondria" /
+    "mitochondrial", "cannabinoids" / "cannabinoid")."""
+    if a == b:
+        return True
+    shared = 0
+    for x, y in zip(a, b, strict=False):  # a prefix of the shorter one
+        if x != y:
+            break
+        shared += 1
+    return shared >= 4 and shared >= min(len(a), len(b)) - 2
+
+
+def _covered(words: Sequence[str], by: Sequence[str]) -> bool:
+    """Every word of ``words`` has the stem of a word of ``by``."""
+    return all(any(_same_stem(w, o) for o in by) for w in words)
 
 
 def community_title(
@@ -90,19 +143,27 @@ def community_title(
     top: int = 3,
     specific: Mapping[str, float] | None = None,
 ) -> str:
-    """Title from the most specific members (``specific``: name -> :func:`specificity`), a
-    name whose words are all in an already chosen one (or the reverse) skipped, in tiers
-    (:func:`_title_tier`); without
+    """Title from the most specific members (``specific``: name -> :func:`specificity`), in
+    tiers (:func:`_title_tier`: words rare in general language and multi-word phrases before
+    single common words, identifiers last), a name whose words all share a stem with the
+    words of an already chosen one skipped ("axonal" after "axons"), a longer name covering
+    a chosen one put in its place ("cannabinoid receptor" for "cannabinoids"); without
     scores, from the most important members, e.g. ``Tern T3 / E-417 / Rotterdam``."""
     if not specific:
         return " / ".join(m[0] for m in rank_members(members)[:top]) or "Community"
     ranked = sorted(members, key=lambda m: (_title_tier(m[0], m[1]),
                                             -specific.get(m[0], 0.0), -_importance(m), m[0]))
     chosen: list[str] = []
-    chosen_words: list[set[str]] = []
+    chosen_words: list[list[str]] = []
     for name, *_ in ranked:
-        words = set(_words(name))
-        if not words or any(words <= c or c <= words for c in chosen_words):
+        words = sorted(set(_words(name)))
+        if not words or any(_covered(words, c) for c in chosen_words):
+            continue
+        wider = [i for i, c in enumerate(chosen_words) if _covered(c, words)]
+        if wider:  # a longer name of a chosen one's stems takes its place
+            chosen[wider[0]], chosen_words[wider[0]] = name, words
+            for i in reversed(wider[1:]):
+                del chosen[i], chosen_words[i]
             continue
         chosen.append(name)
         chosen_words.append(words)
@@ -119,7 +180,9 @@ def community_title(
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?\w)")
 _BREAK = re.compile(r"\s*(?:[-=_*~]{4,}|;\s+(?=[\w .\[\]-]{1,30}:\s))\s*")  # rules, fields
 _LABEL = re.compile(r"^[a-z][\w .\[\]-]{0,29}:\s+")  # a record's "field_name: "
-_ABBREVIATION = re.compile(r"(?:\b\w{1,3}|\b(?:\w\.)+\w?|\bet al)\.$", re.IGNORECASE)
+# letters only: "E-417." or "firmware 1.4.3." ends a sentence, "fig." or "e.g." does not
+_ABBREVIATION = re.compile(r"(?:\b[^\W\d_]{1,3}|\b(?:[^\W\d_]\.)+[^\W\d_]?|\bet al)\.$",
+                           re.IGNORECASE)
 _HEADER = re.compile(
     r"^\W*(from|to|cc|bcc|subject|sent|date|reply-to|re|fw|fwd|tel|phone|fax|mobile|cell|"
     r"e-?mail|www|web|address|attachments?)\s*:", re.IGNORECASE)
@@ -130,6 +193,40 @@ _CONTACT = re.compile(r"\S+@\S+\.\w+|https?://|\+?\d[\d ()./-]{7,}\d")
 _FIELD = re.compile(r"(?:^|[;|,]\s*)[\w .\[\]-]{1,30}:\s")  # "label: value" fields
 _ENDS = re.compile(r"[.!?][\"')\]]*$")
 _WORDLIKE = re.compile(r"[^\W\d_]*[^\W\d_A-Z]{2}")  # a word with two lower-case letters
+_BRACKETED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+# Words that join a clause to what came before: a sentence starting with one was cut from
+# a longer one (a chunk boundary in a lower-case text, where no capital tells).
+_CONTINUATION = frozenset("and or nor of than whereas which whom whose respectively".split())
+# Words after which the next word is not the sentence's verb (see _has_verb).
+_FUNCTION = frozenset(
+    "of in on at by for from with to into onto about after before between among during "
+    "under over through without within across against along around behind beyond upon via "
+    "per than as and or but nor so yet if while because since although though whether that "
+    "which who whom whose what when where how why the a an this these those its their his "
+    "her our your my all both each every some any no not only also just very more most "
+    "such other".split())
+_DETERMINER = frozenset("the a an this these those its their his her our your my that "
+                        "them it us him".split())
+_SUBJECT = frozenset("i we you he she it they".split())
+_AUXILIARY = frozenset(
+    "is are was were be been being am has have had do does did can could may might must "
+    "shall should will would cannot isn't aren't wasn't weren't don't doesn't didn't can't "
+    "won't".split())
+_NOT_VERBS = frozenset("during thing things nothing something anything everything morning "
+                       "evening string spring ceiling hundred indeed speed seed".split())
+_IRREGULAR = frozenset(
+    "led made took ran went got gave found kept held told said saw met paid sent built began "
+    "brought bought left lost put won wrote chose rose fell grew knew drove spoke broke "
+    "became came shown known given taken seen done begun grown written spent stood felt "
+    "meant".split())
+_NUMBERS = frozenset("one two three four five six seven eight nine ten dozens hundreds "
+                     "thousands millions several many few".split())
+_NOT_S = ("ss", "us", "is", "ics", "ous")
+_PUNCTUATION = ".,;:!?\"'()[]{}"
+_FIGURE = re.compile(r"^[(\[{$€£±+<>~≈-]*\d")
+#: Share of a sentence's words that are figures (start with a digit) from which it is a line
+#: of results rather than a statement.
+MAX_FIGURE_SHARE = 0.3
 #: Member chunks a report chooses its sentences from (most members mentioned first).
 CANDIDATE_CHUNKS = 16
 MIN_WORDS = 6
@@ -156,12 +253,61 @@ def _split_sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+def _has_verb(tokens: Sequence[str]) -> bool:
+    """Whether a sentence (its whitespace-split tokens) has a verb-like word: an
+    auxiliary or modal, a common irregular past ("led", "made"), a word in -ed or -ing, a
+    word after a subject pronoun ("it picks"), a word other than a function word followed
+    by a determiner or "that" ("uses the", "show that", "check the"), or a word in -s after
+    a capitalised name or a code ("Compass stores", "the T3 carries") or followed by a
+    function word ("works in"), unless it follows a function word or a number ("two
+    siblings with"). Lenient on purpose: it only has to tell a clause from a title, a
+    caption or a list of nouns ("expression of vasopressin in tissue samples.")."""
+    words = [t.strip(_PUNCTUATION).casefold() for t in tokens]
+    for i, word in enumerate(words):
+        if not word.isalpha():
+            continue
+        before = words[i - 1] if i else ""
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if word in _AUXILIARY or word in _IRREGULAR:
+            return True
+        if word not in _NOT_VERBS and len(word) >= 5 and word.endswith(("ed", "ing")):
+            return True
+        if word in _FUNCTION:
+            continue
+        if before in _SUBJECT or (after in _DETERMINER and tokens[i][-1:].isalpha()):
+            return True  # not "the school, the children": a list
+        if (i and len(word) >= 4 and word.endswith("s") and not word.endswith(_NOT_S)
+                and before not in _FUNCTION and before not in _NUMBERS
+                and (after in _FUNCTION or not tokens[i - 1].strip(_PUNCTUATION).islower())):
+            return True
+    return False
+
+
+def is_fragment(sentence: str) -> bool:
+    """A sentence that does not read on its own: no verb-like word (a title, a caption, a
+    list of nouns: :func:`_has_verb`), a first word that continues a previous clause ("and",
+    "which", "of"), fewer than ``MIN_WORDS`` words outside brackets (mostly a citation or a
+    list of figures in parentheses), or ``MAX_FIGURE_SHARE`` of its words or more figures
+    (a line of results: "14.8 (5, 9, 17) days with rhc and 13.0 (4, 7, 14) ..."; codes
+    such as "E-417" are words)."""
+    tokens = sentence.split()
+    if sum(bool(_FIGURE.match(t)) for t in tokens) >= MAX_FIGURE_SHARE * len(tokens):
+        return True
+    words = [t for t in tokens if t.strip(_PUNCTUATION)]
+    if not words or words[0].strip(_PUNCTUATION).casefold() in _CONTINUATION:
+        return True
+    if len(_WORD.findall(_BRACKETED.sub(" ", sentence))) < MIN_WORDS:
+        return True
+    return not _has_verb(words)
+
+
 def is_boilerplate(sentence: str, cased: bool = True, strict: bool = True) -> bool:
     """A sentence not worth quoting: a mail header or field label line, a greeting or
     signature closing, a contact line (addresses, URLs, phone numbers), a table row or a
     record of ``label: value`` fields, a line that is mostly a list of names or figures, a
     fragment (no closing stop, an unopened parenthesis, or in a ``cased`` text a lower-case
-    start: a chunk cut mid-sentence), or fewer than ``MIN_WORDS`` words."""
+    start: a chunk cut mid-sentence), or fewer than ``MIN_WORDS`` words; when ``strict``,
+    also a sentence that does not read on its own (:func:`is_fragment`)."""
     words = sentence.split()
     if len(words) < MIN_WORDS or len(sentence) > MAX_CHARS or not _ENDS.search(sentence):
         return True
@@ -178,7 +324,9 @@ def is_boilerplate(sentence: str, cased: bool = True, strict: bool = True) -> bo
         return True  # mostly digits, codes or punctuation: a table or a list of figures
     alpha = [w for w in words if w[:1].isalpha()]
     capital = sum(w[0].isupper() for w in alpha)
-    return cased and len(alpha) >= MIN_WORDS and capital >= 0.7 * len(alpha)  # names
+    if cased and len(alpha) >= MIN_WORDS and capital >= 0.7 * len(alpha):
+        return True  # a list of names
+    return strict and is_fragment(sentence)
 
 
 @dataclass(frozen=True)
