@@ -209,3 +209,27 @@ def test_writes_of_another_process_are_visible_to_a_running_index(tmp_path):
     assert len(live) == 1  # not synced yet: the next query follows the catalog
     _same_as_exact(catalog, _chunks(rng, 4))
     assert len(live) == 6 * 40 + 2
+
+
+def test_nearest_keeps_exactly_the_smallest_distances_and_breaks_ties_by_position():
+    from docgraph.store.quantized import nearest
+
+    rng = np.random.default_rng(7)
+    distances = rng.integers(0, 40, 5000).astype(np.uint16)
+    for count in (1, 17, 500, 4999):
+        picked = nearest(distances, count)
+        assert len(picked) == count
+        want = np.sort(distances)[:count]
+        assert np.array_equal(np.sort(distances[picked]), want)
+        cut = int(want[-1])
+        ties = np.flatnonzero(distances == cut)
+        kept = np.intersect1d(picked, ties)
+        assert np.array_equal(kept, ties[: len(kept)])  # the first tied rows, by position
+
+
+def test_in_namespaces_matches_isin_including_ids_beyond_the_requested_ones():
+    from docgraph.store.quantized import in_namespaces
+
+    namespaces = np.array([1, 2, 3, 7, 2, 9, 1], dtype=np.int32)
+    for ids in ([1], [2, 9], [3, 7], [4], [9]):
+        assert np.array_equal(in_namespaces(namespaces, ids), np.isin(namespaces, ids)), ids

@@ -86,6 +86,29 @@ def hamming(words: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]) -> npt
     return result
 
 
+def nearest(distances: npt.NDArray[np.uint16], count: int) -> npt.NDArray[np.intp]:
+    """Positions of the ``count`` smallest distances (``count`` < ``len(distances)``), ties at
+    the cut broken by position. Distances are small integers (bits), so a histogram finds the
+    cut and one comparison selects: several times faster than ``argpartition`` over a
+    million rows, and deterministic among ties."""
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distances)), count))
+    keep = np.flatnonzero(distances <= cut)
+    if len(keep) > count:
+        ties = np.flatnonzero(distances[keep] == cut)
+        keep = np.delete(keep, ties[count - (len(keep) - len(ties)):])
+    return keep
+
+
+def in_namespaces(namespaces: npt.NDArray[np.int32],
+                  namespace_ids: list[int]) -> npt.NDArray[np.bool_]:
+    """Whether each row's namespace id is one of ``namespace_ids`` (ids are small
+    non-negative integers: a lookup table, half the time of ``np.isin``)."""
+    top = max(namespace_ids)
+    table = np.zeros(top + 2, dtype=bool)  # the last slot stands for every larger id
+    table[[i for i in namespace_ids if i >= 0]] = True
+    return table[np.minimum(namespaces, top + 1)]
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     words: npt.NDArray[np.uint64]  # (capacity, words per row); rows [0, n) are filled
@@ -173,7 +196,7 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         allowed = (
             s.alive[: s.n]
             & (s.kinds[: s.n] == kind)
-            & np.isin(s.namespaces[: s.n], namespace_ids)
+            & in_namespaces(s.namespaces[: s.n], namespace_ids)
         )
         candidates = np.flatnonzero(allowed)
         if len(candidates) == 0:
@@ -185,7 +208,7 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
                 distances = hamming(s.words[candidates], qwords)
             else:
                 distances = hamming(s.words[: s.n], qwords)[candidates]
-            candidates = candidates[np.argpartition(distances, pool - 1)[:pool]]
+            candidates = candidates[nearest(distances, pool)]
         approx = (s.codes[candidates].astype(np.float32) @ q) * s.scales[candidates]
         rescore = max(2 * k, k + MIN_RESCORE_EXTRA)
         if len(candidates) > rescore:
