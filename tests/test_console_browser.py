@@ -104,7 +104,9 @@ def sign_in(page: Any, served: dict[str, Any], who: str = "root") -> None:
     """Sign in by keyboard: the token field has the focus; type the token, press Enter."""
     page.goto(served["url"] + "/console/status")
     assert page.url.endswith("/console/login")
-    assert page.evaluate("document.activeElement.id") == "token"
+    # autofocus is applied at the page's next rendering step, not by the time goto returns
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'token'",
+                           timeout=5000)
     page.keyboard.type(served["tokens"][who])
     navigate(page, lambda: page.keyboard.press("Enter"))
 
