@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,19 @@ def audit_change(governance: Governance, admin: Caller, action: str, outcome: st
     governance.audit.write(AuditRecord(user_id=admin.user_id, operation=f"console:{action}",
                                        outcome=outcome, role=admin.active_role,
                                        reason=detail))
+
+
+@contextmanager
+def change_audited(governance: Governance, admin: Caller, action: str,
+                   detail: str | None) -> Iterator[None]:
+    """Audit a refused change as ``console:<action>``, outcome ``error``, reason
+    ``<detail>: <error>`` (the error alone when ``detail`` is None), and re-raise it."""
+    try:
+        yield
+    except DocgraphError as exc:
+        audit_change(governance, admin, action, "error",
+                     str(exc) if detail is None else f"{detail}: {exc}")
+        raise
 
 
 # -- status -------------------------------------------------------------------------------
@@ -291,13 +305,10 @@ def add_folder(governance: Governance, admin: Caller, preview: FolderPreview) ->
         audit_change(governance, admin, "add_source", "error",
                      f"{checked.urn or checked.entered} in {checked.domain!r}: {checked.error}")
         raise SourceError(checked.error)
-    try:
+    with change_audited(governance, admin, "add_source",
+                        f"{checked.urn} in {checked.domain!r}"):
         record = governance.graph.sources.add_folder(checked.urn, checked.domain,
                                                      display_name=checked.display_name)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "add_source", "error",
-                     f"{checked.urn} in {checked.domain!r}: {exc}")
-        raise
     audit_change(governance, admin, "add_source", "ok",
                  f"{record.urn} in {record.namespace!r}")
     return (f"added {record.urn} to domain {record.namespace!r}; it is indexed at the next "
@@ -311,13 +322,10 @@ def update_folder(governance: Governance, admin: Caller, urn: str, domain: str,
     name = display_name.strip() or None
     url = public_url.strip()
     detail = f"{urn} in {domain!r}: name {name!r}, public URL {url or None!r}"
-    try:
+    with change_audited(governance, admin, "update_source", detail):
         record = governance.graph.sources.update_folder(
             urn, domain, display_name=name, public_url=url or None,
             clear_public_url=not url)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "update_source", "error", f"{detail}: {exc}")
-        raise
     audit_change(governance, admin, "update_source", "ok", detail)
     shown = record.display_name or name or "its default name"
     return (f"{record.urn} in domain {record.namespace!r} is now shown as {shown!r}"
@@ -328,12 +336,8 @@ def update_folder(governance: Governance, admin: Caller, urn: str, domain: str,
 def remove_folder(governance: Governance, admin: Caller, urn: str, domain: str) -> str:
     """Unregister a folder and delete what was indexed from it (elected: refused while
     another process builds); audited."""
-    try:
+    with change_audited(governance, admin, "remove_source", f"{urn} in {domain!r}"):
         removed = governance.graph.sources.remove_folder(urn, domain)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "remove_source", "error",
-                     f"{urn} in {domain!r}: {exc}")
-        raise
     audit_change(governance, admin, "remove_source", "ok",
                  f"{urn} in {domain!r} ({removed} document(s) removed)")
     return f"removed {urn} from domain {domain!r} and {removed} indexed document(s)"
@@ -343,14 +347,11 @@ def add_sql_source(governance: Governance, admin: Caller, name: str, url: str) -
     """Register (or re-point) a SQL source; its password is never stored (nor shown, nor
     audited); returns what was done and where its credentials come from."""
     registry = governance.graph.sources
-    try:
+    with change_audited(governance, admin, "add_sql_source", name):
         from docgraph.sources.registry import strip_sql_credentials
 
         _, stripped = strip_sql_credentials(url)
         source = registry.add_sql_source(name.strip(), url)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "add_sql_source", "error", f"{name}: {exc}")
-        raise
     audit_change(governance, admin, "add_sql_source", "ok", f"{source.name}: {source.url}")
     message = f"added SQL source {source.name!r} at {source.url}"
     if stripped:
@@ -361,11 +362,8 @@ def add_sql_source(governance: Governance, admin: Caller, name: str, url: str) -
 
 def remove_sql_source(governance: Governance, admin: Caller, name: str) -> str:
     """Unregister a SQL source, its tags and its derived documents; audited."""
-    try:
+    with change_audited(governance, admin, "remove_sql_source", name):
         removed = governance.graph.sources.remove_sql_source(name)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "remove_sql_source", "error", f"{name}: {exc}")
-        raise
     audit_change(governance, admin, "remove_sql_source", "ok",
                  f"{name} ({removed} document(s) removed)")
     return f"removed SQL source {name!r} and {removed} derived document(s)"
@@ -420,12 +418,9 @@ def set_tag(governance: Governance, admin: Caller, source: str, column: str, kin
     table, _, name = column.partition(".")
     tag = "natural_language" if kind == "natural_language" else f"entity:{entity_type.strip()}"
     detail = f"{tag} on {source}:{column}" + (f" in {domain!r}" if domain.strip() else "")
-    try:
+    with change_audited(governance, admin, "set_tag", detail):
         saved = governance.graph.sources.set_tag(
             source, table, name, tag, schema=schema or None, domain=domain.strip() or None)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "set_tag", "error", f"{detail}: {exc}")
-        raise
     audit_change(governance, admin, "set_tag", "ok", detail)
     where = f" in domain {saved.domain!r}" if saved.domain else ""
     follow = (" - its rows become documents at the next refresh"
@@ -440,12 +435,9 @@ def remove_tag(governance: Governance, admin: Caller, source: str, schema: str, 
     audited."""
     detail = f"{tag} on {source}:{schema}.{table}.{column}" + (
         f" in {domain!r}" if domain else "")
-    try:
+    with change_audited(governance, admin, "remove_tag", detail):
         removed = governance.graph.sources.remove_tag(
             source, table, column, tag, schema=schema, domain=domain or None)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "remove_tag", "error", f"{detail}: {exc}")
-        raise
     audit_change(governance, admin, "remove_tag", "ok", f"{detail} ({removed} document(s) "
                                                         "removed)")
     return f"removed {detail} and {removed} row document(s)"
@@ -576,11 +568,8 @@ def change_chat_model(governance: Governance, admin: Caller, base_url: str,
         raise ConfigError(problem)
     changes = {"llm.base_url": json.dumps(base_url) if base_url else None,
                "llm.model": json.dumps(model) if model else None}
-    try:
+    with change_audited(governance, admin, "chat_model", None):
         result = governance.graph.admin.update(changes, is_admin=True)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "chat_model", "error", str(exc))
-        raise
     if not result.changed:
         return [("ok", "nothing changed")]
     done = (f"chat model {model!r} at {base_url}" if base_url else
@@ -606,14 +595,10 @@ def change_settings(governance: Governance, admin: Caller,
                if key in current and text.strip() != current[key]}
     if not changes:
         return [("ok", "nothing changed")]
-    try:
+    with change_audited(governance, admin, "settings", ", ".join(sorted(changes))):
         result = governance.graph.admin.update(
             {k: (None if v.strip() == "" else v.strip()) for k, v in changes.items()},
             is_admin=True)
-    except DocgraphError as exc:
-        audit_change(governance, admin, "settings", "error",
-                     f"{', '.join(sorted(changes))}: {exc}")
-        raise
     done = [f"{section}.{key} = {json.dumps(value)}"
             for section, values in result.changed.items() for key, value in values.items()]
     audit_change(governance, admin, "settings", "ok", "; ".join(done) or "nothing changed")
