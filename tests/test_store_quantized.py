@@ -228,7 +228,7 @@ def test_nearest_keeps_exactly_the_smallest_distances_and_breaks_ties_by_positio
 
 
 def test_in_namespaces_matches_isin_including_ids_beyond_the_requested_ones():
-    from docgraph.store.quantized import in_namespaces
+    from docgraph.store.rows import in_namespaces
 
     namespaces = np.array([1, 2, 3, 7, 2, 9, 1], dtype=np.int32)
     for ids in ([1], [2, 9], [3, 7], [4], [9]):

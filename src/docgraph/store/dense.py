@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.parallel import LazyThreadPool, core_count
-from docgraph.store.rows import RowMatrix
+from docgraph.store.rows import RowMatrix, in_namespaces
 
 # Matrices at least this large are scored in parallel row ranges.
 PARALLEL_SCAN_ROWS = 32_768
@@ -118,7 +118,7 @@ class DenseMatrix(RowMatrix[_Snapshot]):
         allowed = (
             s.alive[: s.n]
             & (s.kinds[: s.n] == kind)
-            & np.isin(s.namespaces[: s.n], namespace_ids)
+            & in_namespaces(s.namespaces[: s.n], namespace_ids)
         )
         candidates = np.flatnonzero(allowed)
         if len(candidates) == 0:
