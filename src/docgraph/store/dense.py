@@ -90,12 +90,14 @@ class DenseMatrix(RowMatrix[_Snapshot]):
         namespaces: npt.NDArray[np.int32],
         vectors: Vector,
         kinds: npt.NDArray[np.int8] | None = None,
+        publish: bool = True,
     ) -> None:
         """Add rows; ``rowids`` must be ascending and above every loaded row id. ``kinds``
-        (default all 0) tags each row with its chunk kind code."""
+        (default all 0) tags each row with its chunk kind code; with ``publish`` false the
+        rows wait for :meth:`publish`."""
         self._append(len(rowids), {
             "vectors": vectors, "rowids": rowids, "namespaces": namespaces,
-            "kinds": 0 if kinds is None else kinds})
+            "kinds": 0 if kinds is None else kinds}, publish)
 
     def vectors_for(self, rowids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], Vector]:
         """(row ids found alive, their vectors) for the requested row ids, in request order."""

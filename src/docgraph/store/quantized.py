@@ -153,11 +153,14 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         namespaces: npt.NDArray[np.int32],
         vectors: Vector,
         kinds: npt.NDArray[np.int8] | None = None,
+        publish: bool = True,
     ) -> None:
         """Add rows (quantized here); ``rowids`` must be ascending and above every loaded
-        row id. ``kinds`` (default all 0) tags each row with its chunk kind code."""
+        row id. ``kinds`` (default all 0) tags each row with its chunk kind code; with
+        ``publish`` false the rows wait for :meth:`publish`."""
         codes, scales = int8_codes(vectors)
-        self.append_codes(rowids, namespaces, sign_words(vectors), codes, scales, kinds)
+        self.append_codes(rowids, namespaces, sign_words(vectors), codes, scales, kinds,
+                          publish)
 
     def append_codes(
         self,
@@ -167,12 +170,14 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         codes: npt.NDArray[np.int8],
         scales: npt.NDArray[np.float32],
         kinds: npt.NDArray[np.int8] | None = None,
+        publish: bool = True,
     ) -> None:
         """Add rows already quantized (by :func:`sign_words` and :func:`int8_codes`), all
-        visible to searches at once."""
+        visible to searches at once (now, or at :meth:`publish` when ``publish`` is
+        false)."""
         self._append(len(rowids), {
             "words": words, "codes": codes, "scales": scales, "rowids": rowids,
-            "namespaces": namespaces, "kinds": 0 if kinds is None else kinds})
+            "namespaces": namespaces, "kinds": 0 if kinds is None else kinds}, publish)
 
     def search(
         self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0

@@ -7,6 +7,12 @@ appended in ascending row-id order, removed by row id (tombstones, marked dead i
 current immutable snapshot without a lock (a snapshot's rows ``[0, n)`` never change except
 ``alive`` flags turning false); writers build the next one under a lock and swap it in.
 
+A large load (opening a catalog of millions of chunks) appends batch by batch with
+``publish=False``, into arrays reserved once for all of it (:meth:`RowMatrix.reserve`:
+zero-filled, so the operating system commits pages only as rows are written), and makes the
+rows visible at once with :meth:`RowIndex.publish`: no batch is held twice, no array is
+copied to grow.
+
 :class:`RowIndex` is that base (lock, snapshot, ``len``, ``max_rowid``, finding rows by id);
 :class:`RowMatrix` adds the generic append, remove, compaction and persistence for indexes
 whose snapshot is only per-row arrays plus ``n`` and ``dead`` (the dense matrices). Each index
@@ -91,6 +97,36 @@ class RowIndex(Generic[S]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        # Rows appended with publish=False: the next snapshot, not yet visible to readers.
+        self._staged: S | None = None
+
+    def _head(self) -> S:
+        """The snapshot writers build on: the staged one if rows are staged."""
+        return self._snap if self._staged is None else self._staged
+
+    def _published(self, s: S) -> S:
+        """``s`` as it becomes visible (indexes that keep derived structures finish them
+        here)."""
+        return s
+
+    def _set_head(self, s: S, publish: bool) -> None:
+        """Make ``s`` the next snapshot: visible now, or staged until :meth:`publish`."""
+        if publish:
+            self._snap = self._published(s)
+            self._staged = None
+        else:
+            self._staged = s
+
+    def publish(self) -> None:
+        """Make the rows appended with ``publish=False`` visible to searches, all at once."""
+        with self._lock:
+            if self._staged is not None:
+                self._set_head(self._staged, True)
+
+    def discard(self) -> None:
+        """Forget the rows appended with ``publish=False`` (a load that failed midway)."""
+        with self._lock:
+            self._staged = None
 
     def __len__(self) -> int:
         s = self._snap
@@ -114,28 +150,44 @@ class RowMatrix(RowIndex[S]):
         return [f.name for f in fields(self._snap)  # type: ignore[arg-type]
                 if isinstance(getattr(self._snap, f.name), np.ndarray)]
 
-    def _append(self, count: int, columns: dict[str, Any]) -> None:
-        """Append ``count`` rows given per array (every array but ``alive``); row ids must
-        be ascending and above every loaded one. All become visible at once."""
-        if count == 0:
-            return
+    def _grown(self, s: S, need: int) -> S:
+        """``s`` with room for ``need`` rows (arrays grown by ``growth`` at least)."""
+        if need <= len(s.rowids):
+            return s
+        capacity = max(need, int(len(s.rowids) * self.growth), 1024)
+        return replace(s, **{k: grow(getattr(s, k), capacity, s.n)  # type: ignore[type-var]
+                             for k in self._array_names()})
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more rows at once (before a large load; the room is
+        zero-filled, so memory is committed only as rows are written)."""
         with self._lock:
-            s = self._snap
+            s = self._head()
+            grown = self._grown(s, s.n + rows)
+            if grown is not s:
+                self._set_head(grown, self._staged is None)
+
+    def _append(self, count: int, columns: dict[str, Any], publish: bool = True) -> None:
+        """Append ``count`` rows given per array (every array but ``alive``); row ids must
+        be ascending and above every loaded one. All become visible at once: now, or with
+        every other staged row at :meth:`publish` when ``publish`` is false."""
+        with self._lock:
+            s = self._head()
             need = s.n + count
-            names = self._array_names()
-            if need > len(s.rowids):
-                capacity = max(need, int(len(s.rowids) * self.growth), 1024)
-                s = replace(s, **{k: grow(getattr(s, k), capacity, s.n)  # type: ignore[type-var]
-                                  for k in names})
-            for name in names:
-                getattr(s, name)[s.n:need] = True if name == "alive" else columns[name]
-            self._snap = replace(s, n=need)  # type: ignore[type-var]
+            if count:
+                s = self._grown(s, need)
+                for name in self._array_names():
+                    getattr(s, name)[s.n:need] = True if name == "alive" else columns[name]
+            self._set_head(replace(s, n=need), publish)  # type: ignore[type-var]
 
     def remove(self, rowids: npt.NDArray[np.int64]) -> None:
-        """Mark rows dead (unknown row ids are ignored); compacts when a quarter is dead."""
+        """Mark rows dead (unknown row ids are ignored; staged rows are published first);
+        compacts when a quarter is dead."""
         if len(rowids) == 0:
             return
         with self._lock:
+            if self._staged is not None:
+                self._snap, self._staged = self._published(self._staged), None
             s = self._snap
             hit = positions(s.rowids, s.n, rowids)
             alive = s.alive
@@ -176,3 +228,4 @@ class RowMatrix(RowIndex[S]):
             raise ValueError(f"{type(self).__name__}: {dead} dead of {n} rows")
         with self._lock:
             self._snap = replace(s, n=n, dead=dead, **arrays)  # type: ignore[type-var]
+            self._staged = None

@@ -225,39 +225,32 @@ class EmbeddedChunkIndex:
                     " WHERE id > ? ORDER BY id",
                     (self.dense.max_rowid,),
                 )
-                parts: list[_RowBatch] = []
+                # Each batch is staged into the arrays as it is read (never all batches
+                # held at once); a read of more than one batch first reserves room for
+                # every row id not yet loaded, so no array is copied to grow.
+                loaded = 0
+                upper = marks[0] - self.dense.max_rowid  # rows to come, at most
                 while batch := cursor.fetchmany(SYNC_BATCH_ROWS):
-                    parts.append(self._read_batch(batch))
+                    if loaded == 0 and len(batch) == SYNC_BATCH_ROWS:
+                        self.dense.reserve(upper)
+                    self._stage(self._read_batch(batch))
+                    if loaded == 0 and len(batch) == SYNC_BATCH_ROWS:
+                        self.postings.reserve(upper - len(batch))
+                    loaded += len(batch)
                 dead = db.execute(
                     "SELECT seq, chunk_id FROM chunk_tombstones WHERE seq > ? ORDER BY seq",
                     (self._tombstone_seq,),
                 ).fetchall()
+            except BaseException:
+                self.dense.discard()  # nothing of a failed load becomes visible
+                self.postings.discard()
+                raise
             finally:
                 db.execute("COMMIT")
-            if parts:
-                rowids = np.concatenate([p.rowids for p in parts])
-                namespaces = np.concatenate([p.namespaces for p in parts])
-                kinds = np.concatenate([p.kinds for p in parts])
-                if isinstance(self.dense, QuantizedDenseMatrix):
-                    self.dense.append_codes(
-                        rowids, namespaces,
-                        np.concatenate([p.words for p in parts]),
-                        np.concatenate([p.codes for p in parts]),
-                        np.concatenate([p.scales for p in parts]),
-                        kinds,
-                    )
-                else:
-                    self.dense.append(
-                        rowids, namespaces, np.concatenate([p.vectors for p in parts]), kinds
-                    )
-                self.postings.append(
-                    rowids, namespaces, kinds, [t for p in parts for t in p.terms],
-                    np.concatenate([p.term_counts for p in parts]),
-                )
-            loaded = sum(len(p.rowids) for p in parts)
+            self.dense.publish()  # the loaded rows become visible at once in each index
+            self.postings.publish()
             self.rows_read += loaded
             self._rows_unsaved += loaded
-            parts.clear()
             if not self.exact and loaded >= TRIM_AFTER_ROWS:
                 release_free_heap()
             if dead:
@@ -267,6 +260,17 @@ class EmbeddedChunkIndex:
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
         self._maybe_save_sidecar()
+
+    def _stage(self, batch: _RowBatch) -> None:
+        """Append one batch to the dense matrix and the posting lists, not yet visible."""
+        if isinstance(self.dense, QuantizedDenseMatrix):
+            self.dense.append_codes(batch.rowids, batch.namespaces, batch.words, batch.codes,
+                                    batch.scales, batch.kinds, publish=False)
+        else:
+            self.dense.append(batch.rowids, batch.namespaces, batch.vectors, batch.kinds,
+                              publish=False)
+        self.postings.append(batch.rowids, batch.namespaces, batch.kinds, batch.terms,
+                             batch.term_counts, publish=False)
 
     def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
         """Arrays of one batch of chunk rows; vectors quantized at once unless exact."""

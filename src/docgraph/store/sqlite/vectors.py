@@ -29,10 +29,10 @@ def decode_vector(blob: bytes) -> Vector:
 def decode_vectors(blobs: Sequence[bytes], dimension: int, where: object = "") -> Vector:
     """Stored vectors as one float32 matrix of ``len(blobs)`` rows; raises
     :class:`StoreError` when their size is not ``dimension`` values each."""
-    flat = np.frombuffer(b"".join(blobs), dtype=STORED)
-    if flat.size != len(blobs) * dimension:
+    joined = b"".join(blobs)
+    if len(joined) != len(blobs) * dimension * STORED.itemsize:  # also a torn or odd blob
         raise StoreError(f"{where}: stored vectors do not have dimension {dimension}")
-    return flat.astype(np.float32).reshape(len(blobs), dimension)
+    return np.frombuffer(joined, dtype=STORED).astype(np.float32).reshape(len(blobs), dimension)
 
 
 def float32_to_stored(blob: bytes) -> bytes:

@@ -1,0 +1,384 @@
+"""The embedded store at a scale whose vectors do not fit in memory at once (issue 21's 10M).
+
+    python bench/store_scale.py --n 10000000 --db bench/.cache/store10m/catalog.db --build-only
+    python bench/store_scale.py --n 10000000 --db bench/.cache/store10m/catalog.db \
+        [--variants rebuild,sidecar,cold] [--name store_scale_10m]
+
+Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 60 per chunk, 50 chunks a
+document, every 10th document in the "side" namespace, 384-d vectors clustered around
+``n / 500`` random unit centres), but generated slice by slice from per-slice seeds, so
+neither the build nor the measurement ever holds all vectors (15.4 GB at 10M) or all texts.
+
+**Build** (``--build-only``, or when ``--db`` is missing): pass 1 generates the vectors only
+to pick the query vectors (each a chunk's vector plus noise; 300 over everything, 300 from
+side chunks); pass 2 writes the catalog as a bulk load (``write_documents`` in batches of
+20 documents) and keeps the exact cosine top 10 of every query over everything and over the
+side namespace as the slices go by. Queries and truth go to ``<db>.truth.npz``.
+
+**Measure**: one fresh process per variant, in order:
+``rebuild`` opens with no sidecar (the index reads every row of the catalog, then writes the
+sidecar, timed separately), ``sidecar`` opens mapping it with the page cache warm, ``cold``
+the same after evicting the catalog and sidecar pages (``posix_fadvise DONTNEED``). Each
+reports open seconds, RSS after open and peak, hybrid p50/p95 (dense + BM25 lists 100
+deep, RRF, chunk fetch) over everything and over the 10 % side namespace, dense recall@10
+against the exact truth, and the cohort engine's ``vector_first`` p50/p95.
+Wrap timed runs in ``flock /work/.bench.lock`` or another shared lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from backends import (  # noqa: E402
+    CHUNKS_PER_DOC,
+    CLUSTER_SIZE,
+    DIM,
+    QUERY_NOISE,
+    SIDE_SHARE,
+    WORDS_PER_CHUNK,
+    K,
+    latency,
+    unit,
+)
+from common import load_beir, log, write_result  # noqa: E402
+from dense_codes import cohort_latency, evict, rss_mb  # noqa: E402
+from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.model import ChunkDraft  # noqa: E402
+from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
+from docgraph.store.base import DocumentWrite  # noqa: E402
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
+from docgraph.store.sqlite.index import sidecar_path  # noqa: E402
+from speed import zipf_vocabulary  # noqa: E402
+
+SLICE = 100_000  # chunks generated at once (a multiple of CHUNKS_PER_DOC)
+DOCS_PER_WRITE = 20  # documents per write_documents transaction
+SEED = 7
+VARIANTS = ("rebuild", "sidecar", "cold", "write")
+
+
+class Synthetic:
+    """Deterministic synthetic chunks, generated slice by slice (texts and vectors from
+    separate per-slice streams, so either can be regenerated alone)."""
+
+    def __init__(self, n: int, seed: int = SEED) -> None:
+        if n % CHUNKS_PER_DOC:
+            raise ValueError(f"--n must be a multiple of {CHUNKS_PER_DOC}")
+        self.n, self.seed = n, seed
+        self.vocab, probs = zipf_vocabulary(load_beir("scifact"), 30_000)
+        self.cumulative = np.cumsum(probs)
+        centres = np.random.default_rng((seed, 0)).standard_normal(
+            (max(1, n // CLUSTER_SIZE), DIM), dtype=np.float32)
+        self.centres = unit(centres)
+
+    def words(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return np.minimum(np.searchsorted(self.cumulative, rng.random(shape)),
+                          len(self.vocab) - 1)
+
+    def vectors(self, start: int) -> np.ndarray:
+        """The slice of vectors starting at chunk ``start``."""
+        count = min(SLICE, self.n - start)
+        rng = np.random.default_rng((self.seed, 1, start))
+        noise = rng.standard_normal((count, DIM), dtype=np.float32)
+        return unit(self.centres[rng.integers(len(self.centres), size=count)]
+                    + noise / np.sqrt(DIM))
+
+    def texts(self, start: int) -> list[str]:
+        """The slice of chunk texts starting at chunk ``start``."""
+        count = min(SLICE, self.n - start)
+        rng = np.random.default_rng((self.seed, 2, start))
+        return [" ".join(self.vocab[row]) for row in self.words(rng, (count, WORDS_PER_CHUNK))]
+
+    def slices(self) -> Iterator[int]:
+        return iter(range(0, self.n, SLICE))
+
+    def query_plan(self, n_queries: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(query texts, chunk positions of the "all" queries, of the side queries)."""
+        rng = np.random.default_rng((self.seed, 3))
+        texts = [" ".join(self.vocab[self.words(rng, (int(rng.integers(2, 7)),))]) + f" q{i}"
+                 for i in range(n_queries)]
+        bases = np.sort(rng.choice(self.n, size=n_queries, replace=False))
+        side_count = self.n // SIDE_SHARE  # side chunks: documents 0, 10, 20, ...
+        picks = rng.choice(side_count, size=min(n_queries, side_count), replace=False)
+        side = np.sort((picks // CHUNKS_PER_DOC) * SIDE_SHARE * CHUNKS_PER_DOC
+                       + picks % CHUNKS_PER_DOC)
+        return texts, bases, side
+
+    def query_vectors(self, bases: np.ndarray) -> np.ndarray:
+        """Each base chunk's vector plus noise (pass 1: vectors regenerated, nothing kept)."""
+        found = np.empty((len(bases), DIM), dtype=np.float32)
+        for start in self.slices():
+            inside = (bases >= start) & (bases < start + SLICE)
+            if inside.any():
+                found[inside] = self.vectors(start)[bases[inside] - start]
+        rng = np.random.default_rng((self.seed, 4, len(bases)))
+        noise = rng.standard_normal(found.shape, dtype=np.float32)
+        return unit(found + QUERY_NOISE * noise / np.sqrt(DIM))
+
+
+def side_positions(start: int, count: int) -> np.ndarray:
+    """Offsets within a slice of the chunks in the side namespace."""
+    positions = np.arange(start, start + count)
+    return np.flatnonzero((positions // CHUNKS_PER_DOC) % SIDE_SHARE == 0)
+
+
+class TopK:
+    """The running exact top ``K`` (positions, scores) per query over slices."""
+
+    def __init__(self, queries: np.ndarray) -> None:
+        self.queries = queries
+        self.scores = np.full((len(queries), K), -np.inf, dtype=np.float32)
+        self.positions = np.full((len(queries), K), -1, dtype=np.int64)
+
+    def add(self, vectors: np.ndarray, positions: np.ndarray) -> None:
+        if len(vectors) == 0:
+            return
+        sims = self.queries @ vectors.T  # (queries, rows)
+        take = min(K, sims.shape[1])
+        best = np.argpartition(-sims, take - 1, axis=1)[:, :take]
+        scores = np.concatenate([self.scores, np.take_along_axis(sims, best, 1)], axis=1)
+        where = np.concatenate([self.positions, positions[best]], axis=1)
+        keep = np.argsort(-scores, axis=1, kind="stable")[:, :K]
+        self.scores = np.take_along_axis(scores, keep, 1)
+        self.positions = np.take_along_axis(where, keep, 1)
+
+
+def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
+    """Write the catalog and ``<db>.truth.npz``; returns timings."""
+    data = Synthetic(n)
+    qtexts, bases, side_bases = data.query_plan(n_queries)
+    t0 = time.perf_counter()
+    qvectors = data.query_vectors(bases)
+    side_qvectors = data.query_vectors(side_bases)
+    pass1 = time.perf_counter() - t0
+    log(f"  query vectors: {pass1:.1f} s")
+    everything, side = TopK(qvectors), TopK(side_qvectors)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    catalog = SQLiteCatalog(db)
+    catalog.set_embedding_model(MiniLMEmbedder.name, DIM)
+    sources = {ns: catalog.add_source(normalize_urn(f"s3://docgraph-bench/{ns}"), ns)
+               for ns in ("bench", "side")}
+    started = time.perf_counter()
+    truth_s = 0.0
+    for start in data.slices():
+        texts, vectors = data.texts(start), data.vectors(start)
+        t = time.perf_counter()
+        positions = np.arange(start, start + len(texts))
+        everything.add(vectors, positions)
+        on_side = side_positions(start, len(texts))
+        side.add(vectors[on_side], positions[on_side])
+        truth_s += time.perf_counter() - t
+        writes: list[DocumentWrite] = []
+        for offset in range(0, len(texts), CHUNKS_PER_DOC):
+            doc = (start + offset) // CHUNKS_PER_DOC
+            source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
+            part = texts[offset:offset + CHUNKS_PER_DOC]
+            count = len(part)
+            path = f"doc-{doc:07d}.md"
+            writes.append(DocumentWrite(
+                source=source, path=path, doc_id=document_id(source.urn, path),
+                title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
+                media_type="text/markdown",
+                chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
+                                   i + 1 if i + 1 < count else None, 0 if i else None)
+                        for i, t in enumerate(part)],
+                breadcrumbs=[f"[synthetic document {doc}]"] * count, embedded_texts=part,
+                vectors=vectors[offset:offset + count]))
+            if len(writes) == DOCS_PER_WRITE:
+                catalog.write_documents(writes)
+                writes = []
+        catalog.write_documents(writes)
+        done = start + len(texts)
+        elapsed = time.perf_counter() - started
+        log(f"    {done}/{n} chunks, {done / elapsed:.0f}/s, {elapsed:.0f} s")
+    write_s = time.perf_counter() - started
+    catalog.close()
+    np.savez(truth_path(db), qtexts=np.array(qtexts), qvectors=qvectors,
+             side_qvectors=side_qvectors, truth_all=everything.positions,
+             truth_side=side.positions)
+    return {"build_s": round(write_s, 1), "query_vectors_s": round(pass1, 1),
+            "truth_s": round(truth_s, 1), "chunks_per_s": round(n / write_s)}
+
+
+def truth_path(db: Path) -> Path:
+    return db.with_name(db.name + ".truth.npz")
+
+
+def positions_of(catalog: SQLiteCatalog, rowids: Sequence[int]) -> dict[int, int]:
+    """Chunk row id -> position in the synthetic stream (document number x 50 + index)."""
+    marks = ",".join("?" * len(rowids))
+    rows = catalog.connection().execute(
+        f"SELECT c.id, d.path, c.chunk_index FROM chunks c JOIN documents d"
+        f" ON d.id = c.document_id WHERE c.id IN ({marks})", list(rowids)).fetchall()
+    return {int(r): int(p.removeprefix("doc-").removesuffix(".md")) * CHUNKS_PER_DOC + int(i)
+            for r, p, i in rows}
+
+
+def recall(catalog: SQLiteCatalog, index: EmbeddedChunkIndex, qvectors: np.ndarray,
+           truth: np.ndarray, namespaces: frozenset[str]) -> float:
+    """Mean recall@10 of the dense lane against the exact top 10 (positions)."""
+    hits = 0
+    for q, exact in zip(qvectors, truth, strict=True):
+        rows = [r.rowid for r in index.dense_search(q, K, namespaces)]
+        where = positions_of(catalog, rows)
+        hits += len({where[r] for r in rows} & set(exact.tolist()))
+    return round(hits / (K * len(qvectors)), 4)
+
+
+def status_mb() -> dict[str, float]:
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return {k: int(fields[k].split()[0]) / 1024 for k in ("RssAnon", "RssFile")}
+
+
+def write_one_document(catalog: SQLiteCatalog, index: EmbeddedChunkIndex) -> dict[str, Any]:
+    """Write one 50-chunk document, follow it, delete it, follow that: seconds and RSS.
+
+    The catalog keeps 50 more row ids and 50 tombstones (harmless to later runs)."""
+    rng = np.random.default_rng(11)
+    texts = [f"extra document chunk {i} " + "written after open " * 5 for i in range(50)]
+    vectors = unit(rng.standard_normal((50, DIM), dtype=np.float32))
+    source = catalog.add_source(normalize_urn("s3://docgraph-bench/bench"), "bench")
+    path = "extra-after-open.md"
+    record = catalog.write_document(DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path), title=path,
+        content_hash="extra", change_token="t", media_type="text/markdown",
+        chunks=[ChunkDraft(i, t, (), len(t.split()), None, None, None)
+                for i, t in enumerate(texts)],
+        breadcrumbs=[f"[{path}]"] * 50, embedded_texts=texts, vectors=vectors))
+    t0 = time.perf_counter()
+    index.sync()
+    added = time.perf_counter() - t0
+    grown = status_mb()
+    found = index.dense_search(vectors[7], 1, frozenset({"bench"}))
+    catalog.delete_document(record)
+    t1 = time.perf_counter()
+    index.sync()
+    removed = time.perf_counter() - t1
+    return {"write_sync_s": round(added, 2), "delete_sync_s": round(removed, 2),
+            "rss_anon_after_write_mb": round(grown["RssAnon"]),
+            "written_chunk_found": bool(found) and found[0].score > 0.99}
+
+
+def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[str, Any]:
+    """Open the catalog as ``variant`` says and measure it (runs in a fresh process)."""
+    truth = np.load(truth_path(db))
+    qtexts = [str(t) for t in truth["qtexts"]]
+    qvectors, side_qvectors = truth["qvectors"], truth["side_qvectors"]
+    before, _ = rss_mb()
+    t0 = time.perf_counter()
+    catalog = SQLiteCatalog(db)
+    index = EmbeddedChunkIndex(catalog, DIM, sidecar=True, sidecar_after_rows=10**12)
+    opened = time.perf_counter() - t0
+    rss, peak = rss_mb()
+    kinds = status_mb()
+    result: dict[str, Any] = {
+        "variant": variant, "loadavg_1": round(os.getloadavg()[0], 2),
+        "sidecar_status": index.sidecar_status, "rows_read_at_open": index.rows_read,
+        "chunks": len(index), "open_s": round(opened, 2),
+        "rss_before_open_mb": round(before), "rss_after_open_mb": round(rss),
+        "rss_anon_after_open_mb": round(kinds["RssAnon"]),
+        "rss_peak_open_mb": round(peak),
+    }
+    if variant == "rebuild":  # the first open of a sidecar-less catalog writes it
+        t1 = time.perf_counter()
+        index.save_sidecar()
+        result["sidecar_write_s"] = round(time.perf_counter() - t1, 1)
+        result["sidecar_mb"] = round(sidecar_path(db).stat().st_size / 2**20)
+        result["rss_peak_after_sidecar_mb"] = round(rss_mb()[1])
+    if variant == "write":  # what one new document costs a server that mapped the sidecar
+        result.update(write_one_document(catalog, index))
+    everything = frozenset({"bench", "side"})
+    all_ns = latency(catalog, index, qtexts, qvectors, everything, budget)
+    side_ns = latency(catalog, index, qtexts[:len(side_qvectors)], side_qvectors,
+                      frozenset({"side"}), budget)
+    cohort = cohort_latency(catalog, index, qtexts, qvectors, everything, budget)
+    after = status_mb()
+    result.update({
+        "hybrid_p50_ms": all_ns["hybrid_p50_ms"], "hybrid_p95_ms": all_ns["hybrid_p95_ms"],
+        "dense_lane_p50_ms": all_ns["dense_lane_p50_ms"],
+        "bm25_lane_p50_ms": all_ns["bm25_lane_p50_ms"], **cohort,
+        "side_hybrid_p50_ms": side_ns["hybrid_p50_ms"],
+        "side_hybrid_p95_ms": side_ns["hybrid_p95_ms"],
+        "queries": all_ns["queries"],
+        "anon_growth_during_queries_mb": round(after["RssAnon"] - kinds["RssAnon"]),
+        "file_backed_after_queries_mb": round(after["RssFile"]),
+        "dense_recall@10_all": recall(catalog, index, qvectors[:recall_queries],
+                                      truth["truth_all"][:recall_queries], everything),
+        "dense_recall@10_side": recall(catalog, index, side_qvectors[:recall_queries],
+                                       truth["truth_side"][:recall_queries],
+                                       frozenset({"side"})),
+    })
+    catalog.close()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--db", type=Path,
+                        help="the catalog (built when missing, reused when present)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--recall-queries", type=int, default=100)
+    parser.add_argument("--budget", type=float, default=30.0,
+                        help="seconds of timed queries per latency pass at most")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"comma-separated, run in this order, of {', '.join(VARIANTS)}")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--name", default=None)
+    parser.add_argument("--child", nargs=2, metavar=("DB", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(Path(args.child[0]), args.child[1], args.budget,
+                               args.recall_queries)))
+        return
+    if args.db is None:
+        parser.error("--db is required")
+    built: dict[str, Any] = {}
+    if not args.db.exists():
+        log(f"building {args.n} chunks at {args.db}")
+        built = build(args.db, args.n, args.queries)
+        log(f"  {built}")
+    if args.build_only:
+        return
+    results = []
+    for variant in args.variants.split(","):
+        if variant not in VARIANTS:
+            parser.error(f"unknown variant {variant!r}")
+        side = sidecar_path(args.db)
+        if variant == "rebuild" and side.exists():
+            side.unlink()
+        if variant == "cold":
+            evict([args.db, side])
+        log(f"  {variant} ...")
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(args.db), variant, "--budget",
+             str(args.budget), "--recall-queries", str(args.recall_queries)],
+            check=False, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"{variant} failed:\n{out.stderr}")
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        log(f"    {row}")
+        results.append(row)
+    write_result(args.name or f"store_scale_{args.n}", {
+        "settings": {"n": args.n, "queries": args.queries, "budget_s": args.budget,
+                     "recall_queries": args.recall_queries, "dimension": DIM},
+        "catalog_mb": round(args.db.stat().st_size / 2**20), **built, "results": results})
+
+
+if __name__ == "__main__":
+    main()
