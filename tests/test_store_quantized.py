@@ -233,3 +233,37 @@ def test_in_namespaces_matches_isin_including_ids_beyond_the_requested_ones():
     namespaces = np.array([1, 2, 3, 7, 2, 9, 1], dtype=np.int32)
     for ids in ([1], [2, 9], [3, 7], [4], [9]):
         assert np.array_equal(in_namespaces(namespaces, ids), np.isin(namespaces, ids)), ids
+
+
+@pytest.mark.parametrize("dimension", [64, 100, 384])
+def test_the_blocked_masked_hamming_scan_equals_a_plain_popcount(monkeypatch, dimension):
+    from docgraph.store import quantized
+    from docgraph.store.quantized import NOT_ALLOWED, hamming, sign_words
+
+    rng = np.random.default_rng(dimension)
+    vectors = rng.standard_normal((70_001, dimension)).astype(np.float32)
+    words = sign_words(vectors)
+    query = sign_words(rng.standard_normal((1, dimension)).astype(np.float32))[0]
+    plain = np.unpackbits((words ^ query).view(np.uint8), axis=1).sum(axis=1)
+    allowed = rng.random(len(words)) < 0.7
+    for block in (1_000, 16_384, 100_000):  # several blocks per thread's range, and one
+        monkeypatch.setattr(quantized, "HAMMING_BLOCK", block)
+        assert np.array_equal(hamming(words, query), plain)
+        masked = hamming(words, query, allowed)
+        assert np.array_equal(masked[allowed], plain[allowed])
+        assert (masked[~allowed] == NOT_ALLOWED).all()
+
+
+def test_search_over_a_mostly_allowed_filter_matches_search_over_its_rows_alone():
+    """The scan that masks excluded rows (most rows allowed) and the one that gathers the
+    allowed rows (a selective filter) pick the same pool, ties included."""
+    rng = np.random.default_rng(3)
+    vectors = _clustered(rng, 30_000, 32, 40)
+    namespaces = (rng.random(30_000) < 0.2).astype(np.int32)  # 80 % in namespace 0
+    codes = QuantizedDenseMatrix(32, _fetch_from(np.arange(1, 30_001), vectors), min_pool=300)
+    codes.append(np.arange(1, 30_001, dtype=np.int64), namespaces, vectors)
+    only = np.flatnonzero(namespaces == 0)
+    alone = QuantizedDenseMatrix(32, _fetch_from(only + 1, vectors[only]), min_pool=300)
+    alone.append((only + 1).astype(np.int64), np.zeros(len(only), np.int32), vectors[only])
+    for q in _unit(rng.standard_normal((20, 32)).astype(np.float32)):
+        assert codes.search(q, 10, [0]) == alone.search(q, 10, [0])

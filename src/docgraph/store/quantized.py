@@ -39,6 +39,8 @@ VectorFetch = Callable[[npt.NDArray[np.int64]], tuple[npt.NDArray[np.int64], Vec
 MIN_POOL = 2000  # rows kept by the Hamming stage, at least
 POOL_PER_K = 20
 MIN_RESCORE_EXTRA = 50  # rows re-scored exactly beyond k, at least
+HAMMING_BLOCK = 16_384  # rows per step of the Hamming scan (temporaries of ~1 MB)
+NOT_ALLOWED = np.iinfo(np.uint16).max  # the distance of a row the filter excludes
 
 
 def sign_words(vectors: Vector) -> npt.NDArray[np.uint64]:
@@ -60,28 +62,31 @@ def int8_codes(vectors: Vector) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.fl
     return codes, scale
 
 
-def hamming(words: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
-    """Bits differing between each row of ``words`` and ``query``, in parallel row ranges
-    when there are many rows."""
+def hamming(words: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64],
+            allowed: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.uint16]:
+    """Bits differing between each row of ``words`` and ``query`` (``NOT_ALLOWED`` for rows
+    where ``allowed`` is false), in blocks of ``HAMMING_BLOCK`` rows so the temporaries
+    stay in cache, and in parallel row ranges when there are many rows."""
     n = len(words)
+    result = np.empty(n, dtype=np.uint16)
 
-    def count(rows: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint16]:
-        bits = np.bitwise_count(rows ^ query)
-        out: npt.NDArray[np.uint16] = bits[:, 0].astype(np.uint16)
-        for j in range(1, bits.shape[1]):
-            out += bits[:, j]
-        return out
+    def count(lo: int, hi: int) -> None:
+        for start in range(lo, hi, HAMMING_BLOCK):
+            stop = min(hi, start + HAMMING_BLOCK)
+            bits = np.bitwise_count(words[start:stop] ^ query)
+            out = result[start:stop]
+            out[:] = bits[:, 0]
+            for j in range(1, bits.shape[1]):
+                out += bits[:, j]
+            if allowed is not None:
+                np.putmask(out, ~allowed[start:stop], NOT_ALLOWED)
 
     if n < PARALLEL_SCAN_ROWS or (threads := SCAN_POOL.workers) < 2:
-        return count(words)
-    result = np.empty(n, dtype=np.uint16)
+        count(0, n)
+        return result
     step = -(-n // threads)
-
-    def part(lo: int) -> None:
-        result[lo:lo + step] = count(words[lo:lo + step])
-
     pool = SCAN_POOL.get()
-    for future in [pool.submit(part, lo) for lo in range(0, n, step)]:
+    for future in [pool.submit(count, lo, min(n, lo + step)) for lo in range(0, n, step)]:
         future.result()
     return result
 
@@ -193,17 +198,19 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
             & (s.kinds[: s.n] == kind)
             & in_namespaces(s.namespaces[: s.n], namespace_ids)
         )
-        candidates = np.flatnonzero(allowed)
-        if len(candidates) == 0:
+        allowed_count = int(np.count_nonzero(allowed))
+        if allowed_count == 0:
             return []
         pool = max(self.pool_per_k * k, self.min_pool)
-        if len(candidates) > pool:
+        if allowed_count <= pool:
+            candidates = np.flatnonzero(allowed)
+        elif 4 * allowed_count < s.n:  # a selective filter: gather its rows' signs
+            candidates = np.flatnonzero(allowed)
             qwords = sign_words(q[None, :])[0]
-            if 4 * len(candidates) < s.n:
-                distances = hamming(s.words[candidates], qwords)
-            else:
-                distances = hamming(s.words[: s.n], qwords)[candidates]
-            candidates = candidates[nearest(distances, pool)]
+            candidates = candidates[nearest(hamming(s.words[candidates], qwords), pool)]
+        else:  # most rows allowed: scan them all, the others at the largest distance
+            qwords = sign_words(q[None, :])[0]
+            candidates = nearest(hamming(s.words[: s.n], qwords, allowed), pool)
         approx = (s.codes[candidates].astype(np.float32) @ q) * s.scales[candidates]
         rescore = max(2 * k, k + MIN_RESCORE_EXTRA)
         if len(candidates) > rescore:
