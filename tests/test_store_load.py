@@ -191,3 +191,30 @@ def test_the_term_major_copy_equals_a_stable_argsort_including_empty_rows() -> N
     np.testing.assert_array_equal(built.term_ptr, want[0])
     np.testing.assert_array_equal(built.term_rows, want[1])
     np.testing.assert_array_equal(built.term_weights, want[2])
+
+
+def test_the_reservation_follows_the_live_rows_not_the_row_ids_of_a_churned_catalog(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catalog whose documents were replaced many times has row ids far beyond its live
+    rows; reserving room for every id would ask for address space the machine may refuse."""
+    monkeypatch.setattr(index_module, "SYNC_BATCH_ROWS", 64)
+    path = tmp_path / "c.db"
+    catalog = _catalog(path, docs=6)
+    rng = np.random.default_rng(2)
+    source = catalog.add_source(normalize_urn(path.parent / "a"), "a")
+    for version in range(12):  # every chunk of a0..a2 replaced 12 times: ids x13
+        for i in range(3):
+            _write(catalog, source, f"a{i}.txt",
+                   [f"word{j} version{version}" for j in range(CHUNKS)], _unit(rng, CHUNKS))
+    catalog.close()
+    reserved: list[int] = []
+    real = rows.RowMatrix.reserve
+
+    def spy(self: rows.RowMatrix, count: int) -> None:  # type: ignore[type-arg]
+        reserved.append(count)
+        real(self, count)
+
+    monkeypatch.setattr(rows.RowMatrix, "reserve", spy)
+    index = _open(path)
+    assert len(index) == 6 * CHUNKS
+    assert reserved == [6 * CHUNKS], reserved  # not the 2,100 row ids
