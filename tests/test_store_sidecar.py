@@ -171,7 +171,8 @@ def test_a_damaged_sidecar_is_ignored_rebuilt_and_rewritten(tmp_path: Path,
         side.write_bytes(b"")
     else:  # a valid file whose arrays do not fit together
         meta, arrays = read_arrays(side)
-        arrays["posting.rowids"] = arrays["posting.rowids"][:-1]
+        rows = int(meta["posting"]["n"])  # the arrays are mapped with room past their rows
+        arrays["posting.rowids"] = arrays["posting.rowids"][: rows - 1]
         write_arrays(side, meta, arrays)
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=1)
@@ -316,4 +317,53 @@ def test_vectors_are_stored_as_float16_and_read_back_as_float32(tmp_path: Path) 
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, vector[0], atol=1e-3)
     assert not np.array_equal(got, vector[0])  # rounded to float16, not float32
+    catalog.close()
+
+
+def _mapped(index: EmbeddedChunkIndex) -> dict[str, bool]:
+    """Whether the arrays appends write into are still the sidecar's mapping."""
+    dense, postings = index.dense._snap, index.postings._snap
+    return {"codes": isinstance(dense.codes, np.memmap),
+            "words": isinstance(dense.words, np.memmap),
+            "terms": isinstance(postings.terms, np.memmap),
+            "rowids": isinstance(postings.rowids, np.memmap)}
+
+
+def test_rows_written_after_a_mapped_open_fill_the_sidecars_room_without_copying(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that mapped the sidecar indexes a new document: the rows go into the room
+    left after each mapped array (a hole in the file), not into a copy of the arrays (27 s
+    and 7.7 GB at 10M chunks); past the room the arrays are copied, answers unchanged."""
+    from docgraph.store.sqlite import index as index_module
+
+    monkeypatch.setattr(index_module, "SIDECAR_ROOM", 0.2)  # 150 rows: room for 30 more
+    monkeypatch.setattr(index_module, "SIDECAR_ROOM_MIN", 0)
+    db = tmp_path / "c.db"
+    _catalog(db).close()
+    _saved(db)
+    index, catalog = _opened(db)
+    assert index.sidecar_status == "loaded" and all(_mapped(index).values())
+    rng = np.random.default_rng(4)
+    source = catalog.add_source(normalize_urn(tmp_path / "a"), "a")
+    _write(catalog, source, "new.txt", [f"fresh word3 row{j}" for j in range(25)], _unit(rng, 25))
+    index.sync()
+    assert index.rows_read == 25
+    assert all(_mapped(index).values()), _mapped(index)  # 25 rows fit the room of 30
+    assert _answers(index) == _rebuilt(db)
+    _write(catalog, source, "more.txt", [f"fresh word5 row{j}" for j in range(40)],
+           _unit(rng, 40))
+    index.sync()
+    assert not _mapped(index)["codes"]  # 65 rows do not: copied into memory
+    assert _answers(index) == _rebuilt(db)
+    catalog.close()
+
+
+def test_a_sidecar_of_the_previous_format_is_rebuilt(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    _catalog(db).close()
+    _saved(db)
+    meta, arrays = read_arrays(sidecar_path(db))
+    write_arrays(sidecar_path(db), {**meta, "format": 2}, arrays)
+    index, catalog = _opened(db)
+    assert index.sidecar_status == "foreign" and index.rows_read == 150
     catalog.close()

@@ -303,11 +303,12 @@ class PostingIndex(RowIndex[_Snapshot]):
         self, arrays: dict[str, np.ndarray], scalars: dict[str, int | float]
     ) -> None:
         """Replace the contents with a state from :meth:`export_state` (arrays may be
-        memory-mapped; appends copy them into memory as they grow)."""
+        memory-mapped, and the per-row and per-posting ones (:data:`APPENDABLE`) longer than
+        they are used: appends fill that room in place, then copy them into memory)."""
         values: dict[str, Any] = {**arrays, **scalars}
         snap = replace(_empty(), **values)
         n, nnz = snap.n, snap.nnz
-        if (any(len(getattr(snap, k)) != used(snap) for k, used in _USED_LENGTH.items())
+        if (any(len(getattr(snap, k)) < used(snap) for k, used in _USED_LENGTH.items())
                 or (n and (int(snap.row_ptr[n]) != nnz or int(snap.row_ptr[0]) != 0))
                 or not 0 <= snap.main_rows <= n):
             raise ValueError("posting index: array lengths do not match")
@@ -494,6 +495,10 @@ _USED_LENGTH: dict[str, Callable[[_Snapshot], int]] = {
     "row_ptr": lambda s: s.n + 1,
     **{name: (lambda s: s.nnz) for name in ("terms", "weights")},
 }
+
+
+# The arrays appends write into (the others are replaced whole or rebuilt by a reindex).
+APPENDABLE = frozenset(_USED_LENGTH)
 
 
 def _add_statistics(

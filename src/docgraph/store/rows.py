@@ -213,8 +213,9 @@ class RowMatrix(RowIndex[S]):
 
     def restore_state(self, arrays: dict[str, np.ndarray], scalars: dict[str, int]) -> None:
         """Replace the contents with a state from :meth:`export_state` (arrays may be
-        memory-mapped; appends copy them into memory as they grow). Raises
-        :class:`ValueError` when the arrays do not fit this index."""
+        memory-mapped and longer than ``n``: rows past ``n`` are room that appends fill in
+        place; appends beyond it copy them into memory). Raises :class:`ValueError` when
+        the arrays do not fit this index."""
         n, dead = int(scalars["n"]), int(scalars["dead"])
         s = self._snap
         names = self._array_names()
@@ -222,7 +223,7 @@ class RowMatrix(RowIndex[S]):
             raise ValueError(f"{type(self).__name__}: arrays {sorted(arrays)} != {names}")
         for name in names:
             a, empty = arrays[name], getattr(s, name)
-            if len(a) != n or a.shape[1:] != empty.shape[1:] or a.dtype != empty.dtype:
+            if len(a) < n or a.shape[1:] != empty.shape[1:] or a.dtype != empty.dtype:
                 raise ValueError(f"{type(self).__name__}: array {name} does not fit")
         if not 0 <= dead <= n:
             raise ValueError(f"{type(self).__name__}: {dead} dead of {n} rows")

@@ -4,8 +4,12 @@ when read: the persisted copy of the embedded chunk index's in-memory arrays (se
 re-reading and re-encoding every chunk row of the catalog.
 
 Layout: ``MAGIC``, the header's length (8 bytes, little endian), the header (UTF-8 JSON:
-the caller's ``meta`` and, per array, its dtype, shape and offset), the arrays (each at a
-64-byte aligned offset), then ``TRAILER`` and the CRC-32 of the header. A reader accepts the
+the caller's ``meta`` and, per array, its dtype, shape, offset and the rows of room it has),
+the arrays (each at a 64-byte aligned offset, followed by its room: a hole in the file, which
+takes no disk space and reads as zeros), then ``TRAILER`` and the CRC-32 of the header. An
+array is mapped with its room, so rows appended after opening are written into the private
+(copy-on-write) mapping in place: only the pages they touch take memory, and nothing is
+copied until the room is used up. A reader accepts the
 file only if both magics are in place, the CRC matches and the size is exactly what the header
 describes, so a truncated or partially written file (or any other file) is rejected, never
 half-used. Writes go to a temporary file in the same folder, are fsynced, then renamed over
@@ -43,15 +47,19 @@ def _aligned(offset: int) -> int:
     return -(-offset // ALIGN) * ALIGN
 
 
-def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
-    """Write ``arrays`` with ``meta`` (JSON-serialisable) to ``path`` crash-safely; returns
-    the file's size in bytes."""
+def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                 room: dict[str, int] | None = None) -> int:
+    """Write ``arrays`` with ``meta`` (JSON-serialisable) to ``path`` crash-safely, each
+    array followed by room for ``room[name]`` rows in all (at least its own; none when not
+    given); returns the file's apparent size in bytes (the room is a hole, not written)."""
     layout: dict[str, dict[str, Any]] = {}
     offset = 0
     for name, array in arrays.items():
+        rows = max(len(array), (room or {}).get(name, 0)) if array.ndim else 0
         layout[name] = {"dtype": array.dtype.str, "shape": list(array.shape),
-                        "offset": offset}
-        offset = _aligned(offset + array.nbytes)
+                        "rows": rows, "offset": offset}
+        row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:])) if array.ndim else 0
+        offset = _aligned(offset + max(array.nbytes, rows * row_bytes))
     _remove_abandoned(path)
     header = json.dumps({"meta": meta, "arrays": layout, "data_bytes": offset}).encode()
     start = _aligned(len(MAGIC) + 8 + len(header))
@@ -60,13 +68,11 @@ def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]
         os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file (mkstemp makes it 0600)
         with os.fdopen(fd, "wb") as out:
             out.write(MAGIC + struct.pack("<Q", len(header)) + header)
-            out.write(b"\0" * (start - out.tell()))
-            for name, array in arrays.items():
-                at = start + layout[name]["offset"]
-                out.write(b"\0" * (at - out.tell()))
+            for name, array in arrays.items():  # padding and room are left as holes
+                out.seek(start + layout[name]["offset"])
                 if array.nbytes:
                     out.write(np.ascontiguousarray(array).data)
-            out.write(b"\0" * (start + offset - out.tell()))
+            out.seek(start + offset)
             out.write(TRAILER + struct.pack("<I", zlib.crc32(header)))
             out.flush()
             os.fsync(out.fileno())
@@ -79,7 +85,8 @@ def write_arrays(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]
 
 
 def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(meta, arrays memory-mapped copy-on-write) of a file written by :func:`write_arrays`.
+    """(meta, arrays memory-mapped copy-on-write) of a file written by :func:`write_arrays`;
+    each array has the rows of room it was written with (zeros past its own rows).
 
     Raises :class:`SidecarError` when the file is absent or is not a complete sidecar."""
     try:
@@ -107,6 +114,8 @@ def read_arrays(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         arrays: dict[str, np.ndarray] = {}
         for name, spec in header["arrays"].items():
             shape = tuple(int(x) for x in spec["shape"])
+            if shape:  # mapped with its room: rows past shape[0] read as zeros
+                shape = (max(shape[0], int(spec.get("rows", 0))), *shape[1:])
             dtype = np.dtype(spec["dtype"])
             if int(np.prod(shape)) == 0:
                 arrays[name] = np.zeros(shape, dtype=dtype)
