@@ -218,3 +218,74 @@ def test_the_reservation_follows_the_live_rows_not_the_row_ids_of_a_churned_cata
     index = _open(path)
     assert len(index) == 6 * CHUNKS
     assert reserved == [6 * CHUNKS], reserved  # not the 2,100 row ids
+
+
+class _FailingCommit:
+    """A catalog connection whose next COMMIT commits, then raises (an interrupt or an I/O
+    error reported after the reads)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db, self.armed = db, True
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            self.db.execute(sql)
+            raise sqlite3.OperationalError("interrupted")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def _consistent(index: EmbeddedChunkIndex, path: Path) -> None:
+    """Every row once, in order, in both indexes, answering as a fresh load."""
+    dense = index.dense._snap
+    ids = dense.rowids[: dense.n]
+    assert bool((np.diff(ids) > 0).all())
+    assert len(index.dense) == len(index.postings)
+    assert _answers(index) == _answers(_open(path))
+
+
+def test_a_sync_whose_commit_fails_after_its_reads_loads_every_row_once_next_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_module, "SYNC_BATCH_ROWS", 64)
+    path = tmp_path / "c.db"
+    _catalog(path, docs=4).close()
+    index = _open(path)
+    _catalog(path, docs=4, first=100).close()
+    failing = _FailingCommit(index.catalog.connection())
+    monkeypatch.setattr(index.catalog, "connection", lambda: failing)
+    with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+        index.sync()
+    assert len(index) == 4 * CHUNKS  # nothing of the failed sync is visible
+    index.sync()
+    assert len(index) == 8 * CHUNKS
+    _consistent(index, path)
+
+
+def test_a_posting_publish_that_runs_out_of_memory_publishes_neither_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The term-major rebuild at publish is the memory-hungry step of a large load: if it
+    fails, the dense matrix must not show rows the posting lists lack."""
+    monkeypatch.setattr(index_module, "SYNC_BATCH_ROWS", 64)
+    path = tmp_path / "c.db"
+    _catalog(path, docs=4).close()
+    index = _open(path)
+    _catalog(path, docs=30, first=100).close()  # enough postings to rebuild the copy
+    real = lexical._maybe_reindex
+    calls = {"n": 0}
+
+    def failing_once(s: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise MemoryError("term-major copy")
+        return real(s)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lexical, "_maybe_reindex", failing_once)
+    with pytest.raises(MemoryError):
+        index.sync()
+    assert len(index.dense) == len(index.postings) == 4 * CHUNKS
+    index.sync()
+    assert len(index) == 34 * CHUNKS
+    _consistent(index, path)

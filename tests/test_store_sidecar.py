@@ -154,7 +154,7 @@ def test_writes_of_another_process_after_the_sidecar_are_caught_up(tmp_path: Pat
     catalog.close()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "header"])
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "header", "uneven"])
 def test_a_damaged_sidecar_is_ignored_rebuilt_and_rewritten(tmp_path: Path,
                                                             damage: str) -> None:
     db = tmp_path / "c.db"
@@ -169,6 +169,10 @@ def test_a_damaged_sidecar_is_ignored_rebuilt_and_rewritten(tmp_path: Path,
         side.write_bytes(b"\x00" * len(data))
     elif damage == "empty":
         side.write_bytes(b"")
+    elif damage == "uneven":  # one dense array without the room the others have
+        meta, arrays = read_arrays(side)
+        arrays["dense.codes"] = arrays["dense.codes"][: int(meta["dense"]["n"])]
+        write_arrays(side, meta, arrays)
     else:  # a valid file whose arrays do not fit together
         meta, arrays = read_arrays(side)
         rows = int(meta["posting"]["n"])  # the arrays are mapped with room past their rows

@@ -221,9 +221,11 @@ class RowMatrix(RowIndex[S]):
         names = self._array_names()
         if sorted(arrays) != sorted(names):
             raise ValueError(f"{type(self).__name__}: arrays {sorted(arrays)} != {names}")
+        capacity = len(arrays[names[0]])  # rows past n are room for appends, alike in all
         for name in names:
             a, empty = arrays[name], getattr(s, name)
-            if len(a) < n or a.shape[1:] != empty.shape[1:] or a.dtype != empty.dtype:
+            if (len(a) < n or len(a) != capacity or a.shape[1:] != empty.shape[1:]
+                    or a.dtype != empty.dtype):
                 raise ValueError(f"{type(self).__name__}: array {name} does not fit")
         if not 0 <= dead <= n:
             raise ValueError(f"{type(self).__name__}: {dead} dead of {n} rows")

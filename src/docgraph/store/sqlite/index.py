@@ -232,6 +232,10 @@ class EmbeddedChunkIndex:
         if self._synced_marks is not None and self._marks(db) == self._synced_marks:
             return
         with self._sync_lock:
+            # Rows staged by a sync that failed after its reads (a COMMIT that raised) belong
+            # to no load: the rows are read again below.
+            self.dense.discard()
+            self.postings.discard()
             db.execute("BEGIN")
             try:
                 marks = self._marks(db)
@@ -248,7 +252,8 @@ class EmbeddedChunkIndex:
                 loaded, expected = 0, 0
                 while batch := cursor.fetchmany(SYNC_BATCH_ROWS):
                     if loaded == 0 and len(batch) == SYNC_BATCH_ROWS:
-                        expected = self._expected_rows(db, marks[0] - self.dense.max_rowid)
+                        expected = self._expected_rows(db, marks[0] - self.dense.max_rowid,
+                                                       len(self.dense))
                         self.dense.reserve(expected)
                     self._stage(self._read_batch(batch))
                     if loaded == 0 and expected:
@@ -264,8 +269,13 @@ class EmbeddedChunkIndex:
                 raise
             finally:
                 db.execute("COMMIT")
-            self.dense.publish()  # the loaded rows become visible at once in each index
-            self.postings.publish()
+            try:  # the loaded rows become visible at once in each index, or in neither
+                self.postings.publish()  # may rebuild the term-major copy: can run out of memory
+            except BaseException:
+                self.postings.discard()
+                self.dense.discard()
+                raise
+            self.dense.publish()
             self.rows_read += loaded
             self._rows_unsaved += loaded
             if not self.exact and loaded >= TRIM_AFTER_ROWS:
@@ -279,14 +289,16 @@ class EmbeddedChunkIndex:
         self._maybe_save_sidecar()
 
     @staticmethod
-    def _expected_rows(db: sqlite3.Connection, ids_to_come: int) -> int:
-        """Rows a sync that reads more than one batch will load, at most: the row ids not
-        yet loaded, or every chunk row if fewer (a catalog whose documents were replaced
-        many times has ids far beyond its rows; reserving room for every id would ask for
-        address space the machine can refuse). The count walks the smallest index (36 ms
-        at 10M rows with its pages cached, 5 s without)."""
+    def _expected_rows(db: sqlite3.Connection, ids_to_come: int, loaded: int) -> int:
+        """Rows a sync that reads more than one batch will load: the row ids not yet
+        loaded, or the chunk rows beyond the ``loaded`` ones if fewer (a catalog whose
+        documents were replaced many times has ids far beyond its rows; reserving room for
+        every id would ask for address space the machine can refuse, and past a mapped
+        sidecar's room it would copy the arrays). An estimate: tombstones not yet applied
+        can make it low, which costs one growth copy. The count walks the smallest index
+        (36 ms at 10M rows with its pages cached, 5 s without)."""
         rows = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        return min(ids_to_come, rows)
+        return min(ids_to_come, max(rows - loaded, SYNC_BATCH_ROWS))
 
     def _stage(self, batch: _RowBatch) -> None:
         """Append one batch to the dense matrix and the posting lists, not yet visible."""
