@@ -289,3 +289,24 @@ def test_a_posting_publish_that_runs_out_of_memory_publishes_neither_index(
     index.sync()
     assert len(index) == 34 * CHUNKS
     _consistent(index, path)
+
+
+def test_a_large_load_and_the_sidecar_it_writes_are_logged_with_why_and_how_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Opening 10M chunks without a usable sidecar takes minutes: a server's log says so
+    when it starts, why (the sidecar's state), and when it is done."""
+    monkeypatch.setattr(index_module, "SYNC_BATCH_ROWS", 64)
+    monkeypatch.setattr(index_module, "LARGE_LOAD_ROWS", 1000)
+    path = tmp_path / "c.db"
+    _catalog(path).close()
+    caplog.set_level("INFO", logger="docgraph.store.sqlite.index")
+    index = EmbeddedChunkIndex(SQLiteCatalog(path), DIM, sidecar_after_rows=1)
+    index.wait_for_sidecar()
+    text = caplog.text
+    assert f"reading ~{DOCS * CHUNKS} chunk rows from the catalog (sidecar missing)" in text
+    assert f"{DOCS * CHUNKS} rows loaded in" in text
+    assert f"written: {DOCS * CHUNKS} rows" in text
+    caplog.clear()
+    EmbeddedChunkIndex(SQLiteCatalog(path), DIM)  # mapped: nothing to read, nothing logged
+    assert "reading" not in caplog.text

@@ -8,6 +8,7 @@ import ctypes
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 # Rows read (and quantized) per step when following the catalog: bounds the transient memory
 # of opening a large index to this many float32 vectors.
 SYNC_BATCH_ROWS = 32_768
+# A load of at least this many rows is logged (it takes seconds: ~10 s a million rows).
+LARGE_LOAD_ROWS = 200_000
 # After loading at least this many rows, hand the freed heap back to the system.
 TRIM_AFTER_ROWS = 10_000
 # Rewrite the sidecar once this many rows were read from the catalog since it was written
@@ -192,7 +195,11 @@ class EmbeddedChunkIndex:
         room = {f"dense.{k}": _with_room(len(a)) for k, a in dense.items()}
         room.update({f"posting.{k}": _with_room(len(a)) for k, a in posting.items()
                      if k in APPENDABLE})
+        started = time.perf_counter()
         size = write_arrays(self.sidecar_path, meta, arrays, room)
+        log.info("chunk index sidecar %s written: %d rows, %.0f MB in %.1f s",
+                 self.sidecar_path, int(dense_scalars["n"]), size / 2**20,
+                 time.perf_counter() - started)
         with self._sync_lock:
             self._rows_unsaved -= unsaved
         return size
@@ -255,6 +262,11 @@ class EmbeddedChunkIndex:
                         expected = self._expected_rows(db, marks[0] - self.dense.max_rowid,
                                                        len(self.dense))
                         self.dense.reserve(expected)
+                        if expected >= LARGE_LOAD_ROWS:
+                            started = time.perf_counter()
+                            log.info("chunk index %s: reading ~%d chunk rows from the catalog"
+                                     " (sidecar %s)", self.catalog.path, expected,
+                                     self.sidecar_status)
                     self._stage(self._read_batch(batch))
                     if loaded == 0 and expected:
                         self.postings.reserve(expected - len(batch))
@@ -276,6 +288,9 @@ class EmbeddedChunkIndex:
                 self.dense.discard()
                 raise
             self.dense.publish()
+            if expected >= LARGE_LOAD_ROWS:
+                log.info("chunk index %s: %d rows loaded in %.1f s", self.catalog.path,
+                         loaded, time.perf_counter() - started)
             self.rows_read += loaded
             self._rows_unsaved += loaded
             if not self.exact and loaded >= TRIM_AFTER_ROWS:
