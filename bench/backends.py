@@ -321,6 +321,24 @@ def ingest(catalog: StoreCatalog, settle: Callable[[], None], texts: list[str],
             "incremental_chunks_per_s": round(incremental / tail, 1) if tail else None}
 
 
+def synthetic_document(sources: dict[str, Any], doc: int, texts: list[str],
+                       vectors: np.ndarray) -> DocumentWrite:
+    """Synthetic document number ``doc`` of these chunk texts and vectors, in the "side"
+    source every ``SIDE_SHARE``-th document, else "bench"."""
+    source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
+    path = f"doc-{doc:06d}.md"
+    n = len(texts)
+    return DocumentWrite(
+        source=source, path=path, doc_id=document_id(source.urn, path),
+        title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
+        media_type="text/markdown",
+        chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
+                           i + 1 if i + 1 < n else None, 0 if i else None)
+                for i, t in enumerate(texts)],
+        breadcrumbs=[f"[synthetic document {doc}]"] * n, embedded_texts=texts,
+        vectors=vectors)
+
+
 def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
                  first_doc: int, settle: Callable[[], None] | None = None) -> int:
     """Write ``texts`` as documents of ``CHUNKS_PER_DOC`` chunks (calling ``settle`` after
@@ -332,17 +350,7 @@ def write_chunks(catalog: StoreCatalog, texts: list[str], vectors: np.ndarray,
     for start in range(0, len(texts), CHUNKS_PER_DOC):
         part = texts[start:start + CHUNKS_PER_DOC]
         n = len(part)
-        source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
-        path = f"doc-{doc:06d}.md"
-        catalog.write_document(DocumentWrite(
-            source=source, path=path, doc_id=document_id(source.urn, path),
-            title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
-            media_type="text/markdown",
-            chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
-                               i + 1 if i + 1 < n else None, 0 if i else None)
-                    for i, t in enumerate(part)],
-            breadcrumbs=[f"[synthetic document {doc}]"] * n, embedded_texts=part,
-            vectors=vectors[start:start + n]))
+        catalog.write_document(synthetic_document(sources, doc, part, vectors[start:start + n]))
         if settle is not None:
             settle()
         doc += 1

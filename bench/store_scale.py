@@ -51,6 +51,7 @@ from backends import (  # noqa: E402
     WORDS_PER_CHUNK,
     K,
     latency,
+    synthetic_document,
     unit,
 )
 from common import load_beir, log, write_result  # noqa: E402
@@ -182,20 +183,10 @@ def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
         truth_s += time.perf_counter() - t
         writes: list[DocumentWrite] = []
         for offset in range(0, len(texts), CHUNKS_PER_DOC):
-            doc = (start + offset) // CHUNKS_PER_DOC
-            source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
-            part = texts[offset:offset + CHUNKS_PER_DOC]
-            count = len(part)
-            path = f"doc-{doc:07d}.md"
-            writes.append(DocumentWrite(
-                source=source, path=path, doc_id=document_id(source.urn, path),
-                title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
-                media_type="text/markdown",
-                chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
-                                   i + 1 if i + 1 < count else None, 0 if i else None)
-                        for i, t in enumerate(part)],
-                breadcrumbs=[f"[synthetic document {doc}]"] * count, embedded_texts=part,
-                vectors=vectors[offset:offset + count]))
+            writes.append(synthetic_document(
+                sources, (start + offset) // CHUNKS_PER_DOC,
+                texts[offset:offset + CHUNKS_PER_DOC],
+                vectors[offset:offset + CHUNKS_PER_DOC]))
             if len(writes) == DOCS_PER_WRITE:
                 catalog.write_documents(writes)
                 writes = []
