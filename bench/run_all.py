@@ -1,6 +1,6 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
-ablation, refresh, serve_load, backends, serve_backends, quality_backends, graph_backends,
-agent_loop and crash.
+ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
+serve_backends, quality_backends, graph_backends, agent_loop and crash.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
-         "refresh", "serve_load", "backends", "serve_backends", "quality_backends",
+         "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
          "graph_backends", "agent_loop", "crash")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
@@ -36,6 +36,7 @@ QUICK_ARGS = {
     "serve_load": ["--clients", "4", "--calls", "20", "--name", "serve_load_quick"],
     "backends": ["--sizes", "3000", "--queries", "60", "--scifact-limit", "30",
                  "--name", "backends_quick"],
+    "store_scale": ["--n", "20000", "--budget", "2", "--name", "store_scale_quick"],
     "serve_backends": ["--sizes", "3000", "--clients", "1,4", "--calls", "10",
                        "--name", "serve_backends_quick"],
     "quality_backends": ["--limit", "20", "--name", "quality_backends_quick"],

@@ -1,8 +1,7 @@
 """The embedded store at a scale whose vectors do not fit in memory at once (issue 21's 10M).
 
-    python bench/store_scale.py --n 10000000 --db bench/.cache/store10m/catalog.db --build-only
-    python bench/store_scale.py --n 10000000 --db bench/.cache/store10m/catalog.db \
-        [--variants rebuild,sidecar,cold] [--name store_scale_10m]
+    python bench/store_scale.py [--n 1000000] [--db bench/.cache/store_scale_<n>/catalog.db]
+        [--build-only] [--variants rebuild,sidecar,cold,write] [--name store_scale_<n>]
 
 Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 60 per chunk, 50 chunks a
 document, every 10th document in the "side" namespace, 384-d vectors clustered around
@@ -324,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--db", type=Path,
-                        help="the catalog (built when missing, reused when present)")
+                        help="the catalog (built when missing, reused when present; default "
+                        "bench/.cache/store_scale_<n>/catalog.db)")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--recall-queries", type=int, default=100)
     parser.add_argument("--budget", type=float, default=30.0,
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                args.recall_queries)))
         return
     if args.db is None:
-        parser.error("--db is required")
+        args.db = BENCH_DIR / ".cache" / f"store_scale_{args.n}" / "catalog.db"
     built: dict[str, Any] = {}
     if not args.db.exists():
         log(f"building {args.n} chunks at {args.db}")
