@@ -374,24 +374,19 @@ class PostingIndex(RowIndex[_Snapshot]):
         with self._lock:
             s = self._head()
             per_row = s.nnz / s.n if s.n else RESERVED_POSTINGS_PER_ROW
-            n, nnz = s.n + rows, s.nnz + int(rows * per_row * 1.1)
-            if n + 1 <= len(s.row_ptr) and nnz <= len(s.terms):
-                return
-            grown = replace(
-                s, rowids=_room(s.rowids, s.n, n), namespaces=_room(s.namespaces, s.n, n),
-                kinds=_room(s.kinds, s.n, n), alive=_room(s.alive, s.n, n),
-                lengths=_room(s.lengths, s.n, n), row_ptr=_room(s.row_ptr, s.n + 1, n + 1),
-                terms=_room(s.terms, s.nnz, nnz), weights=_room(s.weights, s.nnz, nnz))
-            self._set_head(grown, self._staged is None)
+            target = replace(s, n=s.n + rows, nnz=s.nnz + int(rows * per_row * 1.1))
+            arrays: dict[str, Any] = {
+                name: _room(getattr(s, name), used(s), used(target))
+                for name, used in _USED_LENGTH.items()}
+            if any(a is not getattr(s, name) for name, a in arrays.items()):
+                self._set_head(replace(s, **arrays), self._staged is None)
 
     def remove(self, rowids: npt.NDArray[np.int64]) -> None:
         """Mark rows dead (unknown row ids are ignored); compacts when a quarter is dead."""
         if len(rowids) == 0:
             return
         with self._lock:
-            if self._staged is not None:  # staged rows are published first
-                self._snap, self._staged = self._published(self._staged), None
-            s = self._snap
+            s = self._settled()
             pos = positions(s.rowids, s.n, rowids)
             pos = pos[s.alive[pos]]
             if len(pos) == 0:

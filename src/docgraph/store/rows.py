@@ -117,11 +117,16 @@ class RowIndex(Generic[S]):
         else:
             self._staged = s
 
+    def _settled(self) -> S:
+        """The current snapshot, with any staged rows published first (under the lock)."""
+        if self._staged is not None:
+            self._set_head(self._staged, True)
+        return self._snap
+
     def publish(self) -> None:
         """Make the rows appended with ``publish=False`` visible to searches, all at once."""
         with self._lock:
-            if self._staged is not None:
-                self._set_head(self._staged, True)
+            self._settled()
 
     def discard(self) -> None:
         """Forget the rows appended with ``publish=False`` (a load that failed midway)."""
@@ -186,9 +191,7 @@ class RowMatrix(RowIndex[S]):
         if len(rowids) == 0:
             return
         with self._lock:
-            if self._staged is not None:
-                self._snap, self._staged = self._published(self._staged), None
-            s = self._snap
+            s = self._settled()
             hit = positions(s.rowids, s.n, rowids)
             alive = s.alive
             dead = s.dead + int(alive[hit].sum())
