@@ -241,8 +241,8 @@ class EmbeddedChunkIndex:
         with self._sync_lock:
             # Rows staged by a sync that failed after its reads (a COMMIT that raised) belong
             # to no load: the rows are read again below.
-            self.dense.discard()
-            self.postings.discard()
+            self._discard_staged()
+            started = time.perf_counter()
             db.execute("BEGIN")
             try:
                 marks = self._marks(db)
@@ -263,7 +263,6 @@ class EmbeddedChunkIndex:
                                                        len(self.dense))
                         self.dense.reserve(expected)
                         if expected >= LARGE_LOAD_ROWS:
-                            started = time.perf_counter()
                             log.info("chunk index %s: reading ~%d chunk rows from the catalog"
                                      " (sidecar %s)", self.catalog.path, expected,
                                      self.sidecar_status)
@@ -276,16 +275,14 @@ class EmbeddedChunkIndex:
                     (self._tombstone_seq,),
                 ).fetchall()
             except BaseException:
-                self.dense.discard()  # nothing of a failed load becomes visible
-                self.postings.discard()
+                self._discard_staged()  # nothing of a failed load becomes visible
                 raise
             finally:
                 db.execute("COMMIT")
             try:  # the loaded rows become visible at once in each index, or in neither
                 self.postings.publish()  # may rebuild the term-major copy: can run out of memory
             except BaseException:
-                self.postings.discard()
-                self.dense.discard()
+                self._discard_staged()
                 raise
             self.dense.publish()
             if expected >= LARGE_LOAD_ROWS:
@@ -302,6 +299,11 @@ class EmbeddedChunkIndex:
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
         self._maybe_save_sidecar()
+
+    def _discard_staged(self) -> None:
+        """Forget the rows a sync staged in both indexes and did not publish."""
+        self.dense.discard()
+        self.postings.discard()
 
     @staticmethod
     def _expected_rows(db: sqlite3.Connection, ids_to_come: int, loaded: int) -> int:
