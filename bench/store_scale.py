@@ -54,7 +54,7 @@ from backends import (  # noqa: E402
     unit,
 )
 from common import load_beir, log, write_result  # noqa: E402
-from dense_codes import cohort_latency, evict, rss_mb  # noqa: E402
+from dense_codes import cohort_latency, evict, resident_kinds_mb, rss_mb  # noqa: E402
 from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
 from docgraph.model import ChunkDraft  # noqa: E402
 from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
@@ -227,14 +227,6 @@ def recall(catalog: SQLiteCatalog, index: EmbeddedChunkIndex, qvectors: np.ndarr
     return round(hits / (K * len(qvectors)), 4)
 
 
-def status_mb() -> dict[str, float]:
-    fields = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return {k: int(fields[k].split()[0]) / 1024 for k in ("RssAnon", "RssFile")}
-
-
 def write_one_document(catalog: SQLiteCatalog, index: EmbeddedChunkIndex) -> dict[str, Any]:
     """Write one 50-chunk document, follow it, delete it, follow that: seconds and RSS.
 
@@ -253,14 +245,14 @@ def write_one_document(catalog: SQLiteCatalog, index: EmbeddedChunkIndex) -> dic
     t0 = time.perf_counter()
     index.sync()
     added = time.perf_counter() - t0
-    grown = status_mb()
+    anon_after_write, _ = resident_kinds_mb()
     found = index.dense_search(vectors[7], 1, frozenset({"bench"}))
     catalog.delete_document(record)
     t1 = time.perf_counter()
     index.sync()
     removed = time.perf_counter() - t1
     return {"write_sync_s": round(added, 2), "delete_sync_s": round(removed, 2),
-            "rss_anon_after_write_mb": round(grown["RssAnon"]),
+            "rss_anon_after_write_mb": round(anon_after_write),
             "written_chunk_found": bool(found) and found[0].score > 0.99}
 
 
@@ -275,13 +267,13 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
     index = EmbeddedChunkIndex(catalog, DIM, sidecar=True, sidecar_after_rows=10**12)
     opened = time.perf_counter() - t0
     rss, peak = rss_mb()
-    kinds = status_mb()
+    anon_after_open, _ = resident_kinds_mb()
     result: dict[str, Any] = {
         "variant": variant, "loadavg_1": round(os.getloadavg()[0], 2),
         "sidecar_status": index.sidecar_status, "rows_read_at_open": index.rows_read,
         "chunks": len(index), "open_s": round(opened, 2),
         "rss_before_open_mb": round(before), "rss_after_open_mb": round(rss),
-        "rss_anon_after_open_mb": round(kinds["RssAnon"]),
+        "rss_anon_after_open_mb": round(anon_after_open),
         "rss_peak_open_mb": round(peak),
     }
     if variant == "rebuild":  # the first open of a sidecar-less catalog writes it
@@ -299,7 +291,7 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
     side_ns = latency(catalog, index, qtexts[:len(side_qvectors)], side_qvectors,
                       frozenset({"side"}), budget)
     cohort = cohort_latency(catalog, index, qtexts, qvectors, everything, budget)
-    after = status_mb()
+    anon_after_queries, file_after_queries = resident_kinds_mb()
     result.update({
         "hybrid_p50_ms": all_ns["hybrid_p50_ms"], "hybrid_p95_ms": all_ns["hybrid_p95_ms"],
         "dense_lane_p50_ms": all_ns["dense_lane_p50_ms"],
@@ -307,8 +299,8 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
         "side_hybrid_p50_ms": side_ns["hybrid_p50_ms"],
         "side_hybrid_p95_ms": side_ns["hybrid_p95_ms"],
         "queries": all_ns["queries"],
-        "anon_growth_during_queries_mb": round(after["RssAnon"] - kinds["RssAnon"]),
-        "file_backed_after_queries_mb": round(after["RssFile"]),
+        "anon_growth_during_queries_mb": round(anon_after_queries - anon_after_open),
+        "file_backed_after_queries_mb": round(file_after_queries),
         "dense_recall@10_all": recall(catalog, index, qvectors[:recall_queries],
                                       truth["truth_all"][:recall_queries], everything),
         "dense_recall@10_side": recall(catalog, index, side_qvectors[:recall_queries],
