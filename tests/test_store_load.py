@@ -24,15 +24,11 @@ from docgraph.store.quantized import QuantizedDenseMatrix
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite import index as index_module
 from tests.test_store import _write
+from tests.test_store_sidecar import DIM, _unit
+from tests.test_store_sidecar import _answers as answers
 
-DIM = 16
 DOCS = 40
 CHUNKS = 50  # 2,000 rows: beyond the arrays' initial capacity of 1,024
-
-
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    m = rng.standard_normal((n, DIM)).astype(np.float32)
-    return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
 def _catalog(path: Path, docs: int = DOCS, first: int = 0, seed: int = 0) -> SQLiteCatalog:
@@ -48,16 +44,7 @@ def _catalog(path: Path, docs: int = DOCS, first: int = 0, seed: int = 0) -> SQL
 
 
 def _answers(index: EmbeddedChunkIndex) -> list[object]:
-    rng = np.random.default_rng(3)
-    out: list[object] = [len(index)]
-    for ns in ({"a"}, {"b"}, {"a", "b"}):
-        names = frozenset(ns)
-        for q in _unit(rng, 4):
-            out.append([(r.rowid, round(r.score, 5)) for r in index.dense_search(q, 10, names)])
-        for text in ("word3 common", "doc7 part4", "w13 w50"):
-            out.append([(r.rowid, round(r.score, 5))
-                        for r in index.lexical_search(text, 10, names)])
-    return out
+    return answers(index, seed=3, texts=("word3 common", "doc7 part4", "w13 w50"), k=10)
 
 
 def _open(path: Path, exact: bool = False) -> EmbeddedChunkIndex:

@@ -52,17 +52,19 @@ def _saved(path: Path) -> None:
     catalog.close()
 
 
-def _answers(index: EmbeddedChunkIndex, seed: int = 9) -> list[object]:
-    """Dense and BM25 results over both namespaces and each one alone."""
+def _answers(index: EmbeddedChunkIndex, seed: int = 9,
+             texts: tuple[str, ...] = ("word3 common", "doc1 part4", "replaced"),
+             k: int = 8) -> list[object]:
+    """Dense and BM25 results (``k`` deep) over both namespaces and each one alone."""
     rng = np.random.default_rng(seed)
     out: list[object] = [len(index)]
     for ns in ({"a"}, {"b"}, {"a", "b"}):
         names = frozenset(ns)
         for q in _unit(rng, 3):
-            out.append([(r.rowid, round(r.score, 5)) for r in index.dense_search(q, 8, names)])
-        for text in ("word3 common", "doc1 part4", "replaced"):
+            out.append([(r.rowid, round(r.score, 5)) for r in index.dense_search(q, k, names)])
+        for text in texts:
             out.append([(r.rowid, round(r.score, 5))
-                        for r in index.lexical_search(text, 8, names)])
+                        for r in index.lexical_search(text, k, names)])
     return out
 
 
