@@ -72,18 +72,32 @@ _CACHE_LIMIT = 500_000
 
 
 def _stem_words(words: list[str]) -> list[str]:
+    """The Porter stems of ``words``, in order. The process-wide cache is only a cache: the
+    answer is built from this call's own lookups, so a clear of the cache (when it outgrows
+    its limit here, or in another thread between two steps) never loses a word of this call."""
     stems = _STEMS
-    missing = [w for w in words if w not in stems]
-    if missing:
-        stemmer: Stemmer.Stemmer | None = getattr(_stemmers, "porter", None)
-        if stemmer is None:  # PyStemmer objects are not thread-safe: one per thread
-            stemmer = Stemmer.Stemmer("porter")
-            _stemmers.porter = stemmer
-        if len(stems) > _CACHE_LIMIT:
-            stems.clear()
-        unique = list(dict.fromkeys(missing))
-        stems.update(zip(unique, stemmer.stemWords(unique), strict=True))
-    return [stems[w] for w in words]
+    try:
+        return [stems[w] for w in words]
+    except KeyError:
+        pass
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for w in dict.fromkeys(words):
+        stem = stems.get(w)
+        if stem is None:
+            missing.append(w)
+        else:
+            found[w] = stem
+    stemmer: Stemmer.Stemmer | None = getattr(_stemmers, "porter", None)
+    if stemmer is None:  # PyStemmer objects are not thread-safe: one per thread
+        stemmer = Stemmer.Stemmer("porter")
+        _stemmers.porter = stemmer
+    new = dict(zip(missing, stemmer.stemWords(missing), strict=True))
+    found.update(new)
+    if len(stems) + len(new) > _CACHE_LIMIT:
+        stems.clear()
+    stems.update(new)
+    return [found[w] for w in words]
 
 
 def _fold_token(token: str) -> str:
