@@ -9,10 +9,12 @@ embedder and the SQLite writer stay in the pipeline's process.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 
 from docgraph.config import LoaderSettings
+from docgraph.errors import ExtractionError
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.boilerplate import line_fingerprint
 from docgraph.ingest.chunk import TokenCounter, chunk_document
@@ -22,6 +24,7 @@ from docgraph.model import BlockKind, ChunkDraft, EntityLink, ExtractedDocument
 from docgraph.store.lexical import CountedTerms, count_terms
 
 _LINE_KINDS = (BlockKind.PARAGRAPH, BlockKind.LIST_ITEM)
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,20 @@ def prepare_bytes(spec: PrepareSpec, data: bytes, path: str) -> PreparedDocument
     raises :class:`docgraph.errors.ExtractionError` naming the file when it cannot be read
     or is too large."""
     t0 = time.perf_counter()
-    document = extract(data, path, ExtractLimits.from_loader(spec.loader))
-    extracted = time.perf_counter() - t0
-    prepared = prepare_document(spec, document)
+    try:
+        document = extract(data, path, ExtractLimits.from_loader(spec.loader))
+        extracted = time.perf_counter() - t0
+        prepared = prepare_document(spec, document)
+    except ExtractionError:
+        raise
+    except Exception as exc:
+        # A defect met on one file's content (a parser's or our own) costs that file, not
+        # the build: before, it aborted every run at the same file and nothing after it in
+        # the folder was ever indexed. The traceback goes to the log for the bug report.
+        _log.exception("unexpected error preparing %s", path)
+        raise ExtractionError(
+            f"{path}: unexpected error while reading it ({type(exc).__name__}: {exc}); "
+            "the file is skipped, the rest of the build goes on"
+        ) from exc
     prepared.seconds["extract"] = extracted
     return prepared
