@@ -40,7 +40,7 @@ def test_a_clear_in_another_thread_never_breaks_a_lookup(monkeypatch):
                 text = f"shared words {_vocabulary(prefix + str(round_ % 7), 25)}"
                 terms, _ = index_terms(text)
                 assert terms[:2] == ["share", "word"]
-        except BaseException as exc:  # noqa: BLE001  (reported below)
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(p,)) for p in ("x", "y", "z")]
