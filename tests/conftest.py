@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,12 +20,14 @@ from tests.pg import pgvector_server  # noqa: F401
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "examples" / "corpus"
 
+# Read once, before any test runs: ``_isolated_config`` removes every DOCGRAPH_* variable while
+# a test runs, and a skip raised in the test's body or a function fixture is reported then.
+REQUIRE_SERVICES = os.environ.get("DOCGRAPH_REQUIRE_SERVICES") == "1"
+
 
 @pytest.fixture(autouse=True)
 def _isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test reads a docgraph.toml or DOCGRAPH_* variable from the developer's machine."""
-    import os
-
     for key in list(os.environ):
         if key.startswith("DOCGRAPH_"):
             monkeypatch.delenv(key)
@@ -56,11 +59,9 @@ def make_graph(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[Callable[
 def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
     """With DOCGRAPH_REQUIRE_SERVICES=1 (set by .ci/run) a skipped test fails: CI installs every
     server the tests need, so a skip there means a missing install step, not an option."""
-    import os
-
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("DOCGRAPH_REQUIRE_SERVICES") == "1":
+    if report.skipped and REQUIRE_SERVICES:
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped under DOCGRAPH_REQUIRE_SERVICES=1: {reason}"

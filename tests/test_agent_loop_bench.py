@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import REPO, SAMPLE_CORPUS
 from tests.example_queries import example_questions
 from tests.helpers import write_files
+from tests.programs import needs_ocr_for
 
 sys.path.insert(0, str(REPO / "bench"))
 import agent_loop
@@ -27,6 +28,7 @@ def test_every_example_question_is_answered_by_its_gold_files_read_whole(make_gr
     name = agent_loop.source_name(tools)
     questions = example_questions()
     assert len(questions) == 17 and [len(q.hops) for q in questions].count(2) == 2
+    questions = [q for q in questions if not needs_ocr_for(q.sources)]  # the scan's, without OCR
     texts = {p: agent_loop.read_whole(tools, f"{name}/{p}")
              for q in questions for p in q.sources}
     for q in questions:

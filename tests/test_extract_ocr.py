@@ -11,9 +11,7 @@ from docgraph.ingest.extract import extract
 from docgraph.ingest.formats import ocr
 from docgraph.ingest.limits import ExtractLimits
 from tests import office_fixtures
-
-needs_ocr = pytest.mark.skipif(ocr.ocr_unavailable() is not None,
-                               reason=f"OCR not installed: {ocr.ocr_unavailable()}")
+from tests.programs import needs_ocr
 
 
 @needs_ocr
