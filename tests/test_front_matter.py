@@ -81,6 +81,13 @@ def test_yaml_and_toml_front_matter_are_title_and_metadata_not_text(make_graph, 
     text = json.dumps([c["text"] for c in chunks])
     assert "npm ci" in text and "description:" not in text and "Clean install" not in text
 
+    read = tools.call("read_document", ALICE, {"id": chunks[-1]["chunk_id"]})
+    assert read["title"] == "npm-ci" and read["metadata"] == npm["metadata"]
+    fetched = tools.call("fetch", ALICE, {"id": chunks[-1]["chunk_id"]})
+    assert fetched["title"] == "npm-ci"
+    assert fetched["metadata"]["document_metadata"] == npm["metadata"]
+    assert "Clean install" not in fetched["text"]
+
     hits = tools.call("search_documents", ALICE, {"query_text": "npm ci automated", "k": 5})
     hit = next(h for h in hits["results"] if h["source"] == "npm-ci.md")
     assert hit["title"] == "npm-ci" and "title:" not in json.dumps(hit)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 from docgraph.errors import InvalidQuery, NotFound
@@ -51,7 +51,8 @@ class ReadPage:
     ``next_start`` / ``previous_start`` are the chunk indexes later and earlier pages start
     at (None at either end); :func:`encode_read_cursor` turns them into cursors.
     ``truncated`` is the index of the page's one chunk when its text was cut to the budget
-    (read it whole with a larger budget), else None."""
+    (read it whole with a larger budget), else None. ``metadata`` is what the document's
+    format said about it (mail headers, a PDF's author, Markdown front matter)."""
 
     namespace: str
     doc_id: str
@@ -66,6 +67,7 @@ class ReadPage:
     next_start: int | None
     previous_start: int | None
     truncated: int | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -205,5 +207,5 @@ def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity
         chunks=tuple(shown), tokens=used,
         next_start=chunks[span[after]].index if after < len(span) else None,
         previous_start=None if previous is None else chunks[previous].index,
-        truncated=truncated,
+        truncated=truncated, metadata=catalog.document_metadata(namespace, doc_id),
     )

@@ -181,6 +181,8 @@ def read_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dict
         "previous_cursor": (None if page.previous_start is None
                             else encode_read_cursor(page.previous_start)),
     }
+    if page.metadata:
+        out["metadata"] = dict(page.metadata)
     if page.truncated is not None:
         out["truncated"] = TRUNCATED_NOTE
     url = identity.url(page.namespace, page.doc_id, page.path, first_page(page))
@@ -212,6 +214,8 @@ def fetch_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dic
         "chunk_ids": [identity.key(c.namespace, c.chunk_id) for c in page.chunks],
         "tokens": page.tokens,
     }
+    if page.metadata:
+        metadata["document_metadata"] = dict(page.metadata)
     if page.truncated is not None:
         metadata["truncated"] = TRUNCATED_NOTE
     if page.next_start is not None or page.previous_start is not None:
