@@ -114,3 +114,31 @@ def test_runs_without_spaces_are_chunked_within_both_bounds(counter):
     assert "".join(d.text for d in drafts).replace(" ", "").replace("\n", "") == \
         HEX + minified
     assert all(n <= 50 for n in count([d.text for d in drafts]))
+
+
+def test_search_hits_never_exceed_the_chunk_bound_of_the_settings(make_graph, tmp_path):
+    """A chunk stored larger than ``chunk_tokens`` now allows (built with a larger setting,
+    or before chunks were bounded in characters) is cut in search_documents and CLI
+    ``search --json`` to what the setting allows, marked as cut; a read shows all of it."""
+    sentences = " ".join(f"Step {i} of the Tern T3 service manual checks bolt {i} and logs "
+                         f"code M-{i}." for i in range(300))  # ~21,000 characters, one chunk
+    folder = write_files(tmp_path / "manuals", {"t3.md": f"# Manual\n\n{sentences}\n"})
+    config = tmp_path / "docgraph.toml"
+    lines = f'[store]\npath = "{tmp_path / "index.db"}"\n[embed]\nmodel = "hashing"\n'
+    config.write_text(lines + "[loader]\nchunk_tokens = 8192\n", encoding="utf-8")
+    _cli(config, "index", str(folder))
+    config.write_text(lines + f"[loader]\nchunk_tokens = {CHUNK_TOKENS}\n", encoding="utf-8")
+
+    (hit,) = json.loads(_cli(config, "search", "--json", "-k", "1", "Tern T3 bolt").stdout)
+    assert len(hit["text"]) <= char_limit(CHUNK_TOKENS) and hit["truncated"] is True
+    assert hit["text"].endswith(TRUNCATION_MARK) and sentences.startswith(
+        hit["text"].removesuffix(TRUNCATION_MARK))
+
+    graph = make_graph("index.db", loader={"chunk_tokens": CHUNK_TOKENS})
+    tools = make_tools(graph)
+    found = tools.call("search_documents", Caller("root"), {"query_text": "Tern T3 bolt"})
+    assert found["results"] and all(len(h["text"]) <= char_limit(CHUNK_TOKENS)
+                                    and h["truncated"] for h in found["results"])
+    whole = tools.call("read_document", Caller("root"), {"id": found["results"][0]["chunk_id"],
+                                                         "token_budget": 16000})
+    assert whole["chunks"][0]["text"] == sentences

@@ -35,6 +35,14 @@ def cost(tokens: int, chars: int) -> int:
     return max(tokens, -(-chars // CHARS_PER_TOKEN))
 
 
+def clip(text: str, max_chars: int) -> tuple[str, bool]:
+    """``text`` within ``max_chars`` characters: unchanged, or its start ending in
+    :data:`TRUNCATION_MARK`; and whether it was cut."""
+    if len(text) <= max_chars:
+        return text, False
+    return text[:max(0, max_chars - len(TRUNCATION_MARK))].rstrip() + TRUNCATION_MARK, True
+
+
 def split_run(run: str, max_tokens: int, count: TokenCounter) -> list[tuple[str, int]]:
     """Cut ``run`` (text without whitespace) into consecutive slices of at most
     ``char_limit(max_tokens)`` characters and ``max_tokens`` tokens, with their token counts.
