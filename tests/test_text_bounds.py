@@ -82,7 +82,8 @@ def test_a_read_cuts_a_chunk_larger_than_its_budget(make_graph, tmp_path):
     sentences = " ".join(f"Step {i} of the Tern T3 service manual checks bolt {i} and logs "
                          f"code M-{i}." for i in range(300))  # 4,800 tokens, one paragraph
     graph = make_graph(loader={"chunk_tokens": 8192})
-    graph.index(write_files(tmp_path / "manuals", {"t3.md": f"# Manual\n\n{sentences}\n"}),
+    graph.index(write_files(tmp_path / "manuals", {"t3.md": f"# Manual\n\n{sentences}\n",
+                                                   "dump.md": _dump_markdown()}),
                 namespace="engineering")
     tools = make_tools(graph)
     alice = Caller("alice")
@@ -99,6 +100,13 @@ def test_a_read_cuts_a_chunk_larger_than_its_budget(make_graph, tmp_path):
     whole = tools.call("read_document", alice, {"id": "manuals/t3.md#chunk-0",
                                                 "token_budget": 16000})
     assert whole["chunks"][0]["text"] == sentences and "truncated" not in whole
+
+    # a chunk of one 81,920-character run (chunk_tokens 8192): its first slice, cut inside
+    raw = tools.call("read_document", alice, {"id": "manuals/dump.md#chunk-1",
+                                              "scope": "chunk", "token_budget": 200})
+    (cut,) = raw["chunks"]
+    assert cut["truncated"] and len(cut["text"]) <= char_limit(200) and raw["tokens"] <= 200
+    assert HEX.startswith(cut["text"].removesuffix(TRUNCATION_MARK))
 
 
 @pytest.mark.parametrize("counter", ["hashing", "wordpiece"])

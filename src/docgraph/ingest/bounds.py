@@ -76,14 +76,15 @@ def cut_to_budget(text: str, budget: int, count: TokenCounter) -> tuple[str, int
     (mark_tokens,) = count([TRUNCATION_MARK])
     tokens_left = max(1, budget - mark_tokens)
     chars_left = char_limit(budget) - len(TRUNCATION_MARK)
-    words = [m.group() for m in _WORD.finditer(text)]
+    # only the start can fit: one character past the room, so a word cut there never does
+    words = [m.group() for m in _WORD.finditer(text.lstrip()[:chars_left + 1])]
     kept: list[str] = []
     used = chars = 0
     for word, n in zip(words, count(words), strict=True):
         if used + n > tokens_left or chars + len(word) > chars_left:
             if not kept:  # one word over the budget: its first slice
-                piece, n = split_run(word.rstrip(), min(tokens_left, chars_left
-                                                        // CHARS_PER_TOKEN), count)[0]
+                room = max(1, min(tokens_left, chars_left // CHARS_PER_TOKEN))
+                piece, n = split_run(word.rstrip(), room, count)[0]
                 kept, used = [piece], n
             break
         kept.append(word)
