@@ -150,3 +150,17 @@ def test_search_hits_never_exceed_the_chunk_bound_of_the_settings(make_graph, tm
     whole = tools.call("read_document", Caller("root"), {"id": found["results"][0]["chunk_id"],
                                                          "token_budget": 16000})
     assert whole["chunks"][0]["text"] == sentences
+
+
+def test_document_context_stays_within_its_budget_in_characters(make_graph, tmp_path):
+    """Chunks of a run without spaces count one token each: the context's budget still
+    bounds how much of them it holds."""
+    graph = make_graph()
+    graph.index(write_files(tmp_path / "dumps", {"t3.md": _dump_markdown()}),
+                namespace="engineering")
+    tools = make_tools(graph)
+    context = tools.call("document_context", Caller("alice"),
+                         {"query_text": "Tern T3 boot image raw", "token_budget": 1000})
+    rows = [row for section in context["sections"].values() for row in section]
+    assert context["source_chunks"] and sum(map(len, rows)) <= char_limit(1000)
+    assert sum(context["tokens_used"].values()) <= 1000
