@@ -48,7 +48,8 @@ class ExtractedDocument:
     """The text of one file as an ordered list of blocks, with its title.
 
     ``metadata`` holds what the format says about the document besides its text (an
-    e-mail's from, to, date, subject and message id; a PDF's author), as plain strings.
+    e-mail's from, to, date, subject and message id; a PDF's author; a Markdown file's front
+    matter), as plain strings.
     ``attachments`` are documents of their own carried inside this one (a mail's
     attachments): the pipeline indexes each as ``<this path>/<name>``.
     """

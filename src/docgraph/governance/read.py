@@ -7,6 +7,13 @@ An id is an evidence key (``docId#chunk-N``) or a document id, in the agent-visi
 existed, its namespace is outside the caller's set, its row fails the re-check, the chunk
 index is out of range), the answer is one :class:`~docgraph.errors.NotFound` with the same
 message, so a caller learns nothing about what exists beyond its reach.
+
+The budget is a hard bound on what a page returns: a chunk costs its tokens, or more when
+it is longer in characters than those tokens allow (:func:`~docgraph.ingest.bounds.cost`:
+WordPiece counts a long run without spaces as one token), and a chunk that alone costs more
+than the budget (chunks of an index built with a larger ``chunk_tokens``, or before chunks
+were bounded in characters) is cut to it, ending in a truncation mark
+(:attr:`ReadPage.truncated`).
 """
 
 from __future__ import annotations
@@ -14,11 +21,12 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 from docgraph.errors import InvalidQuery, NotFound
 from docgraph.governance.visibility import Visibility
+from docgraph.ingest.bounds import cost, cut_to_budget
 from docgraph.model import StoredChunk
 from docgraph.sources.naming import PublicIdentity, split_key
 from docgraph.store.base import StoreCatalog
@@ -41,7 +49,10 @@ class ReadPage:
     covers (``span`` chunk indexes: the chunk, its section or the whole document).
 
     ``next_start`` / ``previous_start`` are the chunk indexes later and earlier pages start
-    at (None at either end); :func:`encode_read_cursor` turns them into cursors."""
+    at (None at either end); :func:`encode_read_cursor` turns them into cursors.
+    ``truncated`` is the index of the page's one chunk when its text was cut to the budget
+    (read it whole with a larger budget), else None. ``metadata`` is what the document's
+    format said about it (mail headers, a PDF's author, Markdown front matter)."""
 
     namespace: str
     doc_id: str
@@ -55,6 +66,8 @@ class ReadPage:
     tokens: int
     next_start: int | None
     previous_start: int | None
+    truncated: int | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -100,7 +113,8 @@ def _span(chunks: Sequence[StoredChunk], target: int | None, scope: ReadScope) -
 
 def _page(costs: Mapping[int, int], span: Sequence[int], start: int | None, target: int | None,
           budget: int) -> tuple[list[int], int]:
-    """The positions of one page within ``budget`` tokens (always at least one chunk).
+    """The positions of one page within ``budget`` (always at least one chunk, which the
+    caller cuts to the budget when it alone costs more).
 
     With a cursor the page runs forward from ``start``; the first page of a chunk or
     section read grows around the target chunk (after, then before, in turn), so the
@@ -174,8 +188,15 @@ def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity
             raise InvalidQuery("cursor: not a cursor returned by a read of this id")
         start = positions[start]
     # only the span is counted: a section read of a long document tokenizes one section
-    costs = dict(zip(span, count_tokens([chunks[p].text for p in span]), strict=True))
+    costs = {p: cost(n, len(chunks[p].text)) for p, n
+             in zip(span, count_tokens([chunks[p].text for p in span]), strict=True)}
     chosen, used = _page(costs, span, start, target, token_budget)
+    shown = [chunks[p] for p in chosen]
+    truncated = None
+    if used > token_budget:  # one chunk over the whole budget: its start, marked as cut
+        text, used = cut_to_budget(shown[0].text, token_budget, count_tokens)
+        shown = [replace(shown[0], text=text)]
+        truncated = shown[0].index
     after = span.index(chosen[-1]) + 1
     previous = _previous_start(costs, span, chosen[0], token_budget)
     section = chunks[target].section_path if target is not None else ()
@@ -183,7 +204,8 @@ def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity
         namespace=namespace, doc_id=doc_id, title=chunks[0].title, path=chunks[0].source_path,
         scope=effective, target_index=chunk_index, section_path=section,
         span=tuple(chunks[p].index for p in span),
-        chunks=tuple(chunks[p] for p in chosen), tokens=used,
+        chunks=tuple(shown), tokens=used,
         next_start=chunks[span[after]].index if after < len(span) else None,
         previous_start=None if previous is None else chunks[previous].index,
+        truncated=truncated, metadata=catalog.document_metadata(namespace, doc_id),
     )

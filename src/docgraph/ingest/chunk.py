@@ -5,22 +5,26 @@ Rules, in order of strength:
 2. Otherwise a chunk ends between blocks (paragraph, list item, table row, code block)
    when the next block would push it past ``max_tokens``.
 3. A block longer than ``max_tokens`` is split between sentences; only a single sentence
-   longer than the limit is split inside, between words.
-Sizes are counted in the embedding model's own tokens. Every chunk knows its section path,
-previous, next and parent chunk (the first chunk of its section, or for a section's first
-chunk, the first chunk of the nearest enclosing section), the first and last page of its
-blocks when the format has pages, and whether any of its blocks was OCR'd.
+   longer than the limit is split inside, between words, and only a single word longer
+   than the limit inside the word (:func:`~docgraph.ingest.bounds.split_run`).
+Sizes are counted in the embedding model's own tokens, and no chunk has more than
+``char_limit(max_tokens)`` characters either: WordPiece counts any word over 100 characters
+as one token, so a token limit alone let a 2 MB run without spaces become one chunk.
+Every chunk knows its section path, previous, next and parent chunk (the first chunk of its
+section, or for a section's first chunk, the first chunk of the nearest enclosing section),
+the first and last page of its blocks when the format has pages, and whether any of its
+blocks was OCR'd.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from docgraph.ingest.bounds import TokenCounter, char_limit, split_run
 from docgraph.model import Block, BlockKind, ChunkDraft, ExtractedDocument
 
-TokenCounter = Callable[[Sequence[str]], list[int]]
+__all__ = ["TokenCounter", "chunk_document", "split_sentences"]
 
 # A sentence ends after its terminal punctuation *and* any closing quotes/brackets; the match
 # covers them so they stay with the sentence they close (re.split would drop them).
@@ -66,20 +70,25 @@ class _Packed:
 
 
 class _Packer:
-    """Greedy packing of pieces into chunks of at most ``max_tokens``."""
+    """Greedy packing of pieces into chunks of at most ``max_tokens`` tokens and
+    ``char_limit(max_tokens)`` characters."""
 
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
+        self.max_chars = char_limit(max_tokens)
         self.done: list[_Packed] = []
         self.parts: list[str] = []
         self.tokens = 0
+        self.chars = 0
         self.pages: tuple[int, int] | None = None
         self.ocr = False
 
     def add(self, piece: _Piece, separator: str, page: int | None = None,
             ocr: bool = False) -> None:
-        if self.parts and self.tokens + piece.tokens > self.max_tokens:
+        if self.parts and (self.tokens + piece.tokens > self.max_tokens
+                           or self.chars + len(separator) + len(piece.text) > self.max_chars):
             self.flush(separator)
+        self.chars += len(piece.text) + (len(separator) if self.parts else 0)
         self.parts.append(piece.text)
         self.tokens += piece.tokens
         if page is not None:
@@ -91,19 +100,30 @@ class _Packer:
         if self.parts:
             self.done.append(_Packed(separator.join(self.parts), self.tokens, self.pages,
                                      self.ocr))
-        self.parts, self.tokens, self.pages, self.ocr = [], 0, None, False
+        self.parts, self.tokens, self.chars, self.pages, self.ocr = [], 0, 0, None, False
+
+
+def _too_long(text: str, tokens: int, max_tokens: int) -> bool:
+    return tokens > max_tokens or len(text) > char_limit(max_tokens)
 
 
 def _split_long_sentence(sentence: str, max_tokens: int, count: TokenCounter) -> list[_Piece]:
+    """Words packed up to the limits; a word over them alone is cut into slices."""
     words = sentence.split()
     counts = count(words)
+    max_chars = char_limit(max_tokens)
     pieces: list[_Piece] = []
     current: list[str] = []
-    total = 0
+    total = chars = 0
     for word, n in zip(words, counts, strict=True):
-        if current and total + n > max_tokens:
+        if current and (total + n > max_tokens or chars + 1 + len(word) > max_chars):
             pieces.append(_Piece(" ".join(current), total))
-            current, total = [], 0
+            current, total, chars = [], 0, 0
+        if _too_long(word, n, max_tokens):
+            pieces.extend(_Piece(text, tokens) for text, tokens
+                          in split_run(word, max_tokens, count))
+            continue
+        chars += len(word) + (1 if current else 0)
         current.append(word)
         total += n
     if current:
@@ -116,7 +136,7 @@ def _split_block(text: str, max_tokens: int, count: TokenCounter) -> list[_Piece
     sentences = split_sentences(text) or [text]
     packer = _Packer(max_tokens)
     for sentence, n in zip(sentences, count(sentences), strict=True):
-        if n > max_tokens:
+        if _too_long(sentence, n, max_tokens):
             for piece in _split_long_sentence(sentence, max_tokens, count):
                 packer.add(piece, " ")
         else:
@@ -128,7 +148,8 @@ def _split_block(text: str, max_tokens: int, count: TokenCounter) -> list[_Piece
 def chunk_document(
     document: ExtractedDocument, count_tokens: TokenCounter, max_tokens: int
 ) -> list[ChunkDraft]:
-    """Cut ``document`` into chunks of at most ``max_tokens`` tokens along its structure."""
+    """Cut ``document`` into chunks of at most ``max_tokens`` tokens (and
+    ``char_limit(max_tokens)`` characters) along its structure."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
     body = [b for b in document.blocks if b.kind is not BlockKind.HEADING]
@@ -153,7 +174,7 @@ def chunk_document(
             continue
         text = _render(block)
         tokens = block_tokens[id(block)]
-        if tokens > max_tokens:
+        if _too_long(text, tokens, max_tokens):
             packer.flush()
             for piece in _split_block(text, max_tokens, count_tokens):
                 packer.add(piece, "\n", block.page, block.ocr)

@@ -18,6 +18,7 @@ import json
 import posixpath
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from docgraph.errors import ExtractionError
@@ -35,6 +36,7 @@ from docgraph.ingest.formats.ocr import IMAGE_MEDIA_TYPES, extract_image, extrac
 from docgraph.ingest.formats.opendoc import extract_epub, extract_odt
 from docgraph.ingest.formats.sheets import extract_ods, extract_xlsx
 from docgraph.ingest.formats.slides import extract_pptx
+from docgraph.ingest.front_matter import FrontMatter, split_front_matter
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
@@ -68,15 +70,35 @@ def _markdown_parser() -> Any:
 def extract_markdown(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocument:
     """Markdown via markdown-it: headings, paragraphs, list items, table rows, code.
 
-    A text of only ATX headings and plain paragraphs (the common case for notes and
-    abstracts) takes an exact fast path instead of the parser (see :func:`_plain_markdown`).
+    YAML (``---``) or TOML (``+++``) front matter is no text: its ``title`` is the title
+    (over a first level-1 heading), its other keys the document's metadata; a block
+    that is not a readable mapping stays in the text as one paragraph
+    (:mod:`docgraph.ingest.front_matter`). A text of only ATX headings and plain
+    paragraphs (the common case for notes and abstracts) takes an exact fast path instead
+    of the parser (see :func:`_plain_markdown`).
     """
     text = _text_of(data, name, limits)
+    front, text = split_front_matter(text)
     plain = _plain_markdown(text)
     if plain is not None:
         blocks, title = plain
-        return ExtractedDocument(title or title_from_name(name), tuple(blocks), "text/markdown")
-    return _parsed_markdown(text, name)
+        document = ExtractedDocument(title or title_from_name(name), tuple(blocks),
+                                     "text/markdown")
+    else:
+        document = _parsed_markdown(text, name)
+    return document if front is None else _with_front_matter(document, front)
+
+
+def _with_front_matter(document: ExtractedDocument, front: FrontMatter) -> ExtractedDocument:
+    """``document`` with what its front matter says: title and metadata, or, for a block
+    that could not be read, its text as a first paragraph."""
+    if front.error is not None:
+        raw = clean(front.raw.strip())
+        blocks = (Block(BlockKind.PARAGRAPH, raw), *document.blocks) if raw else document.blocks
+        return replace(document, blocks=blocks,
+                       metadata={**document.metadata, "front_matter": front.error})
+    title = clean(front.title) if front.title else document.title
+    return replace(document, title=title, metadata={**document.metadata, **front.metadata})
 
 
 # First characters (after up to three spaces) of a line that may open a block other than a

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from docgraph.errors import InvalidQuery
+from docgraph.ingest.bounds import cost
 from docgraph.model import page_label
 from docgraph.retrieve.cohort import CohortSearcher
 from docgraph.retrieve.query_entities import find_query_entities
@@ -45,7 +46,8 @@ def assemble_context(
 
     Each section gets its share of ``token_budget`` (default 10/15/25/50 %); what a section
     leaves unused flows to Source Text. Rows are added whole, in rank order, until the
-    section's budget is spent.
+    section's budget is spent; a row costs its tokens, or a tenth of its characters when
+    that is more, so the budget bounds the characters too.
     """
     allowed = require_namespaces(namespaces)
     if not isinstance(token_budget, int) or not 100 <= token_budget <= MAX_TOKEN_BUDGET:
@@ -104,9 +106,13 @@ def assemble_context(
 
 
 def _fit(rows: list[str], budget: int, count: object) -> tuple[list[str], int]:
+    """The rows that fit in ``budget``, in order, each costing its tokens or, when longer
+    in characters than those allow, more (:func:`~docgraph.ingest.bounds.cost`: a run
+    without spaces counts as one token)."""
     kept: list[str] = []
     used = 0
-    sizes = count(rows) if rows else []  # type: ignore[operator]
+    counted = count(rows) if rows else []  # type: ignore[operator]
+    sizes = [cost(n, len(row)) for row, n in zip(rows, counted, strict=True)]
     for row, size in zip(rows, sizes, strict=True):
         if used + size > budget:
             continue

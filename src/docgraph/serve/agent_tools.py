@@ -47,10 +47,18 @@ def first_page(page: ReadPage) -> int | None:
     return None
 
 
-def _read_chunk(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
+#: What a read or fetch says about a chunk cut to its budget.
+TRUNCATED_NOTE = ("this chunk is longer than token_budget and was cut (its text ends in "
+                  "'[…]'); read its id with a larger token_budget for all of it")
+
+
+def _read_chunk(chunk: StoredChunk, identity: PublicIdentity,
+                truncated: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"chunk_id": identity.key(chunk.namespace, chunk.chunk_id),
                            "index": chunk.index, "section": _section(chunk.section_path),
                            "text": chunk.text}
+    if truncated:
+        out["truncated"] = True
     if chunk.pages is not None:
         out["pages"] = page_list(chunk.pages)
     if chunk.ocr:
@@ -165,7 +173,7 @@ def read_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dict
         "section": _section(page.section_path),
         "namespace": page.namespace,
         "scope": page.scope,
-        "chunks": [_read_chunk(c, identity) for c in page.chunks],
+        "chunks": [_read_chunk(c, identity, c.index == page.truncated) for c in page.chunks],
         "tokens": page.tokens,
         "span": {"first_index": page.span[0], "last_index": page.span[-1],
                  "chunks": len(page.span)},
@@ -173,6 +181,10 @@ def read_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dict
         "previous_cursor": (None if page.previous_start is None
                             else encode_read_cursor(page.previous_start)),
     }
+    if page.metadata:
+        out["metadata"] = dict(page.metadata)
+    if page.truncated is not None:
+        out["truncated"] = TRUNCATED_NOTE
     url = identity.url(page.namespace, page.doc_id, page.path, first_page(page))
     if url is not None:
         out["url"] = url
@@ -202,6 +214,10 @@ def fetch_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dic
         "chunk_ids": [identity.key(c.namespace, c.chunk_id) for c in page.chunks],
         "tokens": page.tokens,
     }
+    if page.metadata:
+        metadata["document_metadata"] = dict(page.metadata)
+    if page.truncated is not None:
+        metadata["truncated"] = TRUNCATED_NOTE
     if page.next_start is not None or page.previous_start is not None:
         metadata["more"] = ("the passage continues: call read_document with this id and "
                             "next_cursor (or previous_cursor)")

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from docgraph.app import DocGraph
 from docgraph.errors import DocgraphError, RefreshBusy
+from docgraph.ingest.bounds import char_limit, clip
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
 
@@ -312,6 +313,9 @@ def search(
         shown = []
         for hit in hits:  # agent-visible ids, as the tools show them
             entry = hit.to_dict()
+            entry["text"], cut = clip(hit.text, char_limit(dg.settings.loader.chunk_tokens))
+            if cut:  # stored before chunks were bounded in characters, or larger
+                entry["truncated"] = True
             entry["chunk_id"] = identity.key(hit.namespace, hit.chunk_id)
             entry["doc_id"] = identity.document(hit.namespace, hit.doc_id)
             url = identity.url(hit.namespace, hit.doc_id, hit.source_path,

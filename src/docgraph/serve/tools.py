@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
 from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
+from docgraph.ingest.bounds import char_limit, clip
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
 from docgraph.serve.agent_tools import (
@@ -280,8 +281,11 @@ def _mention(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
 
 
 def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
-                paths: list[str] | None = None) -> dict[str, Any]:
-    """A search result as agents see it (agent-visible ids; ``url`` when published)."""
+                paths: list[str] | None = None, max_chars: int | None = None
+                ) -> dict[str, Any]:
+    """A search result as agents see it (agent-visible ids; ``url`` when published), its
+    text cut to ``max_chars`` (``"truncated": true``; read its id for all of it)."""
+    text, cut = clip(hit.text, max_chars) if max_chars is not None else (hit.text, False)
     out: dict[str, Any] = {
         "rank": hit.original_rank,
         "chunk_id": identity.key(hit.namespace, hit.chunk_id),
@@ -294,8 +298,10 @@ def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
         "score_label": hit.score_label,
         "lane": hit.lanes[0] if hit.lanes else "seed",
         "lanes": list(hit.lanes),
-        "text": hit.text,
+        "text": text,
     }
+    if cut:
+        out["truncated"] = True
     if hit.pages is not None:
         out["pages"] = page_list(hit.pages)
     if hit.ocr:
@@ -357,13 +363,20 @@ class DocgraphTools:
                                "names or try search_documents with a larger k")
         return payload
 
+    def _hit_chars(self) -> int:
+        """The most characters of a hit's text shown: what a chunk built with the current
+        ``loader.chunk_tokens`` may have (longer ones were stored before chunks were bounded
+        in characters, or with a larger setting)."""
+        return char_limit(self.graph.settings.loader.chunk_tokens)
+
     def search_documents(self, caller: Caller, args: SearchDocumentsArgs) -> dict[str, Any]:
         """Ranked chunks with their provenance lane."""
         result = self.governance.retrieve(caller, args.query_text, k=args.k, mode=args.mode)
         out: dict[str, Any] = {
             "query_text": args.query_text, "mode": args.mode, "k": args.k,
             "count": len(result.hits),
-            "results": [hit_to_dict(h, self.governance.identity()) for h in result.hits],
+            "results": [hit_to_dict(h, self.governance.identity(), max_chars=self._hit_chars())
+                        for h in result.hits],
         }
         if not result.hits:
             out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
@@ -404,8 +417,8 @@ class DocgraphTools:
             "query_entities": list(trace.query_entities_found) if trace else [],
             "unmatched_entities": list(trace.query_entities_missing) if trace else [],
             "count": len(result.hits),
-            "results": [hit_to_dict(h, identity, result.paths.get(h.chunk_id, []))
-                        for h in result.hits],
+            "results": [hit_to_dict(h, identity, result.paths.get(h.chunk_id, []),
+                                    self._hit_chars()) for h in result.hits],
         }
         if trace is not None and not trace.query_entities_found:
             out["note"] = ("no known entity was recognised in query_text: name entities "

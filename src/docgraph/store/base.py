@@ -266,6 +266,11 @@ class StoreCatalog(Catalog, Protocol):
         governed row re-check asks about."""
         ...
 
+    def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:
+        """What the format said about one document (:attr:`DocumentRecord.metadata`; empty
+        when nothing, or no such document): what a governed read shows with its chunks."""
+        ...
+
     def close(self) -> None:
         """Release connections."""
         ...

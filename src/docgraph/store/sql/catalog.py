@@ -292,6 +292,16 @@ class SqlCatalogRecords:
                 out[str(row[0])] = RowOrigin(*(str(v) for v in row[1:6]))
         return out
 
+    def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:
+        """What the format said about one document (empty when nothing, or no such
+        document in ``namespace``)."""
+        row = self._run(
+            "SELECT d.metadata FROM documents d JOIN namespaces n ON n.id = d.namespace_id"
+            " WHERE n.name = ? AND d.doc_id = ?", [namespace, doc_id]).fetchone()
+        if row is None or row[0] is None:
+            return {}
+        return {str(k): str(v) for k, v in dict(self.dialect.json_value(row[0])).items()}
+
     # -- failures ------------------------------------------------------------
 
     def document_chunks(self, doc_ids: Iterable[str], namespaces: Iterable[str]
