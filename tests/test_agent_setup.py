@@ -1,0 +1,87 @@
+"""Agent setup that starts: README's "Connect your agent" followed literally, with and
+without ``[governance]``; every snippet is launched the way a host launches it (the exact
+command and args `docgraph mcp-config` printed, the host's own environment, another working
+directory) and driven with the MCP SDK's stdio client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from typer.testing import CliRunner, Result
+
+from docgraph.config import load_settings
+from docgraph.serve.cli import app
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")  # the host imports this checkout
+
+
+def _cli(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def _text(output: str) -> str:
+    """Output with rich's line wrapping undone (one space for every run of whitespace)."""
+    return " ".join(output.split())
+
+
+def _entry(config: dict[str, Any]) -> dict[str, Any]:
+    servers = config.get("mcpServers") or config["servers"]
+    entry: dict[str, Any] = servers["docgraph"]
+    return entry
+
+
+def _launch(entry: dict[str, Any], cwd: Path, calls: list[tuple[str, dict[str, Any]]],
+            errlog: Path) -> dict[str, Any]:
+    """Start ``entry`` as a host does (its command and args, the host's environment: the
+    SDK's default one plus what imports this checkout, in ``cwd``) and make ``calls``."""
+    params = StdioServerParameters(command=entry["command"], args=entry["args"],
+                                   env={**entry.get("env", {}), "PYTHONPATH": SRC},
+                                   cwd=str(cwd))
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        with anyio.fail_after(120), errlog.open("w", encoding="utf-8") as log:
+            async with Client(stdio_client(params, errlog=log)) as client:
+                seen["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+                seen["results"] = [await client.call_tool(name, args) for name, args in calls]
+
+    anyio.run(main)
+    return seen
+
+
+def _elsewhere(tmp_path: Path) -> Path:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cwd(
+        tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    config = folder / "docgraph.toml"
+    config.write_text(
+        '[store]\npath = "data/index.db"\nmilvus_uri = "chunks.milvus.db"\n'
+        '[graph.vocabulary_files]\nproduct = "terms/products.txt"\n'
+        '[sources]\nsecrets_file = "secrets.toml"\n'
+        '[governance]\npolicy_file = "policy.yaml"\n'
+        '[serve]\ntokens_file = "tokens.toml"\n', encoding="utf-8")
+    monkeypatch.chdir(_elsewhere(tmp_path))
+    settings = load_settings(config)
+    assert settings.store.path == folder / "data" / "index.db"
+    assert settings.store.milvus_uri == str(folder / "chunks.milvus.db")
+    assert settings.graph.vocabulary_files == {"product": folder / "terms" / "products.txt"}
+    assert settings.sources.secrets_file == folder / "secrets.toml"
+    assert settings.governance.policy_file == folder / "policy.yaml"
+    assert settings.serve.tokens_file == folder / "tokens.toml"
+    # the same setting from the environment, or a default, stays relative to the cwd
+    monkeypatch.setenv("DOCGRAPH_GOVERNANCE__POLICY_FILE", "policy.yaml")
+    assert load_settings(config).governance.policy_file == Path("policy.yaml")
+    assert load_settings().store.path == Path(".docgraph/index.db")
+    # a server URI is no file
+    config.write_text('[store]\nmilvus_uri = "http://milvus:19530"\n', encoding="utf-8")
+    assert load_settings(config).store.milvus_uri == "http://milvus:19530"
