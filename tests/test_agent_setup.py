@@ -5,16 +5,20 @@ directory) and driven with the MCP SDK's stdio client."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from typer.testing import CliRunner, Result
 
 from docgraph.config import load_settings
 from docgraph.serve.cli import app
+from tests.helpers import write_files
+from tests.test_mcp_tools import error_text
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")  # the host imports this checkout
 
@@ -59,6 +63,26 @@ def _elsewhere(tmp_path: Path) -> Path:
     return folder
 
 
+POLICY = "assignments:\n  - {user: ann, role: reader, domain: notes}\n"
+
+
+@pytest.fixture
+def governed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A governed project whose settings file names every file absolutely (so what is
+    tested does not hang on relative paths), indexed; returns the settings file."""
+    project = tmp_path / "governed"
+    write_files(project, {"notes/a.md": "# A\n\nThe Tern T3 fixes E-417.\n",
+                          "policy.yaml": POLICY})
+    config = project / "docgraph.toml"
+    config.write_text(f'[store]\npath = "{project / "index.db"}"\n[embed]\nmodel = "hashing"\n'
+                      f'[governance]\npolicy_file = "{project / "policy.yaml"}"\n',
+                      encoding="utf-8")
+    monkeypatch.chdir(project)
+    done = _cli("--config", str(config), "index", str(project / "notes"), "-n", "notes")
+    assert done.exit_code == 0, done.output
+    return config
+
+
 def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cwd(
         tmp_path, monkeypatch):
     folder = tmp_path / "conf"
@@ -85,3 +109,15 @@ def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cw
     # a server URI is no file
     config.write_text('[store]\nmilvus_uri = "http://milvus:19530"\n', encoding="utf-8")
     assert load_settings(config).store.milvus_uri == "http://milvus:19530"
+
+
+def test_mcp_warns_at_start_up_about_a_caller_without_role_assignments(governed, tmp_path):
+    entry = {"command": sys.executable,
+             "args": ["-m", "docgraph.serve.cli", "--config", str(governed),
+                      "mcp", "--user", "nobody"]}
+    log = tmp_path / "server.log"
+    seen = _launch(entry, _elsewhere(tmp_path), [("search", {"query": "E-417"})], log)
+    assert "access denied" in error_text(seen["results"][0])
+    stderr = _text(log.read_text(encoding="utf-8"))
+    assert "warning: user 'nobody' has no role assignments" in stderr
+    assert str(governed.parent / "policy.yaml") in stderr
