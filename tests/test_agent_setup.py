@@ -5,11 +5,13 @@ directory) and driven with the MCP SDK's stdio client."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -18,7 +20,7 @@ from typer.testing import CliRunner, Result
 from docgraph.config import load_settings
 from docgraph.serve.cli import app
 from tests.helpers import write_files
-from tests.test_mcp_tools import error_text
+from tests.test_mcp_tools import error_text, payload
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")  # the host imports this checkout
 
@@ -61,6 +63,9 @@ def _elsewhere(tmp_path: Path) -> Path:
     folder = tmp_path / "elsewhere"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+QUESTION = "What does error E-417 mean?"
 
 
 POLICY = "assignments:\n  - {user: ann, role: reader, domain: notes}\n"
@@ -121,3 +126,57 @@ def test_mcp_warns_at_start_up_about_a_caller_without_role_assignments(governed,
     stderr = _text(log.read_text(encoding="utf-8"))
     assert "warning: user 'nobody' has no role assignments" in stderr
     assert str(governed.parent / "policy.yaml") in stderr
+
+
+def test_query_and_query_text_are_accepted_for_each_other(governed, tmp_path):
+    done = _cli("--config", str(governed), "--user", "ann", "mcp-config", "vscode")
+    assert done.exit_code == 0, done.output
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("search_documents", {"query": "E-417", "k": 1}),
+        ("lookup_knowledge", {"query_text": "Which firmware fixes E-417?"}),
+        ("search", {"query_text": "E-417"}),
+        ("search_entities", {"query": "E-417"}),
+        ("search_documents", {"q": "E-417"}),
+        ("search_documents", {"query": "E-417", "query_text": "E-417"}),
+        ("lookup_knowledge", {"question": QUESTION, "namespace": "notes"}),
+    ]
+    seen = _launch(_entry(json.loads(done.stdout)), _elsewhere(tmp_path), calls,
+                   tmp_path / "server.log")
+    ok = [payload(r) for r in seen["results"][:4]]
+    assert ok[0]["count"] == 1 and ok[0]["query_text"] == "E-417"
+    assert ok[1]["evidence"] and ok[2]["results"] and ok[3]["entities"]
+    unknown, both, scoped = (error_text(r) for r in seen["results"][4:])
+    assert unknown == ("invalid arguments for search_documents: unexpected argument(s) q; "
+                       "search_documents takes query_text (required), k, mode")
+    assert "query is accepted for query_text, but not together with it" in both
+    assert "lookup_knowledge takes query (required)" in scoped
+    assert "tools take no namespace, domain or role" in scoped
+
+    # the schemas keep one canonical name and stay valid JSON Schema; descriptions tell
+    tools = seen["tools"]
+    for tool in tools.values():
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+    search_documents = tools["search_documents"].input_schema
+    assert set(search_documents["properties"]) == {"query_text", "k", "mode"}
+    assert search_documents["required"] == ["query_text"]
+    assert set(tools["lookup_knowledge"].input_schema["properties"]) == {"query"}
+    assert "query is accepted for query_text" in (tools["search_documents"].description or "")
+    assert "query_text is accepted for query" in (tools["search"].description or "")
+    assert "accepted for" not in (tools["read_document"].description or "")
+
+
+def test_the_json_api_path_accepts_the_alias_and_names_expected_arguments(governed):
+    from docgraph import DocGraph
+    from docgraph.errors import InvalidQuery
+    from docgraph.governance import Caller
+    from docgraph.serve.setup import build_governance
+    from docgraph.serve.tools import DocgraphTools
+
+    ann = Caller("ann")
+    with DocGraph.open(config_file=governed) as graph:
+        tools = DocgraphTools(build_governance(graph))
+        assert tools.call("search_documents", ann, {"query": "E-417", "k": 1})["count"] == 1
+        assert tools.call("search", ann, {"query_text": "E-417"})["results"]
+        with pytest.raises(InvalidQuery, match=r"unexpected argument\(s\) q; search_documents "
+                                               r"takes query_text \(required\), k, mode"):
+            tools.call("search_documents", ann, {"q": "E-417"})
