@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 
 from docgraph.config import load_settings
 from docgraph.serve.cli import app
+from tests.conftest import SAMPLE_CORPUS
 from tests.helpers import write_files
 from tests.test_mcp_tools import error_text, payload
 
@@ -65,10 +66,74 @@ def _elsewhere(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def quickstart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """README's "Connect your agent" in a project folder: `docgraph index examples/corpus
+    --namespace demo`, no [governance]. The folder's docgraph.toml only picks the hashing
+    embedder (no model download); the host's environment has no DOCGRAPH_* variable."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "docgraph.toml").write_text('[embed]\nmodel = "hashing"\n', encoding="utf-8")
+    monkeypatch.delenv("DOCGRAPH_CONFIG")
+    monkeypatch.chdir(project)
+    done = _cli("index", str(SAMPLE_CORPUS), "--namespace", "demo")
+    assert done.exit_code == 0, done.output
+    return project
+
+
 QUESTION = "What does error E-417 mean?"
 
 
+def test_the_readme_snippet_without_governance_serves_the_index_owner(quickstart, tmp_path):
+    # every CLI read command works without governance ...
+    looked_up = _cli("lookup", QUESTION)
+    assert looked_up.exit_code == 0, looked_up.output
+    cli_evidence = json.loads(looked_up.stdout)["evidence"]
+    assert cli_evidence
+
+    # ... and so does the stdio server the snippet starts: no --user, no placeholder
+    done = _cli("mcp-config", "claude-desktop")
+    assert done.exit_code == 0, done.output
+    entry = _entry(json.loads(done.stdout))
+    assert "--user" not in entry["args"] and "USER" not in entry["args"]
+    assert "index owner" in _text(done.stderr)
+    seen = _launch(entry, _elsewhere(tmp_path), [("lookup_knowledge", {"query": QUESTION}),
+                                                 ("index_status", {})],
+                   tmp_path / "server.log")
+    lookup, status = (payload(r) for r in seen["results"])
+    assert lookup["evidence"] == cli_evidence  # the same caller, the same evidence
+    assert [n["namespace"] for n in status["namespaces"]] == ["demo"]
+
+
+def test_the_written_snippet_needs_no_edit(quickstart, tmp_path):
+    target = tmp_path / "claude_desktop_config.json"
+    done = _cli("mcp-config", "claude-desktop", "--write", "--file", str(target))
+    assert done.exit_code == 0, done.output
+    entry = _entry(json.loads(target.read_text(encoding="utf-8")))
+    assert "USER" not in entry["args"]
+    seen = _launch(entry, _elsewhere(tmp_path), [("search", {"query": "E-417"})],
+                   tmp_path / "server.log")
+    assert payload(seen["results"][0])["results"]
+
+
 POLICY = "assignments:\n  - {user: ann, role: reader, domain: notes}\n"
+
+
+@pytest.fixture
+def console_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose settings file names its files relatively (as README's console
+    section writes them: ``policy_file = "policy.yaml"``), indexed from that folder."""
+    project = tmp_path / "project"
+    write_files(project, {"notes/a.md": "# A\n\nThe Tern T3 fixes E-417.\n",
+                          "policy.yaml": POLICY})
+    (project / "docgraph.toml").write_text(
+        '[store]\npath = "data/index.db"\n[embed]\nmodel = "hashing"\n'
+        '[governance]\npolicy_file = "policy.yaml"\n', encoding="utf-8")
+    monkeypatch.chdir(project)
+    done = _cli("--config", "docgraph.toml", "index", "notes", "--namespace", "notes")
+    assert done.exit_code == 0, done.output
+    assert (project / "data" / "index.db").is_file()
+    return project / "docgraph.toml"
 
 
 @pytest.fixture
@@ -86,6 +151,32 @@ def governed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     done = _cli("--config", str(config), "index", str(project / "notes"), "-n", "notes")
     assert done.exit_code == 0, done.output
     return config
+
+
+def test_with_governance_and_no_caller_mcp_config_refuses_naming_both_ways(console_settings,
+                                                                          tmp_path):
+    target = tmp_path / "mcp.json"
+    for extra in ([], ["--write", "--file", str(target)]):
+        done = _cli("--config", str(console_settings), "mcp-config", "claude-code", *extra)
+        assert done.exit_code == 1, done.output
+        assert done.stdout == ""
+        message = _text(done.stderr)
+        assert "docgraph --user NAME mcp-config" in message
+        assert "[serve] stdio_user" in message  # the literal text, not eaten by rich markup
+    assert not target.exists()
+
+
+def test_relative_paths_of_the_settings_file_hold_when_the_host_starts_elsewhere(
+        console_settings, tmp_path):
+    done = _cli("--config", "docgraph.toml", "--user", "ann", "mcp-config", "claude-code")
+    assert done.exit_code == 0, done.output
+    entry = _entry(json.loads(done.stdout))
+    args = entry["args"]
+    assert args[args.index("--config") + 1] == str(console_settings)
+    assert args[args.index("--user") + 1] == "ann"
+    seen = _launch(entry, _elsewhere(tmp_path), [("search", {"query": "E-417"})],
+                   tmp_path / "server.log")
+    assert payload(seen["results"][0])["results"][0]["id"] == "notes/a.md#chunk-0"
 
 
 def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cwd(
@@ -114,6 +205,33 @@ def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cw
     # a server URI is no file
     config.write_text('[store]\nmilvus_uri = "http://milvus:19530"\n', encoding="utf-8")
     assert load_settings(config).store.milvus_uri == "http://milvus:19530"
+
+
+def test_mcp_config_refuses_a_snippet_that_would_not_start(console_settings, tmp_path,
+                                                           monkeypatch):
+    target = tmp_path / "mcp.json"
+
+    def refused(*args: str) -> str:
+        done = _cli(*args, "mcp-config", "cursor", "--write", "--file", str(target))
+        assert done.exit_code == 1, done.output
+        assert not target.exists()
+        return _text(done.stderr)
+
+    missing = tmp_path / "nowhere" / "index.db"
+    assert f"no index at {missing}" in refused("--config", str(console_settings),
+                                               "--user", "ann", "--index", str(missing))
+    assert not missing.exists()  # the check creates no index
+
+    (console_settings.parent / "policy.yaml").unlink()
+    assert "policy.yaml" in refused("--config", str(console_settings), "--user", "ann")
+
+    # governance only in this shell's environment: the host would run ungoverned
+    bare = console_settings.parent / "bare.toml"
+    bare.write_text(f'[store]\npath = "{console_settings.parent / "data" / "index.db"}"\n'
+                    '[embed]\nmodel = "hashing"\n', encoding="utf-8")
+    write_files(tmp_path, {"env-policy.yaml": POLICY})
+    monkeypatch.setenv("DOCGRAPH_GOVERNANCE__POLICY_FILE", str(tmp_path / "env-policy.yaml"))
+    assert "DOCGRAPH_GOVERNANCE__" in refused("--config", str(bare), "--user", "ann")
 
 
 def test_mcp_warns_at_start_up_about_a_caller_without_role_assignments(governed, tmp_path):
