@@ -295,6 +295,6 @@ def test_the_json_api_path_accepts_the_alias_and_names_expected_arguments(govern
         tools = DocgraphTools(build_governance(graph))
         assert tools.call("search_documents", ann, {"query": "E-417", "k": 1})["count"] == 1
         assert tools.call("search", ann, {"query_text": "E-417"})["results"]
-        with pytest.raises(InvalidQuery, match=r"unexpected argument\(s\) q; search_documents "
-                                               r"takes query_text \(required\), k, mode"):
+        with pytest.raises(InvalidQuery, match=r"^q: unexpected argument\(s\); search_documents "
+                                               r"takes query_text \(required\), k, mode$"):
             tools.call("search_documents", ann, {"q": "E-417"})

@@ -343,7 +343,7 @@ class DocgraphTools:
         given = canonical_arguments(spec, arguments or {})
         unknown = unexpected_arguments(spec, given)
         if unknown:
-            raise InvalidQuery(unexpected_arguments_message(spec, unknown))
+            raise InvalidQuery(unexpected_arguments_message(spec, unknown, argument_first=True))
         try:
             args = spec.args.model_validate(given)
         except ValidationError as exc:
@@ -560,11 +560,16 @@ def expected_arguments(spec: ToolSpec) -> str:
     return ", ".join(names) if names else "no arguments"
 
 
-def unexpected_arguments_message(spec: ToolSpec, unknown: list[str]) -> str:
+def unexpected_arguments_message(spec: ToolSpec, unknown: list[str], *,
+                                 argument_first: bool = False) -> str:
     """The refusal of arguments ``unknown``: they, what the tool takes instead, the alias
-    accepted where one applies, and why no scope argument exists."""
-    message = (f"invalid arguments for {spec.name}: unexpected argument(s) "
-               f"{', '.join(unknown)}; {spec.name} takes {expected_arguments(spec)}")
+    accepted where one applies, and why no scope argument exists. MCP's form starts
+    ``invalid arguments for TOOL:``; ``argument_first`` gives the JSON API's
+    ``argument: problem`` form instead."""
+    names = ", ".join(unknown)
+    takes = f"{spec.name} takes {expected_arguments(spec)}"
+    message = (f"{names}: unexpected argument(s); {takes}" if argument_first else
+               f"invalid arguments for {spec.name}: unexpected argument(s) {names}; {takes}")
     fields = spec.args.model_fields
     for name in unknown:
         canonical = ARGUMENT_ALIASES.get(name)
