@@ -155,7 +155,7 @@ def check_stdio_launch(config_file: Path | None, index: Path | None,
                             "shell: the server uses the settings file and defaults instead")
         try:
             graph = DocGraph.open(index_file, config_file=chosen)
-        except DocgraphError as exc:
+        except Exception as exc:  # settings, a database that is no index, a server down
             return LaunchCheck(command, [f"the server cannot open the index: {exc}"], warnings)
         try:
             host = graph.settings
@@ -181,8 +181,9 @@ def check_stdio_launch(config_file: Path | None, index: Path | None,
                            + (f" in role {caller.active_role!r}" if caller.active_role else "")
                            if governance_configured(host.governance) else
                            "the index owner (no [governance]: every namespace and row)")
-        except DocgraphError as exc:
-            problems.append(str(exc))
+        except Exception as exc:  # what would stop the server: named, never a traceback
+            problems.append(str(exc) if isinstance(exc, DocgraphError)
+                            else f"{type(exc).__name__}: {exc}")
         finally:
             graph.close()
     return LaunchCheck(command, problems, warnings, runs_as)

@@ -155,7 +155,7 @@ def caller_warnings(graph: DocGraph, governance: Governance, caller: Caller) -> 
               else f"the table {settings.sql_table} of governance.sql_url")
     try:
         assignments = governance.entitlements.assignments_for(caller.user_id)
-    except DocgraphError as exc:
+    except Exception as exc:  # a SQL table that cannot be read: the calls will fail closed
         return [f"cannot read the role assignments of {caller.user_id!r}: {exc}"]
     if not assignments:
         return [f"user {caller.user_id!r} has no role assignments in {source}: every tool "
