@@ -55,10 +55,16 @@ def mcp_config(
     A stdio snippet is checked first by running the server's start-up as the host will
     (settings file, index, governance, caller); when it would not start, nothing is printed
     or written and the problems are named (exit 1)."""
-    from docgraph.serve.host_config import check_stdio_launch, host_snippet, merge_into
+    from docgraph.serve.host_config import (
+        check_stdio_launch,
+        host_file,
+        host_snippet,
+        merge_into,
+    )
 
-    command = None
+    command, runs_as = None, ""
     if http is None:
+        host_file(host)  # an unknown host is refused before anything is opened
         check = check_stdio_launch(_state.get("config"), _state.get("index"),
                                    _state.get("user"), _state.get("role"))
         for warning in check.warnings:
@@ -69,10 +75,9 @@ def mcp_config(
             err.print(f"the {escape(host)} snippet would not start; nothing "
                       f"{'written' if write else 'printed'}")
             raise typer.Exit(1)
-        command = check.command
+        command, runs_as = check.command, check.runs_as
     snippet = host_snippet(host, name, command=command, http_url=http)
-    note = escape(snippet.note) + (f"; it runs as {escape(check.runs_as)}"
-                                   if http is None and check.runs_as else "")
+    note = escape(snippet.note) + (f"; it runs as {escape(runs_as)}" if runs_as else "")
     if not write:
         sys.stdout.write(json.dumps(snippet.config, indent=2) + "\n")
         err.print(note, soft_wrap=True)
