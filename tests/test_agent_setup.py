@@ -188,7 +188,9 @@ def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cw
         '[store]\npath = "data/index.db"\nmilvus_uri = "chunks.milvus.db"\n'
         '[graph.vocabulary_files]\nproduct = "terms/products.txt"\n'
         '[sources]\nsecrets_file = "secrets.toml"\n'
-        '[governance]\npolicy_file = "policy.yaml"\n'
+        '[governance]\npolicy_file = "policy.yaml"\nsql_url = "sqlite:///rights.db?mode=ro"\n'
+        '[governance.row_source_urls]\ncrm = "sqlite+pysqlite:///crm.db"\n'
+        'erp = "postgresql://db/erp"\nmem = "sqlite:///:memory:"\n'
         '[serve]\ntokens_file = "tokens.toml"\n', encoding="utf-8")
     monkeypatch.chdir(_elsewhere(tmp_path))
     settings = load_settings(config)
@@ -198,6 +200,10 @@ def test_settings_file_paths_resolve_beside_the_file_and_env_paths_beside_the_cw
     assert settings.sources.secrets_file == folder / "secrets.toml"
     assert settings.governance.policy_file == folder / "policy.yaml"
     assert settings.serve.tokens_file == folder / "tokens.toml"
+    assert settings.governance.sql_url == f"sqlite:///{folder / 'rights.db'}?mode=ro"
+    assert settings.governance.row_source_urls == {
+        "crm": f"sqlite+pysqlite:///{folder / 'crm.db'}", "erp": "postgresql://db/erp",
+        "mem": "sqlite:///:memory:"}
     # the same setting from the environment, or a default, stays relative to the cwd
     monkeypatch.setenv("DOCGRAPH_GOVERNANCE__POLICY_FILE", "policy.yaml")
     assert load_settings(config).governance.policy_file == Path("policy.yaml")

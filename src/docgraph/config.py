@@ -391,7 +391,12 @@ PATH_SETTINGS: dict[tuple[str, str], bool] = {
     ("sources", "secrets_file"): False,
     ("governance", "policy_file"): False,
     ("serve", "tokens_file"): False,
+    # SQLAlchemy URLs: only a relative SQLite file (sqlite:///name.db) is a path here
+    ("governance", "sql_url"): False,
+    ("governance", "row_source_urls"): True,
 }
+#: Those of :data:`PATH_SETTINGS` that hold SQLAlchemy URLs rather than paths.
+SQL_URL_SETTINGS = frozenset({("governance", "sql_url"), ("governance", "row_source_urls")})
 
 
 def _beside(base: Path, value: Any, key: tuple[str, str]) -> Any:
@@ -400,10 +405,25 @@ def _beside(base: Path, value: Any, key: tuple[str, str]) -> Any:
     then names) unchanged. ``~`` is expanded first."""
     if not isinstance(value, str) or not value:
         return value
+    if key in SQL_URL_SETTINGS:
+        return _sqlite_url_beside(base, value)
     if key == ("store", "milvus_uri") and not value.endswith(".db"):
         return value  # a server URL (http://, tcp://, unix:), not a file
     path = Path(value).expanduser()
     return str(path if path.is_absolute() else base / path)
+
+
+def _sqlite_url_beside(base: Path, url: str) -> str:
+    """A SQLAlchemy URL of a relative SQLite file (``sqlite:///rights.db``) made absolute
+    against ``base``; every other URL (a server, ``sqlite:////abs.db``, ``:memory:``)
+    unchanged."""
+    scheme, sep, rest = url.partition(":///")
+    if not sep or scheme.split("+", 1)[0] != "sqlite":
+        return url
+    path, mark, query = rest.partition("?")
+    if not path or path == ":memory:" or path.startswith(("/", "file:")):
+        return url
+    return f"{scheme}:///{base / Path(path).expanduser()}{mark}{query}"
 
 
 def resolve_file_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
