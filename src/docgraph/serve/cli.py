@@ -853,17 +853,23 @@ def mcp_stdio(
 ) -> None:
     """Serve MCP over stdin/stdout as the configured caller (for agent hosts that spawn it).
 
-    It never refreshes the index: agent hosts start one per session and end it with the
-    session, so builds belong to a long-running `serve` or `refresh --watch`."""
+    Without [governance] the index owner is the caller and reads everything, as with the
+    read commands; with it the caller is --user or serve.stdio_user, and a caller without
+    role assignments is warned about on stderr at start-up. It never refreshes the index:
+    agent hosts start one per session and end it with the session, so builds belong to a
+    long-running `serve` or `refresh --watch`."""
     import anyio
 
     from docgraph.serve.mcp import run_stdio
-    from docgraph.serve.setup import build_tools, stdio_caller
+    from docgraph.serve.setup import caller_warnings, stdio_governance
+    from docgraph.serve.tools import DocgraphTools
 
     with _open() as dg:
-        caller = stdio_caller(dg.settings.serve, user, role)
-        tools = build_tools(dg)
-        anyio.run(run_stdio, tools, caller)
+        governance, caller = stdio_governance(dg, user or _state.get("user"),
+                                              role or _state.get("role"))
+        for warning in caller_warnings(dg, governance, caller):
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        anyio.run(run_stdio, DocgraphTools(governance), caller)
 
 
 token_app = typer.Typer(help="Bearer tokens of `docgraph serve` (stored as sha256 only).",

@@ -50,23 +50,38 @@ def mcp_config(
                                                              "(default: the host's).")] = None,
 ) -> None:
     """Print (or merge into the host's file with --write) the configuration that connects
-    an agent host to this index: stdio (this executable, --config, --index) or --http."""
-    from docgraph.serve.host_config import host_snippet, merge_into, stdio_command
+    an agent host to this index: stdio (this executable, --config, --index) or --http.
 
-    command = None
+    A stdio snippet is checked first by running the server's start-up as the host will
+    (settings file, index, governance, caller); when it would not start, nothing is printed
+    or written and the problems are named (exit 1)."""
+    from docgraph.serve.host_config import (
+        check_stdio_launch,
+        host_file,
+        host_snippet,
+        merge_into,
+    )
+
+    command, runs_as = None, ""
     if http is None:
-        with _open() as dg:
-            user = _state.get("user")
-            if not (user or dg.settings.serve.stdio_user):
-                err.print("notice: no [serve] stdio_user is set: the snippet runs as "
-                          "--user USER (replace it, or pass docgraph --user NAME mcp-config)")
-                user = "USER"
-            command = stdio_command(dg.settings.store, _state.get("config"), user)
+        host_file(host)  # an unknown host is refused before anything is opened
+        check = check_stdio_launch(_state.get("config"), _state.get("index"),
+                                   _state.get("user"), _state.get("role"))
+        for warning in check.warnings:
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        if check.problems:
+            for problem in check.problems:
+                err.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
+            err.print(f"the {escape(host)} snippet would not start; nothing "
+                      f"{'written' if write else 'printed'}")
+            raise typer.Exit(1)
+        command, runs_as = check.command, check.runs_as
     snippet = host_snippet(host, name, command=command, http_url=http)
+    note = escape(snippet.note) + (f"; it runs as {escape(runs_as)}" if runs_as else "")
     if not write:
         sys.stdout.write(json.dumps(snippet.config, indent=2) + "\n")
-        err.print(escape(snippet.note))
+        err.print(note, soft_wrap=True)
         return
     path = merge_into(snippet, name, file)
     console.print(f"wrote server [bold]{escape(name)}[/] into {escape(str(path))}")
-    err.print(escape(snippet.note))
+    err.print(note, soft_wrap=True)

@@ -16,8 +16,10 @@ Each host keeps its MCP servers in a JSON file of its own shape:
 
 A stdio entry runs this docgraph executable (its absolute path) with the absolute
 ``--config`` and ``--index`` of the current settings, since a host starts it in a
-directory of its own choosing. No token is ever written: HTTP entries name the
-``DOCGRAPH_TOKEN`` environment variable (or VS Code's secret input).
+directory of its own choosing. Before a stdio snippet is printed or written,
+:func:`check_stdio_launch` runs the server's start-up as the host will (no ``DOCGRAPH_*``
+variables, the snippet's files) and names what would stop it. No token is ever written:
+HTTP entries name the ``DOCGRAPH_TOKEN`` environment variable (or VS Code's secret input).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,22 +61,132 @@ def docgraph_executable() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "docgraph.serve.cli"]
 
 
-def stdio_command(store: StoreSettings, config_file: Path | None,
-                  user: str | None = None) -> list[str]:
-    """The full stdio command line: executable, absolute ``--config`` (the one in use:
-    ``--config``, ``DOCGRAPH_CONFIG`` or ``./docgraph.toml``), absolute ``--index`` for the
-    embedded backend, ``mcp`` and ``--user`` when given."""
-    command = docgraph_executable()
+def snippet_config_file(config_file: Path | None) -> Path | None:
+    """The settings file a stdio snippet names (absolute): the one in use (``--config``,
+    ``DOCGRAPH_CONFIG`` or ``./docgraph.toml``) when it exists, else None."""
     chosen = config_file or (Path(os.environ["DOCGRAPH_CONFIG"])
                              if os.environ.get("DOCGRAPH_CONFIG") else Path("docgraph.toml"))
-    if chosen.is_file():
-        command += ["--config", str(chosen.absolute())]
-    if store.backend == "embedded":
-        command += ["--index", str(Path(store.path).expanduser().absolute())]
+    return chosen.absolute() if chosen.is_file() else None
+
+
+def snippet_index(store: StoreSettings) -> Path | None:
+    """The index file a stdio snippet names (absolute) for the embedded backend, else None."""
+    return Path(store.path).expanduser().absolute() if store.backend == "embedded" else None
+
+
+def stdio_command(store: StoreSettings, config_file: Path | None,
+                  user: str | None = None, role: str | None = None) -> list[str]:
+    """The full stdio command line: executable, absolute ``--config`` (the one in use:
+    ``--config``, ``DOCGRAPH_CONFIG`` or ``./docgraph.toml``), absolute ``--index`` for the
+    embedded backend, ``mcp`` and ``--user`` / ``--role`` when given."""
+    command = docgraph_executable()
+    chosen = snippet_config_file(config_file)
+    if chosen is not None:
+        command += ["--config", str(chosen)]
+    index = snippet_index(store)
+    if index is not None:
+        command += ["--index", str(index)]
     command.append("mcp")
     if user:
         command += ["--user", user]
+    if role:
+        command += ["--role", role]
     return command
+
+
+@dataclass(frozen=True)
+class LaunchCheck:
+    """Whether a stdio snippet would start: its ``command``, the ``problems`` that would
+    stop it (or make it serve what it should not) and ``warnings`` about what it will do."""
+
+    command: list[str]
+    problems: list[str]
+    warnings: list[str]
+    runs_as: str = ""
+
+
+@contextmanager
+def _host_environment(absent_config: Path) -> Iterator[list[str]]:
+    """The environment of an agent host for the time of the block: no ``DOCGRAPH_*``
+    variable (hosts start servers with their own environment, not this shell's), and no
+    settings file besides the ``--config`` of the snippet. Yields the names removed."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("DOCGRAPH_")}
+    for key in saved:
+        del os.environ[key]
+    os.environ["DOCGRAPH_CONFIG"] = str(absent_config)
+    try:
+        yield sorted(k for k in saved if k != "DOCGRAPH_CONFIG")
+    finally:
+        os.environ.pop("DOCGRAPH_CONFIG", None)
+        os.environ.update(saved)
+
+
+def check_stdio_launch(config_file: Path | None, index: Path | None,
+                       user: str | None = None, role: str | None = None) -> LaunchCheck:
+    """Run what ``docgraph mcp`` of the stdio snippet will run at start-up, as the host
+    will start it (the snippet's absolute ``--config`` and ``--index``, no ``DOCGRAPH_*``
+    variables): load the settings, open the index, resolve the caller and build the
+    governance. Each step that fails is a problem naming what is missing."""
+    import tempfile
+
+    from docgraph.app import DocGraph
+    from docgraph.config import load_settings
+    from docgraph.errors import DocgraphError
+    from docgraph.serve.setup import caller_warnings, governance_configured, stdio_governance
+
+    try:
+        current = load_settings(config_file)
+    except ConfigError as exc:
+        return LaunchCheck([], [str(exc)], [])
+    if index is not None:
+        current.store.path = Path(index)
+    command = stdio_command(current.store, config_file, user, role)
+    chosen, index_file = snippet_config_file(config_file), snippet_index(current.store)
+    if index_file is not None and not index_file.is_file():
+        return LaunchCheck(command, [f"no index at {index_file}: run `docgraph index FOLDER "
+                                     "--namespace NAME` first (or pass --index)"], [])
+    problems: list[str] = []
+    warnings: list[str] = []
+    runs_as = ""
+    with tempfile.TemporaryDirectory() as scratch, \
+            _host_environment(Path(scratch) / "absent.toml") as dropped:
+        if dropped:
+            warnings.append(f"the host does not pass on {', '.join(dropped)} from this "
+                            "shell: the server uses the settings file and defaults instead")
+        try:
+            graph = DocGraph.open(index_file, config_file=chosen)
+        except Exception as exc:  # settings, a database that is no index, a server down
+            return LaunchCheck(command, [f"the server cannot open the index: {exc}"], warnings)
+        try:
+            host = graph.settings
+            if governance_configured(current.governance) \
+                    and not governance_configured(host.governance):
+                problems.append(
+                    "[governance] comes from DOCGRAPH_GOVERNANCE__* variables of this shell, "
+                    "which the host does not pass on: the server would serve every "
+                    "namespace to the index owner; put [governance] in the settings file "
+                    "(--config)")
+            if not graph.namespaces():
+                problems.append(f"the index {index_file or host.store.url} is empty: run "
+                                "`docgraph index FOLDER --namespace NAME` first")
+            if governance_configured(host.governance) and not (user or host.serve.stdio_user):
+                problems.append(
+                    "[governance] is configured and no caller is known: pass `docgraph "
+                    "--user NAME mcp-config ...` or set [serve] stdio_user in the settings "
+                    "file")
+            else:
+                governance, caller = stdio_governance(graph, user, role)
+                warnings += caller_warnings(graph, governance, caller)
+                runs_as = (f"user {caller.user_id!r}"
+                           + (f" in role {caller.active_role!r}" if caller.active_role else "")
+                           if governance_configured(host.governance) else
+                           "the index owner (no [governance]: every namespace and row)")
+        except Exception as exc:  # what would stop the server: named, never a traceback
+            problems.append(str(exc) if isinstance(exc, DocgraphError)
+                            else f"{type(exc).__name__}: {exc}")
+        finally:
+            graph.close()
+    return LaunchCheck(command, problems, warnings, runs_as)
 
 
 def _config_home() -> Path:
@@ -118,8 +232,7 @@ def host_snippet(host: str, name: str, *, command: list[str] | None = None,
         if host in ("claude-code", "vscode"):
             entry = {"type": "stdio", **entry}
         key = "servers" if host == "vscode" else "mcpServers"
-        note = (f"{path}: restart the host; the server runs as [serve] stdio_user of the "
-                "settings (or the --user in args)")
+        note = f"{path}: restart the host to start the server"
         return HostSnippet(host, {key: {name: entry}}, path, note)
     assert http_url is not None
     if host == "claude-desktop":

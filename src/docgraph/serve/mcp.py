@@ -61,7 +61,10 @@ from docgraph.serve.tools import (
     TokenBudget,
     TopK,
     TraceConnectionsArgs,
+    canonical_arguments,
     format_validation_error,
+    unexpected_arguments,
+    unexpected_arguments_message,
 )
 
 log = logging.getLogger(__name__)
@@ -97,15 +100,15 @@ class DocgraphMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        """Call a tool; invalid arguments become a tool error naming each bad argument."""
+        """Call a tool; an alias of an argument (``query`` for ``query_text`` and back) is
+        renamed first; invalid arguments become a tool error naming each bad argument and
+        what the tool takes."""
         spec = TOOLS.get(name)
-        unknown = sorted(set(arguments) - set(spec.args.model_fields)) if spec else []
-        if unknown:
-            raise ToolError(
-                f"invalid arguments for {name}: unexpected argument(s) {', '.join(unknown)}"
-                " (tools take no namespace, domain or role: your entitlements decide what "
-                "you can see)"
-            )
+        if spec is not None:
+            arguments = canonical_arguments(spec, arguments)
+            unknown = unexpected_arguments(spec, arguments)
+            if unknown:
+                raise ToolError(unexpected_arguments_message(spec, unknown))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -127,6 +127,46 @@ def local_governance(graph: DocGraph, user: str | None = None, role: str | None 
     return governance, caller
 
 
+def stdio_governance(graph: DocGraph, user: str | None = None,
+                     role: str | None = None) -> tuple[Governance, Caller]:
+    """The governed service and caller of ``docgraph mcp`` (stdio): the rule of every local
+    transport, as :func:`local_governance` applies it to the CLI.
+
+    Without ``[governance]`` the index owner is the caller (every namespace and row: whoever
+    can start the server can open the file). With it, the caller is ``user`` (else
+    ``[serve] stdio_user``) and the server refuses to start without one (a
+    :class:`ConfigError` naming both ways to set it); assignments come from the configured
+    source, so a caller without any is denied at every call (:func:`caller_warnings` says
+    so up front)."""
+    if not governance_configured(graph.settings.governance):
+        return local_governance(graph, user, role)
+    caller = stdio_caller(graph.settings.serve, user, role)
+    return build_governance(graph), caller
+
+
+def caller_warnings(graph: DocGraph, governance: Governance, caller: Caller) -> list[str]:
+    """Why ``caller`` will be denied by ``governance`` whatever it asks (no role assignment,
+    none in its active role), as sentences; empty when it may read something or when
+    ``[governance]`` is not configured (the owner reads everything)."""
+    settings = graph.settings.governance
+    if not governance_configured(settings):
+        return []
+    source = (f"governance.policy_file {settings.policy_file}" if settings.policy_file
+              else f"the table {settings.sql_table} of governance.sql_url")
+    try:
+        assignments = governance.entitlements.assignments_for(caller.user_id)
+    except Exception as exc:  # a SQL table that cannot be read: the calls will fail closed
+        return [f"cannot read the role assignments of {caller.user_id!r}: {exc}"]
+    if not assignments:
+        return [f"user {caller.user_id!r} has no role assignments in {source}: every tool "
+                "call will be denied"]
+    if caller.active_role and all(a.role != caller.active_role for a in assignments):
+        held = ", ".join(sorted({a.role for a in assignments}))
+        return [f"user {caller.user_id!r} does not hold role {caller.active_role!r} in "
+                f"{source} (it holds {held}): every tool call will be denied"]
+    return []
+
+
 def build_tools(graph: DocGraph) -> DocgraphTools:
     """The governed operations over ``graph`` as configured in its settings."""
     return DocgraphTools(build_governance(graph))
@@ -139,8 +179,9 @@ def stdio_caller(settings: ServeSettings, user: str | None = None,
     user = user or settings.stdio_user
     role = role or settings.stdio_role
     if not user:
-        raise ConfigError("the stdio MCP server needs a caller: set [serve] stdio_user "
-                          "(and optionally stdio_role) or pass --user")
+        raise ConfigError("[governance] is configured, so the stdio MCP server needs a "
+                          "caller: set [serve] stdio_user (and optionally stdio_role) or "
+                          "pass --user")
     return Caller(user, role)
 
 

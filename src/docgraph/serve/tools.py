@@ -346,8 +346,12 @@ class DocgraphTools:
         spec = TOOLS.get(name)
         if spec is None:
             raise InvalidQuery(f"unknown tool {name!r}; tools are {', '.join(TOOLS)}")
+        given = canonical_arguments(spec, arguments or {})
+        unknown = unexpected_arguments(spec, given)
+        if unknown:
+            raise InvalidQuery(unexpected_arguments_message(spec, unknown, argument_first=True))
         try:
-            args = spec.args.model_validate(dict(arguments or {}))
+            args = spec.args.model_validate(given)
         except ValidationError as exc:
             raise InvalidQuery(format_validation_error(exc)) from exc
         return spec.run(self, caller, args)
@@ -534,10 +538,74 @@ class DocgraphTools:
         return fetch_payload(args.id.strip(), page, self.governance.identity())
 
 
+#: Spellings of an argument accepted for another at call time, where a tool takes the
+#: other one only (``lookup_knowledge`` and ``search`` take ``query``, the other query
+#: tools ``query_text``: an agent that guesses the other spelling is not refused). The
+#: schema names the canonical argument only; the description mentions the alias.
+ARGUMENT_ALIASES: dict[str, str] = {"query": "query_text", "query_text": "query"}
+
+#: Arguments an agent may try that no tool takes, and why.
+SCOPE_ARGUMENTS = frozenset({"namespace", "namespaces", "domain", "domains", "role"})
+
+
+def canonical_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` with each alias (:data:`ARGUMENT_ALIASES`) renamed to the argument the
+    tool takes, where that is unambiguous: the tool does not take the alias itself and the
+    canonical name is not given too (then the alias stays, and is refused as unexpected)."""
+    fields = spec.args.model_fields
+    out = dict(arguments)
+    for alias, canonical in ARGUMENT_ALIASES.items():
+        if alias in out and alias not in fields and canonical in fields \
+                and canonical not in out:
+            out[canonical] = out.pop(alias)
+    return out
+
+
+def unexpected_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
+    """The names in ``arguments`` the tool does not take, sorted."""
+    return sorted(set(arguments) - set(spec.args.model_fields))
+
+
+def expected_arguments(spec: ToolSpec) -> str:
+    """The tool's arguments for an error message: ``query_text (required), k, mode``."""
+    names = [f"{field} (required)" if info.is_required() else field
+             for field, info in spec.args.model_fields.items()]
+    return ", ".join(names) if names else "no arguments"
+
+
+def unexpected_arguments_message(spec: ToolSpec, unknown: list[str], *,
+                                 argument_first: bool = False) -> str:
+    """The refusal of arguments ``unknown``: they, what the tool takes instead, the alias
+    accepted where one applies, and why no scope argument exists. MCP's form starts
+    ``invalid arguments for TOOL:``; ``argument_first`` gives the JSON API's
+    ``argument: problem`` form instead."""
+    names = ", ".join(unknown)
+    takes = f"{spec.name} takes {expected_arguments(spec)}"
+    message = (f"{names}: unexpected argument(s); {takes}" if argument_first else
+               f"invalid arguments for {spec.name}: unexpected argument(s) {names}; {takes}")
+    fields = spec.args.model_fields
+    for name in unknown:
+        canonical = ARGUMENT_ALIASES.get(name)
+        if canonical in fields:
+            message += f" ({name} is accepted for {canonical}, but not together with it)"
+    if SCOPE_ARGUMENTS.intersection(unknown):
+        message += ("; tools take no namespace, domain or role: your entitlements decide "
+                    "what you can see")
+    return message
+
+
+def _alias_note(args: type[BaseModel]) -> str:
+    notes = [f"{alias} is accepted for {canonical}."
+             for alias, canonical in ARGUMENT_ALIASES.items()
+             if canonical in args.model_fields and alias not in args.model_fields]
+    return (" " + " ".join(notes)) if notes else ""
+
+
 def _spec(name: str, args: type[BaseModel],
           run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]) -> ToolSpec:
     title = TITLES.get(name) or READ_TITLES[name]
-    return ToolSpec(name, title, DESCRIPTIONS.get(name) or READ_DESCRIPTIONS[name], args, run)
+    description = (DESCRIPTIONS.get(name) or READ_DESCRIPTIONS[name]) + _alias_note(args)
+    return ToolSpec(name, title, description, args, run)
 
 
 #: Every tool, in the order agents see them.
