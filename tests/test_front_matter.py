@@ -123,3 +123,19 @@ def test_rules_around_text_stay_markdown_and_the_fast_path_sees_front_matter():
     assert plain.title == "Notes" and plain.metadata == {"author": "Ann"}
     assert [(b.kind, b.text) for b in plain.blocks] == [(BlockKind.HEADING, "Heading"),
                                                          (BlockKind.PARAGRAPH, "Text.")]
+
+
+def test_a_page_of_front_matter_only_is_indexed_by_its_title_and_description(make_graph,
+                                                                              tmp_path):
+    """A section landing page (Hugo's ``_index.md``) has no body: it is found by what its
+    front matter says of it, not refused as "no text found"."""
+    graph = make_graph()
+    report = graph.index(write_files(tmp_path / "docs", {
+        "cli/_index.md": "---\ntitle: CLI commands\ndescription: Every npm command, with "
+                         "its options\nweight: 2\n---\n",
+    }), namespace="engineering")
+    assert report.failed == [] and report.added == ["cli/_index.md"]
+    tools = make_tools(graph)
+    (only,) = _chunks(tools, "docs/cli/_index.md")
+    assert "CLI commands" in only["text"] and "Every npm command" in only["text"]
+    assert "weight" not in only["text"]

@@ -98,7 +98,14 @@ def _with_front_matter(document: ExtractedDocument, front: FrontMatter) -> Extra
         return replace(document, blocks=blocks,
                        metadata={**document.metadata, "front_matter": front.error})
     title = clean(front.title) if front.title else document.title
-    return replace(document, title=title, metadata={**document.metadata, **front.metadata})
+    blocks = document.blocks
+    if not any(b.text.strip() for b in blocks):
+        # A page that is only front matter (Hugo's _index.md, a section landing page) is
+        # indexed by what it says of itself, not refused as "no text found".
+        summary = [clean(v) for v in (front.title, front.metadata.get("description")) if v]
+        blocks = tuple(Block(BlockKind.PARAGRAPH, t) for t in summary if t)
+    return replace(document, title=title, blocks=blocks,
+                   metadata={**document.metadata, **front.metadata})
 
 
 # First characters (after up to three spaces) of a line that may open a block other than a
