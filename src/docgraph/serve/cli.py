@@ -22,13 +22,41 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from typer.core import TyperGroup, TyperOption
 
 from docgraph.app import DocGraph
 from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
 
+
+class _DocgraphGroup(TyperGroup):
+    """The root command group: flags are shown in ``--help`` without a value placeholder.
+
+    Typer's rich help panel prints an option's type for every option, flags included, so
+    each ``--json``, ``--full`` and even ``--help`` read ``<bool>`` as if it took a value
+    (the plain formatter skips flags, the rich one does not). A flag's metavar is blanked
+    here, once, for every command of the tree; the tree is complete when the root group is
+    made (Typer builds the subcommands first)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _blank_flag_metavars(self)
+
+
+def _blank_flag_metavars(command: Any) -> None:
+    """Give every flag of ``command`` and its subcommands (their ``--help`` too) an empty
+    metavar, so the help shows no value for it."""
+    help_option = command.get_help_option(typer.Context(command))  # made once, cached
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _blank_flag_metavars(sub)
+
+
 app = typer.Typer(
+    cls=_DocgraphGroup,
     name="docgraph",
     help="Index document folders and answer hybrid (dense + BM25) queries with sources.",
     no_args_is_help=True,
@@ -41,6 +69,19 @@ err = Console(stderr=True)
 
 _state: dict[str, Any] = {}
 T = TypeVar("T")
+
+
+def _show_version(value: bool) -> None:
+    """``--version``: print the installed package's version and exit."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("docgraph")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from docgraph import __version__ as shown
+        sys.stdout.write(f"docgraph {shown}\n")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -59,7 +100,12 @@ def _options(
     role: Annotated[
         str | None, typer.Option("--role", help="Active role of the caller.")
     ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_show_version,
+                           help="Print the version of docgraph and exit.")
+    ] = False,
 ) -> None:
+    """Global options of every command."""
     _state["config"] = config
     _state["index"] = index_path
     _state["user"] = user
