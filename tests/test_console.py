@@ -656,6 +656,30 @@ def test_the_graph_page_finds_entities_neighbours_and_community_reports(served, 
     assert admin.get("/console/graph/communities/x").status_code == 404
 
 
+def test_page_views_write_no_audit_records_but_changes_do(served, admin):
+    """Rendering pages (the admin's governed reads behind Status and Graph among them)
+    adds no audit row, so agents' requests are not buried; a change still adds one."""
+    store = served["graph"].audit_store
+    graph = admin.get("/console/graph?q=Tern&entity=Tern%20T3")
+    listed = re.findall(r'href="/console/graph/communities/(\d+)"', graph.text)
+    assert listed
+    before = store.recent(500)
+    for path in ("/console/status", "/console/sources", "/console/graph",
+                 "/console/graph?q=Tern", "/console/graph?q=Tern&entity=Tern%20T3",
+                 f"/console/graph/communities/{listed[0]}", "/console/tags",
+                 "/console/settings", "/console/traces", "/console/playground"):
+        page = admin.get(path)
+        assert page.status_code == 200, (path, page.text[:300])
+    assert store.recent(500) == before
+    done = admin.post("/console/settings/chat", {"chat_base_url": "", "chat_model": "",
+                                                 "action": "clear"})
+    assert done.status_code == 303
+    assert admin.post("/console/status/refresh", {}).status_code == 303
+    assert served["console"].refresh_job.wait(120)
+    added = store.recent(500)[:len(store.recent(500)) - len(before)]
+    assert [(r["user_id"], r["operation"]) for r in added] == [("root", "console:refresh")]
+
+
 def test_provenance_shares_add_up():
     shares = provenance_shares({"a": "seed", "b": "seed", "c": "entity_adjacent"})
     assert shares == [{"lane": "seed", "count": 2, "percent": 66.7},

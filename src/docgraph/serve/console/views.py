@@ -4,11 +4,13 @@ store may be a PostgreSQL round trip); the routes run them in worker threads.
 
 Changes (a source added or removed, a refresh requested, a playground query) are written to
 the audit log as ``console:<action>`` records of the signed-in admin, beside the records the
-governed service writes itself.
+governed service writes itself; the governed reads that only render a page go through
+:func:`page_reader` and write none.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -24,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 from docgraph.errors import ConfigError, DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
-from docgraph.governance.audit import AuditRecord
+from docgraph.governance.audit import AuditRecord, UnrecordedAuditLog
 from docgraph.governance.inputs import MAX_PAGE
 from docgraph.lifecycle.admin import ADMIN_SECTIONS
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
@@ -45,6 +47,16 @@ REACH_TIMEOUT_SECONDS = 15.0
 #: The tools the playground runs.
 PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents", "explore_topics")
 PLAYGROUND_MODES = ("vector_first", "graph_first", "global")
+
+
+def page_reader(governance: Governance) -> Governance:
+    """``governance`` for rendering pages: the same service whose reads write no audit
+    records (:class:`~docgraph.governance.audit.UnrecordedAuditLog`). The console audits
+    what a person changes or asks (sign-in, changes, playground queries), not the reads
+    behind each page view, which would bury the agents' requests."""
+    reader = copy.copy(governance)
+    reader.audit = UnrecordedAuditLog(governance.audit.store)
+    return reader
 
 
 def audit_change(governance: Governance, admin: Caller, action: str, outcome: str,
