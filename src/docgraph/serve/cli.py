@@ -872,7 +872,7 @@ def serve_http(
         if bind not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
                       "from the network; put TLS in front of it")
-        base = f"http://{escape(bind)}:{bind_port}"
+        base = f"http://{escape(f'[{bind}]' if ':' in bind else bind)}:{bind_port}"
         err.print(f"MCP at {base}/mcp, JSON API at {base}/api/v1 (OpenAPI: /openapi.json), "
                   f"console at {base}/console; Ctrl-C stops")
         if refresh.in_serve:
