@@ -4,7 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-DEMO_INDEX := .docgraph/demo.db
+# The default index of every docgraph command (store.path), so the README's tour runs as
+# written after `make run`, without --index and without embedding the corpus again.
+DEMO_INDEX := .docgraph/index.db
 
 .PHONY: install run test lint bench clean
 

@@ -349,3 +349,91 @@ def test_a_non_admin_gets_nothing_and_a_forged_csrf_token_is_refused(page, serve
         page.click("#refresh-now")
     assert answer.value.status == 403
     assert refreshes() == before  # nothing ran
+
+
+#: Each label of the settings form with the box of its own control, and the next field's
+#: label: ``for`` names the control; the label sits left of it on its row, or above it;
+#: the next label starts below this control (no label shares a line with another's box).
+SETTINGS_BOXES = """
+() => [...document.querySelectorAll('#settings-form label')].map(label => {
+  const control = document.getElementById(label.htmlFor);
+  const box = e => { const r = e.getBoundingClientRect();
+                     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  return {key: label.htmlFor, label: box(label),
+          control: control ? box(control) : null,
+          inside: control ? label.parentElement.contains(control) : false,
+          help: control && control.getAttribute('aria-describedby')
+                ? (document.getElementById(control.getAttribute('aria-describedby')) || {})
+                  .textContent || '' : ''};
+})
+"""
+
+
+def test_settings_fields_are_laid_out_label_input_help_for_the_backend_in_use(
+        page, served, artifacts):
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/settings")
+    page.screenshot(path=str(artifacts / f"settings-layout-{served['backend']}.png"),
+                    full_page=True)
+    fields = page.evaluate(SETTINGS_BOXES)
+    assert len(fields) > 10
+    for field, after in zip(fields, [*fields[1:], None], strict=True):
+        label, control = field["label"], field["control"]
+        assert control is not None, f"label for={field['key']!r} names no control"
+        assert field["inside"], field  # label and control are one field's
+        beside = (label["right"] <= control["left"] + 1
+                  and label["top"] < control["bottom"] and label["bottom"] > control["top"])
+        above = label["bottom"] <= control["top"] + 1
+        assert beside or above, field
+        if after is not None:
+            assert after["label"]["top"] >= control["bottom"] - 1, (field, after)
+    assert all(f["help"].strip() for f in fields), [f["key"] for f in fields
+                                                     if not f["help"].strip()]
+    shown = {f["key"] for f in fields}
+    if served["backend"] == "postgres":
+        assert {"store-url", "store-pg_ef_search"} <= shown and "store-path" not in shown
+    else:
+        assert "store-path" in shown
+        assert not shown & {"store-url", "store-pg_ef_search"}, shown
+    assert not shown & {"store-milvus_uri", "store-milvus_collection", "store-milvus_token_env"}
+    assert "store.milvus_uri" in page.inner_text("#hidden-store")  # named as left out
+
+
+def test_a_bad_setting_is_explained_by_key_problem_and_expectation(page, served):
+    graph = served["graph"]
+    before = graph.settings.refresh.interval_seconds
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/settings")
+    page.fill("#refresh-interval_seconds", "soon")
+    navigate(page, lambda: page.click("#save-settings"))
+    said = page.inner_text("main")
+    assert ('nothing changed: refresh.interval_seconds: "soon" is not accepted, expected '
+            'a number') in said, said
+    assert "validation error" not in said and "pydantic" not in said
+    assert "RefreshSettings" not in said and "input_value" not in said
+    assert graph.settings.refresh.interval_seconds == before
+
+
+def test_an_entitys_neighbours_show_first_strongest_first(page, served, artifacts):
+    from tests.test_console import audit_operations
+
+    sign_in(page, served)
+    page.goto(served["url"] + "/console/graph")  # every entity: a long table
+    assert page.locator("#entities tbody tr").count() >= 10
+    chosen = max(range(page.locator("#entities tbody tr").count()),
+                 key=lambda i: int(page.inner_text(
+                     f"#entities tbody tr >> nth={i} >> td >> nth=3")))  # most mentioned
+    audited = audit_operations(served)
+    navigate(page, lambda: page.click(f"#entities tbody tr >> nth={chosen} >> a"))
+    assert page.evaluate("window.scrollY") == 0
+    height = page.evaluate("window.innerHeight")
+    panel = page.locator("section", has=page.locator("#neighbors-heading")).bounding_box()
+    assert panel is not None and panel["y"] < height, (panel, height)
+    table = page.locator("#neighbors").bounding_box()
+    assert table is not None and table["y"] < height, (table, height)
+    weights = [float(text) for text in page.locator(
+        "#neighbors tbody tr td:nth-child(4)").all_inner_texts()]
+    assert len(weights) >= 2, weights
+    assert weights == sorted(weights, reverse=True), weights
+    page.screenshot(path=str(artifacts / f"graph-neighbours-{served['backend']}.png"))
+    assert audit_operations(served) == audited  # viewing pages is not audited

@@ -47,3 +47,16 @@ class AuditLog:
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest records first."""
         return self.store.recent(limit)
+
+
+class UnrecordedAuditLog(AuditLog):
+    """An audit log that writes nothing (its store is still read by :meth:`recent`).
+
+    For reads that only render a page a person looks at (the console's Status and Graph
+    pages are the admin's ``index_status``, ``entities``, ``neighbors`` and ``communities``):
+    recording each render buried the agents' requests under 2-4 rows per page view. What a
+    person changes or asks (sign-in, changes, playground queries) is written through the
+    ordinary log."""
+
+    def write(self, record: AuditRecord) -> None:
+        """Keep nothing."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import sys
 import time
@@ -22,6 +23,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from typer.core import TyperGroup, TyperOption
 
 from docgraph.app import DocGraph
 from docgraph.errors import DocgraphError, RefreshBusy
@@ -29,7 +31,34 @@ from docgraph.ingest.bounds import char_limit, clip
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
 
+
+class _DocgraphGroup(TyperGroup):
+    """The root command group: flags are shown in ``--help`` without a value placeholder.
+
+    Typer's rich help panel prints an option's type for every option, flags included, so
+    each ``--json``, ``--full`` and even ``--help`` read ``<bool>`` as if it took a value
+    (the plain formatter skips flags, the rich one does not). A flag's metavar is blanked
+    here, once, for every command of the tree; the tree is complete when the root group is
+    made (Typer builds the subcommands first)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _blank_flag_metavars(self)
+
+
+def _blank_flag_metavars(command: Any) -> None:
+    """Give every flag of ``command`` and its subcommands (their ``--help`` too) an empty
+    metavar, so the help shows no value for it."""
+    help_option = command.get_help_option(typer.Context(command))  # made once, cached
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _blank_flag_metavars(sub)
+
+
 app = typer.Typer(
+    cls=_DocgraphGroup,
     name="docgraph",
     help="Index document folders and answer hybrid (dense + BM25) queries with sources.",
     no_args_is_help=True,
@@ -42,6 +71,19 @@ err = Console(stderr=True)
 
 _state: dict[str, Any] = {}
 T = TypeVar("T")
+
+
+def _show_version(value: bool) -> None:
+    """``--version``: print the installed package's version and exit."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("docgraph")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from docgraph import __version__ as shown
+        sys.stdout.write(f"docgraph {shown}\n")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -60,7 +102,12 @@ def _options(
     role: Annotated[
         str | None, typer.Option("--role", help="Active role of the caller.")
     ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_show_version,
+                           help="Print the version of docgraph and exit.")
+    ] = False,
 ) -> None:
+    """Global options of every command."""
     _state["config"] = config
     _state["index"] = index_path
     _state["user"] = user
@@ -793,16 +840,18 @@ def serve_http(
         int | None, typer.Option("--port", help="Port (default serve.port, 8765).")
     ] = None,
 ) -> None:
-    """Serve MCP (streamable HTTP at /mcp) and the JSON API (/api/v1, /openapi.json).
+    """Serve MCP (streamable HTTP at /mcp), the JSON API (/api/v1, /openapi.json) and the
+    web console (/console).
 
     Every request needs a bearer token (`docgraph token add USER`); callers see only their
     entitled namespaces (governance.policy_file or governance.sql_url). With
     refresh.in_serve (the default) it also refreshes every namespace each
     refresh.interval_seconds while it leads: of several servers on one index exactly one
     does, and another takes over when it stops or dies."""
-    from docgraph.serve.http import serve
+    from docgraph.serve.http import bind_socket, serve
     from docgraph.serve.setup import build_tools, open_bearer_tokens
 
+    _log_to_stderr()  # before the MCP server is built: it configures logging when none is
     with _open() as dg:
         settings = dg.settings.serve
         tokens = open_bearer_tokens(dg, _notice)
@@ -810,35 +859,52 @@ def serve_http(
             err.print("no bearer tokens in the index database: create one with "
                       "[bold]docgraph token add USER[/]")
             raise typer.Exit(1)
-        tools = build_tools(dg)
         refresh = dg.settings.refresh
         bind = host or settings.host
         bind_port = settings.port if port is None else port
+        try:
+            sock = bind_socket(bind, bind_port)
+        except OSError as exc:
+            err.print(f"[red]error:[/] cannot listen on port {bind_port} of {escape(bind)}: "
+                      f"{escape(exc.strerror or str(exc))}"
+                      + (" (another server, perhaps a docgraph serve, is using it)"
+                         if exc.errno == errno.EADDRINUSE else "")
+                      + f"; stop it or pick another port with [bold]--port[/] "
+                      f"(e.g. --port {bind_port + 1})")
+            raise typer.Exit(1) from exc
+        tools = build_tools(dg)
         if bind not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
                       "from the network; put TLS in front of it")
-        err.print(f"MCP at http://{escape(bind)}:{bind_port}/mcp, JSON API at "
-                  f"http://{escape(bind)}:{bind_port}/api/v1 (OpenAPI: /openapi.json); "
-                  "Ctrl-C stops")
+        base = f"http://{escape(f'[{bind}]' if ':' in bind else bind)}:{bind_port}"
+        err.print(f"MCP at {base}/mcp, JSON API at {base}/api/v1 (OpenAPI: /openapi.json), "
+                  f"console at {base}/console; Ctrl-C stops")
         if refresh.in_serve:
-            _log_to_stderr()  # leadership changes, rounds and failures of the refresher
             err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
                       "leads the index's builds (one process does; refresh.in_serve = false "
                       "turns this off)")
-        serve(tools, tokens, host=bind, port=bind_port,
+        serve(tools, tokens, host=bind, port=bind_port, sock=sock,
               refresher=dg.refresher if refresh.in_serve else None)
 
 
 def _log_to_stderr() -> None:
-    """Show docgraph's log records of INFO and above on stderr (unless logging is set up)."""
+    """Show docgraph's log records of INFO and above (the refresher's leadership changes,
+    rounds and failures, the server's errors) on stderr, each once, unless logging is set
+    up already.
+
+    The handler goes on the root logger, not on ``docgraph``'s: the MCP server, when it is
+    built, configures the root logger (``logging.basicConfig`` with a rich handler) unless
+    that has a handler, and a handler on ``docgraph``'s logger besides one on the root
+    printed every record twice. The root keeps its level (WARNING unless set otherwise), so
+    other libraries stay quiet."""
     import logging
 
-    logger = logging.getLogger("docgraph")
-    if logger.handlers or logging.getLogger().handlers:
+    logger, root = logging.getLogger("docgraph"), logging.getLogger()
+    if logger.handlers or root.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger.addHandler(handler)
+    root.addHandler(handler)
     logger.setLevel(logging.INFO)
 
 

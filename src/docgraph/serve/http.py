@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -296,14 +297,35 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (not yet listening), as uvicorn would bind it
+    (``SO_REUSEADDR``, so a port left in TIME_WAIT by a stopped server is usable).
+
+    Bound before the server announces itself, so a port another process listens on is an
+    :class:`OSError` (``EADDRINUSE``) the caller can report, not a log line after a banner
+    that said the server was up; the socket is then handed to :func:`serve`, so nothing can
+    take the port in between."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
           port: int = 8765, log_level: str = "warning",
-          refresher: Refresher | None = None) -> None:
+          refresher: Refresher | None = None, sock: socket.socket | None = None) -> None:
     """Run the HTTP server until interrupted (blocking); with ``refresher``, its loop runs
-    as long as the server does."""
+    as long as the server does. ``sock`` is a socket :func:`bind_socket` bound already
+    (else ``host``:``port`` is bound here)."""
     import uvicorn
 
     app = create_app(tools, tokens, host=host, refresher=refresher)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             server_header=False, timeout_graceful_shutdown=5)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

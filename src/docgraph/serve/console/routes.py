@@ -109,6 +109,8 @@ class Console:
                  limiter: SignInLimiter | None = None) -> None:
         self.tools = tools
         self.governance = tools.governance
+        #: The same service for the reads behind page views: they write no audit records.
+        self.reader = views.page_reader(tools.governance)
         self.auth = auth
         self.limiter = limiter or SignInLimiter()
         self.refresh_job = views.RefreshJob(tools.graph)
@@ -296,7 +298,7 @@ class Console:
 
     async def status(self, request: Request, session: ConsoleSession) -> Response:
         """Status: per namespace counts, last build per phase, staleness, failures."""
-        data = await self.blocking(views.status_page, self.governance, session.caller,
+        data = await self.blocking(views.status_page, self.reader, session.caller,
                                    self.refresh_job)
         return self.render(request, "status.html", session=session, title="Status", **data)
 
@@ -385,7 +387,7 @@ class Console:
 
     async def graph(self, request: Request, session: ConsoleSession) -> Response:
         """Graph: entity search, an entity's neighbours, the communities."""
-        data = await self.blocking(views.graph_page, self.governance, session.caller,
+        data = await self.blocking(views.graph_page, self.reader, session.caller,
                                    request.query_params.get("q", "").strip() or None,
                                    request.query_params.get("entity", "").strip() or None)
         return self.render(request, "graph.html", session=session, title="Graph", **data)
@@ -393,7 +395,7 @@ class Console:
     async def community(self, request: Request, session: ConsoleSession) -> Response:
         """One community and its report."""
         raw = request.path_params["community_id"]
-        data = await self.blocking(views.community_page, self.governance, session.caller,
+        data = await self.blocking(views.community_page, self.reader, session.caller,
                                    int(raw)) if raw.isdigit() else None
         if data is None:
             return self.refuse(request, 404, f"no community {raw!r} in reach", session)

@@ -4,11 +4,13 @@ store may be a PostgreSQL round trip); the routes run them in worker threads.
 
 Changes (a source added or removed, a refresh requested, a playground query) are written to
 the audit log as ``console:<action>`` records of the signed-in admin, beside the records the
-governed service writes itself.
+governed service writes itself; the governed reads that only render a page go through
+:func:`page_reader` and write none.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -18,13 +20,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from urllib.parse import unquote, urlsplit
 
 from docgraph.errors import ConfigError, DocgraphError, RefreshBusy, SourceError
 from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
-from docgraph.governance.audit import AuditRecord
+from docgraph.governance.audit import AuditRecord, UnrecordedAuditLog
 from docgraph.governance.inputs import MAX_PAGE
 from docgraph.lifecycle.admin import ADMIN_SECTIONS
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
@@ -45,6 +47,16 @@ REACH_TIMEOUT_SECONDS = 15.0
 #: The tools the playground runs.
 PLAYGROUND_TOOLS = ("lookup_knowledge", "search_documents", "explore_topics")
 PLAYGROUND_MODES = ("vector_first", "graph_first", "global")
+
+
+def page_reader(governance: Governance) -> Governance:
+    """``governance`` for rendering pages: the same service whose reads write no audit
+    records (:class:`~docgraph.governance.audit.UnrecordedAuditLog`). The console audits
+    what a person changes or asks (sign-in, changes, playground queries), not the reads
+    behind each page view, which would bury the agents' requests."""
+    reader = copy.copy(governance)
+    reader.audit = UnrecordedAuditLog(governance.audit.store)
+    return reader
 
 
 def audit_change(governance: Governance, admin: Caller, action: str, outcome: str,
@@ -451,13 +463,16 @@ GRAPH_LIMIT = 50
 def graph_page(governance: Governance, admin: Caller, query: str | None,
                entity: str | None) -> dict[str, Any]:
     """Entities whose name contains ``query`` (all, by mentions, without one), the
-    neighbours of ``entity``, and the communities, all through the governed listings."""
+    neighbours of ``entity`` (by weight, strongest first), and the communities, all through
+    the governed listings."""
     out: dict[str, Any] = {"query": query or "", "entity": entity or "", "entities": [],
                            "neighbors": [], "communities": [], "error": ""}
     try:
         out["entities"] = governance.entities(admin, query or None, limit=GRAPH_LIMIT)
         if entity:
-            out["neighbors"] = governance.neighbors(admin, entity, limit=GRAPH_LIMIT)
+            out["neighbors"] = sorted(  # strongest first; ties by name
+                governance.neighbors(admin, entity, limit=GRAPH_LIMIT),
+                key=lambda n: (-n.weight, n.entity.name.casefold()))
         out["communities"] = governance.communities(admin, limit=100)
     except AccessDenied:
         out["error"] = "the index has no namespace yet"
@@ -513,23 +528,110 @@ def _masked(key: str, value: Any) -> Any:
     return value
 
 
+#: Settings that only mean something for one value of another: ``{key: (deciding key,
+#: the value it must have, what that is called)}``. The others are not shown (a PostgreSQL
+#: URL beside an embedded store, Milvus options beside the embedded chunk index).
+BACKEND_SETTINGS: dict[str, tuple[str, str, str]] = {
+    "store.path": ("store.backend", "embedded", "the embedded (SQLite) store"),
+    "store.url": ("store.backend", "postgres", "the PostgreSQL store"),
+    "store.pg_ef_search": ("store.backend", "postgres", "the PostgreSQL store"),
+    "store.milvus_uri": ("store.index", "milvus", "the Milvus chunk index"),
+    "store.milvus_collection": ("store.index", "milvus", "the Milvus chunk index"),
+    "store.milvus_token_env": ("store.index", "milvus", "the Milvus chunk index"),
+}
+
+
+def _field_help(section: str, key: str) -> str:
+    """The setting's description (the settings model's field description)."""
+    model = ADMIN_SECTIONS[section]
+    info = model.model_fields.get(key)
+    return " ".join((info.description or "").split()) if info is not None else ""
+
+
+def _choices(section: str, key: str) -> list[str]:
+    """The values a ``Literal`` setting takes (empty for any other)."""
+    info = ADMIN_SECTIONS[section].model_fields.get(key)
+    annotation = info.annotation if info is not None else None
+    if get_origin(annotation) is Literal:
+        return [str(v) for v in get_args(annotation)]
+    return []
+
+
 def settings_page(governance: Governance) -> dict[str, Any]:
-    """The admin sections (store, loader, index, refresh) with each value as text, which
-    ones are read-only here, the embedding model and the file changes are written to."""
+    """The admin sections (store, loader, index, refresh) with each value as text, its
+    description, which ones are read-only here, the embedding model and the file changes
+    are written to. Settings of a backend not in use are left out, each section naming
+    what it left out (``hidden``)."""
     admin = governance.graph.admin
     view = admin.view()
+    current = {f"{section}.{key}": value for section in ADMIN_SECTIONS
+               for key, value in view[section].items()}
     sections = []
     for section in ADMIN_SECTIONS:
         if section == "llm":  # its own form: see chat_model_view
             continue
-        sections.append({"name": section, "fields": [
-            {"key": f"{section}.{key}", "value": _setting_text(_masked(f"{section}.{key}",
-                                                                        value)),
-             "kind": "bool" if isinstance(value, bool) else "text",
-             "read_only": f"{section}.{key}" in READ_ONLY_SETTINGS}
-            for key, value in view[section].items()]})
+        fields, hidden = [], []
+        for key, value in view[section].items():
+            name = f"{section}.{key}"
+            needs = BACKEND_SETTINGS.get(name)
+            if needs is not None and str(current.get(needs[0])) != needs[1]:
+                hidden.append({"key": name, "when": f"{needs[0]} = {needs[1]!r}",
+                               "what": needs[2]})
+                continue
+            choices = _choices(section, key)
+            fields.append({
+                "key": name, "id": name.replace(".", "-"),
+                "value": _setting_text(_masked(name, value)),
+                "kind": "bool" if isinstance(value, bool) else "choice" if choices else "text",
+                "choices": choices, "help": _field_help(section, key),
+                "read_only": name in READ_ONLY_SETTINGS})
+        sections.append({"name": section, "fields": fields, "hidden": hidden})
     return {"sections": sections, "embedding_model": view["embed"]["model"],
             "config_file": str(admin.config_file), "chat": chat_model_view(governance)}
+
+
+#: What a kind of pydantic error expects, for messages a person reads.
+_EXPECTED = {
+    "float_parsing": "a number", "float_type": "a number", "int_parsing": "a whole number",
+    "int_type": "a whole number", "int_from_float": "a whole number",
+    "bool_parsing": "true or false", "bool_type": "true or false",
+    "string_type": "text", "list_type": 'a JSON list, e.g. ["*.md", "*.pdf"]',
+    "path_type": "a file path",
+}
+
+
+def setting_problems(exc: BaseException) -> str | None:
+    """A refused admin setting as ``key: what is wrong, what is expected`` (one per
+    problem, ``; `` between them), from the pydantic validation error behind ``exc``; None
+    when there is none behind it."""
+    from pydantic import ValidationError
+
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):
+        return None
+    section = next((name for name, model in ADMIN_SECTIONS.items()
+                    if model.__name__ == cause.title), "")
+    problems = []
+    for error in cause.errors(include_url=False):
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        key = f"{section}.{where}" if section and where else where or section
+        got = error.get("input")
+        context = error.get("ctx") or {}
+        kind = str(error.get("type", ""))
+        expected = _EXPECTED.get(kind)
+        if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            sign = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+                    "less_than_equal": "<="}[kind]
+            bound = next(iter(context.values()), "")
+            expected = f"a number {sign} {bound}"
+        elif kind == "literal_error":
+            expected = f"one of {context.get('expected', '')}"
+        wrong = "missing" if kind == "missing" else f"{json.dumps(got, default=str)} is not " \
+                                                    "accepted"
+        message = str(error.get("msg", "")).rstrip(".")
+        problems.append(f"{key}: {wrong}, expected {expected}" if expected else
+                        f"{key}: {wrong} ({message[:1].lower() + message[1:]})")
+    return "; ".join(problems) or None
 
 
 def chat_model_view(governance: Governance) -> dict[str, Any]:
@@ -595,10 +697,16 @@ def change_settings(governance: Governance, admin: Caller,
                if key in current and text.strip() != current[key]}
     if not changes:
         return [("ok", "nothing changed")]
-    with change_audited(governance, admin, "settings", ", ".join(sorted(changes))):
-        result = governance.graph.admin.update(
-            {k: (None if v.strip() == "" else v.strip()) for k, v in changes.items()},
-            is_admin=True)
+    try:
+        with change_audited(governance, admin, "settings", ", ".join(sorted(changes))):
+            result = governance.graph.admin.update(
+                {k: (None if v.strip() == "" else v.strip()) for k, v in changes.items()},
+                is_admin=True)
+    except ConfigError as exc:
+        readable = setting_problems(exc)
+        if readable is None:
+            raise
+        raise ConfigError(readable) from exc
     done = [f"{section}.{key} = {json.dumps(value)}"
             for section, values in result.changed.items() for key, value in values.items()]
     audit_change(governance, admin, "settings", "ok", "; ".join(done) or "nothing changed")

@@ -1,0 +1,84 @@
+"""``docgraph serve`` as a real process: what it says when it starts and when it cannot.
+
+What must hold: the start-up banner names every address the server answers on (``/mcp``,
+``/api/v1``, ``/console``); each log record is printed once; a second server on a port in
+use says so, naming the port and ``--port``, exits non-zero and never announces itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from docgraph import DocGraph
+from tests.deployment import Deployment, embedded_store
+from tests.helpers import write_files
+
+POLICY = "assignments:\n  - {user: root, role: admin, domain: \"*\"}\n"
+DOCS = {"runbook.md": "# Runbook\n\nError E-417 on the Kestrel K2 means the lidar is blocked.\n"}
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    made = Deployment(tmp_path, embedded_store(tmp_path / "index.db"), POLICY,
+                      "[refresh]\ninterval_seconds = 1.0\n")
+    with DocGraph.open(config_file=made.config) as graph:
+        graph.index(write_files(tmp_path / "ops", DOCS), "ops")
+    made.run("token", "add", "root")
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())  # the banner is wrapped to the terminal's width
+
+
+def _wait_for_log(deployment: Deployment, process: object, needle: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        log = deployment.log_of(process)  # type: ignore[arg-type]
+        if needle in log:
+            return log
+        assert time.monotonic() < deadline, log[-3000:]
+        time.sleep(0.2)
+
+
+def test_banner_names_the_console_and_each_log_line_appears_once(
+        deployment: Deployment) -> None:
+    process, url = deployment.serve_process()
+    log = _wait_for_log(deployment, process, "now leads the refresh")
+    time.sleep(2.5)  # a few refresh rounds: each logged once
+    log = deployment.log_of(process)
+    shown = _words(log)
+    assert f"MCP at {url}/mcp" in shown
+    assert f"JSON API at {url}/api/v1" in shown
+    assert f"console at {url}/console" in shown, log
+    assert httpx.get(url + "/console/login", timeout=10).status_code == 200
+    assert log.count("now leads the refresh") == 1, log
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    records = [line for line in lines if " INFO " in line]
+    assert records, log
+    assert len(records) == len(set(records)), log  # timestamps differ: a repeat is a double
+    assert not any(line.startswith("INFO ") or " INFO     " in line for line in lines), log
+
+
+def test_a_second_server_on_a_used_port_says_so_before_announcing(
+        deployment: Deployment) -> None:
+    _, url = deployment.serve_process()
+    port = url.rsplit(":", 1)[1]
+    started = time.monotonic()
+    second = deployment.attempt("serve", "--port", port)
+    assert time.monotonic() - started < 60
+    assert second.returncode != 0
+    said = _words(second.stdout + second.stderr)
+    assert "MCP at" not in said and "Ctrl-C stops" not in said, said
+    assert f"port {port}" in said and "--port" in said, said
+    assert "in use" in said, said
+    assert said.count("error") == 1, said  # one message, not the server's log lines twice
+    assert httpx.get(url + "/healthz", timeout=10).status_code == 200  # the first one serves
