@@ -325,15 +325,16 @@ def search(
     if not hits:
         console.print("no results")
         return
-    for hit in hits:
+    for hit in hits:  # the id `docgraph read` and every tool accept, as the tools show it
         section = " > ".join(hit.section_path)
         pages = page_label(hit.pages) + (", OCR" if hit.ocr else "")
         console.print(
-            f"[bold]{hit.original_rank}.[/] [green]{escape(hit.source_path)}[/]"
+            f"[bold]{hit.original_rank}.[/] "
+            f"[green]{escape(identity.key(hit.namespace, hit.chunk_id))}[/]"
             f"{' > ' + escape(section) if section else ''}"
             f"{' (' + pages + ')' if hit.pages else ''}  "
-            f"[dim]{hit.score_label} {hit.score:.4f} via {'+'.join(hit.lanes)} "
-            f"ns={escape(hit.namespace)}[/]"
+            f"[dim]{hit.score_label} {hit.score:.4f} via {'+'.join(hit.shown_lanes)} "
+            f"ns={escape(hit.namespace)}[/]", soft_wrap=True
         )
         text = hit.text if len(hit.text) <= 400 else hit.text[:400].rsplit(" ", 1)[0] + " ..."
         console.print("   " + escape(text).replace("\n", "\n   "))
@@ -810,6 +811,8 @@ def serve_http(
         refresh = dg.settings.refresh
         bind = host or settings.host
         bind_port = settings.port if port is None else port
+        # console links in results (search/fetch `url`): [serve] public_url, else this bind
+        tools.governance.base_url = settings.base_url(bind, bind_port)
         if bind not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
                       "from the network; put TLS in front of it")
