@@ -176,7 +176,8 @@ def test_the_document_page_is_a_governed_read_that_escapes_what_it_shows(served,
         assert f'name="next" value="{escape(path)}"' in form.text
         back = signed_out.post("/console/login", {"token": served["tokens"]["root"],
                                                   "next": path})
-        assert back.status_code == 303 and back.headers["location"] == path
+        assert back.status_code == 303 and back.headers["location"] == path + "#" + \
+            note["url"].split("#")[1]  # at the chunk again
         assert str(escape(HOSTILE)) in signed_out.follow(back).text
         # no other target: the sign-in never sends anyone off the console's documents
         for elsewhere in ("https://evil.example/", "//evil.example/x", "/console/status",

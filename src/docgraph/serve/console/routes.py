@@ -24,7 +24,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio.to_thread
 import jinja2
@@ -256,7 +256,8 @@ class Console:
             return response
         await self.blocking(views.audit_change, self.governance, session.caller, "login", "ok",
                             "signed in to the console")
-        done = RedirectResponse(safe_next(_field(form, "next")) or f"{PREFIX}/status", 303,
+        back = safe_next(_field(form, "next"))
+        done = RedirectResponse(f"{PREFIX}/status" if back is None else _at_chunk(back), 303,
                                 headers=SECURITY_HEADERS)
         self._cookie(done, request, SESSION_COOKIE, session.id, path=PREFIX)
         done.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
@@ -611,6 +612,13 @@ def safe_next(target: str | None) -> str | None:
             or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in target):
         return None
     return target
+
+
+def _at_chunk(target: str) -> str:
+    """``target`` with the anchor of the chunk its ``chunk`` parameter names (the fragment
+    of the link first followed does not survive the sign-in form's POST)."""
+    chunk = parse_qs(urlsplit(target).query).get("chunk", [""])[0]
+    return f"{target}#chunk-{chunk}" if chunk.isdigit() else target
 
 
 def _sign_in_url(request: Request) -> str:
