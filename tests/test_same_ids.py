@@ -129,6 +129,9 @@ def test_the_traces_page_shows_agent_visible_ids(served, admin):
     trace_id = served["graph"].traces.recent(1)[0]["id"]
     trace = admin.get(f"/console/traces/{trace_id}")
     assert "sup/faq.md#chunk-0" in trace.text and "file://" not in trace.text
+    # the seed lane is named as the tools and the playground name its chunks
+    assert "<td>dense+bm25 (seed)</td>" in trace.text
+    assert "> dense+bm25 (seed)</li>" in page.text  # the lane-share chart's legend
 
 
 # -- a url on every search and fetch result ---------------------------------------------------

@@ -100,6 +100,7 @@ def template_environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["when"] = _when
     env.filters["duration"] = _duration
+    env.filters["lane"] = views.lane_label
     return env
 
 

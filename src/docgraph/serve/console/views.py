@@ -723,6 +723,16 @@ def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, 
     } for t in traces]}
 
 
+#: How pages name the engine's lanes where the tools and the CLI name them otherwise: the
+#: seed lane's chunks are shown there by the lists that held them (``dense+bm25``).
+LANE_LABELS = {"seed": "dense+bm25 (seed)"}
+
+
+def lane_label(lane: str) -> str:
+    """A trace's lane as pages name it (:data:`LANE_LABELS`, else the lane itself)."""
+    return LANE_LABELS.get(lane, lane)
+
+
 #: Lanes in the order charts stack them (others follow by name), each with its colour; the
 #: chart is always accompanied by the same numbers as text.
 LANE_ORDER = ("seed", "structural", "entity_adjacent", "cluster_adjacent", "graph", "ppr")
