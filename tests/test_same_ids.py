@@ -99,9 +99,16 @@ def test_the_id_cli_search_prints_is_the_one_docgraph_read_accepts(make_graph, t
     assert "ten seconds" in page["chunks"][0]["text"]
     shown = json.loads(_cli(graph, monkeypatch, "search", "reboot the Tern T3", "--json"))
     assert [h["chunk_id"] for h in shown] == ids  # the same id in JSON
-    lookup = json.loads(_cli(graph, monkeypatch, "lookup", "How do I reboot the Tern T3?"))
+    lookup = json.loads(_cli(graph, monkeypatch, "lookup", "How do I reboot the Tern T3?",
+                             "--trace"))
     assert lookup["evidence"][0]["document_id"] == ids[0]
-    assert "file://" not in text + json.dumps(shown) + json.dumps(lookup)
+    assert lookup["trace"]["candidates"][0]["evidence_key"] == ids[0]  # the trace too
+    assert lookup["trace"]["candidates"][0]["doc_id"] == "support/tern-t3-faq.md"
+    traced = json.loads(_cli(graph, monkeypatch, "search", "reboot", "--mode", "vector_first",
+                             "--json"))
+    stored = json.loads(_cli(graph, monkeypatch, "trace", "last"))
+    assert list(stored["final_provenance"]) == [h["chunk_id"] for h in traced]
+    assert "file://" not in text + json.dumps(shown) + json.dumps(lookup) + json.dumps(stored)
 
 
 def test_the_playground_shows_agent_visible_ids(served, admin):

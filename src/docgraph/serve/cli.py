@@ -27,6 +27,7 @@ from docgraph.app import DocGraph
 from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
+from docgraph.sources.naming import PublicIdentity
 
 app = typer.Typer(
     name="docgraph",
@@ -417,10 +418,12 @@ def trace(
         if governance_configured(dg.settings.governance):
             user = local_governance(dg, _state.get("user"), _state.get("role"))[1].user_id
         found = dg.traces.get(trace_id, user_id=user)
+        identity = PublicIdentity(dg.store.list_sources())
     if found is None:
         err.print(f"no trace {trace_id!r} (traces are kept for the most recent searches)")
         raise typer.Exit(1)
-    sys.stdout.write(json.dumps(found, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(public_ids(found, identity), indent=2, ensure_ascii=False)
+                     + "\n")
 
 
 @app.command()
@@ -773,10 +776,35 @@ def lookup(
     with _open() as dg:
         governance, caller = _governed(dg)
         result = governance.lookup(caller, query)
+        identity = governance.identity()
     payload = result.to_dict()
     if trace:
-        payload["trace"] = result.trace.to_dict()
+        payload["trace"] = public_ids(result.trace.to_dict(), identity)
     sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+#: Keys of trace dicts whose values are stored ids (lists, or keys of a mapping).
+_ID_FIELDS = frozenset({"evidence_key", "doc_id", "chunk_id"})
+_ID_LISTS = frozenset({"candidates", "final_provenance"})
+
+
+def public_ids(value: Any, identity: PublicIdentity, key: str = "") -> Any:
+    """``value`` (a trace as JSON) with every stored chunk or document id in its
+    agent-visible form, as the rest of the CLI shows ids: the values of ``evidence_key``,
+    ``doc_id`` and ``chunk_id`` fields and the ids of a retrieval trace's ``candidates``
+    (per lane) and ``final_provenance``."""
+    if isinstance(value, dict):
+        if key in _ID_LISTS:
+            if key == "final_provenance":
+                return {identity.key_anywhere(str(k)): v for k, v in value.items()}
+            return {lane: [identity.key_anywhere(str(i)) for i in ids] if isinstance(ids, list)
+                    else ids for lane, ids in value.items()}
+        return {k: public_ids(v, identity, k) for k, v in value.items()}
+    if isinstance(value, list):  # a list of dicts is no id list: its items map alone
+        return [public_ids(v, identity, "" if isinstance(v, dict) else key) for v in value]
+    if key in _ID_FIELDS and isinstance(value, str):
+        return identity.key_anywhere(value)
+    return value
 
 
 
