@@ -49,8 +49,10 @@ def served(request: pytest.FixtureRequest,
     try:
         with served_console(root, backend) as running:
             graph = running["graph"]
-            graph.index(write_files(root / "notes", {"hostile.txt": HOSTILE + ".\n"}),
-                        namespace="support")
+            graph.index(write_files(root / "notes", {
+                "hostile.txt": HOSTILE + ".\n",
+                "odd names/50% off #2?.md": "# Odd\n\nThe Plover P2 dock is half price.\n"}),
+                namespace="support")
             tools: DocgraphTools = running["console"].tools
             tools.governance.base_url = running["url"]
             yield {**running, "tools": tools}
@@ -158,6 +160,13 @@ def test_every_search_and_fetch_result_links_to_its_passage(served, admin):
     assert fetched["url"] == results[0]["url"]
     document = tools.call("fetch", ALICE, {"id": "eng/firmware.md"})  # a document id
     assert document["url"] == console_document_url(served["url"], "eng/firmware.md", 0)
+    # an id whose path the stored form percent-encodes opens as well
+    odd = next(r for r in tools.call("search", ALICE, {"query": "Plover P2 dock half price"})[
+        "results"] if r["id"].startswith("notes/odd%20names/"))
+    opened = admin.get(odd["url"])
+    assert opened.status_code == 200 and "half price" in opened.text
+    assert f'<code class="key">{escape(odd["id"])}</code>' in opened.text
+    assert tools.call("read_document", ALICE, {"id": odd["id"]})["chunks"]
     # a row document links to its console page too
     rows = tools.call("search", ALICE, {"query": "Castellan Pharma Heron H7 recall"})["results"]
     row = next(r for r in rows if r["id"].startswith("public.tickets.body/"))
