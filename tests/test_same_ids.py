@@ -200,7 +200,8 @@ def test_the_document_page_is_a_governed_read_that_escapes_what_it_shows(served,
         assert str(escape(HOSTILE)) in signed_out.follow(back).text
         # no other target: the sign-in never sends anyone off the console's documents
         for elsewhere in ("https://evil.example/", "//evil.example/x", "/console/status",
-                          "/console/documents/../settings", "/console/documents/a\\b"):
+                          "/console/documents/../settings", "/console/documents/a\\b",
+                          "/console/documents/%2E%2e/settings"):
             signed_out.get("/console/login")
             again = signed_out.post("/console/login", {"token": served["tokens"]["root"],
                                                        "next": elsewhere})

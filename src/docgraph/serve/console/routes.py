@@ -610,8 +610,9 @@ def safe_next(target: str | None) -> str | None:
         return None
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or parts.fragment or "\\" in target or ".." in target \
-            or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in target):
-        return None
+            or "%2e" in target.lower() or any(ord(ch) < 0x20 or ord(ch) == 0x7F
+                                              for ch in target):
+        return None  # "%2e%2e" is a ".." segment to a browser
     return target
 
 
