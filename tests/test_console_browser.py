@@ -437,3 +437,32 @@ def test_an_entitys_neighbours_show_first_strongest_first(page, served, artifact
     assert weights == sorted(weights, reverse=True), weights
     page.screenshot(path=str(artifacts / f"graph-neighbours-{served['backend']}.png"))
     assert audit_operations(served) == audited  # viewing pages is not audited
+
+
+def test_a_search_result_url_opens_its_passage_after_sign_in(page, served, artifacts):
+    tools = served["console"].tools
+    tools.governance.base_url = served["url"]  # the links name this server
+    from docgraph.governance import Caller
+
+    results = tools.call("search", Caller("alice"),
+                         {"query": "Roost gateway pushes firmware rollout"})["results"]
+    result = next(r for r in results if r["id"].startswith("eng/firmware.md#chunk-"))
+    anchor = "chunk-" + result["id"].rpartition("#chunk-")[2]
+    blocked: list[str] = []
+    page.on("console", lambda m: blocked.append(m.text)
+            if "Content Security Policy" in m.text else None)
+    page.goto(result["url"])  # signed out: the sign-in form, which comes back here
+    assert "/console/login?next=" in page.url
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'token'",
+                           timeout=5000)
+    page.keyboard.type(served["tokens"]["root"])
+    navigate(page, lambda: page.keyboard.press("Enter"))
+    assert page.url == result["url"]
+    assert page.evaluate("document.querySelector(':target').id") == anchor
+    assert page.get_attribute(f"#{anchor}", "aria-current") == "location"
+    assert result["id"] in page.inner_text(f"#{anchor}")
+    in_view = page.evaluate(f"(() => {{ const r = document.getElementById('{anchor}')"
+                            ".getBoundingClientRect(); return r.top >= 0 && "
+                            "r.top < window.innerHeight; })()")
+    assert in_view and not blocked, blocked
+    page.screenshot(path=str(artifacts / f"document-{served['backend']}.png"), full_page=True)

@@ -190,7 +190,7 @@ def test_cli_index_and_search_json(backend, tmp_path):
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits[0]["source"] == "leave-and-hybrid-work-policy.md"
-    assert hits[0]["score_label"] == "hybrid" and hits[0]["namespace"] == "hr"
+    assert hits[0]["score_label"] == "rrf" and hits[0]["namespace"] == "hr"
     bad = subprocess.run([*cli, "search", "x", "--mode", "nonsense"], capture_output=True,
                          text=True, timeout=300, env=env)
     assert bad.returncode == 1 and "mode: must be one of" in bad.stderr

@@ -42,6 +42,8 @@ def test_there_are_exactly_two_canonical_labels_and_no_bm25_only():
         ("RRF_FUSED", ScoreLabel.HYBRID),
         ("dense", ScoreLabel.DENSE),
         ("hybrid", ScoreLabel.HYBRID),
+        ("rrf", ScoreLabel.HYBRID),  # the engines' names for what their scores are
+        ("composite", ScoreLabel.HYBRID),
         (ScoreLabel.DENSE, ScoreLabel.DENSE),
     ],
 )

@@ -1,7 +1,8 @@
 """The evidence contract on the served path: ``DocgraphTools.call("lookup_knowledge")`` over
 governance, whose searches are the cohort engine in ``vector_first`` mode.
 
-The cohort engine labels its hits ``hybrid`` and scores them with its composite (relevance,
+The cohort engine labels its hits ``composite`` (read as the evidence contract's ``hybrid``)
+and scores them with its composite (relevance,
 lane priority, coverage, redundancy), which is relative to the batch; quality must come from
 each hit's own cosine similarity to the query instead, as on the plain hybrid path."""
 
@@ -38,7 +39,7 @@ def test_cohort_hits_carry_their_own_cosine_not_the_composite(corpus_graph):
     query = corpus_graph.embedder.embed_query(EXACT)
     vectors = corpus_graph.chunk_index().vectors([h.rowid for h in hits])
     for hit in hits:
-        assert str(hit.score_label) == "hybrid"
+        assert str(hit.score_label) == "composite"
         assert hit.dense_similarity == pytest.approx(
             float(np.dot(vectors[hit.rowid], query)), abs=1e-5)
     # the composite is a different number (batch-relative), never the similarity

@@ -242,8 +242,9 @@ def test_every_tool_answers_from_real_capabilities(tools):
     hit = search["results"][0]
     assert {"score", "source", "section", "lane", "chunk_id"} <= set(hit)
     assert "E-417" in " ".join(r["text"] for r in search["results"])
-    assert hit["lane"] in ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent",
-                           "ppr")
+    assert hit["lane"] in ("dense+bm25", "dense", "bm25", "structural", "entity_adjacent",
+                           "graph", "cluster_adjacent", "ppr")  # the CLI's names for seeds
+    assert hit["score_label"] == "composite"
     assert graph_first["mode"] == "graph_first" and graph_first["results"]
 
     assert topics["effective_query"] and topics["reports"]

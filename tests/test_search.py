@@ -62,7 +62,7 @@ def test_hybrid_hits_carry_identity_rank_and_label(graph):
     hits = graph.search("what does E-417 mean", namespaces={"ops"}, k=3)
     top = hits[0]
     assert top.source_path == "support/faq.txt"
-    assert top.score_label == "hybrid"
+    assert top.score_label == "rrf"  # what the score is: the fused RRF score
     assert [h.original_rank for h in hits] == [1, 2, 3]
     k = graph.settings.index.rrf_k
     weight = graph.settings.index.lexical_weight

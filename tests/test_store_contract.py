@@ -129,7 +129,7 @@ def test_docgraph_hybrid_and_dense_search(backend: Backend, tmp_path: Path) -> N
         assert len(report.added) == 3
         hybrid = graph.search("What does error E-417 mean?", namespaces={"ops"}, k=3)
         assert hybrid[0].source_path == "errors.md"
-        assert hybrid[0].score_label == "hybrid"
+        assert hybrid[0].score_label == "rrf"
         assert "bm25" in hybrid[0].lanes and hybrid[0].dense_similarity is not None
         dense = graph.search("parental leave weeks", namespaces={"ops"}, k=2, mode="dense")
         assert dense[0].source_path == "leave.md"

@@ -380,6 +380,44 @@ class ServeSettings(_Section):
         description="Role that opens the web console (/console): a user holding it on every "
                     "domain ('*') in the role assignments. Everyone else is refused.",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL people open this server at (e.g. https://docs.example, behind "
+                    "a proxy): the `url` of a search or fetch result whose source publishes "
+                    "none is its console page under it. Default: http://<host>:<port>, "
+                    "loopback for a wildcard host; `docgraph mcp` (stdio) uses it too.",
+    )
+
+    @model_validator(mode="after")
+    def _public_url_is_a_base(self) -> ServeSettings:
+        if self.public_url is not None:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(self.public_url.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname \
+                    or parts.query or parts.fragment or parts.username or parts.password:
+                raise ValueError(f"serve.public_url {self.public_url!r}: must be an http:// "
+                                 "or https:// URL with a host and without credentials, "
+                                 "query or fragment")
+        return self
+
+    def base_url(self, host: str | None = None, port: int | None = None) -> str:
+        """The server's base URL without a trailing ``/``: ``public_url`` when set, else
+        ``http://<host>:<port>`` of ``host``/``port`` (default: this section's), with a
+        wildcard bind address (``0.0.0.0``, ``::``) read as the loopback address.
+
+        >>> ServeSettings().base_url()
+        'http://127.0.0.1:8765'
+        >>> ServeSettings().base_url("::", 9000)
+        'http://[::1]:9000'
+        """
+        if self.public_url:
+            return self.public_url.strip().rstrip("/")
+        bind = host or self.host
+        bind = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind, bind)
+        if ":" in bind and not bind.startswith("["):
+            bind = f"[{bind}]"
+        return f"http://{bind}:{self.port if port is None else port}"
 
 
 #: The settings that name files: (section, key) -> whether the value is a table of paths.

@@ -12,6 +12,14 @@ import numpy.typing as npt
 
 Vector = npt.NDArray[np.float32]
 SearchModeName = Literal["hybrid", "dense"]
+#: What a hit's ``score`` is (its ``score_label``): ``rrf`` the reciprocal-rank-fusion score
+#: of the dense and BM25 lists (hybrid search; community reports in global mode),
+#: ``composite`` the cohort engine's selection score (relevance, lane priority, coverage,
+#: redundancy), ``dense`` the L2 distance to the query (lower is better).
+ScoreName = Literal["rrf", "composite", "dense"]
+#: The candidate lists of hybrid search and of the cohort's seed lane, as every surface
+#: names them (a seed chunk is shown by the lists that held it, e.g. ``dense+bm25``).
+LIST_LANES = ("dense", "bm25")
 ChunkKind = Literal["text", "community_report"]
 CHUNK_KINDS: tuple[ChunkKind, ...] = ("text", "community_report")
 
@@ -207,13 +215,18 @@ class ScoredRow:
 class SearchHit:
     """One ranked search result.
 
-    ``score`` follows ``score_label``: for ``hybrid`` it is the reciprocal-rank-fusion score,
-    or the composite ranking score in cohort search (higher is better, relative to the batch);
-    for ``dense`` it is the L2 distance between the unit query and chunk vectors (lower is
-    better), the convention the evidence contract normalises. ``dense_similarity`` is the
-    cosine to the query whenever the engine knows it (every vector_first or graph_first hit).
-    ``original_rank`` is the 1-based order retrieval returned. ``pages`` (first, last) and
-    ``ocr`` come from the stored chunk.
+    ``score`` is what ``score_label`` names (:data:`ScoreName`): ``rrf`` the
+    reciprocal-rank-fusion score, ``composite`` the cohort engine's ranking score (both
+    higher is better, relative to the batch), ``dense`` the L2 distance between the unit
+    query and chunk vectors (lower is better), the convention the evidence contract
+    normalises. ``dense_similarity`` is the cosine to the query whenever the engine knows it
+    (every vector_first or graph_first hit). ``original_rank`` is the 1-based order
+    retrieval returned. ``pages`` (first, last) and ``ocr`` come from the stored chunk.
+
+    ``lanes`` are the engine's own (the cohort's ``seed``, ``entity_adjacent``, ...; hybrid
+    search's ``dense``/``bm25``), its first the provenance traces count; ``seed_lists`` are
+    the seed lane's lists that held the hit. :attr:`shown_lanes` and :attr:`lane` name them
+    as every surface shows them.
     """
 
     chunk_id: str
@@ -225,7 +238,7 @@ class SearchHit:
     source_path: str
     section_path: tuple[str, ...]
     score: float
-    score_label: SearchModeName
+    score_label: ScoreName
     original_rank: int
     dense_similarity: float | None = None
     lexical_score: float | None = None
@@ -234,6 +247,18 @@ class SearchHit:
     origin: RowOrigin | None = None
     pages: tuple[int, int] | None = None
     ocr: bool = False
+    seed_lists: tuple[str, ...] = ()
+
+    @property
+    def shown_lanes(self) -> tuple[str, ...]:
+        """The lanes that found the hit as every surface names them (:func:`lane_names`)."""
+        return lane_names(self.lanes, self.seed_lists)
+
+    @property
+    def lane(self) -> str:
+        """The lane the hit is shown as (:func:`lane_of`): ``dense+bm25`` for a chunk both
+        lists matched, whether hybrid search or the cohort's seed lane found it."""
+        return lane_of(self.shown_lanes)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the hit (the CLI's ``--json`` shape)."""
@@ -252,7 +277,8 @@ class SearchHit:
             "original_rank": self.original_rank,
             "dense_similarity": self.dense_similarity,
             "lexical_score": self.lexical_score,
-            "lanes": list(self.lanes),
+            "lane": self.lane,
+            "lanes": list(self.shown_lanes),
             "origin": None if self.origin is None else {
                 "source": self.origin.source, "schema": self.origin.schema,
                 "table": self.origin.table, "pk_column": self.origin.pk_column,
@@ -260,6 +286,36 @@ class SearchHit:
             },
             "text": self.text,
         }
+
+
+def lane_names(lanes: tuple[str, ...], seed_lists: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``lanes`` with the cohort's ``seed`` lane named by the lists that held the chunk
+    (``seed_lists``; both when unknown), so a seed chunk reads as hybrid search shows it.
+
+    >>> lane_names(("seed", "ppr"), ("bm25",))
+    ('bm25', 'ppr')
+    >>> lane_names(("entity_adjacent", "seed"))
+    ('entity_adjacent', 'dense', 'bm25')
+    """
+    out: list[str] = []
+    for name in lanes:
+        out.extend((seed_lists or LIST_LANES) if name == "seed" else (name,))
+    return tuple(dict.fromkeys(out))
+
+
+def lane_of(names: tuple[str, ...] | list[str]) -> str:
+    """The one lane a result is shown as: its leading list lanes joined by ``+``
+    (``dense+bm25``, ``bm25``), else its first lane ('' when none is known).
+
+    >>> lane_of(("dense", "bm25", "ppr")), lane_of(("ppr", "dense"))
+    ('dense+bm25', 'ppr')
+    """
+    lists: list[str] = []
+    for name in names:
+        if name not in LIST_LANES:
+            break
+        lists.append(name)
+    return "+".join(lists) if lists else (names[0] if names else "")
 
 
 def page_list(pages: tuple[int, int] | None) -> list[int] | None:

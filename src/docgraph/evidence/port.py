@@ -103,7 +103,7 @@ def hit_from_search_hit(
             META_TITLE: hit.title,
             META_SOURCE: hit.source_path,
             META_SECTION_PATH: tuple(hit.section_path),
-            META_LANES: tuple(hit.lanes),
+            META_LANES: hit.shown_lanes,
             META_LEXICAL_SCORE: hit.lexical_score,
             META_PAGES: hit.pages,
             META_OCR: hit.ocr,

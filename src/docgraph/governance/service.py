@@ -92,8 +92,12 @@ class Governance:
         audit: AuditLog | None = None,
         evidence: EvidenceSettings | None = None,
         overfetch: int = 2,
+        base_url: str | None = None,
     ) -> None:
         self.graph = graph
+        #: The server's base URL, for console links in results that must carry a ``url``
+        #: (default: ``[serve]``'s, see :meth:`~docgraph.config.ServeSettings.base_url`).
+        self.base_url = base_url or graph.settings.serve.base_url()
         self.entitlements = entitlements
         self.row_authorizer = row_authorizer
         self.router = router
@@ -240,8 +244,9 @@ class Governance:
     # -- reading ------------------------------------------------------------------------
 
     def identity(self) -> PublicIdentity:
-        """How agents see document ids and citation URLs (the sources as registered now)."""
-        return PublicIdentity(self.graph.store.list_sources())
+        """How agents see document ids and citation URLs (the sources as registered now),
+        with console links on :attr:`base_url`."""
+        return PublicIdentity(self.graph.store.list_sources(), self.base_url)
 
     def read(self, caller: Caller, item_id: str, *, scope: ReadScope = "section",
              token_budget: int = 2000, cursor: str | None = None) -> ReadPage:

@@ -55,7 +55,7 @@ from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
 from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
-from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
+from docgraph.model import ChunkKind, ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import LANE_POOL, MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.ppr import LocalGraph, personalized_pagerank
@@ -517,7 +517,7 @@ class CohortSearch:
         selected = self._rank(q, k, query_ids, bridge[: s.max_bridge_entities], dense,
                               lexical, hops, walked)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
-        hits = self._hits(selected, pool)
+        hits = self._hits(selected, pool, {r.rowid for r in dense})
         # Replace internal row ids in the lane lists by chunk ids for readability.
         known = {h.rowid: h.chunk_id for h in hits}
         ids = self.catalog.chunks_by_rowid(
@@ -843,7 +843,9 @@ class CohortSearch:
         return out
 
     def _hits(self, selected: list[tuple[int, float, float, float | None]],
-              pool: dict[int, _Candidate]) -> list[SearchHit]:
+              pool: dict[int, _Candidate], dense_rows: set[int]) -> list[SearchHit]:
+        """The selected rows as hits, each with its lanes and the seed lane's lists that
+        held it (``dense`` when in ``dense_rows``, ``bm25`` when it has a BM25 score)."""
         chunks = self.catalog.chunks_by_rowid([r for r, _, _, _ in selected])
         hits: list[SearchHit] = []
         for rowid, score, sim, lexical in selected:
@@ -852,7 +854,11 @@ class CohortSearch:
                 continue
             candidate = pool[rowid]
             lanes = (candidate.lane, *sorted(candidate.lanes - {candidate.lane}))
-            hits.append(_hit(chunk, score, len(hits) + 1, sim, lexical, lanes))
+            hit = _hit(chunk, score, len(hits) + 1, sim, lexical, lanes, "composite")
+            hit.seed_lists = tuple(name for name, held in (("dense", rowid in dense_rows),
+                                                           ("bm25", lexical is not None))
+                                   if held)
+            hits.append(hit)
         return hits
 
     # -- global -------------------------------------------------------------------
@@ -870,7 +876,7 @@ class CohortSearch:
         hits = [
             _hit(chunks[r.rowid], r.score, i + 1,
                  float(vectors[r.rowid] @ vector) if r.rowid in vectors else None, None,
-                 ("community_report",))
+                 ("community_report",), "rrf")
             for i, r in enumerate(rows) if r.rowid in chunks
         ]
         trace.add("community_report", [h.chunk_id for h in hits])
@@ -919,12 +925,12 @@ def map_reduce_global_context(
 
 
 def _hit(chunk: StoredChunk, score: float, rank: int, similarity: float | None,
-         lexical: float | None, lanes: tuple[str, ...]) -> SearchHit:
+         lexical: float | None, lanes: tuple[str, ...], label: ScoreName) -> SearchHit:
     return SearchHit(
         chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, chunk_index=chunk.index,
         namespace=chunk.namespace, text=chunk.text, title=chunk.title,
         source_path=chunk.source_path, section_path=chunk.section_path, score=score,
-        score_label="hybrid", original_rank=rank, dense_similarity=similarity,
+        score_label=label, original_rank=rank, dense_similarity=similarity,
         lexical_score=lexical, lanes=lanes, rowid=chunk.rowid, origin=chunk.origin,
         pages=chunk.pages, ocr=chunk.ocr,
     )

@@ -131,7 +131,7 @@ class HybridSearcher:
             source_path=chunk.source_path,
             section_path=chunk.section_path,
             score=score,
-            score_label=mode,
+            score_label="rrf" if mode == "hybrid" else "dense",
             original_rank=rank,
             dense_similarity=similarity,
             lexical_score=lexical,

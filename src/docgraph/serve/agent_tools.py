@@ -7,8 +7,10 @@ used by ChatGPT apps (formerly connectors), deep research and company knowledge
 December 17, 2025 renaming): ``search`` answers one text content holding
 ``{"results": [{"id", "title", "url", "text"}]}`` and ``fetch`` one holding
 ``{"id", "title", "text", "url", "metadata"}``. Both run through the governed service with
-the caller's visibility, like every other tool; ``url`` is present only when the source
-has a public URL.
+the caller's visibility, like every other tool. Every result carries a ``url`` (hosts cite
+it): the source's public URL when it has one, else the document's page in the web console
+at that chunk (:meth:`~docgraph.sources.naming.PublicIdentity.passage_url`; it opens for a
+signed-in console user, and shows only what that user may read).
 
 Ids shown here are agent-visible (:class:`~docgraph.sources.naming.PublicIdentity`);
 every tool accepts them and the stored (``file:///...``) form alike.
@@ -133,7 +135,7 @@ DESCRIPTIONS: dict[str, str] = {
     ),
     "search": (
         "Search the documents you are entitled to. Returns results with id, title, url "
-        "(when the source publishes one) and a text snippet; pass an id to fetch for the "
+        "(a link to the passage to cite) and a text snippet; pass an id to fetch for the "
         "full passage. Ask one atomic question per call and name entities explicitly."
     ),
     "fetch": (
@@ -197,8 +199,8 @@ def search_result(hit: SearchHit, identity: PublicIdentity) -> dict[str, Any]:
     title = hit.title if not section or section == hit.title else f"{hit.title} › {section}"
     out: dict[str, Any] = {"id": identity.key(hit.namespace, hit.chunk_id), "title": title,
                            "text": _snippet(hit.text)}
-    url = identity.url(hit.namespace, hit.doc_id, hit.source_path,
-                       hit.pages[0] if hit.pages else None)
+    url = identity.passage_url(hit.namespace, hit.doc_id, hit.source_path, hit.chunk_index,
+                               hit.pages[0] if hit.pages else None)
     if url is not None:
         out["url"] = url
     return out
@@ -226,7 +228,8 @@ def fetch_payload(item_id: str, page: ReadPage, identity: PublicIdentity) -> dic
         metadata["previous_cursor"] = (None if page.previous_start is None
                                        else encode_read_cursor(page.previous_start))
     out: dict[str, Any] = {"id": item_id, "title": page.title, "text": page.text}
-    url = identity.url(page.namespace, page.doc_id, page.path, first_page(page))
+    at = page.target_index if page.target_index is not None else page.chunks[0].index
+    url = identity.passage_url(page.namespace, page.doc_id, page.path, at, first_page(page))
     if url is not None:
         out["url"] = url
     out["metadata"] = metadata

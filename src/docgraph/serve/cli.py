@@ -30,6 +30,7 @@ from docgraph.errors import DocgraphError, RefreshBusy
 from docgraph.ingest.bounds import char_limit, clip
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
+from docgraph.sources.naming import PublicIdentity
 
 
 class _DocgraphGroup(TyperGroup):
@@ -376,15 +377,16 @@ def search(
     if not hits:
         console.print("no results")
         return
-    for hit in hits:
+    for hit in hits:  # the id `docgraph read` and every tool accept, as the tools show it
         section = " > ".join(hit.section_path)
         pages = page_label(hit.pages) + (", OCR" if hit.ocr else "")
         console.print(
-            f"[bold]{hit.original_rank}.[/] [green]{escape(hit.source_path)}[/]"
+            f"[bold]{hit.original_rank}.[/] "
+            f"[green]{escape(identity.key(hit.namespace, hit.chunk_id))}[/]"
             f"{' > ' + escape(section) if section else ''}"
             f"{' (' + pages + ')' if hit.pages else ''}  "
-            f"[dim]{hit.score_label} {hit.score:.4f} via {'+'.join(hit.lanes)} "
-            f"ns={escape(hit.namespace)}[/]"
+            f"[dim]{hit.score_label} {hit.score:.4f} via {'+'.join(hit.shown_lanes)} "
+            f"ns={escape(hit.namespace)}[/]", soft_wrap=True
         )
         text = hit.text if len(hit.text) <= 400 else hit.text[:400].rsplit(" ", 1)[0] + " ..."
         console.print("   " + escape(text).replace("\n", "\n   "))
@@ -467,10 +469,12 @@ def trace(
         if governance_configured(dg.settings.governance):
             user = local_governance(dg, _state.get("user"), _state.get("role"))[1].user_id
         found = dg.traces.get(trace_id, user_id=user)
+        identity = PublicIdentity(dg.store.list_sources())
     if found is None:
         err.print(f"no trace {trace_id!r} (traces are kept for the most recent searches)")
         raise typer.Exit(1)
-    sys.stdout.write(json.dumps(found, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(public_ids(found, identity), indent=2, ensure_ascii=False)
+                     + "\n")
 
 
 @app.command()
@@ -823,10 +827,35 @@ def lookup(
     with _open() as dg:
         governance, caller = _governed(dg)
         result = governance.lookup(caller, query)
+        identity = governance.identity()
     payload = result.to_dict()
     if trace:
-        payload["trace"] = result.trace.to_dict()
+        payload["trace"] = public_ids(result.trace.to_dict(), identity)
     sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+#: Keys of trace dicts whose values are stored ids (lists, or keys of a mapping).
+_ID_FIELDS = frozenset({"evidence_key", "doc_id", "chunk_id"})
+_ID_LISTS = frozenset({"candidates", "final_provenance"})
+
+
+def public_ids(value: Any, identity: PublicIdentity, key: str = "") -> Any:
+    """``value`` (a trace as JSON) with every stored chunk or document id in its
+    agent-visible form, as the rest of the CLI shows ids: the values of ``evidence_key``,
+    ``doc_id`` and ``chunk_id`` fields and the ids of a retrieval trace's ``candidates``
+    (per lane) and ``final_provenance``."""
+    if isinstance(value, dict):
+        if key in _ID_LISTS:
+            if key == "final_provenance":
+                return {identity.key_anywhere(str(k)): v for k, v in value.items()}
+            return {lane: [identity.key_anywhere(str(i)) for i in ids] if isinstance(ids, list)
+                    else ids for lane, ids in value.items()}
+        return {k: public_ids(v, identity, k) for k, v in value.items()}
+    if isinstance(value, list):  # a list of dicts is no id list: its items map alone
+        return [public_ids(v, identity, "" if isinstance(v, dict) else key) for v in value]
+    if key in _ID_FIELDS and isinstance(value, str):
+        return identity.key_anywhere(value)
+    return value
 
 
 
@@ -873,6 +902,8 @@ def serve_http(
                       f"(e.g. --port {bind_port + 1})")
             raise typer.Exit(1) from exc
         tools = build_tools(dg)
+        # console links in results (search/fetch `url`): [serve] public_url, else this bind
+        tools.governance.base_url = settings.base_url(bind, bind_port)
         if bind not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
                       "from the network; put TLS in front of it")

@@ -165,9 +165,11 @@ DESCRIPTIONS: dict[str, str] = {
         "explicit entity names or use search_documents with a larger k. " + GUIDANCE
     ),
     "search_documents": (
-        "Ranked chunks for query_text with score, source, section and the provenance lane "
-        "that found each one (seed = dense+BM25 match, structural = neighbouring section, "
-        "entity_adjacent / cluster_adjacent / graph = shares entities). Modes: vector_first "
+        "Ranked chunks for query_text with score (score_label composite: the engine's "
+        "ranking score, higher is better; rrf: the fused rank score of global mode), source, "
+        "section and the provenance lane that found each one (dense / bm25 / dense+bm25 = "
+        "matched the query's meaning / words / both, structural = neighbouring section, "
+        "entity_adjacent / cluster_adjacent / graph / ppr = shares entities). Modes: vector_first "
         "(default) for 'what do the documents say about X'; graph_first for 'how is X "
         "related to Y'; global for corpus-wide themes. Exact names, codes and identifiers "
         "are matched lexically, so include them verbatim. " + GUIDANCE
@@ -295,9 +297,9 @@ def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
         "section": _section(hit),
         "namespace": hit.namespace,
         "score": round(float(hit.score), 6),
-        "score_label": hit.score_label,
-        "lane": hit.lanes[0] if hit.lanes else "seed",
-        "lanes": list(hit.lanes),
+        "score_label": hit.score_label,  # what the score is: composite, rrf or dense
+        "lane": hit.lane,  # named as the CLI names it: dense+bm25 for a seed both matched
+        "lanes": list(hit.shown_lanes),
         "text": text,
     }
     if cut:

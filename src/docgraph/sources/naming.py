@@ -9,7 +9,10 @@ rewritten and an id an agent saw before (the full form) still resolves. Row docu
 (``schema.table.column/<pk>``) keep their form.
 
 A source's optional public base URL turns a relative path into a link a person can open
-(:func:`citation_url`); without one, no URL is shown (never the server's file path).
+(:func:`citation_url`); without one, no URL is shown (never the server's file path),
+except where a result must carry one (the ``search``/``fetch`` pair): there the link is the
+document's page in the web console of ``docgraph serve`` at that chunk
+(:func:`console_document_url`), which shows it only to a signed-in reader.
 """
 
 from __future__ import annotations
@@ -149,6 +152,28 @@ def citation_url(public_url: str | None, relative_path: str, page: int | None = 
     return url if page is None else f"{url}#page={int(page)}"
 
 
+#: Where the web console shows a document (``serve/console/routes.py`` serves it).
+CONSOLE_DOCUMENTS = "/console/documents/"
+
+
+def console_document_url(base_url: str, public_id: str, chunk_index: int | None = None
+                         ) -> str:
+    """The console page of the document ``public_id`` (its agent-visible id) on the server
+    at ``base_url``, opened at chunk ``chunk_index`` (a query parameter the page reads and an
+    anchor the browser scrolls to). The id is percent-encoded once more, so a ``%`` it holds
+    reaches the page as it is.
+
+    >>> console_document_url("http://127.0.0.1:8765", "corpus/support/faq v2.md", 8)
+    'http://127.0.0.1:8765/console/documents/corpus/support/faq%20v2.md?chunk=8#chunk-8'
+    >>> console_document_url("https://docs.example/", "eng/a%20b.md")
+    'https://docs.example/console/documents/eng/a%2520b.md'
+    """
+    url = base_url.rstrip("/") + CONSOLE_DOCUMENTS + quote(public_id, safe="/")
+    if chunk_index is None:
+        return url
+    return f"{url}?chunk={int(chunk_index)}#chunk-{int(chunk_index)}"
+
+
 def split_key(item_id: str) -> tuple[str, int | None]:
     """(document id, chunk index) of an evidence key ``docId#chunk-N``; a document id
     alone gives (id, None)."""
@@ -178,9 +203,14 @@ def _canonical(urn: str, rest: str) -> str | None:
 
 class PublicIdentity:
     """Stored document ids <-> agent-visible ids, and citation URLs, for one set of
-    registered sources (build one per request: names can change between requests)."""
+    registered sources (build one per request: names can change between requests).
 
-    def __init__(self, sources: Iterable[SourceRecord]) -> None:
+    ``console_url`` is the base URL of the server whose console links
+    :meth:`passage_url` falls back to (None: no fallback)."""
+
+    def __init__(self, sources: Iterable[SourceRecord], console_url: str | None = None
+                 ) -> None:
+        self.console_url = console_url
         records = list(sources)
         names = display_names(records)
         self._by_namespace: dict[str, list[NamedSource]] = {}
@@ -241,6 +271,17 @@ class PublicIdentity:
         """The citation URL of a document (None when its source has no public URL)."""
         named = self.source_of(namespace, doc_id)
         return None if named is None else citation_url(named.public_url, relative_path, page)
+
+    def passage_url(self, namespace: str, doc_id: str, relative_path: str,
+                    chunk_index: int | None = None, page: int | None = None) -> str | None:
+        """A link that opens the passage for a person allowed to read it: the citation URL
+        when the source publishes one (:meth:`url`), else the document's console page at
+        ``chunk_index`` (None without a ``console_url``)."""
+        url = self.url(namespace, doc_id, relative_path, page)
+        if url is not None or self.console_url is None:
+            return url
+        return console_document_url(self.console_url, self.document(namespace, doc_id),
+                                    chunk_index)
 
     def stored_candidates(self, doc_part: str, namespaces: Iterable[str]
                           ) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The console's routes under ``/console``: sign-in, Status, Sources, Traces, Playground.
+"""The console's routes under ``/console``: sign-in, Status, Sources, Traces, Playground,
+and a document page (``/console/documents/<id>?chunk=N``, where results link).
 
 Pages are server-rendered Jinja2 templates (autoescaped) with one stylesheet and one small
 script, both served from this package (``/console/static/``): no build step, no CDN, so the
@@ -23,7 +24,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio.to_thread
 import jinja2
@@ -33,7 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 
 from docgraph import __version__
-from docgraph.errors import DocgraphError
+from docgraph.errors import DocgraphError, NotFound
 from docgraph.governance.audit import AuditRecord
 from docgraph.serve.console import views
 from docgraph.serve.console.ratelimit import Refusal, SignInLimiter
@@ -99,6 +100,7 @@ def template_environment() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["when"] = _when
     env.filters["duration"] = _duration
+    env.filters["lane"] = views.lane_label
     return env
 
 
@@ -179,7 +181,7 @@ class Console:
                 if post:
                     return self.refuse(request, 403, "your console session has ended or was "
                                                      "never started: sign in again")
-                return RedirectResponse(f"{PREFIX}/login", 303, headers=SECURITY_HEADERS)
+                return RedirectResponse(_sign_in_url(request), 303, headers=SECURITY_HEADERS)
             if post:
                 form = await self.form(request)
                 if form is None:
@@ -219,7 +221,8 @@ class Console:
     async def login_form(self, request: Request) -> Response:
         """The sign-in form (a fresh CSRF token in a cookie and the form)."""
         token = secrets.token_urlsafe(24)
-        response = self.render(request, "login.html", title="Sign in", login_csrf=token, error="")
+        response = self.render(request, "login.html", title="Sign in", login_csrf=token, error="",
+                               next=safe_next(request.query_params.get("next")))
         self._cookie(response, request, LOGIN_COOKIE, token, path=f"{PREFIX}/login")
         return response
 
@@ -250,12 +253,15 @@ class Console:
                        "('*') in the policy")
             token = secrets.token_urlsafe(24)
             response = self.render(request, "login.html", status=401 if caller is None else 403,
-                                   title="Sign in", login_csrf=token, error=message)
+                                   title="Sign in", login_csrf=token, error=message,
+                                   next=safe_next(_field(form, "next")))
             self._cookie(response, request, LOGIN_COOKIE, token, path=f"{PREFIX}/login")
             return response
         await self.blocking(views.audit_change, self.governance, session.caller, "login", "ok",
                             "signed in to the console")
-        done = RedirectResponse(f"{PREFIX}/status", 303, headers=SECURITY_HEADERS)
+        back = safe_next(_field(form, "next"))
+        done = RedirectResponse(f"{PREFIX}/status" if back is None else _at_chunk(back), 303,
+                                headers=SECURITY_HEADERS)
         self._cookie(done, request, SESSION_COOKIE, session.id, path=PREFIX)
         done.delete_cookie(LOGIN_COOKIE, path=f"{PREFIX}/login")
         return done
@@ -401,6 +407,24 @@ class Console:
             return self.refuse(request, 404, f"no community {raw!r} in reach", session)
         return self.render(request, "community.html", session=session,
                            title=f"Community: {data['community'].title}", **data)
+
+    async def document(self, request: Request, session: ConsoleSession) -> Response:
+        """A document read as the signed-in admin, opened at ``?chunk=N`` (the ``url`` of a
+        search or fetch result whose source publishes none links here)."""
+        item_id = request.path_params["item_id"]
+        raw = request.query_params.get("chunk", "")
+        if raw and not (raw.isdigit() and len(raw) <= 9):
+            return self.refuse(request, 400, "chunk: a chunk number", session)
+        try:
+            doc = await self.blocking(views.document_page, self.governance, session.caller,
+                                      item_id, int(raw) if raw else None,
+                                      request.query_params.get("cursor") or None)
+        except NotFound as exc:
+            return self.refuse(request, 404, str(exc), session)
+        except DocgraphError as exc:
+            return self.refuse(request, 400, str(exc), session)
+        return self.render(request, "document.html", session=session,
+                           title=f"Document: {doc['title']}", doc=doc)
 
     async def settings(self, request: Request, session: ConsoleSession) -> Response:
         """Settings: the admin sections, editable, the embedding model and the chat
@@ -554,6 +578,8 @@ class Console:
             Route(p + "/graph", self.page(self.graph), methods=["GET"]),
             Route(p + "/graph/communities/{community_id}", self.page(self.community),
                   methods=["GET"]),
+            Route(p + "/documents/{item_id:path}", self.page(self.document),
+                  methods=["GET"]),
             Route(p + "/settings", self.page(self.settings), methods=["GET"]),
             Route(p + "/settings", self.page(self.change_settings, post=True),
                   methods=["POST"]),
@@ -570,6 +596,42 @@ class Console:
                   methods=["POST"]),
             Route(p + "/static/{name}", self.static, methods=["GET"]),
         ]
+
+
+#: The pages a sign-in returns to (where search and fetch results link); nothing else, so
+#: the sign-in form cannot be made to redirect anywhere else.
+RETURN_PAGES = PREFIX + "/documents/"
+MAX_NEXT_CHARS = 2048
+
+
+def safe_next(target: str | None) -> str | None:
+    """``target`` when it is a console document page of this server (a path under
+    :data:`RETURN_PAGES`, with its query, no scheme, host, ``..``, backslash or control
+    character), else None."""
+    if not target or len(target) > MAX_NEXT_CHARS or not target.startswith(RETURN_PAGES):
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or parts.fragment or "\\" in target or ".." in target \
+            or "%2e" in target.lower() or any(ord(ch) < 0x20 or ord(ch) == 0x7F
+                                              for ch in target):
+        return None  # "%2e%2e" is a ".." segment to a browser
+    return target
+
+
+def _at_chunk(target: str) -> str:
+    """``target`` with the anchor of the chunk its ``chunk`` parameter names (the fragment
+    of the link first followed does not survive the sign-in form's POST)."""
+    chunk = parse_qs(urlsplit(target).query).get("chunk", [""])[0]
+    return f"{target}#chunk-{chunk}" if chunk.isdigit() else target
+
+
+def _sign_in_url(request: Request) -> str:
+    """The sign-in page, returning to the requested page when it is a document page."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else quote(request.url.path)
+    query = request.url.query
+    target = safe_next(path + (f"?{query}" if query else ""))
+    return f"{PREFIX}/login" if target is None else f"{PREFIX}/login?next={quote(target, safe='')}"
 
 
 def _tags_page(source: str, schema: str) -> str:

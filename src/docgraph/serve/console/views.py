@@ -28,9 +28,12 @@ from docgraph.evidence.quality import relevance_level
 from docgraph.governance import AccessDenied, Caller, Governance
 from docgraph.governance.audit import AuditRecord, UnrecordedAuditLog
 from docgraph.governance.inputs import MAX_PAGE
+from docgraph.governance.read import MAX_READ_BUDGET, encode_read_cursor
 from docgraph.lifecycle.admin import ADMIN_SECTIONS
+from docgraph.model import lane_of, page_label
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
 from docgraph.sources.credentials import credential_key
+from docgraph.sources.naming import console_document_url, split_key
 from docgraph.sources.urn import normalize_urn
 
 if TYPE_CHECKING:
@@ -813,15 +816,29 @@ def traces_page(governance: Governance, limit: int = RECENT_LIMIT) -> dict[str, 
     for t in traces:  # newest first: keep the newest trace of each (user, query)
         by_query.setdefault((str(t.get("user_id", "")), str(t.get("query_hash", ""))),
                             str(t["id"]))
+    identity = governance.identity()
     records = []
     for r in governance.audit.recent(limit):
         key = (str(r.get("user_id", "")), str(r.get("query_hash", "")))
-        records.append({**r, "trace_id": by_query.get(key) if key[1] else None})
+        records.append({**r, "trace_id": by_query.get(key) if key[1] else None,
+                        # the ids agents and the CLI show (the record keeps the stored ones)
+                        "evidence_keys": [identity.key_anywhere(str(k))
+                                          for k in r.get("evidence_keys") or []]})
     return {"records": records, "chart": lane_share_chart(traces), "traces": [{
         "id": t["id"], "user_id": t.get("user_id"), "mode": t.get("mode"), "k": t.get("k"),
         "created_at": t.get("created_at"), "pool_size": t.get("pool_size", 0),
         "returned": len(t.get("final_provenance") or {}),
     } for t in traces]}
+
+
+#: How pages name the engine's lanes where the tools and the CLI name them otherwise: the
+#: seed lane's chunks are shown there by the lists that held them (``dense+bm25``).
+LANE_LABELS = {"seed": "dense+bm25 (seed)"}
+
+
+def lane_label(lane: str) -> str:
+    """A trace's lane as pages name it (:data:`LANE_LABELS`, else the lane itself)."""
+    return LANE_LABELS.get(lane, lane)
 
 
 #: Lanes in the order charts stack them (others follow by name), each with its colour; the
@@ -877,7 +894,11 @@ def trace_page(governance: Governance, trace_id: str) -> dict[str, Any] | None:
     trace = governance.graph.traces.get(trace_id)
     if trace is None:
         return None
-    candidates = trace.get("candidates") or {}
+    identity = governance.identity()  # ids as agents see them; the trace keeps stored ones
+    candidates = {lane: [identity.key_anywhere(str(i)) for i in ids]
+                  for lane, ids in (trace.get("candidates") or {}).items()}
+    final = {identity.key_anywhere(str(i)): lane
+             for i, lane in (trace.get("final_provenance") or {}).items()}
     return {
         "id": trace_id, "user_id": trace.get("user_id"), "mode": trace.get("mode"),
         "k": trace.get("k"), "created_at": trace.get("created_at"),
@@ -889,7 +910,7 @@ def trace_page(governance: Governance, trace_id: str) -> dict[str, Any] | None:
         "missing": trace.get("query_entities_missing") or [],
         "completeness": trace.get("completeness") or {},
         "shares": provenance_shares(trace.get("final_provenance") or {}),
-        "final": trace.get("final_provenance") or {},
+        "final": final,
         "notes": trace.get("notes") or [],
     }
 
@@ -920,16 +941,19 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
         if tool == "lookup_knowledge":
             result = governance.lookup(caller, query)
             settings = governance.evidence
+            identity = governance.identity()
             out["relevance_level"] = str(result.relevance_level)
             out["is_low_quality"] = result.is_low_quality
             for rank, block in enumerate(result.blocks, 1):
                 lanes = [r.removeprefix("lane:") for r in block.hit_reasons
                          if r.startswith("lane:")]
                 out["blocks"].append({
-                    "rank": rank, "key": block.evidence_key, "title": block.title,
+                    "rank": rank, "title": block.title,
+                    "key": (identity.key(block.namespace, block.evidence_key)
+                            if block.namespace and block.doc_id else block.evidence_key),
                     "source": block.source, "namespace": block.namespace,
                     "section": " > ".join(block.section_path),
-                    "lane": lanes[0] if lanes else "seed", "lanes": lanes,
+                    "lane": lane_of(lanes), "lanes": lanes,
                     "quality": round(block.quality_score, 3),
                     "relevance": str(relevance_level(block.quality_score,
                                                      settings.precise_threshold,
@@ -944,13 +968,15 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
                                          return_trace=True)
             if cohort.trace is not None:
                 out["trace_id"] = cohort.trace.id
+            identity = governance.identity()
             for hit in cohort.hits:
                 out["blocks"].append({
-                    "rank": hit.original_rank, "key": hit.chunk_id, "title": hit.title,
+                    "rank": hit.original_rank, "title": hit.title,
+                    "key": identity.key(hit.namespace, hit.chunk_id),
                     "source": hit.source_path, "namespace": hit.namespace,
                     "section": " > ".join(hit.section_path),
-                    "lane": ("community report" if tool == "explore_topics" else
-                             hit.lanes[0] if hit.lanes else "seed"), "lanes": list(hit.lanes),
+                    "lane": "community report" if tool == "explore_topics" else hit.lane,
+                    "lanes": list(hit.shown_lanes),
                     "quality": round(float(hit.score), 4), "relevance": hit.score_label,
                     "text": _excerpt(hit.text),
                 })
@@ -959,6 +985,12 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
         out["error"] = f"access denied: {exc}"
     except DocgraphError as exc:
         out["error"] = str(exc)
+    for block in out["blocks"]:  # each passage's page in the console (not a report's)
+        block["also"] = [lane for lane in block["lanes"]
+                         if lane not in block["lane"].split("+")]
+        doc, index = split_key(block["key"])
+        block["link"] = (console_document_url("", doc, index)
+                         if tool != "explore_topics" and index is not None else None)
     audit_change(governance, admin, "playground", "error" if out["error"] else "ok",
                  detail + (f": {out['error']}" if out["error"] else ""))
     return out
@@ -967,3 +999,49 @@ def run_playground(governance: Governance, admin: Caller, tool: str, user: str,
 def _excerpt(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS - 1] + "…"
+
+
+# -- documents ----------------------------------------------------------------------------
+
+def document_page(governance: Governance, admin: Caller, item_id: str,
+                  chunk: int | None = None, cursor: str | None = None) -> dict[str, Any]:
+    """One page of a document as the signed-in admin may read it (the governed read, so
+    audited as a ``read`` of the admin; rows the admin's row check hides are not shown):
+    its chunks in order, each with its anchor (``chunk-N``), agent-visible id, section and
+    pages, the page that holds ``chunk`` first (the rest by ``cursor``), and links to the
+    pages before and after.
+
+    Raises :class:`~docgraph.errors.NotFound` for an id the admin cannot read (the one
+    "not found" of every read) and :class:`~docgraph.errors.InvalidQuery` for a bad
+    cursor."""
+    doc_part = item_id.strip()
+    wanted = doc_part if chunk is None else f"{doc_part}#chunk-{chunk}"
+    page = governance.read(admin, wanted, scope="document", token_budget=MAX_READ_BUDGET,
+                           cursor=cursor)
+    identity = governance.identity()
+    public = identity.document(page.namespace, page.doc_id)
+    named = identity.source_of(page.namespace, page.doc_id)
+    base = console_document_url("", public)
+
+    def link(start: int | None) -> str | None:
+        return None if start is None else f"{base}?cursor={encode_read_cursor(start)}"
+
+    return {
+        "title": page.title or page.path,
+        "document_id": public,
+        "namespace": page.namespace,
+        "source_name": None if named is None else named.name,
+        "path": page.path,
+        "url": identity.url(page.namespace, page.doc_id, page.path),
+        "target": chunk,
+        "total": len(page.span),
+        "chunks": [{
+            "index": c.index, "anchor": f"chunk-{c.index}",
+            "id": identity.key(c.namespace, c.chunk_id),
+            "section": " > ".join(c.section_path),
+            "pages": page_label(c.pages) if c.pages is not None else "",
+            "ocr": c.ocr, "text": c.text, "target": c.index == chunk,
+        } for c in page.chunks],
+        "previous": link(page.previous_start),
+        "next": link(page.next_start),
+    }
