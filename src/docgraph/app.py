@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import UnsupportedByBackend
+from docgraph.errors import BuildInterrupted, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.phrase_cache import PhraseCache
@@ -22,8 +22,15 @@ from docgraph.ingest.pipeline import (
     check_embedding_model,
 )
 from docgraph.lifecycle.admin import AdminSettings
-from docgraph.lifecycle.history import BuildHistory
+from docgraph.lifecycle.history import (
+    NAMESPACE_WIDE,
+    BuildHistory,
+    BuildProgress,
+    NamespaceBuild,
+    PhaseOutcome,
+)
 from docgraph.lifecycle.leadership import Leadership
+from docgraph.lifecycle.outcomes import describe_error, phases_after_failure, phases_of_report
 from docgraph.lifecycle.refresher import Refresher
 from docgraph.lifecycle.shared_settings import SharedSettings
 from docgraph.lifecycle.status import NamespaceStatus, index_status
@@ -272,12 +279,45 @@ class DocGraph:
                 "`docgraph index --wait SECONDS` (wait_seconds=)")
         with self.leadership.elected(f"indexing {folder}", wait_seconds, hint):
             source = self.add_folder(folder, namespace)
-            if self.extractor is not None:
-                self.refresher.load_vocabulary()
-            options = self.sources.credentials.storage_options(source.urn)
-            with FolderCrawler(source.urn, self.settings.loader.include, options) as crawler:
-                report = self._pipeline().index_source(source, progress, crawler=crawler)
-            self._build_graphs()
+            history = self.build_history
+            build = history.start(namespace)  # status shows it in progress, how far it got
+            tracker = BuildProgress(history, build, progress)
+            tracker.source = source.urn
+            report: IngestReport | None = None
+            pipeline = self._pipeline()
+            try:
+                if self.extractor is not None:
+                    self.refresher.load_vocabulary()
+                options = self.sources.credentials.storage_options(source.urn)
+                with FolderCrawler(source.urn, self.settings.loader.include, options) \
+                        as crawler:
+                    report = pipeline.index_source(source, tracker, crawler=crawler)
+                build.phases = phases_of_report(source.urn, report)
+                _count_report(build, report)
+                if self.extractor is not None:
+                    tracker.phase("graph")
+                    build.phases.extend(_graph_phases(namespace, self._build_graphs()))
+            except KeyboardInterrupt as exc:
+                interrupted = exc if isinstance(exc, BuildInterrupted) else BuildInterrupted(
+                    0 if report is None else len(report.added) + len(report.updated),
+                    phase="graph" if report is not None else pipeline.phase)
+                build.phases.append(PhaseOutcome(
+                    source.urn, interrupted.phase or "store", "error",
+                    f"interrupted after {interrupted.done} of {interrupted.total} files; "
+                    f"{interrupted.kept} documents kept, the next build continues"))
+                build.documents_changed = interrupted.kept
+                history.finish(build, keep=self.settings.refresh.keep_builds)
+                if interrupted is exc:
+                    raise
+                raise interrupted from exc
+            except Exception as exc:
+                build.phases.extend(phases_after_failure(
+                    source.urn, pipeline.phase if report is None else "store",
+                    describe_error(exc), {}) if report is None else [PhaseOutcome(
+                        NAMESPACE_WIDE, "graph", "error", describe_error(exc))])
+                history.finish(build, keep=self.settings.refresh.keep_builds)
+                raise
+            history.finish(build, keep=self.settings.refresh.keep_builds)
             return report
 
     def refresh(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
@@ -473,6 +513,24 @@ class DocGraph:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _count_report(build: NamespaceBuild, report: IngestReport) -> None:
+    """Add one source's ingest report to its namespace build's counts."""
+    build.documents_changed += len(report.added) + len(report.updated) + len(report.removed)
+    build.chunks_embedded += report.chunks_embedded
+    build.bodies_read += report.bodies_read
+
+
+def _graph_phases(namespace: str, reports: list[GraphBuildReport]) -> list[PhaseOutcome]:
+    """The graph phase of a namespace build, from the graph builds it ran."""
+    for report in reports:
+        if report.namespace == namespace:
+            return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok",
+                                 f"{report.entities} entities, {report.edges} edges"),
+                    PhaseOutcome(NAMESPACE_WIDE, "communities", "ok",
+                                 f"{report.communities} communities, {report.reports} reports")]
+    return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok", "up to date")]
 
 
 def _close_index(index: ChunkIndex | None) -> None:

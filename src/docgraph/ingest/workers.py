@@ -110,6 +110,9 @@ def _init(spec_bytes: bytes, parent_pid: int, parent_alive: Connection) -> None:
     global _SPEC
     _die_with_parent(parent_pid, parent_alive)
     _detach_stdio()
+    # Ctrl-C reaches the whole process group: the pipeline's process handles it (keeps
+    # what it committed, stops the pool); a worker would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Parallel across processes already: the tokenizer's own thread pool only contends.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _SPEC = pickle.loads(spec_bytes)

@@ -47,6 +47,7 @@ from docgraph.ingest.pipeline import (
 from docgraph.lifecycle.history import (
     NAMESPACE_WIDE,
     BuildHistory,
+    BuildProgress,
     NamespaceBuild,
     PhaseOutcome,
 )
@@ -206,7 +207,7 @@ class Refresher:
                 name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
                 progress, force_graph, result,
             )
-            self.history.record(build, keep=graph.settings.refresh.keep_builds)
+            self.history.finish(build, keep=graph.settings.refresh.keep_builds)
             result.builds.append(build)
             if build.outcome == "error":
                 log.error("build of namespace %r failed: %s", name,
@@ -289,12 +290,14 @@ class Refresher:
         force_graph: bool,
         result: RefreshResult,
     ) -> NamespaceBuild:
-        build = NamespaceBuild(namespace, time.time())
+        build = self.history.start(namespace)  # shown in progress by every status
+        tracker = BuildProgress(self.history, build, progress)
         for source in sources:
+            tracker.source = source.urn
             if source.scheme == "sql":
-                report, phases = self._ingest_table(source, progress)
+                report, phases = self._ingest_table(source, tracker)
             else:
-                report, phases = self._ingest_folder(source, progress)
+                report, phases = self._ingest_folder(source, tracker)
             build.phases.extend(phases)
             if report is not None:
                 result.reports.append(report)
@@ -303,6 +306,8 @@ class Refresher:
                 build.chunks_embedded += report.chunks_embedded
                 build.bodies_read += report.bodies_read
         build.phases.extend(vocabulary_phases)
+        if self.graph.extractor is not None:
+            tracker.phase("graph")
         build.phases.extend(self._build_graph(namespace, vocabulary_complete, force_graph,
                                               result))
         build.finished_at = time.time()

@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from docgraph.app import DocGraph
-from docgraph.errors import DocgraphError, RefreshBusy
+from docgraph.errors import BuildInterrupted, DocgraphError, RefreshBusy
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
 
@@ -149,11 +149,16 @@ def index(
     """Index a folder (incremental: unchanged files are not re-read or re-embedded).
 
     One process at a time builds an index: when another one leads (a `serve` or
-    `refresh --watch`), this says which and exits 1, changing nothing."""
+    `refresh --watch`), this says which and exits 1, changing nothing. Interrupted (Ctrl-C),
+    it keeps the documents it committed and exits 130: the same command continues."""
     with _open() as dg:
         started = time.perf_counter()
-        reports = _as_builder("not indexed", lambda: _run_build(
-            lambda cb: [dg.index(path, namespace, progress=cb, wait_seconds=wait)]))
+        try:
+            reports = _as_builder("not indexed", lambda: _run_build(
+                lambda cb: [dg.index(path, namespace, progress=cb, wait_seconds=wait)]))
+        except BuildInterrupted as exc:  # Ctrl-C: what was committed stays
+            err.print(escape(str(exc)))
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -385,17 +390,20 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
                       str(ns.entities), str(ns.communities), str(ns.failures), when)
     console.print(table)
     if info.builds:
-        builds = Table("namespace", "last refresh", "outcome", "stale for", "documents", "chunks",
+        builds = Table("namespace", "last build", "outcome", "stale for", "documents", "chunks",
                        "errors")
         for b in info.builds:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b.last_build_at)) \
                 if b.last_build_at else "never"
-            stale = "never built" if b.staleness_seconds is None \
+            unbuilt = "building" if b.last_outcome == "running" else "never built"
+            stale = unbuilt if b.staleness_seconds is None \
                 else f"{b.staleness_seconds:.0f}s" + (" (overdue)" if b.overdue else "")
             builds.add_row(b.namespace, when, b.last_outcome or "-", stale, str(b.documents),
                            str(b.chunks), str(len(b.errors)))
         console.print(builds)
         for b in info.builds:
+            if b.in_progress:
+                console.print(f"building {escape(b.namespace)}: {escape(b.in_progress)}")
             for p in b.errors:
                 err.print(f"[red]{p.outcome}[/] {escape(b.namespace)} {escape(p.source)} "
                           f"{p.phase}: {escape(p.message)}")
