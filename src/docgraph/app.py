@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import BuildInterrupted, UnsupportedByBackend
+from docgraph.errors import BuildInterrupted, UnknownNamespace, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.phrase_cache import PhraseCache
@@ -417,11 +417,16 @@ class DocGraph:
         namespaces: Iterable[str],
         k: int = 10,
         mode: SearchModeName | CohortMode = "hybrid",
+        strict: bool = True,
     ) -> list[SearchHit]:
         """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set).
 
         ``hybrid`` and ``dense`` rank single chunks; ``vector_first``, ``graph_first`` and
-        ``global`` run cohort search (see :meth:`retrieve`)."""
+        ``global`` run cohort search (see :meth:`retrieve`). ``strict`` (the default)
+        raises :class:`~docgraph.errors.UnknownNamespace` for a namespace the index does
+        not hold (a typo would otherwise answer nothing); the governed service passes
+        False, since a caller's domains may hold nothing yet."""
+        namespaces = self._namespaces(namespaces, strict)
         if mode in ("vector_first", "graph_first", "global"):
             return self.retrieve(query, namespaces=namespaces, k=k, mode=mode).hits
         check_embedding_model(self.store, self.embedder)
@@ -435,16 +440,22 @@ class DocGraph:
         k: int = 10,
         mode: CohortMode = "vector_first",
         return_trace: bool = False,
+        strict: bool = True,
     ) -> CohortResult:
-        """Cohort search: lanes, composite ranking, modes, optional trace."""
+        """Cohort search: lanes, composite ranking, modes, optional trace (``strict``: as
+        in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.cohort_engine().search(
             query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
         )
 
     def context(
-        self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000
+        self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000,
+        strict: bool = True,
     ) -> GraphContext:
-        """Entities | Relationships | Community Reports | Source Text within a token budget."""
+        """Entities | Relationships | Community Reports | Source Text within a token budget
+        (``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return assemble_context(
             self.cohort_engine(), query, namespaces=namespaces, token_budget=token_budget
         )
@@ -455,33 +466,57 @@ class DocGraph:
         query: str | None = None,
         entity_type: str | None = None,
         limit: int = 50,
+        strict: bool = True,
     ) -> list[EntityInfo]:
-        """Entities of ``namespaces``, most mentioned first, filtered by name and type."""
+        """Entities of ``namespaces``, most mentioned first, filtered by name and type
+        (``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.find_entities(namespaces, query, entity_type, limit)
 
-    def neighbors(self, entity: str, namespaces: Iterable[str], limit: int = 20) -> list[Neighbor]:
-        """Entities co-occurring with ``entity`` (a name or canonical key), strongest first."""
+    def neighbors(self, entity: str, namespaces: Iterable[str], limit: int = 20,
+                  strict: bool = True) -> list[Neighbor]:
+        """Entities co-occurring with ``entity`` (a name or canonical key), strongest first
+        (``strict``: as in :meth:`search`)."""
         from docgraph.graph.normalize import canonical_key
 
-        allowed = frozenset(namespaces)
+        allowed = self._namespaces(namespaces, strict)
         keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
         found = self.graph_store.entities_by_key(keys, allowed)
         return self.graph_store.neighbors([e.id for e in found], limit)
 
     def communities(
-        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100
+        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100,
+        strict: bool = True,
     ) -> list[CommunityInfo]:
-        """Communities of ``namespaces`` with their top members (largest first)."""
+        """Communities of ``namespaces`` with their top members (largest first;
+        ``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.communities(namespaces, level, limit)
 
     def namespaces(self) -> list[str]:
         """Namespaces that have at least one registered folder."""
         return self.store.namespaces()
 
+    def _namespaces(self, namespaces: Iterable[str], strict: bool) -> frozenset[str]:
+        """``namespaces`` as a set; with ``strict``, refuse one the index does not hold."""
+        wanted = frozenset(namespaces)
+        if strict and wanted:
+            held = self.store.namespaces()
+            unknown = sorted(wanted.difference(held))
+            if unknown:
+                raise UnknownNamespace(
+                    f"this index holds no namespace {', '.join(map(repr, unknown))}; it holds "
+                    + (", ".join(map(repr, sorted(held))) if held else "none yet (index a "
+                       "folder first)"))
+        return wanted
+
     def documents(
-        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100,
+        strict: bool = True,
     ) -> list[DocumentRecord]:
-        """Documents of ``namespaces`` after the cursor ``after_id``."""
+        """Documents of ``namespaces`` after the cursor ``after_id`` (``strict``: as in
+        :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.store.list_documents(namespaces, after_id, limit)
 
     def status(self) -> IndexStatus:

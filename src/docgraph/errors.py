@@ -81,3 +81,8 @@ class BuildInterrupted(KeyboardInterrupt):
         self.done = done
         self.total = total
         self.phase = phase
+
+
+class UnknownNamespace(InvalidQuery):
+    """A call named a namespace the index does not hold (the message names it and the
+    namespaces that exist), instead of answering it with nothing."""

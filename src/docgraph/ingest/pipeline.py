@@ -40,7 +40,6 @@ import numpy as np
 from docgraph.config import LoaderSettings
 from docgraph.errors import (
     BuildInterrupted,
-    ConfigError,
     EmbeddingModelMismatch,
     ExtractionError,
     FileSkipped,
@@ -58,13 +57,12 @@ from docgraph.ingest.prepare import (
     prepare_document,
 )
 from docgraph.ingest.workers import (
-    BOOTSTRAP_MESSAGE,
     PrepareCrash,
     PrepareFailure,
     PrepareOutcome,
     PreparePool,
-    in_worker_bootstrap,
     portable_token_counter,
+    refuse_in_worker_bootstrap,
     worker_count,
 )
 from docgraph.model import (
@@ -254,8 +252,7 @@ class IngestPipeline:
         """Bring the index of one registered folder up to date with the folder.
 
         ``crawler`` (default: one without storage options) lists and reads the folder."""
-        if in_worker_bootstrap():
-            raise ConfigError(BOOTSTRAP_MESSAGE)
+        refuse_in_worker_bootstrap()
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
         started = time.perf_counter()

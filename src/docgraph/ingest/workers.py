@@ -69,6 +69,17 @@ def in_worker_bootstrap() -> bool:
     return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
+def refuse_in_worker_bootstrap() -> None:
+    """Stop a build started while a worker process imports the caller's main module (a
+    script indexing without an ``if __name__ == "__main__":`` guard): print
+    :data:`BOOTSTRAP_MESSAGE` and end the worker quietly (``SystemExit``, no traceback),
+    before it touches the index or its leader lock. The parent's pool then reports itself
+    broken and its build finishes inline. Does nothing anywhere else."""
+    if in_worker_bootstrap():
+        print(f"docgraph: {BOOTSTRAP_MESSAGE}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+
+
 @dataclass(frozen=True)
 class PrepareFailure:
     """A file a worker could not extract (it is recorded and skipped, like inline)."""

@@ -66,8 +66,28 @@ def _options(
     _state["role"] = role
 
 
-def _open() -> DocGraph:
+def _open(*, read: bool = False) -> DocGraph:
+    """Open the index of ``--index`` / the settings. ``read``: a read command, which must
+    not create an index - a mistyped ``--index`` path is an error naming it (exit 1), and
+    nothing is created there."""
+    if read:
+        _require_index()
     return DocGraph.open(_state.get("index"), config_file=_state.get("config"))
+
+
+def _require_index() -> None:
+    """Exit 1 naming the path when the embedded index file does not exist."""
+    from docgraph.config import load_settings
+
+    settings = load_settings(_state.get("config"))
+    if settings.store.backend != "embedded":
+        return  # a server database: opening it creates no file
+    path = Path(_state.get("index") or settings.store.path)
+    if not path.is_file():
+        given = "--index" if _state.get("index") else "store.path"
+        err.print(f"[red]error:[/] no index at {escape(str(path))} ({given}); nothing was "
+                  "created - check the path, or build one with `docgraph index FOLDER`")
+        raise typer.Exit(1)
 
 
 def _governed(dg: DocGraph, only: list[str] | None = None) -> tuple[Any, Any]:
@@ -309,7 +329,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Search the index as the caller; prints ranked chunks with their source and section."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         hits = governance.search(caller, query, k=k, mode=mode)
         identity = governance.identity()
@@ -352,7 +372,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     from docgraph.governance.browse import StatusView
     from docgraph.serve.setup import local_governance
 
-    with _open() as dg:
+    with _open(read=True) as dg:
         path, every = dg.ports.location, f"every {dg.settings.refresh.interval_seconds:g}s"
         if dg.namespaces():
             governance, caller = local_governance(dg, _state.get("user"), _state.get("role"))
@@ -419,7 +439,7 @@ def trace(
     [governance] configured, only the caller's own (--user)."""
     from docgraph.serve.setup import governance_configured, local_governance
 
-    with _open() as dg:
+    with _open(read=True) as dg:
         user = None
         if governance_configured(dg.settings.governance):
             user = local_governance(dg, _state.get("user"), _state.get("role"))[1].user_id
@@ -440,7 +460,7 @@ def context(
     ] = None,
 ) -> None:
     """Print GraphRAG-style context: Entities | Relationships | Community Reports | Source Text."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         assembled = governance.context(caller, query, token_budget=budget)
         text = governance.identity().cited_keys(assembled.text)
@@ -467,7 +487,7 @@ def entities(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List entities (most mentioned first), filtered by name and type."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.entities(caller, query, entity_type, limit)
     if as_json:
@@ -488,7 +508,7 @@ def graph_neighbors(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Entities that co-occur with ENTITY, strongest (NPMI) first."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.neighbors(caller, entity, limit=limit)
     if as_json:
@@ -514,7 +534,7 @@ def communities(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List entity communities (largest first) with their key members."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.communities(caller, level=level, limit=limit)
     if as_json:
@@ -613,7 +633,7 @@ def sources_remove(
 def sources_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
                  ) -> None:
     """Every source: folders, SQL sources and derived (read-only) table sources."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         found = dg.sources.list()
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(s) for s in found], indent=2) + "\n")
@@ -703,7 +723,7 @@ def tags_remove(
 def tags_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
               ) -> None:
     """Every column tag."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         found = dg.sources.tags()
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(t) for t in found], indent=2) + "\n")
@@ -724,7 +744,7 @@ app.add_typer(admin_app, name="admin")
 @admin_app.command("show")
 def admin_show() -> None:
     """Print the admin settings as JSON."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         view = dg.admin.view()
     sys.stdout.write(json.dumps(view, indent=2) + "\n")
 
@@ -777,7 +797,7 @@ def lookup(
 ) -> None:
     """Agent-facing evidence lookup as the caller (the lookup_knowledge tool's path); prints
     the projected JSON."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg)
         result = governance.lookup(caller, query)
     payload = result.to_dict()
