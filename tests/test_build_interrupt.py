@@ -65,9 +65,13 @@ def _documents(db: Path) -> int:
         return 0
 
 
-def _start_build(tmp: Path, folder: Path) -> subprocess.Popen[str]:
+def _start_build(tmp: Path, folder: Path, command: str = "index") -> subprocess.Popen[str]:
+    if command == "refresh":  # the registered folder, built by the refresher
+        added = _cli(tmp, "sources", "add", str(folder), "--domain", "default")
+        assert added.returncode == 0, added.stderr
+    args = ["index", str(folder)] if command == "index" else ["refresh"]
     return subprocess.Popen([sys.executable, "-m", "tests.slow_embed_child", "--index",
-                             str(tmp / "i.db"), "index", str(folder)],
+                             str(tmp / "i.db"), *args],
                             cwd=tmp, env=_env(0.2), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -105,10 +109,12 @@ def _rerun_continues(tmp: Path, folder: Path, kept: int) -> None:
     assert status["last_outcome"] == "ok" and status["staleness_seconds"] is not None
 
 
-def test_ctrl_c_keeps_committed_documents_and_the_rerun_continues(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["index", "refresh"])
+def test_ctrl_c_keeps_committed_documents_and_the_rerun_continues(tmp_path: Path,
+                                                                  command: str) -> None:
     folder = _corpus(tmp_path / "corpus")
     db = tmp_path / "i.db"
-    build = _start_build(tmp_path, folder)
+    build = _start_build(tmp_path, folder, command)
     try:
         _wait_for_documents(build, db, COMMIT_EVERY_DOCUMENTS)
         running = _status(tmp_path)  # another process sees the build in progress

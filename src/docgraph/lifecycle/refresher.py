@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from docgraph.errors import DocgraphError
+from docgraph.errors import BuildInterrupted, DocgraphError
 from docgraph.graph.build import (
     GraphBuilder,
     GraphBuildReport,
@@ -291,6 +291,31 @@ class Refresher:
         result: RefreshResult,
     ) -> NamespaceBuild:
         build = self.history.start(namespace)  # shown in progress by every status
+        try:
+            return self._build_started(build, sources, vocabulary_phases, vocabulary_complete,
+                                       progress, force_graph, result)
+        except KeyboardInterrupt as exc:  # Ctrl-C: record how far it got, then stop
+            kept = exc.kept if isinstance(exc, BuildInterrupted) else 0
+            build.phases.append(PhaseOutcome(
+                NAMESPACE_WIDE, exc.phase if isinstance(exc, BuildInterrupted) and exc.phase
+                else "store", "error",
+                f"interrupted; {kept} documents of the source being built kept, the next "
+                "build continues"))
+            build.finished_at = time.time()
+            self.history.finish(build, keep=self.graph.settings.refresh.keep_builds)
+            raise
+
+    def _build_started(
+        self,
+        build: NamespaceBuild,
+        sources: list[SourceRecord],
+        vocabulary_phases: list[PhaseOutcome],
+        vocabulary_complete: bool,
+        progress: ProgressCallback | None,
+        force_graph: bool,
+        result: RefreshResult,
+    ) -> NamespaceBuild:
+        namespace = build.namespace
         tracker = BuildProgress(self.history, build, progress)
         for source in sources:
             tracker.source = source.urn

@@ -210,6 +210,9 @@ def refresh(
         except RefreshBusy as exc:
             err.print(f"[yellow]not refreshed:[/] {escape(str(exc))}")
             raise typer.Exit(1) from exc
+        except BuildInterrupted as exc:  # Ctrl-C: what was committed stays
+            err.print(escape(str(exc)))
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
         failed = _print_build_errors(results[0].builds)
     if failed:
@@ -272,6 +275,11 @@ def reindex(
         except RefreshBusy as exc:
             err.print(f"[yellow]not re-indexed (nothing was dropped):[/] {escape(str(exc))}")
             raise typer.Exit(1) from exc
+        except BuildInterrupted as exc:  # the vectors are dropped: refresh embeds the rest
+            err.print(f"interrupted: {exc.kept} documents re-embedded and kept; run "
+                      "`docgraph refresh` to re-embed the rest (`reindex --full` would start "
+                      "over)")
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
 
 
