@@ -111,3 +111,18 @@ def test_script_without_main_guard_shows_the_guard_message(tmp_path: Path) -> No
     assert 'if __name__ == "__main__":' in done.stderr
     assert "RefreshBusy" not in done.stderr and "Traceback" not in done.stderr
     assert "sources add" not in done.stderr
+
+
+def test_the_governed_path_still_answers_nothing_for_an_empty_domain(tmp_path: Path) -> None:
+    """``strict=False`` (the governed service's): a domain with nothing indexed yet is an
+    empty answer in every mode, not an error."""
+    folder = write_files(tmp_path / "docs", {"a.md": "# A\n\nThe Kestrel picker."})
+    graph = DocGraph.open(tmp_path / "i.db", embedder=HashingEmbedder())
+    try:
+        graph.index(folder, namespace="handbook")
+        for mode in ("hybrid", "vector_first"):
+            hits = graph.search("Kestrel", namespaces={"handbook", "empty"}, k=3,
+                                mode=mode, strict=False)  # type: ignore[arg-type]
+            assert hits and {h.namespace for h in hits} == {"handbook"}
+    finally:
+        graph.close()

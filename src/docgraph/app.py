@@ -310,11 +310,13 @@ class DocGraph:
                 if interrupted is exc:
                     raise
                 raise interrupted from exc
-            except Exception as exc:
-                build.phases.extend(phases_after_failure(
-                    source.urn, pipeline.phase if report is None else "store",
-                    describe_error(exc), {}) if report is None else [PhaseOutcome(
-                        NAMESPACE_WIDE, "graph", "error", describe_error(exc))])
+            except Exception as exc:  # recorded like the refresher's, then raised
+                message = describe_error(exc)
+                if report is None:  # the ingest failed
+                    build.phases.extend(phases_after_failure(source.urn, pipeline.phase,
+                                                             message, {}))
+                else:  # the graph build failed
+                    build.phases.append(PhaseOutcome(NAMESPACE_WIDE, "graph", "error", message))
                 history.finish(build, keep=self.settings.refresh.keep_builds)
                 raise
             history.finish(build, keep=self.settings.refresh.keep_builds)
@@ -428,7 +430,8 @@ class DocGraph:
         False, since a caller's domains may hold nothing yet."""
         namespaces = self._namespaces(namespaces, strict)
         if mode in ("vector_first", "graph_first", "global"):
-            return self.retrieve(query, namespaces=namespaces, k=k, mode=mode).hits
+            return self.retrieve(query, namespaces=namespaces, k=k, mode=mode,
+                                 strict=False).hits  # checked above
         check_embedding_model(self.store, self.embedder)
         return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)  # type: ignore[arg-type]
 
