@@ -155,3 +155,43 @@ def test_killed_build_keeps_committed_documents(tmp_path: Path) -> None:
     assert COMMIT_EVERY_DOCUMENTS <= kept < FILES
     assert _status(tmp_path)["last_outcome"] == "interrupted"  # no process builds it now
     _rerun_continues(tmp_path, folder, kept)
+
+
+def test_interrupted_rebuild_deletes_nothing_it_had_not_visited(tmp_path: Path) -> None:
+    """Every file changed since the last build; Ctrl-C midway: the documents not reached
+    yet keep their old version (nothing is deleted or emptied), and the same command
+    updates only those."""
+    folder = _corpus(tmp_path / "corpus")
+    db = tmp_path / "i.db"
+    first = _cli(tmp_path, "index", str(folder))
+    assert first.returncode == 0, first.stderr
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+        before = {row[0]: row[1] for row in con.execute(
+            "SELECT path, content_hash FROM documents")}
+    for i, path in enumerate(sorted(folder.rglob("*.md"))):
+        path.write_text(path.read_text(encoding="utf-8") + f"\nRevision {i} of this note.\n",
+                        encoding="utf-8")
+    build = _start_build(tmp_path, folder)
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
+            def revised() -> int:
+                now = con.execute("SELECT path, content_hash FROM documents").fetchall()
+                return sum(1 for path, digest in now if before.get(path) != digest)
+            deadline = time.monotonic() + 120
+            while revised() < COMMIT_EVERY_DOCUMENTS and time.monotonic() < deadline:
+                assert build.poll() is None, build.communicate()
+                time.sleep(0.05)
+            os.killpg(build.pid, signal.SIGINT)
+            out, err = build.communicate(timeout=120)
+            kept = revised()
+    finally:
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+    assert build.returncode == 130, (out, err)
+    assert f"interrupted: {kept} documents kept" in " ".join(err.split())
+    assert COMMIT_EVERY_DOCUMENTS <= kept < FILES
+    assert _documents(db) == FILES  # the files not reached keep their old version
+    again = _cli(tmp_path, "index", str(folder))
+    assert again.returncode == 0, again.stderr
+    out = " ".join(again.stdout.split())
+    assert f"0 added, {FILES - kept} updated, {kept} unchanged, 0 removed" in out, out
