@@ -297,6 +297,27 @@ def test_status_shows_every_namespace_and_refresh_runs_in_the_background(served,
     assert ("root", "console:refresh", "ok") in audit_operations(served)
 
 
+def test_status_shows_a_build_in_progress_with_how_far_it_got(served, admin):
+    """A long build (a "Refresh now", an `index`) is a running row of the build history
+    from its start: the page says so and how far it got, instead of "never built"."""
+    from docgraph.lifecycle.history import NAMESPACE_WIDE, PhaseOutcome
+
+    graph = served["graph"]
+    history = graph.build_history
+    with graph.leadership.elected("a test build"):
+        build = history.start("support")
+        history.progress(build, "indexing file:///corpus/support: 3 of 10 files, 7 chunks "
+                                "written", 3)
+        page = admin.get("/console/status")
+        build.phases = [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok", "up to date")]
+        history.finish(build)
+    text = html.unescape(page.text)
+    assert "Building now: indexing file:///corpus/support: 3 of 10 files" in text, text
+    assert ">running<" in text
+    after = html.unescape(admin.get("/console/status").text)
+    assert "Building now" not in after
+
+
 def test_sources_add_shows_the_normalized_urn_then_refuses_duplicates(served, admin, tmp_path):
     folder = tmp_path / "handbook"
     folder.mkdir()

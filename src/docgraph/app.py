@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
-from docgraph.errors import UnsupportedByBackend
+from docgraph.errors import BuildInterrupted, UnknownNamespace, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.phrase_cache import PhraseCache
@@ -22,8 +22,15 @@ from docgraph.ingest.pipeline import (
     check_embedding_model,
 )
 from docgraph.lifecycle.admin import AdminSettings
-from docgraph.lifecycle.history import BuildHistory
+from docgraph.lifecycle.history import (
+    NAMESPACE_WIDE,
+    BuildHistory,
+    BuildProgress,
+    NamespaceBuild,
+    PhaseOutcome,
+)
 from docgraph.lifecycle.leadership import Leadership
+from docgraph.lifecycle.outcomes import describe_error, phases_after_failure, phases_of_report
 from docgraph.lifecycle.refresher import Refresher
 from docgraph.lifecycle.shared_settings import SharedSettings
 from docgraph.lifecycle.status import NamespaceStatus, index_status
@@ -272,12 +279,47 @@ class DocGraph:
                 "`docgraph index --wait SECONDS` (wait_seconds=)")
         with self.leadership.elected(f"indexing {folder}", wait_seconds, hint):
             source = self.add_folder(folder, namespace)
-            if self.extractor is not None:
-                self.refresher.load_vocabulary()
-            options = self.sources.credentials.storage_options(source.urn)
-            with FolderCrawler(source.urn, self.settings.loader.include, options) as crawler:
-                report = self._pipeline().index_source(source, progress, crawler=crawler)
-            self._build_graphs()
+            history = self.build_history
+            build = history.start(namespace)  # status shows it in progress, how far it got
+            tracker = BuildProgress(history, build, progress)
+            tracker.source = source.urn
+            report: IngestReport | None = None
+            pipeline = self._pipeline()
+            try:
+                if self.extractor is not None:
+                    self.refresher.load_vocabulary()
+                options = self.sources.credentials.storage_options(source.urn)
+                with FolderCrawler(source.urn, self.settings.loader.include, options) \
+                        as crawler:
+                    report = pipeline.index_source(source, tracker, crawler=crawler)
+                build.phases = phases_of_report(source.urn, report)
+                _count_report(build, report)
+                if self.extractor is not None:
+                    tracker.phase("graph")
+                    build.phases.extend(_graph_phases(namespace, self._build_graphs()))
+            except KeyboardInterrupt as exc:
+                interrupted = exc if isinstance(exc, BuildInterrupted) else BuildInterrupted(
+                    0 if report is None else len(report.added) + len(report.updated),
+                    phase="graph" if report is not None else pipeline.phase)
+                build.phases.append(PhaseOutcome(
+                    source.urn, interrupted.phase or "store", "error",
+                    f"interrupted after {interrupted.done} of {interrupted.total} files; "
+                    f"{interrupted.kept} documents kept, the next build continues"))
+                build.documents_changed = interrupted.kept
+                history.finish(build, keep=self.settings.refresh.keep_builds)
+                if interrupted is exc:
+                    raise
+                raise interrupted from exc
+            except Exception as exc:  # recorded like the refresher's, then raised
+                message = describe_error(exc)
+                if report is None:  # the ingest failed
+                    build.phases.extend(phases_after_failure(source.urn, pipeline.phase,
+                                                             message, {}))
+                else:  # the graph build failed
+                    build.phases.append(PhaseOutcome(NAMESPACE_WIDE, "graph", "error", message))
+                history.finish(build, keep=self.settings.refresh.keep_builds)
+                raise
+            history.finish(build, keep=self.settings.refresh.keep_builds)
             return report
 
     def refresh(self, progress: ProgressCallback | None = None) -> list[IngestReport]:
@@ -377,13 +419,19 @@ class DocGraph:
         namespaces: Iterable[str],
         k: int = 10,
         mode: SearchModeName | CohortMode = "hybrid",
+        strict: bool = True,
     ) -> list[SearchHit]:
         """Top ``k`` chunks for ``query`` in ``namespaces`` (an explicit, non-empty set).
 
         ``hybrid`` and ``dense`` rank single chunks; ``vector_first``, ``graph_first`` and
-        ``global`` run cohort search (see :meth:`retrieve`)."""
+        ``global`` run cohort search (see :meth:`retrieve`). ``strict`` (the default)
+        raises :class:`~docgraph.errors.UnknownNamespace` for a namespace the index does
+        not hold (a typo would otherwise answer nothing); the governed service passes
+        False, since a caller's domains may hold nothing yet."""
+        namespaces = self._namespaces(namespaces, strict)
         if mode in ("vector_first", "graph_first", "global"):
-            return self.retrieve(query, namespaces=namespaces, k=k, mode=mode).hits
+            return self.retrieve(query, namespaces=namespaces, k=k, mode=mode,
+                                 strict=False).hits  # checked above
         check_embedding_model(self.store, self.embedder)
         return self.searcher().search(query, namespaces=namespaces, k=k, mode=mode)  # type: ignore[arg-type]
 
@@ -395,16 +443,22 @@ class DocGraph:
         k: int = 10,
         mode: CohortMode = "vector_first",
         return_trace: bool = False,
+        strict: bool = True,
     ) -> CohortResult:
-        """Cohort search: lanes, composite ranking, modes, optional trace."""
+        """Cohort search: lanes, composite ranking, modes, optional trace (``strict``: as
+        in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.cohort_engine().search(
             query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
         )
 
     def context(
-        self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000
+        self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000,
+        strict: bool = True,
     ) -> GraphContext:
-        """Entities | Relationships | Community Reports | Source Text within a token budget."""
+        """Entities | Relationships | Community Reports | Source Text within a token budget
+        (``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return assemble_context(
             self.cohort_engine(), query, namespaces=namespaces, token_budget=token_budget
         )
@@ -415,33 +469,57 @@ class DocGraph:
         query: str | None = None,
         entity_type: str | None = None,
         limit: int = 50,
+        strict: bool = True,
     ) -> list[EntityInfo]:
-        """Entities of ``namespaces``, most mentioned first, filtered by name and type."""
+        """Entities of ``namespaces``, most mentioned first, filtered by name and type
+        (``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.find_entities(namespaces, query, entity_type, limit)
 
-    def neighbors(self, entity: str, namespaces: Iterable[str], limit: int = 20) -> list[Neighbor]:
-        """Entities co-occurring with ``entity`` (a name or canonical key), strongest first."""
+    def neighbors(self, entity: str, namespaces: Iterable[str], limit: int = 20,
+                  strict: bool = True) -> list[Neighbor]:
+        """Entities co-occurring with ``entity`` (a name or canonical key), strongest first
+        (``strict``: as in :meth:`search`)."""
         from docgraph.graph.normalize import canonical_key
 
-        allowed = frozenset(namespaces)
+        allowed = self._namespaces(namespaces, strict)
         keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
         found = self.graph_store.entities_by_key(keys, allowed)
         return self.graph_store.neighbors([e.id for e in found], limit)
 
     def communities(
-        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100
+        self, namespaces: Iterable[str], level: int | None = None, limit: int = 100,
+        strict: bool = True,
     ) -> list[CommunityInfo]:
-        """Communities of ``namespaces`` with their top members (largest first)."""
+        """Communities of ``namespaces`` with their top members (largest first;
+        ``strict``: as in :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.communities(namespaces, level, limit)
 
     def namespaces(self) -> list[str]:
         """Namespaces that have at least one registered folder."""
         return self.store.namespaces()
 
+    def _namespaces(self, namespaces: Iterable[str], strict: bool) -> frozenset[str]:
+        """``namespaces`` as a set; with ``strict``, refuse one the index does not hold."""
+        wanted = frozenset(namespaces)
+        if strict and wanted:
+            held = self.store.namespaces()
+            unknown = sorted(wanted.difference(held))
+            if unknown:
+                raise UnknownNamespace(
+                    f"this index holds no namespace {', '.join(map(repr, unknown))}; it holds "
+                    + (", ".join(map(repr, sorted(held))) if held else "none yet (index a "
+                       "folder first)"))
+        return wanted
+
     def documents(
-        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100
+        self, namespaces: Iterable[str], after_id: int = 0, limit: int = 100,
+        strict: bool = True,
     ) -> list[DocumentRecord]:
-        """Documents of ``namespaces`` after the cursor ``after_id``."""
+        """Documents of ``namespaces`` after the cursor ``after_id`` (``strict``: as in
+        :meth:`search`)."""
+        namespaces = self._namespaces(namespaces, strict)
         return self.store.list_documents(namespaces, after_id, limit)
 
     def status(self) -> IndexStatus:
@@ -473,6 +551,24 @@ class DocGraph:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _count_report(build: NamespaceBuild, report: IngestReport) -> None:
+    """Add one source's ingest report to its namespace build's counts."""
+    build.documents_changed += len(report.added) + len(report.updated) + len(report.removed)
+    build.chunks_embedded += report.chunks_embedded
+    build.bodies_read += report.bodies_read
+
+
+def _graph_phases(namespace: str, reports: list[GraphBuildReport]) -> list[PhaseOutcome]:
+    """The graph phase of a namespace build, from the graph builds it ran."""
+    for report in reports:
+        if report.namespace == namespace:
+            return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok",
+                                 f"{report.entities} entities, {report.edges} edges"),
+                    PhaseOutcome(NAMESPACE_WIDE, "communities", "ok",
+                                 f"{report.communities} communities, {report.reports} reports")]
+    return [PhaseOutcome(NAMESPACE_WIDE, "graph", "ok", "up to date")]
 
 
 def _close_index(index: ChunkIndex | None) -> None:

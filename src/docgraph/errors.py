@@ -63,3 +63,26 @@ class NotFound(DocgraphError):
     """A document or chunk id names nothing the caller may read. The message is the same
     whether the id never existed, lies outside the caller's namespaces or is a row the
     caller may not see, so the answer reveals nothing about what exists."""
+
+
+class BuildInterrupted(KeyboardInterrupt):
+    """A build stopped by Ctrl-C (SIGINT). What it committed before stays indexed (the
+    pipeline commits finished documents in bounded batches): ``kept`` documents written by
+    this build, ``done`` of ``total`` listed files visited. Nothing it had not visited yet
+    was deleted, so running the same build again continues where it stopped.
+
+    A :class:`KeyboardInterrupt`, so code that only catches :class:`Exception` lets it
+    through, as it would the plain interrupt."""
+
+    def __init__(self, kept: int, done: int = 0, total: int = 0, phase: str = "") -> None:
+        super().__init__(f"interrupted: {kept} documents kept, run the same command to "
+                         "continue")
+        self.kept = kept
+        self.done = done
+        self.total = total
+        self.phase = phase
+
+
+class UnknownNamespace(InvalidQuery):
+    """A call named a namespace the index does not hold (the message names it and the
+    namespaces that exist), instead of answering it with nothing."""

@@ -141,8 +141,9 @@ class DocgraphSearchPort:
             allowed = allowed & request.category_filter
             if not allowed:
                 return []
-        hits = self.graph.search(
-            request.query, namespaces=allowed, k=request.top_k, mode=request.mode
+        hits = self.graph.search(  # a caller's domains may hold nothing yet: not an error
+            request.query, namespaces=allowed, k=request.top_k, mode=request.mode,
+            strict=False,
         )
         similarity = missing_similarity(self.graph, request.query, hits) \
             if self.fill_similarity else {}

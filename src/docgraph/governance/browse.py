@@ -75,7 +75,7 @@ def mentions(graph: DocGraph, scope: Visibility, entities: list[EntityInfo],
 def entities(graph: DocGraph, scope: Visibility, query: str | None, entity_type: str | None,
              limit: int) -> list[EntityInfo]:
     """Entities whose name contains ``query`` with at least one visible mention."""
-    found = graph.entities(scope.namespaces, query, entity_type, limit * 2)
+    found = graph.entities(scope.namespaces, query, entity_type, limit * 2, strict=False)
     seen = mentions(graph, scope, found, 1)
     return [e for e in found if e.id in seen][:limit]
 
@@ -84,7 +84,7 @@ def entity_mentions(graph: DocGraph, scope: Visibility, query: str, k: int,
                     per_entity: int) -> list[EntityMentions]:
     """Entities whose name contains ``query`` and, if fewer than ``k``, those ``query``
     names (a sentence, not a name), each with its visible mentions."""
-    found = graph.entities(scope.namespaces, query, None, k * 2)
+    found = graph.entities(scope.namespaces, query, None, k * 2, strict=False)
     if len(found) < k:
         named, _ = find_query_entities(query, graph.extractor, graph.graph_store,
                                        scope.namespaces)
@@ -121,7 +121,7 @@ def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
     after, next_after = after_id, None
     for _ in range(max_rounds):
         want = limit - len(out)
-        window = graph.documents(scope.namespaces, after, want)
+        window = graph.documents(scope.namespaces, after, want, strict=False)
         out += [d for d in scope.visible(window) if not d.doc_id.startswith(REPORT_PREFIX)]
         if len(window) < want:
             next_after = None

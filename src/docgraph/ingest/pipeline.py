@@ -39,7 +39,7 @@ import numpy as np
 
 from docgraph.config import LoaderSettings
 from docgraph.errors import (
-    ConfigError,
+    BuildInterrupted,
     EmbeddingModelMismatch,
     ExtractionError,
     FileSkipped,
@@ -57,13 +57,12 @@ from docgraph.ingest.prepare import (
     prepare_document,
 )
 from docgraph.ingest.workers import (
-    BOOTSTRAP_MESSAGE,
     PrepareCrash,
     PrepareFailure,
     PrepareOutcome,
     PreparePool,
-    in_worker_bootstrap,
     portable_token_counter,
+    refuse_in_worker_bootstrap,
     worker_count,
 )
 from docgraph.model import (
@@ -87,6 +86,15 @@ ProgressCallback = Callable[["IngestProgress"], None]
 # incremental build never pays their start-up (~1 s), a bulk build gains ~2x on 2 cores.
 PARALLEL_AFTER_FILES = 32
 
+# Finished documents are committed at least every this many documents, chunks or seconds
+# (whichever comes first), so a build that is interrupted (Ctrl-C) or killed loses at most
+# the batch in flight and the next build continues after the documents already committed.
+# Embedders batch internally (32 passages for the local models), so a smaller commit batch
+# costs little embedding throughput; the commit itself is a few milliseconds.
+COMMIT_EVERY_DOCUMENTS = 16
+COMMIT_EVERY_CHUNKS = 64
+COMMIT_EVERY_SECONDS = 5.0
+
 
 @dataclass
 class IngestProgress:
@@ -109,9 +117,20 @@ class IngestReport:
     removed: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)  # listed, gone when read: deleted
+    # The chunks the written documents hold now (== what the index holds for them), split
+    # into those whose vectors this build computed and those it reused from before it:
+    # chunks_embedded + chunks_reused == chunks_written. A document this build writes twice
+    # (the repeated-lines pass prepares again documents written earlier in the build,
+    # always on a first build) counts once, with its final chunks; its first write's vectors
+    # count as embedded, not as reused. (These used to be summed over every write, so a
+    # first build reported more chunks written than the index held, and "reused" vectors it
+    # had embedded itself minutes before.)
     chunks_written: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    #: Passages sent to the embedding model, the repeated-lines pass's included (the work
+    #: done; at least ``chunks_embedded``).
+    passages_embedded: int = 0
     bodies_read: int = 0
     workers: int = 1  # processes that prepared documents (1 = inline)
     wall_seconds: float = 0.0  # the whole build, start to end
@@ -121,6 +140,28 @@ class IngestReport:
             ("list", "read", "extract", "chunk", "entities", "embed", "store"), 0.0
         )
     )
+
+    # doc id -> (chunks, embedded by this build, hashes reused from before this build) of
+    # the document's latest write in this build.
+    _counted: dict[str, tuple[int, int, frozenset[str]]] = field(default_factory=dict,
+                                                                  repr=False)
+
+    def count_write(self, doc_id: str, hashes: list[str], found: set[str]) -> None:
+        """Count one document's write: ``hashes`` of its chunks, ``found`` those whose
+        vectors were reused from the index (of its earlier write in this build, or from
+        before the build). A second write of a document replaces its first's counts."""
+        prior = self._counted.get(doc_id)
+        before = frozenset(found) if prior is None else frozenset(found) & prior[2]
+        reused = sum(1 for h in hashes if h in before)
+        if prior is not None:
+            self.chunks_written -= prior[0]
+            self.chunks_embedded -= prior[1]
+            self.chunks_reused -= prior[0] - prior[1]
+        self._counted[doc_id] = (len(hashes), len(hashes) - reused,
+                                 before if before else frozenset())
+        self.chunks_written += len(hashes)
+        self.chunks_embedded += len(hashes) - reused
+        self.chunks_reused += reused
 
     @property
     def total_seconds(self) -> float:
@@ -167,7 +208,9 @@ class IngestPipeline:
     """Indexes document folders into a :class:`Catalog` with an :class:`Embedder`.
 
     ``workers`` (``loader.workers``; 0 = one per core) processes prepare documents of a bulk
-    build while this process embeds and writes; 1 prepares everything inline.
+    build while this process embeds and writes; 1 prepares everything inline. Finished
+    documents are embedded and committed in batches of at most ``embed_batch_chunks``
+    chunks, :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS`.
     """
 
     def __init__(
@@ -175,7 +218,7 @@ class IngestPipeline:
         catalog: Catalog,
         embedder: Embedder,
         loader: LoaderSettings,
-        embed_batch_chunks: int = 256,
+        embed_batch_chunks: int = COMMIT_EVERY_CHUNKS,
         extractor: EntityExtractor | None = None,
     ) -> None:
         self.catalog = catalog
@@ -209,8 +252,7 @@ class IngestPipeline:
         """Bring the index of one registered folder up to date with the folder.
 
         ``crawler`` (default: one without storage options) lists and reads the folder."""
-        if in_worker_bootstrap():
-            raise ConfigError(BOOTSTRAP_MESSAGE)
+        refuse_in_worker_bootstrap()
         check_embedding_model(self.catalog, self.embedder)
         report = IngestReport(source=source)
         started = time.perf_counter()
@@ -239,6 +281,24 @@ class IngestPipeline:
             report.removed.append(path)
 
         writer = _BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
+        try:
+            self._visit(crawler, entries, existing, reread, writer, report)
+            self._finish(crawler, entries, existing, report, progress)
+        except KeyboardInterrupt as exc:
+            # Ctrl-C: the batches committed so far stay; nothing not yet visited is deleted,
+            # failures are not cleared and the source is not marked indexed, so the next
+            # build continues where this one stopped (see COMMIT_EVERY_DOCUMENTS).
+            kept = len(report.added) + len(report.updated)
+            raise BuildInterrupted(kept, writer.state.done_files, writer.state.total_files,
+                                   self.phase) from exc
+        report.wall_seconds = time.perf_counter() - started
+        return report
+
+    def _visit(self, crawler: FolderCrawler, entries: list[FileEntry],
+               existing: dict[str, DocumentRecord], reread: set[str], writer: _BatchWriter,
+               report: IngestReport) -> None:
+        """Fetch, prepare (inline, or in worker processes for a bulk build), embed and
+        write every listed file, committing in bounded batches."""
         pool: PreparePool | None = None
         fetched_count = 0
         try:
@@ -268,6 +328,13 @@ class IngestPipeline:
                 pool.close()
         writer.flush()
 
+    def _finish(self, crawler: FolderCrawler, entries: list[FileEntry],
+                existing: dict[str, DocumentRecord], report: IngestReport,
+                progress: ProgressCallback | None) -> None:
+        """After every listed file was visited: delete the documents of files gone from the
+        folder, re-prepare those whose repeated lines changed, clear stale failures and
+        mark the source indexed."""
+        source = report.source
         gone = set(report.vanished)
         present = {e.relative_path for e in entries if e.relative_path not in gone}
         unknown = tuple(folder + "/" for folder in crawler.unlisted)  # unread: keep as is
@@ -285,8 +352,6 @@ class IngestPipeline:
         mark = getattr(self.catalog, "mark_indexed", None)
         if callable(mark):
             mark(source)
-        report.wall_seconds = time.perf_counter() - started
-        return report
 
     def _drop_repeated_lines(self, crawler: FolderCrawler, entries: list[FileEntry],
                              report: IngestReport, progress: ProgressCallback | None) -> None:
@@ -512,9 +577,11 @@ class IngestPipeline:
 
 
 class _BatchWriter:
-    """Collects prepared documents until ``embed_batch_chunks`` chunks, then embeds the
-    batch at once (reusing vectors of unchanged chunk texts) and writes it in one
-    transaction, each document atomic on its own."""
+    """Collects prepared documents until ``embed_batch_chunks`` chunks,
+    :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS` since the
+    first of them, then embeds the batch at once (reusing vectors of unchanged chunk texts)
+    and writes it in one transaction (committed: an interrupted build keeps it), each
+    document atomic on its own."""
 
     def __init__(self, pipeline: IngestPipeline, report: IngestReport, state: IngestProgress,
                  progress: ProgressCallback | None) -> None:
@@ -524,18 +591,26 @@ class _BatchWriter:
         self.progress = progress
         self.batch: list[_Pending] = []
         self.batch_chunks = 0
+        self.batch_started = 0.0  # time.monotonic() when the batch's first document came
 
     def file_done(self) -> None:
-        """Count a finished file (written, unchanged or failed) and report progress."""
+        """Count a finished file (written, unchanged or failed) and report progress; writes
+        a waiting batch that is due."""
         self.state.done_files += 1
         if self.progress:
             self.progress(self.state)
+        if self.batch and time.monotonic() - self.batch_started >= COMMIT_EVERY_SECONDS:
+            self.flush()
 
     def add(self, pending: _Pending) -> None:
-        """Queue one document; writes the batch once it is full."""
+        """Queue one document; writes the batch once it is full or due."""
+        if not self.batch:
+            self.batch_started = time.monotonic()
         self.batch.append(pending)
         self.batch_chunks += pending.prepared.all_chunks()
-        if self.batch_chunks >= self.pipeline.embed_batch_chunks:
+        if (self.batch_chunks >= self.pipeline.embed_batch_chunks
+                or len(self.batch) >= COMMIT_EVERY_DOCUMENTS
+                or time.monotonic() - self.batch_started >= COMMIT_EVERY_SECONDS):
             self.flush()
 
     def flush(self) -> None:
@@ -565,7 +640,7 @@ class _BatchWriter:
         t0 = time.perf_counter()
         fresh = embedder.embed_documents(to_embed) if to_embed else None
         report.seconds["embed"] += time.perf_counter() - t0
-        report.chunks_embedded += len(to_embed)
+        report.passages_embedded += len(to_embed)
 
         t0 = time.perf_counter()
         pipeline.phase = "store"
@@ -580,13 +655,13 @@ class _BatchWriter:
                 for h in doc_hashes:
                     if h in found:
                         rows.append(found[h])
-                        report.chunks_reused += 1
                     else:
                         assert fresh is not None
                         rows.append(fresh[cursor])
                         cursor += 1
                 vectors = (np.stack(rows).astype(np.float32) if rows
                            else np.zeros((0, embedder.dimension), dtype=np.float32))
+            report.count_write(unit.doc_id, doc_hashes, set(found))
             pending, prepared = unit.pending, unit.prepared
             is_file = prepared is pending.prepared
             unit_writes.append(DocumentWrite(
@@ -619,9 +694,7 @@ class _BatchWriter:
         for pending in batch:
             path = pending.entry.relative_path
             (report.updated if pending.existing is not None else report.added).append(path)
-            chunks = pending.prepared.all_chunks()
-            report.chunks_written += chunks
-            self.state.chunks_written += chunks
+            self.state.chunks_written = report.chunks_written
             self.file_done()
 
 

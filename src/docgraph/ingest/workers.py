@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -67,6 +68,17 @@ BOOTSTRAP_MESSAGE = (
 def in_worker_bootstrap() -> bool:
     """True while a ``spawn``-ed worker is importing the parent's main module."""
     return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def refuse_in_worker_bootstrap() -> None:
+    """Stop a build started while a worker process imports the caller's main module (a
+    script indexing without an ``if __name__ == "__main__":`` guard): print
+    :data:`BOOTSTRAP_MESSAGE` and end the worker quietly (``SystemExit``, no traceback),
+    before it touches the index or its leader lock. The parent's pool then reports itself
+    broken and its build finishes inline. Does nothing anywhere else."""
+    if in_worker_bootstrap():
+        print(f"docgraph: {BOOTSTRAP_MESSAGE}", file=sys.stderr, flush=True)
+        raise SystemExit(1)
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,12 @@ def _init(spec_bytes: bytes, parent_pid: int, parent_alive: Connection) -> None:
     global _SPEC
     _die_with_parent(parent_pid, parent_alive)
     _detach_stdio()
+    # Ctrl-C reaches the whole process group: the pipeline's process handles it (keeps
+    # what it committed, stops the pool); a worker would only print a traceback. It was
+    # started with SIGINT blocked (see PreparePool.submit), so none arrived while it started.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # Parallel across processes already: the tokenizer's own thread pool only contends.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _SPEC = pickle.loads(spec_bytes)
@@ -176,6 +194,21 @@ def _prepare(path: str, data: bytes) -> PrepareOutcome:
         return PrepareCrash(exc)
 
 
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread for the body: the executor starts worker processes
+    while submitting, and a worker must not get Ctrl-C before it ignores it (it would print
+    a traceback while importing). A Ctrl-C in between is delivered here when the body ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class PreparePool:
     """Up to ``window`` files in flight over ``workers`` processes, results in order.
 
@@ -214,7 +247,8 @@ class PreparePool:
         future: Future[PrepareOutcome] | None = None
         if not self.broken:
             try:
-                future = self._executor.submit(_prepare, path, data)
+                with _sigint_blocked():  # a worker it starts inherits the blocked mask
+                    future = self._executor.submit(_prepare, path, data)
             except BrokenProcessPool:
                 self._broke()
         self._queue.append((key, future))

@@ -5,13 +5,23 @@ or the PostgreSQL database every process shares)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
 
 from docgraph.store.lifecycle import BuildHistoryStore, StoredBuild, StoredPhase
 
-Outcome = Literal["ok", "partial", "error", "skipped"]
-BuildOutcome = Literal["ok", "partial", "error"]
+if TYPE_CHECKING:
+    from docgraph.ingest.pipeline import IngestProgress
+
+Outcome = Literal["ok", "partial", "error", "skipped", "running"]
+BuildOutcome = Literal["ok", "partial", "error", "running"]
+
+#: The phase of a build in progress: its one phase row, outcome ``running``, says how far
+#: it got ("indexing: 12 of 60 files"); replaced by the real phases when the build ends.
+PROGRESS_PHASE = "progress"
+#: How often a build in progress writes how far it got (seconds).
+PROGRESS_EVERY_SECONDS = 1.0
 
 #: Phases of a build, in order. ``store`` is the transactional write of a document's chunks;
 #: ``graph`` and ``communities`` run once per namespace (source ``*``).
@@ -50,8 +60,11 @@ class NamespaceBuild:
 
     @property
     def outcome(self) -> BuildOutcome:
-        """``error`` if any phase failed, ``partial`` if some documents failed, else ``ok``."""
+        """``running`` while the build is in progress; then ``error`` if any phase failed,
+        ``partial`` if some documents failed, else ``ok``."""
         outcomes = {p.outcome for p in self.phases}
+        if "running" in outcomes:
+            return "running"
         if "error" in outcomes:
             return "error"
         return "partial" if "partial" in outcomes else "ok"
@@ -63,7 +76,7 @@ class NamespaceBuild:
 
 
 def _outcome(value: str) -> Outcome:
-    if value in ("ok", "partial", "error", "skipped"):
+    if value in ("ok", "partial", "error", "skipped", "running"):
         return value  # type: ignore[return-value]
     return "error"
 
@@ -73,15 +86,53 @@ class BuildHistory:
 
     def __init__(self, store: BuildHistoryStore) -> None:
         self.store = store
+        self._running: set[int] = set()  # ids of builds this process has in progress
 
     def record(self, build: NamespaceBuild, keep: int = 50) -> int:
         """Store a finished build (and drop all but the newest ``keep`` of its namespace)."""
-        build.id = self.store.record(StoredBuild(
-            build.namespace, build.started_at, build.finished_at, build.outcome,
-            build.documents_changed, build.chunks_embedded, build.bodies_read,
-            tuple(StoredPhase(p.source, p.phase, p.outcome, p.message, p.items, p.seconds)
-                  for p in build.phases),
-        ), keep)
+        build.id = self.store.record(_stored(build), keep)
+        return build.id
+
+    def start(self, namespace: str) -> NamespaceBuild:
+        """Record a build of ``namespace`` in progress (outcome ``running``, so status shows
+        it) and return it; :meth:`finish` replaces it with the finished build. Builds of
+        the namespace still marked running are from a process that ended mid-build (only
+        the leader builds, and it is this one): they are marked as interrupted."""
+        for stale in self.recent(namespace, limit=5):
+            if stale.outcome == "running" and stale.id is not None \
+                    and stale.id not in self._running:
+                last = " ".join(p.message for p in stale.phases if p.outcome == "running")
+                stale.phases = [p for p in stale.phases if p.outcome != "running"] + [
+                    PhaseOutcome(NAMESPACE_WIDE, PROGRESS_PHASE, "error",
+                                 "interrupted: the process ended before the build finished"
+                                 + (f" (last seen: {last})" if last else ""))]
+                stale.finished_at = stale.finished_at or stale.started_at
+                self.store.update(_stored(stale))
+        build = NamespaceBuild(namespace, now())
+        build.id = self.store.record(_stored(replace(build, phases=[
+            PhaseOutcome(NAMESPACE_WIDE, PROGRESS_PHASE, "running", "starting")])),
+            keep=1_000_000)
+        self._running.add(build.id)
+        return build
+
+    def progress(self, build: NamespaceBuild, message: str, done: int = 0) -> None:
+        """Say how far a build in progress got (its one ``progress`` phase)."""
+        if build.id is None:
+            return
+        step = PhaseOutcome(NAMESPACE_WIDE, PROGRESS_PHASE, "running", message, done,
+                            now() - build.started_at)
+        # Stored with the phases finished so far; ``build`` itself is left as it is.
+        self.store.update(_stored(replace(build, phases=[*build.phases, step])))
+
+    def finish(self, build: NamespaceBuild, keep: int = 50) -> int:
+        """Replace a build started with :meth:`start` by its finished record (or record it,
+        if it was never started), dropping all but the newest ``keep`` of its namespace."""
+        if build.id is None:
+            return self.record(build, keep)
+        if not build.finished_at:
+            build.finished_at = now()
+        self.store.update(_stored(build), keep)
+        self._running.discard(build.id)
         return build.id
 
     def latest(self, namespace: str) -> NamespaceBuild | None:
@@ -102,6 +153,14 @@ class BuildHistory:
         return self.store.namespaces()
 
 
+def _stored(build: NamespaceBuild) -> StoredBuild:
+    return StoredBuild(
+        build.namespace, build.started_at, build.finished_at, build.outcome,
+        build.documents_changed, build.chunks_embedded, build.bodies_read,
+        tuple(StoredPhase(p.source, p.phase, p.outcome, p.message, p.items, p.seconds)
+              for p in build.phases), build.id)
+
+
 def _build(stored: StoredBuild) -> NamespaceBuild:
     return NamespaceBuild(
         stored.namespace, stored.started_at, stored.finished_at,
@@ -114,3 +173,30 @@ def _build(stored: StoredBuild) -> NamespaceBuild:
 def now() -> float:
     """Wall-clock time, in one place so tests can reason about it."""
     return time.time()
+
+
+class BuildProgress:
+    """A progress callback that also writes how far a build in progress got to its history
+    row (at most every :data:`PROGRESS_EVERY_SECONDS`), so ``status`` - of any process -
+    shows it; ``then`` is called with every update."""
+
+    def __init__(self, history: BuildHistory, build: NamespaceBuild,
+                 then: Callable[[IngestProgress], None] | None = None) -> None:
+        self.history = history
+        self.build = build
+        self.then = then
+        self.source = ""
+        self._written = 0.0
+
+    def phase(self, message: str, done: int = 0) -> None:
+        """Record the build's current step now (e.g. ``graph``)."""
+        self._written = time.monotonic()
+        self.history.progress(self.build, message, done)
+
+    def __call__(self, state: IngestProgress) -> None:
+        if self.then is not None:
+            self.then(state)
+        if time.monotonic() - self._written >= PROGRESS_EVERY_SECONDS:
+            where = f" {self.source}" if self.source else ""
+            self.phase(f"indexing{where}: {state.done_files} of {state.total_files} files, "
+                       f"{state.chunks_written} chunks written", state.done_files)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from docgraph.errors import RefreshBusy
+from docgraph.ingest.workers import refuse_in_worker_bootstrap
 from docgraph.store.lifecycle import LeaderLock
 
 _WAIT_POLL_SECONDS = 0.25
@@ -90,7 +91,13 @@ class Leadership:
         """Run the body as this index's only builder (see the module docstring).
 
         ``what`` names the build in the :class:`RefreshBusy` message, ``hint`` tells the
-        caller what to do instead (the message always names the leader)."""
+        caller what to do instead (the message always names the leader).
+
+        In a worker process importing the caller's main module (a script that builds
+        without an ``if __name__ == "__main__":`` guard) this ends the worker with the
+        guard's message before anything else: the parent leads, so the build would only
+        fail with a misleading :class:`RefreshBusy`."""
+        refuse_in_worker_bootstrap()
         with self.build_lock:
             was_leading = self.lock.held
             if not self.acquire(wait_seconds):

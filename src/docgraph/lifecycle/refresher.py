@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from docgraph.errors import DocgraphError
+from docgraph.errors import BuildInterrupted, DocgraphError
 from docgraph.graph.build import (
     GraphBuilder,
     GraphBuildReport,
@@ -47,6 +47,7 @@ from docgraph.ingest.pipeline import (
 from docgraph.lifecycle.history import (
     NAMESPACE_WIDE,
     BuildHistory,
+    BuildProgress,
     NamespaceBuild,
     PhaseOutcome,
 )
@@ -206,7 +207,7 @@ class Refresher:
                 name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
                 progress, force_graph, result,
             )
-            self.history.record(build, keep=graph.settings.refresh.keep_builds)
+            self.history.finish(build, keep=graph.settings.refresh.keep_builds)
             result.builds.append(build)
             if build.outcome == "error":
                 log.error("build of namespace %r failed: %s", name,
@@ -289,12 +290,39 @@ class Refresher:
         force_graph: bool,
         result: RefreshResult,
     ) -> NamespaceBuild:
-        build = NamespaceBuild(namespace, time.time())
+        build = self.history.start(namespace)  # shown in progress by every status
+        try:
+            return self._build_started(build, sources, vocabulary_phases, vocabulary_complete,
+                                       progress, force_graph, result)
+        except KeyboardInterrupt as exc:  # Ctrl-C: record how far it got, then stop
+            kept = exc.kept if isinstance(exc, BuildInterrupted) else 0
+            build.phases.append(PhaseOutcome(
+                NAMESPACE_WIDE, exc.phase if isinstance(exc, BuildInterrupted) and exc.phase
+                else "store", "error",
+                f"interrupted; {kept} documents of the source being built kept, the next "
+                "build continues"))
+            build.finished_at = time.time()
+            self.history.finish(build, keep=self.graph.settings.refresh.keep_builds)
+            raise
+
+    def _build_started(
+        self,
+        build: NamespaceBuild,
+        sources: list[SourceRecord],
+        vocabulary_phases: list[PhaseOutcome],
+        vocabulary_complete: bool,
+        progress: ProgressCallback | None,
+        force_graph: bool,
+        result: RefreshResult,
+    ) -> NamespaceBuild:
+        namespace = build.namespace
+        tracker = BuildProgress(self.history, build, progress)
         for source in sources:
+            tracker.source = source.urn
             if source.scheme == "sql":
-                report, phases = self._ingest_table(source, progress)
+                report, phases = self._ingest_table(source, tracker)
             else:
-                report, phases = self._ingest_folder(source, progress)
+                report, phases = self._ingest_folder(source, tracker)
             build.phases.extend(phases)
             if report is not None:
                 result.reports.append(report)
@@ -303,6 +331,8 @@ class Refresher:
                 build.chunks_embedded += report.chunks_embedded
                 build.bodies_read += report.bodies_read
         build.phases.extend(vocabulary_phases)
+        if self.graph.extractor is not None:
+            tracker.phase("graph")
         build.phases.extend(self._build_graph(namespace, vocabulary_complete, force_graph,
                                               result))
         build.finished_at = time.time()

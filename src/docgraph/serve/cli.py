@@ -26,7 +26,7 @@ from rich.table import Table
 from typer.core import TyperGroup, TyperOption
 
 from docgraph.app import DocGraph
-from docgraph.errors import DocgraphError, RefreshBusy
+from docgraph.errors import BuildInterrupted, DocgraphError, RefreshBusy
 from docgraph.ingest.bounds import char_limit, clip
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
@@ -115,8 +115,28 @@ def _options(
     _state["role"] = role
 
 
-def _open() -> DocGraph:
+def _open(*, read: bool = False) -> DocGraph:
+    """Open the index of ``--index`` / the settings. ``read``: a read command, which must
+    not create an index - a mistyped ``--index`` path is an error naming it (exit 1), and
+    nothing is created there."""
+    if read:
+        _require_index()
     return DocGraph.open(_state.get("index"), config_file=_state.get("config"))
+
+
+def _require_index() -> None:
+    """Exit 1 naming the path when the embedded index file does not exist."""
+    from docgraph.config import load_settings
+
+    settings = load_settings(_state.get("config"))
+    if settings.store.backend != "embedded":
+        return  # a server database: opening it creates no file
+    path = Path(_state.get("index") or settings.store.path)
+    if not path.is_file():
+        given = "--index" if _state.get("index") else "store.path"
+        err.print(f"[red]error:[/] no index at {escape(str(path))} ({given}); nothing was "
+                  "created - check the path, or build one with `docgraph index FOLDER`")
+        raise typer.Exit(1)
 
 
 def _governed(dg: DocGraph, only: list[str] | None = None) -> tuple[Any, Any]:
@@ -198,11 +218,16 @@ def index(
     """Index a folder (incremental: unchanged files are not re-read or re-embedded).
 
     One process at a time builds an index: when another one leads (a `serve` or
-    `refresh --watch`), this says which and exits 1, changing nothing."""
+    `refresh --watch`), this says which and exits 1, changing nothing. Interrupted (Ctrl-C),
+    it keeps the documents it committed and exits 130: the same command continues."""
     with _open() as dg:
         started = time.perf_counter()
-        reports = _as_builder("not indexed", lambda: _run_build(
-            lambda cb: [dg.index(path, namespace, progress=cb, wait_seconds=wait)]))
+        try:
+            reports = _as_builder("not indexed", lambda: _run_build(
+                lambda cb: [dg.index(path, namespace, progress=cb, wait_seconds=wait)]))
+        except BuildInterrupted as exc:  # Ctrl-C: what was committed stays
+            err.print(escape(str(exc)))
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -234,6 +259,9 @@ def refresh(
         except RefreshBusy as exc:
             err.print(f"[yellow]not refreshed:[/] {escape(str(exc))}")
             raise typer.Exit(1) from exc
+        except BuildInterrupted as exc:  # Ctrl-C: what was committed stays
+            err.print(escape(str(exc)))
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
         failed = _print_build_errors(results[0].builds)
     if failed:
@@ -296,6 +324,11 @@ def reindex(
         except RefreshBusy as exc:
             err.print(f"[yellow]not re-indexed (nothing was dropped):[/] {escape(str(exc))}")
             raise typer.Exit(1) from exc
+        except BuildInterrupted as exc:  # the vectors are dropped: refresh embeds the rest
+            err.print(f"interrupted: {exc.kept} documents re-embedded and kept; run "
+                      "`docgraph refresh` to re-embed the rest (`reindex --full` would start "
+                      "over)")
+            raise typer.Exit(130) from None
         _print_reports(reports, time.perf_counter() - started)
 
 
@@ -353,7 +386,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Search the index as the caller; prints ranked chunks with their source and section."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         hits = governance.search(caller, query, k=k, mode=mode)
         identity = governance.identity()
@@ -400,7 +433,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     from docgraph.governance.browse import StatusView
     from docgraph.serve.setup import local_governance
 
-    with _open() as dg:
+    with _open(read=True) as dg:
         path, every = dg.ports.location, f"every {dg.settings.refresh.interval_seconds:g}s"
         if dg.namespaces():
             governance, caller = local_governance(dg, _state.get("user"), _state.get("role"))
@@ -438,17 +471,20 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
                       str(ns.entities), str(ns.communities), str(ns.failures), when)
     console.print(table)
     if info.builds:
-        builds = Table("namespace", "last refresh", "outcome", "stale for", "documents", "chunks",
+        builds = Table("namespace", "last build", "outcome", "stale for", "documents", "chunks",
                        "errors")
         for b in info.builds:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(b.last_build_at)) \
                 if b.last_build_at else "never"
-            stale = "never built" if b.staleness_seconds is None \
+            unbuilt = "building" if b.last_outcome == "running" else "never built"
+            stale = unbuilt if b.staleness_seconds is None \
                 else f"{b.staleness_seconds:.0f}s" + (" (overdue)" if b.overdue else "")
             builds.add_row(b.namespace, when, b.last_outcome or "-", stale, str(b.documents),
                            str(b.chunks), str(len(b.errors)))
         console.print(builds)
         for b in info.builds:
+            if b.in_progress:
+                console.print(f"building {escape(b.namespace)}: {escape(b.in_progress)}")
             for p in b.errors:
                 err.print(f"[red]{p.outcome}[/] {escape(b.namespace)} {escape(p.source)} "
                           f"{p.phase}: {escape(p.message)}")
@@ -464,7 +500,7 @@ def trace(
     [governance] configured, only the caller's own (--user)."""
     from docgraph.serve.setup import governance_configured, local_governance
 
-    with _open() as dg:
+    with _open(read=True) as dg:
         user = None
         if governance_configured(dg.settings.governance):
             user = local_governance(dg, _state.get("user"), _state.get("role"))[1].user_id
@@ -487,7 +523,7 @@ def context(
     ] = None,
 ) -> None:
     """Print GraphRAG-style context: Entities | Relationships | Community Reports | Source Text."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         assembled = governance.context(caller, query, token_budget=budget)
         text = governance.identity().cited_keys(assembled.text)
@@ -514,7 +550,7 @@ def entities(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List entities (most mentioned first), filtered by name and type."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.entities(caller, query, entity_type, limit)
     if as_json:
@@ -535,7 +571,7 @@ def graph_neighbors(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Entities that co-occur with ENTITY, strongest (NPMI) first."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.neighbors(caller, entity, limit=limit)
     if as_json:
@@ -561,7 +597,7 @@ def communities(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List entity communities (largest first) with their key members."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg, namespace)
         found = governance.communities(caller, level=level, limit=limit)
     if as_json:
@@ -660,7 +696,7 @@ def sources_remove(
 def sources_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
                  ) -> None:
     """Every source: folders, SQL sources and derived (read-only) table sources."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         found = dg.sources.list()
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(s) for s in found], indent=2) + "\n")
@@ -750,7 +786,7 @@ def tags_remove(
 def tags_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
               ) -> None:
     """Every column tag."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         found = dg.sources.tags()
     if as_json:
         sys.stdout.write(json.dumps([dataclasses.asdict(t) for t in found], indent=2) + "\n")
@@ -771,7 +807,7 @@ app.add_typer(admin_app, name="admin")
 @admin_app.command("show")
 def admin_show() -> None:
     """Print the admin settings as JSON."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         view = dg.admin.view()
     sys.stdout.write(json.dumps(view, indent=2) + "\n")
 
@@ -824,7 +860,7 @@ def lookup(
 ) -> None:
     """Agent-facing evidence lookup as the caller (the lookup_knowledge tool's path); prints
     the projected JSON."""
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg)
         result = governance.lookup(caller, query)
         identity = governance.identity()

@@ -30,7 +30,7 @@ def read(
     tool's path); prints JSON."""
     from docgraph.serve.agent_tools import read_payload
 
-    with _open() as dg:
+    with _open(read=True) as dg:
         governance, caller = _governed(dg)
         page = governance.read(caller, item_id, scope=scope,
                                token_budget=budget, cursor=cursor)

@@ -501,6 +501,7 @@ class DocgraphTools:
                 "last_indexed_at": b.last_indexed_at,
                 "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
                 "failed_documents": b.failed_documents,
+                "in_progress": b.in_progress,
                 "errors": [{"source": identity.source_name(b.namespace, p.source),
                             "phase": p.phase, "outcome": p.outcome,
                             "message": p.message} for p in b.errors],

@@ -111,6 +111,12 @@ class BuildHistoryStore(Protocol):
         namespace (one transaction); returns its id."""
         ...
 
+    def update(self, build: StoredBuild, keep: int | None = None) -> None:
+        """Rewrite the stored build ``build.id`` (its row and phases: a build in progress
+        saying how far it got, or finishing) in one transaction; with ``keep``, then drop
+        all but the newest ``keep`` of its namespace."""
+        ...
+
     def recent(self, namespace: str | None = None, limit: int = 20) -> list[StoredBuild]:
         """The newest builds (of one namespace, or of all), newest first."""
         ...

@@ -194,7 +194,7 @@ def status_page(governance: Governance, admin: Caller, job: RefreshJob) -> dict[
             "communities": stats.communities if stats else 0,
             "last_build_at": b.last_build_at, "last_outcome": b.last_outcome,
             "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
-            "failed_documents": b.failed_documents,
+            "failed_documents": b.failed_documents, "in_progress": b.in_progress,
             "phases": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
                         "message": p.message, "items": p.items, "seconds": p.seconds}
                        for p in (latest.phases if latest else [])],

@@ -9,6 +9,7 @@ source, phase, outcome, message, items, seconds)``, deleted with their run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from docgraph.store.lifecycle import StoredBuild, StoredPhase
 from docgraph.store.sql.dialect import SqlDatabase, marks, run
@@ -42,11 +43,34 @@ class SqlBuildHistoryStore:
                 " message, items, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(build_id, i, p.source, p.phase, p.outcome, p.message, p.items, p.seconds)
                  for i, p in enumerate(build.phases)])
-            db.execute(dialect.sql(
-                "DELETE FROM build_runs WHERE namespace = ? AND id NOT IN (SELECT id FROM"
-                " (SELECT id FROM build_runs WHERE namespace = ? ORDER BY id DESC LIMIT ?)"
-                " newest)"), (build.namespace, build.namespace, keep))
+            self._keep_newest(db, build.namespace, keep)
         return build_id
+
+    def _keep_newest(self, db: Any, namespace: str, keep: int) -> None:
+        db.execute(self.database.dialect.sql(
+            "DELETE FROM build_runs WHERE namespace = ? AND id NOT IN (SELECT id FROM"
+            " (SELECT id FROM build_runs WHERE namespace = ? ORDER BY id DESC LIMIT ?)"
+            " newest)"), (namespace, namespace, keep))
+
+    def update(self, build: StoredBuild, keep: int | None = None) -> None:
+        """Rewrite the stored build ``build.id`` (row and phases) in one transaction; with
+        ``keep``, then drop all but the newest ``keep`` of its namespace."""
+        assert build.id is not None, "only a stored build can be updated"
+        dialect = self.database.dialect
+        with self.database.transaction() as db:
+            db.execute(dialect.sql(
+                "UPDATE build_runs SET started_at = ?, finished_at = ?, outcome = ?,"
+                " documents_changed = ?, chunks_embedded = ?, bodies_read = ? WHERE id = ?"),
+                (build.started_at, build.finished_at, build.outcome, build.documents_changed,
+                 build.chunks_embedded, build.bodies_read, build.id))
+            db.execute(dialect.sql("DELETE FROM build_phases WHERE build_id = ?"), (build.id,))
+            dialect.executemany(
+                db, "INSERT INTO build_phases(build_id, ordinal, source, phase, outcome,"
+                " message, items, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(build.id, i, p.source, p.phase, p.outcome, p.message, p.items, p.seconds)
+                 for i, p in enumerate(build.phases)])
+            if keep is not None:
+                self._keep_newest(db, build.namespace, keep)
 
     def recent(self, namespace: str | None = None, limit: int = 20) -> list[StoredBuild]:
         """The newest builds (of one namespace, or of all), newest first."""
