@@ -64,7 +64,8 @@ def test_invalid_values_and_keys_name_key_value_expectation_and_a_guess(
 
 @pytest.mark.parametrize("command", [["search", "x"], ["lookup", "x"], ["read", "a.md"],
                                      ["status"], ["entities"], ["context", "x"],
-                                     ["communities"], ["graph", "neighbors", "x"], ["trace"]])
+                                     ["communities"], ["graph", "neighbors", "x"], ["trace"],
+                                     ["mcp"]])
 def test_read_commands_do_not_create_an_index(tmp_path: Path, command: list[str]) -> None:
     wrong = tmp_path / "typo" / "index.db"
     result = CliRunner().invoke(app, ["--index", str(wrong), *command])

@@ -997,7 +997,7 @@ def mcp_stdio(
     from docgraph.serve.setup import caller_warnings, stdio_governance
     from docgraph.serve.tools import DocgraphTools
 
-    with _open() as dg:
+    with _open(read=True) as dg:  # an agent host's typo must not create an empty index
         governance, caller = stdio_governance(dg, user or _state.get("user"),
                                               role or _state.get("role"))
         for warning in caller_warnings(dg, governance, caller):
