@@ -143,7 +143,8 @@ class LoaderSettings(_Section):
     )
     include: list[str] = Field(
         default_factory=lambda: [
-            "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
+            "*.md", "*.markdown", "*.rst", "*.adoc", "*.asciidoc", "*.txt", "*.text",
+            "*.html", "*.htm",
             "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
             "*.odt", "*.epub", "*.eml", "*.mbox", "*.msg",
         ],

@@ -1,0 +1,206 @@
+"""Documentation sources: reStructuredText (Sphinx, CMake) and AsciiDoc keep their
+structure (sections, code, lists, tables), Sphinx-only directives and roles never fail or
+leave error text, a folder of them is indexed by default, and a broken file costs only
+itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from docgraph.errors import ExtractionError
+from docgraph.ingest.extract import extract
+from docgraph.model import BlockKind
+from tests.helpers import write_files
+
+H, P, LI, ROW, CODE = (BlockKind.HEADING, BlockKind.PARAGRAPH, BlockKind.LIST_ITEM,
+                       BlockKind.TABLE_ROW, BlockKind.CODE)
+
+SPHINX_PAGE = """\
+:Author: Jane Doe
+
+Installing Widgets
+==================
+
+Install with :command:`widget install`; see :ref:`the usage guide <usage>` and
+:func:`~widgets.core.install`.
+
+.. toctree::
+   :maxdepth: 2
+
+   usage
+   api
+
+.. note:: Widgets need Python 3.11.
+
+.. _usage:
+
+Usage
+-----
+
+Run this::
+
+    $ widget install --all
+
+.. code-block:: python
+   :linenos:
+   :emphasize-lines: 2
+
+   import widgets
+   widgets.install()
+
+* install the **core** package
+* install the plugins
+
+  * nested plugin item
+
+.. cmake:command:: add_widget
+
+   Adds a widget target to the build.
+
+.. list-table:: Flags
+   :header-rows: 1
+
+   * - Flag
+     - Meaning
+   * - ``--all``
+     - every widget
+
+Undefined |release| substitution.
+"""
+
+ASCIIDOC_PAGE = """\
+= Widget Guide
+Jane Doe <jane@example.com>
+:product: Widgetizer
+
+// a comment that is not text
+{product} installs widgets; read the https://example.com/docs[online docs] and <<usage,Usage>>.
+
+== Usage
+
+.Install everything
+[source,bash]
+----
+$ widget install --all
+----
+
+* install the *core* package
+** nested plugin item
+widget.toml:: the configuration file
+
+////
+a comment block
+////
+
+[%header]
+|===
+|Flag |Meaning
+|--all |every widget
+|===
+
+=== Literal output
+
+....
+Installed 3 widgets.
+....
+
+include::other.adoc[]
+"""
+
+
+def _pairs(document):
+    return [(b.kind, b.text) for b in document.blocks]
+
+
+def test_rst_sphinx_page_keeps_sections_code_lists_and_tables_without_error_text():
+    document = extract(SPHINX_PAGE.encode(), "docs/install.rst")
+    assert document.title == "Installing Widgets"
+    assert document.media_type == "text/x-rst"
+    assert document.metadata["author"] == "Jane Doe"
+    assert _pairs(document) == [
+        (H, "Installing Widgets"),
+        (P, "Install with widget install; see the usage guide and install."),
+        (P, "Widgets need Python 3.11."),
+        (H, "Usage"),
+        (P, "Run this:"),
+        (CODE, "$ widget install --all"),
+        (CODE, "import widgets\nwidgets.install()"),
+        (LI, "install the core package"),
+        (LI, "install the plugins"),
+        (LI, "nested plugin item"),
+        (P, "add_widget"),
+        (P, "Adds a widget target to the build."),
+        (P, "Flags"),
+        (ROW, "Flag: --all; Meaning: every widget"),
+        (P, "Undefined release substitution."),
+    ]
+    assert [b.level for b in document.blocks if b.kind is H] == [1, 2]
+    body = " ".join(b.text for b in document.blocks)
+    for noise in ("Unknown", "ERROR", "toctree", "maxdepth", ":ref:", "linenos"):
+        assert noise not in body
+
+
+def test_asciidoc_page_keeps_sections_code_lists_and_tables():
+    document = extract(ASCIIDOC_PAGE.encode(), "docs/guide.adoc")
+    assert document.title == "Widget Guide"
+    assert document.media_type == "text/asciidoc"
+    assert document.metadata["author"] == "Jane Doe <jane@example.com>"
+    assert _pairs(document) == [
+        (H, "Widget Guide"),
+        (P, "Widgetizer installs widgets; read the online docs and Usage."),
+        (H, "Usage"),
+        (P, "Install everything"),
+        (CODE, "$ widget install --all"),
+        (LI, "install the core package"),
+        (LI, "nested plugin item"),
+        (LI, "widget.toml: the configuration file"),
+        (ROW, "Flag: --all; Meaning: every widget"),
+        (H, "Literal output"),
+        (CODE, "Installed 3 widgets."),
+    ]
+    assert [b.level for b in document.blocks if b.kind is H] == [1, 2, 3]
+
+
+def test_asciidoc_implicit_table_header_and_unclosed_block():
+    text = "== Limits\n\n|===\n|Name |Value\n\n|widgets |12\n|===\n\n----\nnever closed\n"
+    document = extract(text.encode(), "limits.asciidoc")
+    assert _pairs(document) == [(H, "Limits"), (ROW, "Name: widgets; Value: 12"),
+                                (CODE, "never closed")]
+
+
+@pytest.mark.parametrize("name", ["broken.rst", "broken.adoc", "broken.asciidoc"])
+def test_binary_or_empty_documentation_files_fail_naming_the_file(name):
+    for data in (bytes(range(256)) * 8, b"", b"\n\n  \n"):
+        with pytest.raises(ExtractionError) as info:
+            extract(data, name)
+        assert name in str(info.value)
+        assert "unsupported" not in str(info.value)
+
+
+def test_malformed_rst_is_read_as_far_as_docutils_can():
+    text = ("Title\n=====\n\n  unexpected indent\n\nSub\n---\n\nOther\n=====\n\n"
+            "*unclosed emphasis and `unclosed literal\n\n.. unknown-directive:: arg\n\n"
+            "   its content\n")
+    document = extract(text.encode(), "messy.rst")
+    texts = [b.text for b in document.blocks]
+    assert "its content" in texts
+    assert not any("Unknown" in t or "ERROR" in t for t in texts)
+
+
+def test_a_folder_of_rst_and_asciidoc_is_indexed_by_default(tmp_path, make_graph):
+    folder = write_files(tmp_path / "docs", {
+        "install.rst": SPHINX_PAGE,
+        "guide.adoc": ASCIIDOC_PAGE,
+        "old/notes.asciidoc": "= Notes\n\nThe Rotterdam depot opens at six.\n",
+        "bad.rst": bytes(range(256)) * 8,
+    })
+    graph = make_graph()
+    report = graph.index(folder, namespace="docs")
+    assert sorted(report.added) == ["guide.adoc", "install.rst", "old/notes.asciidoc"]
+    assert [path for path, _ in report.failed] == ["bad.rst"]
+    hits = graph.search("Rotterdam depot opens", namespaces=["docs"], k=3)
+    assert hits[0].source_path == "old/notes.asciidoc"
+    sections = {h.section_path for h in graph.search("widget install all", namespaces=["docs"],
+                                                    k=10)}
+    assert ("Installing Widgets", "Usage") in sections
+    assert ("Widget Guide", "Usage") in sections
