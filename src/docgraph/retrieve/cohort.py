@@ -58,6 +58,7 @@ from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import LANE_POOL, MAX_K, MAX_QUERY_CHARS
+from docgraph.retrieve.navigation import navigation_factor
 from docgraph.retrieve.ppr import LocalGraph, personalized_pagerank
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
@@ -96,6 +97,8 @@ class CohortSettings:
     priority_weight: float = 0.2
     coverage_weight: float = 0.15
     redundancy_penalty: float = 0.1
+    # factor on the relevance of a link-list chunk (docgraph.retrieve.navigation); 1 = none
+    navigation_weight: float = 0.5
     rrf_k: int = 20  # as index.rrf_k; better than 60 here too (bench/results/ablation_rrf20.json)
     # seed lane
     seed_candidates: int = 100
@@ -747,8 +750,9 @@ class CohortSearch:
 
         Relevance is the hybrid reciprocal-rank fusion of the pool member's rank in the
         dense and the BM25 candidate lists (normalized so rank 1 in both is 1), plus, with
-        the PPR lane, ``ppr_weight`` times its reciprocal rank in the walk's ranking; a hop
-        inherits the base score of its seed, just behind it."""
+        the PPR lane, ``ppr_weight`` times its reciprocal rank in the walk's ranking, times
+        ``navigation_weight`` for a list of links; a hop inherits the base score of its
+        seed, just behind it."""
         s, pool = q.settings, q.pool
         vectors = self.index.vectors(list(pool))
         rows = [r for r in pool if r in vectors]
@@ -775,6 +779,11 @@ class CohortSearch:
             walk_rank = np.array([walk_pos.get(r, -1) for r in rows], dtype=np.float64)
             relevance = relevance + s.ppr_weight * np.where(
                 walk_rank >= 0, 1.0 / (s.rrf_k + 1 + walk_rank), 0.0) / best
+        if s.navigation_weight != 1.0:  # link lists ("See also") weigh as navigation
+            stored = self.catalog.chunks_by_rowid(rows)
+            relevance = relevance * np.array(
+                [navigation_factor(stored[r].text, stored[r].section_path, s.navigation_weight)
+                 if r in stored else 1.0 for r in rows])
         priority = np.array([s.priority(pool[r].lane) for r in rows])
         base = s.relevance_weight * relevance + s.priority_weight * priority
         if hops and s.hop_inherit:
