@@ -5,9 +5,11 @@ itself."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from docgraph.errors import ExtractionError
+from docgraph.errors import ExtractionError, FileTooLarge
 from docgraph.ingest.extract import extract
 from docgraph.model import BlockKind
 from tests.helpers import write_files
@@ -56,6 +58,14 @@ Run this::
 .. cmake:command:: add_widget
 
    Adds a widget target to the build.
+
+.. function:: install(names, *, force=False, \\
+                      **options)
+
+   Installs *names*.
+
+   .. versionadded:: 3.5
+      The *force* flag.
 
 .. list-table:: Flags
    :header-rows: 1
@@ -130,6 +140,9 @@ def test_rst_sphinx_page_keeps_sections_code_lists_and_tables_without_error_text
         (LI, "nested plugin item"),
         (P, "add_widget"),
         (P, "Adds a widget target to the build."),
+        (P, "install(names, *, force=False, **options)"),
+        (P, "Installs names."),
+        (P, "New in version 3.5: The force flag."),
         (P, "Flags"),
         (ROW, "Flag: --all; Meaning: every widget"),
         (P, "Undefined release substitution."),
@@ -204,3 +217,52 @@ def test_a_folder_of_rst_and_asciidoc_is_indexed_by_default(tmp_path, make_graph
                                                     k=10)}
     assert ("Installing Widgets", "Usage") in sections
     assert ("Widget Guide", "Usage") in sections
+
+
+def test_asciidoc_attributes_conditionals_and_list_continuations():
+    text = """\
+= Widgetizer
+:uri-org: https://example.com/widgets
+:uri-repo: {uri-org}/widgetizer
+ifdef::env-github[:status:]
+:description: Widgets for everyone
+
+{uri-repo}[Widgetizer] is hosted on {uri-org}/[our site].
+
+ifndef::env-site[]
+* {uri-org}/fr[Français]
+endif::[]
+
+. Add the gem:
++
+[source]
+----
+gem 'widgetizer'
+----
+. Save the Gemfile
+
+include::secrets.adoc[]
+"""
+    document = extract(text.encode(), "widgetizer.adoc")
+    assert document.metadata == {"description": "Widgets for everyone"}
+    assert _pairs(document) == [
+        (H, "Widgetizer"),
+        (P, "Widgetizer is hosted on our site."),
+        (LI, "Français"),
+        (LI, "Add the gem:"),
+        (CODE, "gem 'widgetizer'"),
+        (LI, "Save the Gemfile"),
+    ]
+
+
+def test_hostile_documentation_files_cost_bounded_time_or_fail_naming_the_limit():
+    started = time.perf_counter()
+    stars = extract(("*a " * 100_000).encode(), "stars.rst")  # quadratic in docutils
+    assert stars.metadata["read_as"].startswith("plain text")
+    assert stars.blocks[0].text.startswith("*a *a")
+    extract(("*a " * 100_000 + "\n\n== T" + " " * 100_000 + "x\n").encode(), "stars.adoc")
+    assert time.perf_counter() - started < 20
+    laughs = "".join(f":a{i}: {{a{i - 1}}}{{a{i - 1}}}\n" for i in range(1, 40)) + "{a39}\n"
+    with pytest.raises(FileTooLarge) as info:
+        extract(laughs.encode(), "laughs.adoc")
+    assert "laughs.adoc" in str(info.value) and "max_text_chars" in str(info.value)

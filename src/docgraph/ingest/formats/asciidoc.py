@@ -6,8 +6,9 @@ the AsciiDoc language defines, line by line, as Asciidoctor does:
 
 - section titles ``= Title`` (the document title, level 1) to ``====== Title`` (level 6),
   and Markdown-style ``#`` titles;
-- the header's attribute entries (``:name: value``) become metadata, and ``{name}``
-  references to them in the text are replaced by their values;
+- attribute entries (``:name: value``) are defined and ``{name}`` references to them
+  replaced by their values; the header's author and revision lines and its author,
+  revision, description and keywords attributes are metadata;
 - delimited blocks: listing ``----`` and literal ``....`` (and Markdown fences) are code,
   example ``====``, sidebar ``****``, quote ``____`` and open ``--`` blocks are read for
   their content, comment ``////`` and passthrough ``++++`` blocks are left out; a block
@@ -39,7 +40,7 @@ from docgraph.model import Block, BlockKind, ExtractedDocument
 
 ASCIIDOC_MEDIA_TYPE = "text/asciidoc"
 
-_SECTION = re.compile(r"(={1,6}|#{1,6})[ \t]+(\S.*?)(?:[ \t]+\1)?[ \t]*$")
+_SECTION = re.compile(r"(={1,6}|#{1,6})[ \t]+(?=\S)")
 _ATTRIBUTE = re.compile(r":(!?[\w][\w-]*!?):(?:[ \t]+(.*))?$")
 _BLOCK_ATTRIBUTES = re.compile(r"\[[^\[\]]*\]|\[\[[^\[\]]*\]\]")
 _BLOCK_TITLE = re.compile(r"\.([^\s.].*)$")
@@ -54,22 +55,26 @@ _FENCE = re.compile(r"(`{3,})\w*(?:,.*)?$")
 _TABLE = re.compile(r"([|,:!])={3,}$")
 _CELL_SPEC = re.compile(r"(?:^|(?<=\s))(?:\d+\*|\d*(?:\.\d+)?\+)?[<^>]?(?:\.[<^>])?[adehlmsv]?\|")
 _ATTR_REF = re.compile(r"\{([\w][\w-]*)\}")
+# Header attributes kept as the document's metadata (the others only resolve references).
+_METADATA = frozenset({"author", "authors", "email", "revnumber", "revdate", "revremark",
+                       "description", "keywords"})
 _BREAK = frozenset({"'''", "---", "***", "<<<", "- - -", "* * *"})
 
-# Inline markup, reduced to text in this order.
+# Inline markup, reduced to text in this order. Every span is bounded (a few hundred
+# characters), so text full of unclosed marks costs linear time, not quadratic.
+_SPAN = r"(.{1,400}?)"
 _INLINE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"<<([^,<>]+?)(?:,\s*([^<>]+?))?>>"),
-     "\0"),  # replaced by _xref
+    (re.compile(r"<<([^,<>]{1,400}?)(?:,\s*([^<>]{1,400}?))?>>"), "\0"),  # _macro_text
     (re.compile(r"\b(?:xref|link|mailto|image|kbd|btn|menu|footnote|footnoteref|pass|"
-                r"stem|latexmath|asciimath|icon|anchor|indexterm2?):([^\s\[]*)\[([^\]]*)\]"),
-     "\0"),  # replaced by _macro
-    (re.compile(r"\b((?:https?|ftp|irc)://[^\s\[<>]+)\[([^\]]*)\]"), "\0"),  # _macro
-    (re.compile(r"(?<![\w*])\*{1,2}(?=\S)(.+?)(?<=\S)\*{1,2}(?![\w*])"), r"\1"),
-    (re.compile(r"(?<![\w_])_{1,2}(?=\S)(.+?)(?<=\S)_{1,2}(?![\w_])"), r"\1"),
-    (re.compile(r"(?<![\w`])`{1,2}(?=\S)(.+?)(?<=\S)`{1,2}(?![\w`])"), r"\1"),
-    (re.compile(r"(?<![\w#])#{1,2}(?=\S)(.+?)(?<=\S)#{1,2}(?![\w#])"), r"\1"),
-    (re.compile(r"(?<![\w+])\+{1,3}(?=\S)(.+?)(?<=\S)\+{1,3}(?![\w+])"), r"\1"),
-    (re.compile(r"\[\[\[?[^\[\]]*\]\]\]?"), ""),  # inline anchors
+                r"stem|latexmath|asciimath|icon|anchor|indexterm2?):([^\s\[]{0,400})"
+                r"\[([^\]]{0,400})\]"), "\0"),
+    (re.compile(r"\b((?:https?|ftp|irc)://[^\s\[<>]{1,400})\[([^\]]{0,400})\]"), "\0"),
+    (re.compile(r"(?<![\w*])\*{1,2}(?=\S)" + _SPAN + r"(?<=\S)\*{1,2}(?![\w*])"), r"\1"),
+    (re.compile(r"(?<![\w_])_{1,2}(?=\S)" + _SPAN + r"(?<=\S)_{1,2}(?![\w_])"), r"\1"),
+    (re.compile(r"(?<![\w`])`{1,2}(?=\S)" + _SPAN + r"(?<=\S)`{1,2}(?![\w`])"), r"\1"),
+    (re.compile(r"(?<![\w#])#{1,2}(?=\S)" + _SPAN + r"(?<=\S)#{1,2}(?![\w#])"), r"\1"),
+    (re.compile(r"(?<![\w+])\+{1,3}(?=\S)" + _SPAN + r"(?<=\S)\+{1,3}(?![\w+])"), r"\1"),
+    (re.compile(r"\[\[\[?[^\[\]]{0,400}\]\]\]?"), ""),  # inline anchors
     (re.compile(r"[ \t]\+$", re.MULTILINE), ""),  # hard line breaks
 )
 
@@ -78,7 +83,8 @@ def extract_asciidoc(data: bytes, name: str, limits: ExtractLimits) -> Extracted
     """An AsciiDoc file: sections, paragraphs, lists, tables, listing and literal blocks."""
     text = decode_text(data, name)
     limits.check_text(name, len(text))
-    reader = _Reader(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    reader = _Reader(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"),
+                     name, limits)
     reader.read()
     title = next((b.text for b in reader.blocks
                   if b.kind is BlockKind.HEADING and b.level == 1), None)
@@ -89,8 +95,11 @@ def extract_asciidoc(data: bytes, name: str, limits: ExtractLimits) -> Extracted
 class _Reader:
     """The line-by-line block reader; ``blocks`` and ``metadata`` hold what it read."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], name: str, limits: ExtractLimits) -> None:
         self.lines = lines
+        self.name = name
+        self.limits = limits
+        self.substituted = 0  # characters attribute references expanded to, in all
         self.blocks: list[Block] = []
         self.metadata: dict[str, str] = {}
         self.attributes: dict[str, str] = {}
@@ -100,14 +109,30 @@ class _Reader:
 
     def inline(self, text: str) -> str:
         """Prose with attribute references resolved and inline markup reduced to text."""
-        text = _ATTR_REF.sub(lambda m: self.attributes.get(m.group(1).lower(), m.group(0)),
-                             text)
+        text = self.substitute(text)
         for pattern, replacement in _INLINE:
             if replacement == "\0":
                 text = pattern.sub(_macro_text, text)
             else:
                 text = pattern.sub(replacement, text)
         return clean(text.replace("\n", " "))
+
+    def substitute(self, text: str) -> str:
+        """``text`` with its ``{name}`` references to defined attributes replaced. What they
+        expand to counts toward ``max_text_chars`` (attributes defined by references to
+        each other could otherwise grow without bound)."""
+        if "{" not in text:
+            return text
+
+        def value(match: re.Match[str]) -> str:
+            found = self.attributes.get(match.group(1).lower())
+            if found is None:
+                return match.group(0)
+            self.substituted += len(found)
+            self.limits.check_text(self.name, self.substituted)
+            return found
+
+        return _ATTR_REF.sub(value, text)
 
     def add(self, kind: BlockKind, text: str, level: int = 0) -> None:
         text = text.strip("\n") if kind is BlockKind.CODE else self.inline(text)
@@ -137,19 +162,20 @@ class _Reader:
                 end_paragraph()
                 i += 1
                 continue
-            if stripped.startswith("//") and not stripped.startswith("////"):
-                i += 1  # a line comment
+            if (stripped.startswith("//") and not stripped.startswith("////")) \
+                    or _DIRECTIVE.match(stripped):
+                i += 1  # a line comment; include::, ifdef:: and block macros give nothing
                 continue
             attribute = _ATTRIBUTE.match(stripped) if not paragraph else None
             if attribute is not None:
                 self.attribute(attribute.group(1), attribute.group(2) or "", in_header)
                 i += 1
                 continue
-            section = _SECTION.match(line) if not paragraph else None
+            section = _section(line) if not paragraph else None
             if section is not None:
                 end_paragraph()
-                level = len(section.group(1))
-                self.add(BlockKind.HEADING, section.group(2), level)
+                level, title = section
+                self.add(BlockKind.HEADING, title, level)
                 in_header = level == 1 and in_header
                 i += 1
                 if in_header:  # an author line and a revision line may follow the title
@@ -171,9 +197,9 @@ class _Reader:
         if name.startswith("!") or name.endswith("!"):
             self.attributes.pop(name.strip("!").lower(), None)
             return
-        value = clean(value.rstrip("\\"))
+        value = self.substitute(clean(value.rstrip("\\")))
         self.attributes[name.lower()] = value
-        if in_header and value:
+        if in_header and value and name.lower() in _METADATA:
             self.metadata[name.lower()] = value
 
     def header_lines(self, lines: list[str], i: int) -> int:
@@ -211,7 +237,7 @@ class _Reader:
         if _BLOCK_ATTRIBUTES.fullmatch(stripped):
             self.pending_attributes = stripped
             return i + 1
-        if _DIRECTIVE.match(stripped) or stripped in _BREAK or stripped == "+":
+        if stripped in _BREAK or stripped == "+":
             return i + 1
         title = _BLOCK_TITLE.match(stripped)
         if title is not None and not stripped.startswith(".."):
@@ -253,6 +279,10 @@ class _Reader:
         i += 1
         while i < len(lines):
             stripped = lines[i].strip()
+            if (stripped.startswith("//") and not stripped.startswith("////")) \
+                    or _DIRECTIVE.match(stripped):
+                i += 1  # a comment or a conditional inside the item's lines
+                continue
             if (not stripped or stripped == "+" or _LIST_ITEM.match(stripped)
                     or _DELIMITER.match(stripped) or _TABLE.match(stripped)
                     or _FENCE.match(stripped) or _BLOCK_ATTRIBUTES.fullmatch(stripped)
@@ -308,6 +338,19 @@ class _Reader:
             header = [self.inline(c) for c in rows.pop(0)]
         for row in rows:
             self.add(BlockKind.TABLE_ROW, row_text(header, [self.inline(c) for c in row]))
+
+
+def _section(line: str) -> tuple[int, str] | None:
+    """The level and title of a section title line (``== Title`` or ``== Title ==``)."""
+    match = _SECTION.match(line)
+    if match is None:
+        return None
+    marks = match.group(1)
+    title = line[match.end():].rstrip()
+    closing = title.rstrip(marks[0])
+    if len(title) - len(closing) == len(marks) and closing[-1:] in (" ", "\t"):
+        title = closing.rstrip()
+    return len(marks), title
 
 
 def _description_item(stripped: str) -> bool:

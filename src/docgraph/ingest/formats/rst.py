@@ -7,8 +7,9 @@ option lists), table rows (``header: cell; ...``) and literal blocks (``::``,
 bibliographic fields at the top (``:Author:``, ``:Date:``, ...) are metadata.
 
 Real documentation folders are written for Sphinx, whose directives and roles docutils
-does not know. Here an unknown directive keeps its arguments and content as text
-(``.. cmake:command:: add_executable`` with its description), a navigation or
+does not know. Here an unknown directive keeps its arguments (a signature, as written;
+``versionadded`` and its kin in Sphinx's words, ``New in version 3.5: ...``) and its
+content as text (``.. cmake:command:: add_executable`` with its description), a navigation or
 file-reading one (``toctree``, ``include``-like, ``index``, ``highlight``, ``auto*``)
 yields nothing, and an unknown role renders its text (``:ref:`Title <target>``` gives
 ``Title``, ``:func:`~a.b``` gives ``b``). docutils' system messages are suppressed
@@ -24,12 +25,17 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from docgraph.ingest.blocks import clean, row_text, title_from_name
+from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from_name
 from docgraph.ingest.decode import decode_text
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
 RST_MEDIA_TYPE = "text/x-rst"
+# docutils' inline parser takes time quadratic in a paragraph's length on unclosed markup
+# ('*a ' repeated: 60,000 characters take 10 s); a file with a longer paragraph is read as
+# plain text instead (real documentation has none).
+LONGEST_PARSED_PARAGRAPH = 20_000
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 # docutils settings: no file access, no configuration files, no messages in the tree or
 # on stderr, exceptions raised instead of sys.exit.
@@ -51,12 +57,16 @@ _SETTINGS: dict[str, Any] = {
 # configuration or another file's text: they give nothing.
 _SILENT_DIRECTIVES = frozenset({
     "toctree", "index", "highlight", "literalinclude", "include", "tabularcolumns",
-    "sectionauthor", "moduleauthor", "codeauthor", "currentmodule", "default-domain",
+    "sectionauthor", "moduleauthor", "codeauthor", "module", "currentmodule",
+    "default-domain",
     "default-role", "role", "raw", "image", "figure", "graphviz", "only", "ifconfig",
     "cmake-module", "automodule", "autoclass", "autofunction", "automethod",
     "autoattribute", "autodata", "autoexception", "autosummary", "autoprogram",
     "contents", "sectnum", "header", "footer", "meta", "title",
 })
+_VERSION_LABELS = {"versionadded": "New in version", "versionchanged": "Changed in version",
+                   "deprecated": "Deprecated since version",
+                   "versionremoved": "Removed in version"}
 _ROLE_TARGET = re.compile(r"^(.*?)\s*<[^<>]*>$", re.DOTALL)
 
 
@@ -66,6 +76,13 @@ def extract_rst(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
 
     text = decode_text(data, name)
     limits.check_text(name, len(text))
+    longest = max(map(len, _PARAGRAPH_BREAK.split(text)))
+    if longest > LONGEST_PARSED_PARAGRAPH:  # docutils' inline parser is quadratic in it
+        return ExtractedDocument(title_from_name(name), tuple(paragraph_blocks(text)),
+                                 RST_MEDIA_TYPE, {"read_as": (
+                                     f"plain text: a paragraph of {longest} characters, over "
+                                     f"the {LONGEST_PARSED_PARAGRAPH} parsed as "
+                                     "reStructuredText")})
     _install_permissive_lookups()
     settings = {**_SETTINGS, "warning_stream": io.StringIO()}
     tree = publish_doctree(text, source_path=name, settings_overrides=settings)
@@ -107,8 +124,9 @@ class _Walker:
                 if child is not title and isinstance(child, nodes.Element):
                     self.walk(child, depth + 1)
         elif isinstance(node, nodes.Invisible | nodes.system_message | nodes.problematic
-                        | nodes.image | nodes.raw):
-            return  # comments, targets, substitution definitions; messages; pictures
+                        | nodes.image | nodes.raw | nodes.label):
+            return  # comments, targets, substitution definitions; messages; pictures;
+            # footnote numbers
         elif isinstance(node, nodes.docinfo):
             for field in node.children:
                 label = (field[0].astext() if isinstance(field, nodes.field)
@@ -299,10 +317,16 @@ def _directive_for(name: str) -> type[Any]:
                 return []
             out: list[Any] = []
             if self.arguments:
-                argument = " ".join(self.arguments)
-                inline, messages = self.state.inline_text(argument, self.lineno)
-                out.append(nodes.paragraph(argument, "", *inline))
-                out.extend(messages)
+                argument = " ".join(self.arguments).replace("\\ ", " ")
+                label = _VERSION_LABELS.get(name.rsplit(":", 1)[-1])
+                if label is None:  # a signature (function, command, option): as written
+                    out.append(nodes.paragraph(argument, argument))
+                else:  # Sphinx's wording: 'New in version 3.5: ...', the note parsed
+                    version, _, note = argument.partition(" ")
+                    argument = f"{label} {version}:" + (f" {note}" if note else "")
+                    inline, messages = self.state.inline_text(argument, self.lineno)
+                    out.append(nodes.paragraph(argument, "", *inline))
+                    out.extend(messages)
             if self.content:
                 box = nodes.container()
                 self.state.nested_parse(self.content, self.content_offset, box)
