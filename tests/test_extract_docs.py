@@ -266,3 +266,20 @@ def test_hostile_documentation_files_cost_bounded_time_or_fail_naming_the_limit(
     with pytest.raises(FileTooLarge) as info:
         extract(laughs.encode(), "laughs.adoc")
     assert "laughs.adoc" in str(info.value) and "max_text_chars" in str(info.value)
+
+
+def test_no_other_file_is_ever_read(tmp_path, monkeypatch):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the launch code is 0000\n", encoding="utf-8")
+    (tmp_path / "docutils.conf").write_text(
+        "[general]\nfile_insertion_enabled: yes\nraw_enabled: yes\nhalt_level: 1\n",
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # a docutils.conf in the working folder is not read
+    monkeypatch.setenv("DOCUTILSCONFIG", str(tmp_path / "docutils.conf"))
+    rst = (f"Page\n====\n\n.. include:: {secret}\n\n.. literalinclude:: {secret}\n\n"
+           f".. raw:: html\n   :file: {secret}\n\n.. csv-table::\n   :file: {secret}\n\n"
+           "Visible text.\n")
+    adoc = f"= Page\n\ninclude::{secret}[]\n\nVisible text.\n"
+    for data, name in ((rst, "page.rst"), (adoc, "page.adoc")):
+        document = extract(data.encode(), name)
+        assert [b.text for b in document.blocks] == ["Page", "Visible text."]

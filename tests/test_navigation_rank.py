@@ -50,6 +50,33 @@ This command runs `npm ci` followed immediately by `npm test`.
 - [npm test](npm-test.md)
 """
 
+NPM_CIT_RST = """\
+npm install-ci-test
+===================
+
+Install a project with a clean slate and run tests.
+
+Synopsis
+--------
+
+.. code-block:: bash
+
+   npm install-ci-test
+   alias: cit
+
+Description
+-----------
+
+This command runs ``npm ci`` followed immediately by ``npm test``.
+
+See Also
+--------
+
+* :doc:`npm ci <npm-ci>`
+* :doc:`npm install <npm-install>`
+* :doc:`npm test <npm-test>`
+"""
+
 OTHERS = {
     "npm publish": "Publish a package to the registry so that it can be installed by name.",
     "npm audit": "Run a security audit of the dependency tree and report vulnerabilities.",
@@ -60,9 +87,12 @@ OTHERS = {
 }
 
 
-@pytest.fixture
-def npm_docs(tmp_path):
-    files = {"npm-ci.md": NPM_CI, "npm-install-ci-test.md": NPM_CIT}
+@pytest.fixture(params=["md", "rst"])
+def npm_docs(request, tmp_path):
+    """The npm pages; the one with the See Also list in Markdown (link targets in the
+    text) or in reStructuredText (only the links' text: the section title tells)."""
+    files = {"npm-ci.md": NPM_CI, f"npm-install-ci-test.{request.param}":
+             NPM_CIT if request.param == "md" else NPM_CIT_RST}
     for name, text in OTHERS.items():
         files[name.replace(" ", "-") + ".md"] = (
             f"# {name}\n\n{text}\n\n## Examples\n\nRun `{name} --help` to see every option.\n")
@@ -72,7 +102,7 @@ def npm_docs(tmp_path):
 def _positions(hits):
     page = next(i for i, h in enumerate(hits) if h.source_path == "npm-ci.md")
     see_also = next(i for i, h in enumerate(hits)
-                    if h.source_path == "npm-install-ci-test.md" and h.section_path[-1:]
+                    if h.source_path.startswith("npm-install-ci-test.") and h.section_path[-1:]
                     == ("See Also",))
     return page, see_also
 
@@ -82,7 +112,7 @@ def test_a_see_also_list_ranks_below_the_page_it_links_to(npm_docs, make_graph, 
     graph = make_graph()
     graph.index(npm_docs, namespace="npm")
     hits = graph.search("npm ci", namespaces=["npm"], k=40, mode=mode)
-    assert hits[0].source_path == "npm-ci.md"
+    assert hits[0].section_path[-1:] != ("See Also",)
     page, see_also = _positions(hits)  # the list is still found, below the page
     assert page < see_also
 
