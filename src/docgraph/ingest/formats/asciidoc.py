@@ -5,7 +5,8 @@ HTML/DocBook, the Lark-based parsers are alphas), so this module reads the block
 the AsciiDoc language defines, line by line, as Asciidoctor does:
 
 - section titles ``= Title`` (the document title, level 1) to ``====== Title`` (level 6),
-  and Markdown-style ``#`` titles;
+  and Markdown-style ``#`` titles (the old two-line, underlined titles are not read as
+  titles: their underline is ambiguous with block delimiters);
 - attribute entries (``:name: value``) are defined and ``{name}`` references to them
   replaced by their values; the header's author and revision lines and its author,
   revision, description and keywords attributes are metadata;
