@@ -224,6 +224,7 @@ class _Query:
     total_chunks: int
     pool: dict[int, _Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in _rank
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first entity_scan
     strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
@@ -520,9 +521,10 @@ class CohortSearch:
         selected = self._rank(q, k, query_ids, bridge[: s.max_bridge_entities], dense,
                               lexical, hops, walked)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
-        hits = self._hits(selected, pool)
+        hits = self._hits(selected, pool, q.stored)
         # Replace internal row ids in the lane lists by chunk ids for readability.
-        known = {h.rowid: h.chunk_id for h in hits}
+        known = {r: c.chunk_id for r, c in q.stored.items()}
+        known.update((h.rowid, h.chunk_id) for h in hits)
         ids = self.catalog.chunks_by_rowid(
             [int(r) for lane in trace.candidates.values() for r in lane
              if r.isdigit() and int(r) not in known]
@@ -780,7 +782,7 @@ class CohortSearch:
             relevance = relevance + s.ppr_weight * np.where(
                 walk_rank >= 0, 1.0 / (s.rrf_k + 1 + walk_rank), 0.0) / best
         if s.navigation_weight != 1.0:  # link lists ("See also") weigh as navigation
-            stored = self.catalog.chunks_by_rowid(rows)
+            stored = q.stored = self.catalog.chunks_by_rowid(rows)
             relevance = relevance * np.array(
                 [navigation_factor(stored[r].text, stored[r].section_path, s.navigation_weight)
                  if r in stored else 1.0 for r in rows])
@@ -852,8 +854,15 @@ class CohortSearch:
         return out
 
     def _hits(self, selected: list[tuple[int, float, float, float | None]],
-              pool: dict[int, _Candidate]) -> list[SearchHit]:
-        chunks = self.catalog.chunks_by_rowid([r for r, _, _, _ in selected])
+              pool: dict[int, _Candidate],
+              stored: dict[int, StoredChunk] | None = None) -> list[SearchHit]:
+        """The selected rows as hits; their chunks are taken from ``stored`` (read while
+        ranking) where it has them, the others read."""
+        stored = stored or {}
+        chunks = {r: stored[r] for r, _, _, _ in selected if r in stored}
+        missing = [r for r, _, _, _ in selected if r not in chunks]
+        if missing:
+            chunks.update(self.catalog.chunks_by_rowid(missing))
         hits: list[SearchHit] = []
         for rowid, score, sim, lexical in selected:
             chunk = chunks.get(rowid)
