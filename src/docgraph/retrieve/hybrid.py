@@ -88,10 +88,7 @@ class HybridSearcher:
             lexical_scores = {r.rowid: r.score for r in lexical}
             fused = rrf_fuse([dense, lexical], k=self.settings.rrf_k,
                              weights=(1.0, self.settings.lexical_weight))
-            # Twice k are read, so that k remain when link lists among them move down.
-            window = fused[:2 * k]
-            chunks = self.catalog.chunks_by_rowid([r.rowid for r in window])
-            ranked = self._weigh_navigation(window, chunks)[:k]
+            ranked, chunks = self._weigh_navigation(fused, k)
         # BM25-only hits get their real cosine too, so every hit reports its similarity.
         unscored = [r.rowid for r in ranked if r.rowid not in similarity]
         if unscored:
@@ -113,20 +110,32 @@ class HybridSearcher:
             ))
         return hits
 
-    def _weigh_navigation(self, fused: list[ScoredRow], chunks: dict[int, StoredChunk]
-                          ) -> list[ScoredRow]:
-        """``fused`` with the score of every link-list chunk (``See also``, see
-        :mod:`docgraph.retrieve.navigation`) multiplied by ``index.navigation_weight``,
-        re-sorted (ties keep their fused order)."""
+    def _weigh_navigation(self, fused: list[ScoredRow], k: int
+                          ) -> tuple[list[ScoredRow], dict[int, StoredChunk]]:
+        """The top ``k`` of ``fused`` once the score of every link-list chunk (``See
+        also``, see :mod:`docgraph.retrieve.navigation`) is multiplied by
+        ``index.navigation_weight`` (ties keep their fused order), with the chunks read.
+
+        The first ``k`` chunks are read; only when one of them is a link list are the next
+        ``k`` read too, so that ``k`` remain when it moves down."""
         weight = self.settings.navigation_weight
-        weighed = []
-        for position, row in enumerate(fused):
+        chunks = self.catalog.chunks_by_rowid([r.rowid for r in fused[:k]])
+
+        def factor(row: ScoredRow) -> float:
             chunk = chunks.get(row.rowid)
-            factor = (1.0 if chunk is None else
-                      navigation_factor(chunk.text, chunk.section_path, weight))
-            weighed.append((row.score * factor, position, row.rowid))
-        weighed.sort(key=lambda item: (-item[0], item[1]))
-        return [ScoredRow(rowid, score) for score, _, rowid in weighed]
+            return (1.0 if chunk is None else
+                    navigation_factor(chunk.text, chunk.section_path, weight))
+
+        factors = [factor(row) for row in fused[:k]]
+        if all(f == 1.0 for f in factors):
+            return fused[:k], chunks
+        chunks.update(self.catalog.chunks_by_rowid([r.rowid for r in fused[k:2 * k]]))
+        factors += [factor(row) for row in fused[k:2 * k]]
+        weighed = sorted(
+            ((row.score * f, position, row.rowid)
+             for position, (row, f) in enumerate(zip(fused, factors, strict=False))),
+            key=lambda item: (-item[0], item[1]))
+        return [ScoredRow(rowid, score) for score, _, rowid in weighed[:k]], chunks
 
     @staticmethod
     def _hit(
