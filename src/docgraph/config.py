@@ -148,7 +148,8 @@ class LoaderSettings(_Section):
     )
     include: list[str] = Field(
         default_factory=lambda: [
-            "*.md", "*.markdown", "*.txt", "*.text", "*.html", "*.htm",
+            "*.md", "*.markdown", "*.rst", "*.adoc", "*.asciidoc", "*.txt", "*.text",
+            "*.html", "*.htm",
             "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
             "*.odt", "*.epub", "*.eml", "*.mbox", "*.msg",
         ],
@@ -187,6 +188,12 @@ class IndexSettings(_Section):
         default=1.25, gt=0, le=10,
         description="Weight of the BM25 list in the fusion (the dense list weighs 1): the "
                     "lexical lane is the stronger one on both benchmark corpora.",
+    )
+    navigation_weight: float = Field(
+        default=0.5, ge=0, le=1,
+        description="Factor on the fused score of a chunk that is a list of links (a 'See "
+                    "also' or 'Related' section, a table of contents): navigation, not the "
+                    "pages it names; 1 = weighed like any chunk.",
     )
     candidates: int = Field(
         default=100, ge=1, le=10_000, description="Per-lane candidate depth before fusion."

@@ -5,8 +5,8 @@ table rows and code blocks. The chunker cuts only between blocks (or between sen
 of one over-long block), so structure here decides where chunks end. PDF and DOCX, which
 unpack, live in :mod:`docgraph.ingest.extract_packed`, HTML in
 :mod:`docgraph.ingest.extract_html`, the formats of slide decks, workbooks, mail,
-OpenDocument, EPUB and scans in :mod:`docgraph.ingest.formats`; every format is extracted within
-:class:`~docgraph.ingest.limits.ExtractLimits`.
+OpenDocument, EPUB, reStructuredText, AsciiDoc and scans in :mod:`docgraph.ingest.formats`;
+every format is extracted within :class:`~docgraph.ingest.limits.ExtractLimits`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from docgraph.ingest.blocks import clean, paragraph_blocks, row_text, title_from
 from docgraph.ingest.decode import decode_text
 from docgraph.ingest.extract_html import extract_html
 from docgraph.ingest.extract_packed import extract_docx
+from docgraph.ingest.formats.asciidoc import extract_asciidoc
 from docgraph.ingest.formats.mail import (
     extract_eml,
     extract_mbox,
@@ -34,6 +35,7 @@ from docgraph.ingest.formats.mail import (
 )
 from docgraph.ingest.formats.ocr import IMAGE_MEDIA_TYPES, extract_image, extract_pdf_or_scan
 from docgraph.ingest.formats.opendoc import extract_epub, extract_odt
+from docgraph.ingest.formats.rst import extract_rst
 from docgraph.ingest.formats.sheets import extract_ods, extract_xlsx
 from docgraph.ingest.formats.slides import extract_pptx
 from docgraph.ingest.front_matter import FrontMatter, split_front_matter
@@ -295,6 +297,9 @@ Extractor = Callable[[bytes, str, ExtractLimits], ExtractedDocument]
 EXTRACTORS: dict[str, Extractor] = {
     ".md": extract_markdown,
     ".markdown": extract_markdown,
+    ".rst": extract_rst,
+    ".adoc": extract_asciidoc,
+    ".asciidoc": extract_asciidoc,
     ".txt": extract_text,
     ".text": extract_text,
     ".html": extract_html,

@@ -135,6 +135,8 @@ class IngestReport:
     workers: int = 1  # processes that prepared documents (1 = inline)
     wall_seconds: float = 0.0  # the whole build, start to end
     failed_phases: dict[str, str] = field(default_factory=dict)  # path -> phase it failed in
+    # Files of the folder matching no loader.include pattern, by type ("*.rst": 8).
+    not_included: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
             ("list", "read", "extract", "chunk", "entities", "embed", "store"), 0.0
@@ -167,6 +169,22 @@ class IngestReport:
     def total_seconds(self) -> float:
         """Time of all phases (with worker processes, their busy time is summed in)."""
         return sum(self.seconds.values())
+
+    def not_included_summary(self, top: int = 3) -> str | None:
+        """How many files were not indexed because no ``loader.include`` pattern matches
+        them, with the ``top`` most common types: ``12 files not indexed: not in
+        loader.include (*.rst: 8, *.adoc: 3, no extension: 1)``; None when there were
+        none."""
+        total = sum(self.not_included.values())
+        if not total:
+            return None
+        ranked = sorted(self.not_included.items(), key=lambda item: (-item[1], item[0]))
+        shown = [f"{kind}: {count}" for kind, count in ranked[:top]]
+        if len(ranked) > top:
+            others = sum(count for _, count in ranked[top:])
+            shown.append(f"others: {others}")
+        noun = "file" if total == 1 else "files"
+        return f"{total} {noun} not indexed: not in loader.include ({', '.join(shown)})"
 
 
 @dataclass
@@ -259,6 +277,7 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
+        report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
         # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.
         existing = {path: d for path, d in every.items() if d.parent is None}

@@ -58,6 +58,7 @@ from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.hybrid import LANE_POOL, MAX_K, MAX_QUERY_CHARS
+from docgraph.retrieve.navigation import navigation_factor
 from docgraph.retrieve.ppr import LocalGraph, personalized_pagerank
 from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
@@ -96,6 +97,8 @@ class CohortSettings:
     priority_weight: float = 0.2
     coverage_weight: float = 0.15
     redundancy_penalty: float = 0.1
+    # factor on the relevance of a link-list chunk (docgraph.retrieve.navigation); 1 = none
+    navigation_weight: float = 0.5
     rrf_k: int = 20  # as index.rrf_k; better than 60 here too (bench/results/ablation_rrf20.json)
     # seed lane
     seed_candidates: int = 100
@@ -221,6 +224,7 @@ class _Query:
     total_chunks: int
     pool: dict[int, _Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in _rank
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first entity_scan
     strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
@@ -517,9 +521,10 @@ class CohortSearch:
         selected = self._rank(q, k, query_ids, bridge[: s.max_bridge_entities], dense,
                               lexical, hops, walked)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
-        hits = self._hits(selected, pool, {r.rowid for r in dense})
+        hits = self._hits(selected, pool, {r.rowid for r in dense}, q.stored)
         # Replace internal row ids in the lane lists by chunk ids for readability.
-        known = {h.rowid: h.chunk_id for h in hits}
+        known = {r: c.chunk_id for r, c in q.stored.items()}
+        known.update((h.rowid, h.chunk_id) for h in hits)
         ids = self.catalog.chunks_by_rowid(
             [int(r) for lane in trace.candidates.values() for r in lane
              if r.isdigit() and int(r) not in known]
@@ -747,8 +752,9 @@ class CohortSearch:
 
         Relevance is the hybrid reciprocal-rank fusion of the pool member's rank in the
         dense and the BM25 candidate lists (normalized so rank 1 in both is 1), plus, with
-        the PPR lane, ``ppr_weight`` times its reciprocal rank in the walk's ranking; a hop
-        inherits the base score of its seed, just behind it."""
+        the PPR lane, ``ppr_weight`` times its reciprocal rank in the walk's ranking, times
+        ``navigation_weight`` for a list of links; a hop inherits the base score of its
+        seed, just behind it."""
         s, pool = q.settings, q.pool
         vectors = self.index.vectors(list(pool))
         rows = [r for r in pool if r in vectors]
@@ -775,6 +781,11 @@ class CohortSearch:
             walk_rank = np.array([walk_pos.get(r, -1) for r in rows], dtype=np.float64)
             relevance = relevance + s.ppr_weight * np.where(
                 walk_rank >= 0, 1.0 / (s.rrf_k + 1 + walk_rank), 0.0) / best
+        if s.navigation_weight != 1.0:  # link lists ("See also") weigh as navigation
+            stored = q.stored = self.catalog.chunks_by_rowid(rows)
+            relevance = relevance * np.array(
+                [navigation_factor(stored[r].text, stored[r].section_path, s.navigation_weight)
+                 if r in stored else 1.0 for r in rows])
         priority = np.array([s.priority(pool[r].lane) for r in rows])
         base = s.relevance_weight * relevance + s.priority_weight * priority
         if hops and s.hop_inherit:
@@ -843,10 +854,17 @@ class CohortSearch:
         return out
 
     def _hits(self, selected: list[tuple[int, float, float, float | None]],
-              pool: dict[int, _Candidate], dense_rows: set[int]) -> list[SearchHit]:
+              pool: dict[int, _Candidate], dense_rows: set[int],
+              stored: dict[int, StoredChunk] | None = None) -> list[SearchHit]:
         """The selected rows as hits, each with its lanes and the seed lane's lists that
-        held it (``dense`` when in ``dense_rows``, ``bm25`` when it has a BM25 score)."""
-        chunks = self.catalog.chunks_by_rowid([r for r, _, _, _ in selected])
+        held it (``dense`` when in ``dense_rows``, ``bm25`` when it has a BM25 score); their
+        chunks are taken from ``stored`` (read while ranking) where it has them, the others
+        read."""
+        stored = stored or {}
+        chunks = {r: stored[r] for r, _, _, _ in selected if r in stored}
+        missing = [r for r, _, _, _ in selected if r not in chunks]
+        if missing:
+            chunks.update(self.catalog.chunks_by_rowid(missing))
         hits: list[SearchHit] = []
         for rowid, score, sim, lexical in selected:
             chunk = chunks.get(rowid)

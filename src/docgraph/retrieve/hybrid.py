@@ -12,6 +12,7 @@ from docgraph.ingest.embed import Embedder
 from docgraph.model import ScoredRow, SearchHit, SearchModeName, StoredChunk
 from docgraph.parallel import LazyThreadPool, core_count
 from docgraph.retrieve.fusion import rrf_fuse
+from docgraph.retrieve.navigation import navigation_factor
 from docgraph.store.base import Catalog, ChunkIndex, require_namespaces
 
 MAX_K = 1000
@@ -51,8 +52,9 @@ class HybridSearcher:
     ) -> list[SearchHit]:
         """Top ``k`` chunks for ``query`` within ``namespaces`` (required, non-empty).
 
-        ``hybrid`` fuses the dense and BM25 lists (RRF, ``index.rrf_k``); ``dense`` ranks by
-        cosine only and reports the L2 distance as the score.
+        ``hybrid`` fuses the dense and BM25 lists (RRF, ``index.rrf_k``) and weighs link
+        lists as navigation (``index.navigation_weight``); ``dense`` ranks by cosine only
+        and reports the L2 distance as the score.
         """
         allowed = require_namespaces(namespaces)
         if not isinstance(query, str) or not query.strip():
@@ -80,12 +82,13 @@ class HybridSearcher:
         lexical_scores: dict[int, float] = {}
         if pending is None:
             ranked: list[ScoredRow] = dense[:k]
+            chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
         else:
             lexical = pending.result()
             lexical_scores = {r.rowid: r.score for r in lexical}
-            ranked = rrf_fuse([dense, lexical], k=self.settings.rrf_k,
-                              weights=(1.0, self.settings.lexical_weight))[:k]
-        chunks = self.catalog.chunks_by_rowid([r.rowid for r in ranked])
+            fused = rrf_fuse([dense, lexical], k=self.settings.rrf_k,
+                             weights=(1.0, self.settings.lexical_weight))
+            ranked, chunks = self._weigh_navigation(fused, k)
         # BM25-only hits get their real cosine too, so every hit reports its similarity.
         unscored = [r.rowid for r in ranked if r.rowid not in similarity]
         if unscored:
@@ -106,6 +109,33 @@ class HybridSearcher:
                 lexical=lexical_scores.get(row.rowid),
             ))
         return hits
+
+    def _weigh_navigation(self, fused: list[ScoredRow], k: int
+                          ) -> tuple[list[ScoredRow], dict[int, StoredChunk]]:
+        """The top ``k`` of ``fused`` once the score of every link-list chunk (``See
+        also``, see :mod:`docgraph.retrieve.navigation`) is multiplied by
+        ``index.navigation_weight`` (ties keep their fused order), with the chunks read.
+
+        The first ``k`` chunks are read; only when one of them is a link list are the next
+        ``k`` read too, so that ``k`` remain when it moves down."""
+        weight = self.settings.navigation_weight
+        chunks = self.catalog.chunks_by_rowid([r.rowid for r in fused[:k]])
+
+        def factor(row: ScoredRow) -> float:
+            chunk = chunks.get(row.rowid)
+            return (1.0 if chunk is None else
+                    navigation_factor(chunk.text, chunk.section_path, weight))
+
+        factors = [factor(row) for row in fused[:k]]
+        if all(f == 1.0 for f in factors):
+            return fused[:k], chunks
+        chunks.update(self.catalog.chunks_by_rowid([r.rowid for r in fused[k:2 * k]]))
+        factors += [factor(row) for row in fused[k:2 * k]]
+        weighed = sorted(
+            ((row.score * f, position, row.rowid)
+             for position, (row, f) in enumerate(zip(fused, factors, strict=False))),
+            key=lambda item: (-item[0], item[1]))
+        return [ScoredRow(rowid, score) for score, _, rowid in weighed[:k]], chunks
 
     @staticmethod
     def _hit(

@@ -189,6 +189,9 @@ def _run_build(build: Any) -> list[IngestReport]:
 def _print_reports(reports: list[IngestReport], seconds: float) -> None:
     for report in reports:
         console.print(_report_line(report, seconds))
+        not_included = report.not_included_summary()
+        if not_included:
+            err.print(f"  [yellow]{escape(not_included)}[/]")
         for path, reason in report.failed:
             err.print(f"  [yellow]skipped[/] {escape(path)}: {escape(reason)}")
 

@@ -6,6 +6,7 @@ import fnmatch
 import logging
 import posixpath
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from docgraph.errors import SourceError, SourceFileVanished
 from docgraph.sources.changes import change_token
-from docgraph.sources.local import SYMLINK_REASON, read_regular, walk
+from docgraph.sources.local import SYMLINK_REASON, file_type, read_regular, walk
 from docgraph.sources.urn import escape_name, urn_scheme
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class FolderCrawler:
         self.bodies_fetched = 0
         self.skipped: list[SkippedEntry] = []
         self.unlisted: list[str] = []
+        self.not_included: Counter[str] = Counter()
         self._failures_in_a_row = 0
         self._last_failure = ""
         self._owned = self.scheme in CONNECTION_SCHEMES
@@ -143,11 +145,15 @@ class FolderCrawler:
         Entries that are not indexed for a reason an admin should see (symlinks, FIFOs and
         other non-regular files, unreadable subfolders) are collected in
         :attr:`skipped` meanwhile; :attr:`unlisted` names the subfolders whose contents are
-        unknown to this listing. Both are complete once the iterator is exhausted.
+        unknown to this listing; :attr:`not_included` counts the files (hidden ones aside)
+        that match no ``include`` pattern, by type (``*.rst``, ``no extension``, see
+        :func:`~docgraph.sources.local.file_type`). All are complete once the iterator is
+        exhausted.
         """
         listed_at = time.time()
         self.skipped = []
         self.unlisted = []
+        self.not_included = Counter()
         try:
             if not self._owned and not self._local:
                 self.fs.invalidate_cache()
@@ -163,6 +169,7 @@ class FolderCrawler:
 
     def _list_local(self) -> list[tuple[str, str, dict[str, Any]]]:
         listing = walk(self.root, self._matches)
+        self.not_included = listing.not_wanted
         for relative, reason in listing.skipped:
             self.skipped.append(SkippedEntry(escape_name(relative), reason))
         for relative, reason in listing.unlisted:
@@ -181,9 +188,11 @@ class FolderCrawler:
             relative = full_path[len(prefix):] if full_path.startswith(prefix) else full_path
             if any(part.startswith(".") for part in relative.split("/")):
                 continue  # hidden files and folders (.git, .DS_Store, the index itself)
-            if not self._matches(relative):
-                continue
             kind = info.get("type")
+            if not self._matches(relative):
+                if kind in (None, "file") and not info.get("islink"):
+                    self.not_included[file_type(posixpath.basename(relative))] += 1
+                continue
             if info.get("islink"):
                 self.skipped.append(SkippedEntry(escape_name(relative), SYMLINK_REASON))
             elif kind not in (None, "file"):

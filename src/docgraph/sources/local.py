@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import stat
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,6 +38,13 @@ _KINDS = (
 )
 
 
+def file_type(name: str) -> str:
+    """How a file left out by ``loader.include`` is counted: ``*.rst`` by its (lower-case)
+    extension, or ``no extension``."""
+    extension = posixpath.splitext(name.lower())[1]
+    return f"*{extension}" if extension else "no extension"
+
+
 def skip_reason(mode: int) -> str:
     """Why an entry of this ``st_mode`` is not indexed, as recorded for it."""
     if stat.S_ISLNK(mode):
@@ -47,18 +56,20 @@ def skip_reason(mode: int) -> str:
 @dataclass
 class LocalListing:
     """One walk of a folder: regular files with their ``lstat``, entries skipped with their
-    reason, and subfolders that could not be walked (what was indexed below them stays)."""
+    reason, subfolders that could not be walked (what was indexed below them stays), and
+    the regular files whose names were not wanted, counted by :func:`file_type`."""
 
     files: list[tuple[str, os.stat_result]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     unlisted: list[tuple[str, str]] = field(default_factory=list)
+    not_wanted: Counter[str] = field(default_factory=Counter)
 
 
 def walk(root: str, wanted: Callable[[str], bool]) -> LocalListing:
     """Every regular file below ``root`` whose name is ``wanted``, in path order.
 
     Hidden names (a leading dot: ``.git``, the index itself) are neither listed nor
-    reported. Non-regular entries are reported when a regular file of that name would
+    reported nor counted. Non-regular entries are reported when a regular file of that name would
     have been indexed, and symlinks to folders always (a folder would have been walked).
     Raises :class:`OSError` when ``root`` itself cannot be opened.
     """
@@ -94,6 +105,8 @@ def _walk(dir_fd: int, prefix: str, depth: int, wanted: Callable[[str], bool],
         if stat.S_ISREG(mode):
             if wanted(name):
                 listing.files.append((relative, info))
+            else:
+                listing.not_wanted[file_type(name)] += 1
         elif stat.S_ISDIR(mode):
             _walk_child(dir_fd, name, relative, depth, wanted, listing)
         elif wanted(name) or (stat.S_ISLNK(mode) and _is_folder(name, dir_fd)):
