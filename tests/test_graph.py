@@ -169,8 +169,9 @@ def test_deleting_a_document_cascades_to_links_edges_and_reports(tmp_path, built
 
 def test_removing_a_folder_removes_its_graph(tmp_path, built):
     built.remove_folder(tmp_path / "hr", namespace="hr")
-    assert built.entities({"hr"}) == []
-    assert built.communities({"hr"}) == []
+    assert "hr" not in built.namespaces()
+    assert built.entities({"hr"}, strict=False) == []
+    assert built.communities({"hr"}, strict=False) == []
 
 
 def test_vocabulary_change_relinks_without_re_embedding(tmp_path, make_graph, embedder):

@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from docgraph.errors import InvalidQuery, StoreError
+from docgraph.errors import InvalidQuery, StoreError, UnknownNamespace
 from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
@@ -275,7 +275,8 @@ def test_search_api_refuses_missing_namespaces(tmp_path, make_graph):
         graph.search("lidar", namespaces=None)  # type: ignore[arg-type]
     with pytest.raises(InvalidQuery):
         graph.search("lidar", namespaces=[])
-    assert graph.search("lidar", namespaces=["elsewhere"]) == []
+    with pytest.raises(UnknownNamespace, match=r"'elsewhere'.*holds 'x'"):
+        graph.search("lidar", namespaces=["elsewhere"])
 
 
 def test_not_an_index_file_is_a_clear_error(tmp_path):

@@ -50,6 +50,7 @@ from docgraph.store.base import (
     NamespaceStats,
     StoreCatalog,
     TraceLog,
+    require_namespaces,
 )
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 from docgraph.store.lifecycle import LeaderLock
@@ -501,7 +502,10 @@ class DocGraph:
         return self.store.namespaces()
 
     def _namespaces(self, namespaces: Iterable[str], strict: bool) -> frozenset[str]:
-        """``namespaces`` as a set; with ``strict``, refuse one the index does not hold."""
+        """``namespaces`` as a set; with ``strict``, refuse one the index does not hold.
+        None or a bare string is refused as no set of names (``InvalidQuery``)."""
+        if namespaces is None or isinstance(namespaces, str):
+            require_namespaces(namespaces)  # raises, naming the mistake
         wanted = frozenset(namespaces)
         if strict and wanted:
             held = self.store.namespaces()
