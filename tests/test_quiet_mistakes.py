@@ -62,6 +62,25 @@ def test_invalid_values_and_keys_name_key_value_expectation_and_a_guess(
     assert "https://" not in message and "validation error" not in message
 
 
+def test_admin_set_names_the_key_the_value_and_a_guess(tmp_path: Path) -> None:
+    """``docgraph admin set`` validates one section at a time: its errors read like the
+    settings file's, with the section in the key, not pydantic's report of the section."""
+    runner = CliRunner()
+    for assignment, said in (
+            ("refresh.interval_seconds=soon",
+             "refresh.interval_seconds = 'soon' (in the admin settings): expected a valid "
+             "number"),
+            ("refresh.intervl_seconds=5",
+             "unknown settings key refresh.intervl_seconds (in the admin settings); did you "
+             "mean refresh.interval_seconds?")):
+        result = runner.invoke(app, ["admin", "set", assignment])
+        # main() prints a DocgraphError as "error: <message>"; the runner keeps it raised
+        output = " ".join(f"{result.output} {result.exception}".split())
+        assert result.exit_code == 1 and said in output, output
+        assert "validation error" not in output and "https://" not in output
+        assert "RefreshSettings" not in output
+
+
 @pytest.mark.parametrize("command", [["search", "x"], ["lookup", "x"], ["read", "a.md"],
                                      ["status"], ["entities"], ["context", "x"],
                                      ["communities"], ["graph", "neighbors", "x"], ["trace"],

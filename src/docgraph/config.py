@@ -619,14 +619,16 @@ def _env_name(loc: tuple[str, ...], environ: Mapping[str, str]) -> str | None:
 
 
 def describe_validation_error(exc: ValidationError, where: str,
-                              environ: Mapping[str, str] | None = None) -> str:
+                              environ: Mapping[str, str] | None = None,
+                              section: tuple[str, ...] = ()) -> str:
     """One line per invalid setting: its key, the value given and where it came from, what
     is expected, and a did-you-mean for a misspelled key or choice (instead of pydantic's
-    raw report and its documentation URL)."""
+    raw report and its documentation URL). ``section``: the path of the model that was
+    validated when it is not the whole settings (e.g. ``("refresh",)``)."""
     environ = os.environ if environ is None else environ
     lines: list[str] = []
     for error in exc.errors():
-        loc = tuple(str(part) for part in error["loc"])
+        loc = section + tuple(str(part) for part in error["loc"])
         key = ".".join(loc) or "settings"
         variable = _env_name(loc, environ)
         origin = f"from {variable}" if variable else f"in {where}"

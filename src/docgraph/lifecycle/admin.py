@@ -39,6 +39,7 @@ from docgraph.config import (
     LoaderSettings,
     RefreshSettings,
     StoreSettings,
+    describe_validation_error,
 )
 from docgraph.errors import ConfigError, DocgraphError, EmbeddingModelMismatch, RefreshBusy
 
@@ -163,7 +164,8 @@ class AdminSettings:
             try:
                 validated[section] = model.model_validate({**current.model_dump(), **values})
             except ValidationError as exc:
-                raise ConfigError(f"invalid admin setting in [{section}]: {exc}") from exc
+                raise ConfigError(describe_validation_error(
+                    exc, "the admin settings", environ={}, section=(section,))) from exc
             before = current.model_dump()
             after = validated[section].model_dump()
             diff = {k: after[k] for k in values if before.get(k) != after.get(k)}
