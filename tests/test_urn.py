@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from docgraph.errors import SourceError
-from docgraph.sources.urn import document_id, normalize_urn, urn_scheme
+from docgraph.model import urn_scheme
+from docgraph.sources.urn import document_id, normalize_urn
 
 
 def _file_urn(path: Path) -> str:

@@ -1,4 +1,5 @@
-"""Plain data types shared by every layer (no behaviour beyond small derived properties)."""
+"""Plain data types shared by every layer (no behaviour beyond small derived properties),
+and the scheme of a source URN, which every layer reads as the source type."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
+from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +24,11 @@ ScoreName = Literal["rrf", "composite", "dense"]
 LIST_LANES = ("dense", "bm25")
 ChunkKind = Literal["text", "community_report"]
 CHUNK_KINDS: tuple[ChunkKind, ...] = ("text", "community_report")
+
+
+def urn_scheme(urn: str) -> str:
+    """The URI scheme of a (normalized) source URN, which is also the source type."""
+    return urlsplit(urn).scheme
 
 
 class BlockKind(StrEnum):

@@ -9,7 +9,7 @@ from docgraph.sources.changes import ChangeToken, change_token
 from docgraph.sources.credentials import Credentials, credential_key
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument, derived_source_urn, row_doc_id
-from docgraph.sources.urn import normalize_urn, urn_scheme
+from docgraph.sources.urn import normalize_urn
 
 __all__ = [
     "ChangeToken",
@@ -22,5 +22,4 @@ __all__ = [
     "derived_source_urn",
     "normalize_urn",
     "row_doc_id",
-    "urn_scheme",
 ]

@@ -152,7 +152,8 @@ class Credentials:
 
     def storage_options(self, urn: str) -> dict[str, Any]:
         """fsspec storage options for the folder ``urn`` (a normalized URN)."""
-        from docgraph.sources.urn import normalize_urn, urn_scheme
+        from docgraph.model import urn_scheme
+        from docgraph.sources.urn import normalize_urn
 
         scheme = urn_scheme(urn)
         options: dict[str, Any] = {}

@@ -16,9 +16,10 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from docgraph.errors import SourceError, SourceFileVanished
+from docgraph.model import urn_scheme
 from docgraph.sources.changes import change_token
 from docgraph.sources.local import SYMLINK_REASON, file_type, read_regular, walk
-from docgraph.sources.urn import escape_name, urn_scheme
+from docgraph.sources.urn import escape_name
 
 log = logging.getLogger(__name__)
 

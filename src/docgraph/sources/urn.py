@@ -66,11 +66,6 @@ def _strip_trailing_slash(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def urn_scheme(urn: str) -> str:
-    """The URI scheme of a (normalized) URN, which is also the source type."""
-    return urlsplit(urn).scheme
-
-
 def normalize_urn(urn_or_path: str | Path) -> str:
     """Return the canonical URN for a folder given as a URN or a local path.
 

@@ -16,8 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from docgraph.errors import StoreError
-from docgraph.model import DocumentRecord, RowOrigin, SourceRecord, StoredChunk
-from docgraph.sources.urn import urn_scheme
+from docgraph.model import DocumentRecord, RowOrigin, SourceRecord, StoredChunk, urn_scheme
 from docgraph.store.base import (
     DocumentWrite,
     FailureRecord,
