@@ -21,11 +21,11 @@ from typing import Any
 
 from docgraph.app import DocGraph
 from docgraph.ingest.embed import HashingEmbedder
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.pipeline import PARALLEL_AFTER_FILES
 from docgraph.store.lexical import decode_terms
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
+from docgraph.text import text_hash
 from tests.crash_corpus import make_corpus, mutate_corpus
 from tests.crash_harness import (
     PHASES,

@@ -18,17 +18,13 @@ from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import (
     BREADCRUMB_WEIGHT,
-    MAX_QUERY_TERMS,
-    STOPWORDS,
     TEXT_WEIGHT,
     PostingIndex,
     TermDictionary,
-    index_terms,
-    query_terms,
     term_ids,
-    words,
 )
 from docgraph.store.sqlite import SCHEMA_VERSION, EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.text import MAX_QUERY_TERMS, STOPWORDS, index_terms, query_terms, words
 
 ROWS = [
     "The runner was running fast down the hill",

@@ -23,6 +23,7 @@ from docgraph.store.lexical import PostingIndex
 from docgraph.store.quantized import QuantizedDenseMatrix
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite import index as index_module
+from docgraph.text import query_terms
 from tests.test_store import _write
 from tests.test_store_sidecar import DIM, _unit
 from tests.test_store_sidecar import _answers as answers
@@ -102,7 +103,7 @@ def test_rows_staged_without_publishing_stay_invisible_until_published() -> None
     encoded, learnt = terms.encode(db, [("", f"alpha{i} shared") for i in range(10)])
     db.execute("COMMIT")
     terms.committed(learnt)
-    found = lexical.term_ids(db, lexical.query_terms("alpha7 shared"))
+    found = lexical.term_ids(db, query_terms("alpha7 shared"))
     ids = list(found.values())
     assert len(ids) == 2
     blobs = [e.blob for e in encoded]

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
+from docgraph import text as analysis
 from docgraph.ingest import prepare as prepare_module
-from docgraph.store import lexical
-from docgraph.store.lexical import index_terms, query_terms
+from docgraph.text import index_terms, query_terms
 from tests.helpers import write_files
 
 
@@ -20,8 +20,8 @@ def _vocabulary(prefix: str, n: int) -> str:
 
 
 def test_a_call_that_overflows_the_stem_cache_keeps_all_its_words(monkeypatch):
-    monkeypatch.setattr(lexical, "_STEMS", {})
-    monkeypatch.setattr(lexical, "_CACHE_LIMIT", 30)
+    monkeypatch.setattr(analysis, "_STEMS", {})
+    monkeypatch.setattr(analysis, "_CACHE_LIMIT", 30)
     index_terms("common running " + _vocabulary("a", 40))  # 42 words cached: over the limit
     terms, _ = index_terms("common running " + _vocabulary("b", 40))  # overflows: clear
     assert terms[:2] == ["common", "run"]
@@ -30,8 +30,8 @@ def test_a_call_that_overflows_the_stem_cache_keeps_all_its_words(monkeypatch):
 
 
 def test_a_clear_in_another_thread_never_breaks_a_lookup(monkeypatch):
-    monkeypatch.setattr(lexical, "_STEMS", {})
-    monkeypatch.setattr(lexical, "_CACHE_LIMIT", 30)
+    monkeypatch.setattr(analysis, "_STEMS", {})
+    monkeypatch.setattr(analysis, "_CACHE_LIMIT", 30)
     errors: list[BaseException] = []
 
     def work(prefix: str) -> None:
@@ -55,8 +55,8 @@ def test_a_build_past_the_stem_cache_limit_indexes_every_file(tmp_path, make_gra
                                                               monkeypatch):
     """The issue's repro at a small limit: one file with a large vocabulary beside a good
     file; both are indexed and searchable."""
-    monkeypatch.setattr(lexical, "_STEMS", {})
-    monkeypatch.setattr(lexical, "_CACHE_LIMIT", 300)
+    monkeypatch.setattr(analysis, "_STEMS", {})
+    monkeypatch.setattr(analysis, "_CACHE_LIMIT", 300)
     big = "\n\n".join(f"common {_vocabulary(f'u{p}x', 40)}" for p in range(30))
     folder = write_files(tmp_path / "docs", {
         "a-ids.txt": big,
@@ -95,4 +95,4 @@ def test_a_defect_while_preparing_one_file_fails_that_file_only(tmp_path, make_g
 @pytest.fixture(autouse=True)
 def _fresh_stem_cache(monkeypatch):
     """Each test starts and ends with its own cache (the real one is left as it was)."""
-    monkeypatch.setattr(lexical, "_STEMS", dict(lexical._STEMS))
+    monkeypatch.setattr(analysis, "_STEMS", dict(analysis._STEMS))

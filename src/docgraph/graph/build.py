@@ -44,7 +44,6 @@ from docgraph.graph.reports import (
     specificity,
 )
 from docgraph.ingest.embed import Embedder
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.llm import ChatModel
 from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.graph import (
@@ -54,6 +53,7 @@ from docgraph.store.graph import (
     GraphStore,
     NamespaceLinks,
 )
+from docgraph.text import text_hash
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from docgraph.graph.extract import VocabularyMatcher
 from docgraph.graph.normalize import canonical_key
-from docgraph.store.lexical import STOPWORDS
+from docgraph.text import STOPWORDS
 
 PHRASE_TYPE = "phrase"
 

@@ -6,7 +6,6 @@ index rebuilds and benchmark reruns. Queries are not cached.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -16,11 +15,7 @@ import numpy as np
 
 from docgraph.ingest.embed import Embedder
 from docgraph.model import Vector
-
-
-def text_hash(text: str) -> str:
-    """sha256 of the UTF-8 text, hex."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+from docgraph.text import text_hash
 
 
 class CachedEmbedder:

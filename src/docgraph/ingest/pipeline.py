@@ -49,7 +49,6 @@ from docgraph.errors import (
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.embed import Embedder
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.ingest.prepare import (
     PreparedDocument,
     PrepareSpec,
@@ -77,6 +76,7 @@ from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
 from docgraph.sources.urn import document_id
 from docgraph.store.base import Catalog, DocumentWrite
+from docgraph.text import text_hash
 
 log = logging.getLogger(__name__)
 

@@ -64,7 +64,7 @@ from docgraph.retrieve.query_entities import query_entity_keys
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog, require_namespaces
 from docgraph.store.graph import EntityInfo, GraphStore, Link
-from docgraph.store.lexical import STOPWORDS
+from docgraph.text import STOPWORDS
 
 CohortMode = Literal["vector_first", "graph_first", "global"]
 LANES = ("seed", "structural", "entity_adjacent", "graph", "cluster_adjacent", "ppr")

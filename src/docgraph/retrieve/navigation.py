@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from docgraph.text import WORD
+
 # The share of a chunk's lines that must be list items, and of those items that must be
 # links, for a chunk to be a link list.
 LIST_SHARE = 0.8
@@ -37,7 +39,6 @@ SHORT_ITEM_WORDS = 8
 
 _LINK = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)|\[[^\]\n]+\]\[[^\]\n]*\]"
                    r"|<?(?:https?|ftp)://[^\s>]+>?")
-_WORD = re.compile(r"[^\W_]+")
 _TITLE = re.compile(
     r"(?:see also|related(?: (?:pages|topics|articles|links|documents|documentation|"
     r"reading|commands|guides))?|navigation|further reading|(?:useful |external )?links"
@@ -57,13 +58,13 @@ def is_navigation(text: str, section_path: Sequence[str]) -> bool:
         return True
     title = section_path[-1].strip().rstrip(":").strip() if section_path else ""
     return (_TITLE.fullmatch(title) is not None
-            and all(len(_WORD.findall(item)) <= SHORT_ITEM_WORDS for item in items))
+            and all(len(WORD.findall(item)) <= SHORT_ITEM_WORDS for item in items))
 
 
 def _just_a_link(item: str) -> bool:
     """An item that is one or more links with at most a few words beside them."""
     beside, links = _LINK.subn(" ", item)
-    return links > 0 and len(_WORD.findall(beside)) <= WORDS_BESIDE_LINK
+    return links > 0 and len(WORD.findall(beside)) <= WORDS_BESIDE_LINK
 
 
 def navigation_factor(text: str, section_path: Sequence[str], weight: float) -> float:

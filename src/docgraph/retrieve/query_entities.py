@@ -7,7 +7,7 @@ import re
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
 from docgraph.store.graph import EntityInfo, GraphStore
-from docgraph.store.lexical import STOPWORDS
+from docgraph.text import STOPWORDS
 
 _WORDS = re.compile(r"[\w][\w'’.&+-]*[\w]|\w", re.UNICODE)
 

@@ -1,5 +1,5 @@
-"""BM25 for the embedded store: one tokenizer, a persistent term dictionary, and an in-memory
-term-major posting index that follows the catalog like the dense matrix does.
+"""BM25 for the embedded store: a persistent term dictionary and an in-memory term-major
+posting index that follows the catalog like the dense matrix does.
 
 Why not SQLite FTS5: an OR-query over FTS5 computes ``bm25()`` for every matching row and
 cannot stop early, so at 100k chunks a typical query (tens of thousands of matching rows)
@@ -15,9 +15,9 @@ in the breadcrumb + occurrences in the text, document length = all tokens of bot
 and N, n and the average length over the live chunks *of the kind searched*: text chunks
 are scored against text-chunk statistics only and community reports against report
 statistics, so writing, rewriting or deleting reports (a graph build) never moves a text
-chunk's score. Tokens are FTS5's
+chunk's score. Terms are :func:`docgraph.text.index_terms` (FTS5's
 ``porter unicode61 remove_diacritics 2``: Unicode letters and digits, diacritics removed,
-lower case, Porter-stemmed. Very common English words are not indexed (they still count in
+lower case, Porter-stemmed). Very common English words are not indexed (they still count in
 the document length) and never reach a query.
 
 Query text is data: it is split into word tokens and looked up in a dictionary; no part of it
@@ -27,10 +27,8 @@ is ever parsed as syntax or reaches SQL.
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -39,12 +37,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse
-import Stemmer
 
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
+from docgraph.text import index_terms
 
-MAX_QUERY_TERMS = 64
 # Postings a row is assumed to hold when reserving room for a load into an empty index.
 RESERVED_POSTINGS_PER_ROW = 64
 K1 = 1.5
@@ -52,93 +49,6 @@ B = 0.5
 BREADCRUMB_WEIGHT = 1.0
 TEXT_WEIGHT = 1.0
 IDF_FLOOR = 1e-6
-
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-
-# Very common English words: not indexed, dropped from queries.
-STOPWORDS = frozenset(
-    [
-        "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "from", "has", "have",
-        "how", "i", "in", "is", "it", "its", "of", "on", "or", "that", "the", "their", "there",
-        "these", "this", "to", "was", "were", "what", "when", "where", "which", "who", "whom",
-        "why", "will", "with", "does", "do", "did", "can", "could", "should", "would",
-    ]
-)
-
-_stemmers = threading.local()
-_STEMS: dict[str, str] = {}  # word -> stem, shared (dict reads and writes are atomic)
-_FOLDED: dict[str, str] = {}  # non-ASCII token -> lower case without diacritics
-_CACHE_LIMIT = 500_000
-
-
-def _stem_words(words: list[str]) -> list[str]:
-    """The Porter stems of ``words``, in order. The process-wide cache is only a cache: the
-    answer is built from this call's own lookups, so a clear of the cache (when it outgrows
-    its limit here, or in another thread between two steps) never loses a word of this call."""
-    stems = _STEMS
-    try:
-        return [stems[w] for w in words]
-    except KeyError:
-        pass
-    found: dict[str, str] = {}
-    missing: list[str] = []
-    for w in dict.fromkeys(words):
-        stem = stems.get(w)
-        if stem is None:
-            missing.append(w)
-        else:
-            found[w] = stem
-    stemmer: Stemmer.Stemmer | None = getattr(_stemmers, "porter", None)
-    if stemmer is None:  # PyStemmer objects are not thread-safe: one per thread
-        stemmer = Stemmer.Stemmer("porter")
-        _stemmers.porter = stemmer
-    new = dict(zip(missing, stemmer.stemWords(missing), strict=True))
-    found.update(new)
-    if len(stems) + len(new) > _CACHE_LIMIT:
-        stems.clear()
-    stems.update(new)
-    return [found[w] for w in words]
-
-
-def _fold_token(token: str) -> str:
-    folded = _FOLDED.get(token)
-    if folded is None:
-        decomposed = unicodedata.normalize("NFKD", token)
-        folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-        if len(_FOLDED) > _CACHE_LIMIT:
-            _FOLDED.clear()
-        _FOLDED[token] = folded
-    return folded
-
-
-def words(text: str) -> list[str]:
-    """The word tokens of ``text`` (NFKC, lower case, diacritics removed; not stemmed),
-    stopwords included, in order."""
-    tokens = _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
-    if text.isascii():
-        return tokens
-    return [t if t.isascii() else _fold_token(t) for t in tokens]
-
-
-def index_terms(text: str) -> tuple[list[str], int]:
-    """(stemmed terms of ``text`` that are indexed, in order with repeats; all tokens counted)."""
-    tokens = words(text)
-    kept = [t for t in tokens if t not in STOPWORDS]
-    return _stem_words(kept), len(tokens)
-
-
-def query_terms(text: str) -> list[str]:
-    """The distinct stemmed terms a query searches for, in order (at most 64). Stopwords are
-    dropped; a query of stopwords only has no terms."""
-    kept = [t for t in dict.fromkeys(words(text)) if t not in STOPWORDS]
-    return list(dict.fromkeys(_stem_words(kept)))[:MAX_QUERY_TERMS]
-
-
-def plain_query_words(text: str) -> list[str]:
-    """The distinct words of a query for an engine with its own analyzer (Milvus, PostgreSQL):
-    NFKC, lower case, no stemming, diacritics kept, stopwords dropped, at most 64."""
-    tokens = _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
-    return [t for t in dict.fromkeys(tokens) if t not in STOPWORDS][:MAX_QUERY_TERMS]
 
 
 # ---------------------------------------------------------------- term dictionary (catalog)

@@ -4,11 +4,11 @@ catalog (SQLite or PostgreSQL) through its change feed.
 One collection holds every chunk: ``id`` (the catalog's chunk row id, primary key),
 ``namespace_id`` (the **partition key**, so a namespace filter prunes partitions), ``kind``,
 the unit ``vector`` (HNSW, cosine) and ``text``: breadcrumb + chunk text *already analyzed by
-docgraph* (:func:`docgraph.store.lexical.index_terms`: Porter stems, stopwords dropped,
+docgraph* (:func:`docgraph.text.index_terms`: Porter stems, stopwords dropped,
 diacritics folded, joined by single spaces; one filler token per stopword keeps the length
 equal), from which the engine's BM25 Function derives the ``sparse`` vector that full-text
 search ranks. The field's analyzer only splits on whitespace and queries are sent as their
-:func:`~docgraph.store.lexical.query_terms`, so Milvus ranks exactly the terms the embedded
+:func:`~docgraph.text.query_terms`, so Milvus ranks exactly the terms the embedded
 BM25 ranks, whatever analyzers the engine offers (Milvus Lite ignores stemmer filters; a
 server's Snowball stemmer is not Porter). Filters are built only from integers the catalog
 returned (namespace ids, kind codes, row ids); query text is only ever search *data*, never
@@ -45,9 +45,10 @@ from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import StoreCatalog, require_namespaces
 from docgraph.store.feed import ChangeFeed, FeedBatch
-from docgraph.store.lexical import K1, B, index_terms, query_terms
+from docgraph.store.lexical import K1, B
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.feed import SQLiteChangeFeed
+from docgraph.text import index_terms, query_terms
 
 GENERATION_PROPERTY = "docgraph.generation"
 # What the ``text`` field holds. Collections without it (raw text under Milvus' own English
@@ -70,7 +71,7 @@ DELETE_BATCH = 5_000
 # The text field holds docgraph's own terms separated by single spaces: the analyzer must
 # only split on whitespace. A server has the ``whitespace`` tokenizer; Milvus Lite knows only
 # ``standard`` (a ``\w+`` split), which splits these terms identically (each is a run of
-# Unicode letters and digits, see docgraph.store.lexical).
+# Unicode letters and digits, see docgraph.text).
 SERVER_ANALYZER: dict[str, Any] = {"tokenizer": "whitespace"}
 LITE_ANALYZER: dict[str, Any] = {"tokenizer": "standard"}
 
@@ -338,7 +339,7 @@ def _floats(vector: Vector) -> list[float]:
 
 def analyzed_text(text: str) -> str:
     """What the ``text`` field stores for a chunk's breadcrumb + text: its indexed terms
-    (:func:`~docgraph.store.lexical.index_terms`, with repeats), then one
+    (:func:`~docgraph.text.index_terms`, with repeats), then one
     :data:`STOPWORD_FILLER` per stopword, joined by single spaces and cut at a term boundary
     to fit a VARCHAR field.
 
@@ -354,7 +355,7 @@ def analyzed_text(text: str) -> str:
 
 
 def _query_text(text: str) -> str | None:
-    """The query's terms (:func:`~docgraph.store.lexical.query_terms`: distinct, stemmed,
+    """The query's terms (:func:`~docgraph.text.query_terms`: distinct, stemmed,
     no stopwords) joined by spaces, the BM25 query data; None when it has none."""
     terms = query_terms(text)
     return " ".join(terms) if terms else None

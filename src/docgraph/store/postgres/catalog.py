@@ -37,6 +37,7 @@ from docgraph.store.postgres.schema import (
 from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import POSTGRES, Dialect
 from docgraph.store.sql.graph import write_links
+from docgraph.text import text_hash
 
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (15 parameters each)
 
@@ -220,8 +221,6 @@ class PostgresCatalog(SqlCatalogRecords):
         """Replace the document's row and every chunk in one transaction.
 
         Either the new version is fully stored or, on any error, the old version stays."""
-        from docgraph.ingest.embed_cache import text_hash
-
         return self.import_document(write, [text_hash(t) for t in write.embedded_texts])
 
     def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
@@ -235,8 +234,6 @@ class PostgresCatalog(SqlCatalogRecords):
         are known only by hash. The document's attachments are written in the same
         transaction (their hashes: ``embed_hashes`` of each, else of its embedded texts),
         and attachments it had before that are not among them are deleted."""
-        from docgraph.ingest.embed_cache import text_hash
-
         units = [(write, embed_hashes)] + [
             (a, a.embed_hashes if a.embed_hashes is not None
              else [text_hash(t) for t in a.embedded_texts]) for a in write.attachments]

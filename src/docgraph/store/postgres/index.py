@@ -44,11 +44,11 @@ from docgraph.store.base import (
 from docgraph.store.lexical import IDF_FLOOR as BM25_IDF_FLOOR
 from docgraph.store.lexical import K1 as BM25_K1
 from docgraph.store.lexical import B as BM25_B
-from docgraph.store.lexical import plain_query_words
 from docgraph.store.postgres.catalog import PostgresCatalog, _array
 from docgraph.store.postgres.schema import (
     TS_CONFIG,
 )
+from docgraph.text import plain_query_words
 
 # A dense search whose namespaces hold at most this many chunks of the kind scans them
 # exactly instead of walking the HNSW graph: ~20k 384-d vectors are read in about the time

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from docgraph.ingest.embed_cache import text_hash
 from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.base import StoreCatalog, require_namespaces
 from docgraph.store.graph import (
@@ -40,6 +39,7 @@ from docgraph.store.graph import (
     Neighbor,
 )
 from docgraph.store.sql.dialect import Dialect, SqlDatabase, marks
+from docgraph.text import text_hash
 
 _BATCH = 500  # ids per IN list
 

@@ -39,6 +39,7 @@ from docgraph.store.sqlite.vectors import (
     encode_vector,
     float32_to_stored,
 )
+from docgraph.text import text_hash
 
 SCHEMA_VERSION = 6
 
@@ -424,8 +425,6 @@ class SQLiteCatalog(SqlCatalogRecords):
     ) -> DocumentRecord:
         """One document row and its chunks (a file's document, or one of its attachments
         with ``parent_id`` its row)."""
-        from docgraph.ingest.embed_cache import text_hash
-
         chunks = list(write.chunks)
         document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
         db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))

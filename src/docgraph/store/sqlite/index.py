@@ -20,12 +20,13 @@ from docgraph.errors import StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.dense import DenseMatrix
-from docgraph.store.lexical import APPENDABLE, PostingIndex, query_terms
+from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 from docgraph.store.sqlite.catalog import SCHEMA_VERSION, SQLiteCatalog
 from docgraph.store.sqlite.vectors import decode_vectors
+from docgraph.text import query_terms
 
 log = logging.getLogger(__name__)
 
