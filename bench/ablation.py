@@ -79,7 +79,7 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
-from docgraph.ingest.embed import Embedder, MiniLMEmbedder
+from docgraph.embedding.embedders import Embedder, MiniLMEmbedder
 from docgraph.model import ChunkDraft, EntityLink, SearchHit, Vector
 from docgraph.retrieve.cohort import CohortSettings
 from docgraph.sources.urn import document_id, normalize_urn

@@ -92,13 +92,13 @@ from common import (  # noqa: E402
 )
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import load_settings  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.governance import (  # noqa: E402
     Caller,
     Governance,
     RoleAssignment,
     StaticEntitlements,
 )
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
 from docgraph.serve.tools import DocgraphTools  # noqa: E402
 from relevance import load_split  # noqa: E402
 

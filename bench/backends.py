@@ -71,7 +71,7 @@ from common import (  # noqa: E402
 )
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import IndexSettings, load_settings  # noqa: E402
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.model import ChunkDraft, Vector  # noqa: E402
 from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
 from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402

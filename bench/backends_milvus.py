@@ -39,7 +39,7 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
-from docgraph.ingest.embed import Embedder, MiniLMEmbedder
+from docgraph.embedding.embedders import Embedder, MiniLMEmbedder
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.store.milvus.index import MilvusChunkIndex
 from quality import score_run, to_documents

@@ -30,7 +30,7 @@ from ablation import WORKDIR, QueryVectorCache, open_dataset_index  # noqa: E402
 from common import cached_embedder, load_beir, log, write_result  # noqa: E402
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import load_settings  # noqa: E402
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from quality import score_run  # noqa: E402
 from quality_backends import (  # noqa: E402
     METRICS,

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from docgraph.ingest.embed import Embedder
-from docgraph.ingest.embed_cache import CachedEmbedder
+from docgraph.embedding.cache import CachedEmbedder
+from docgraph.embedding.embedders import Embedder
 from docgraph.ingest.pipeline import IngestProgress
 
 BENCH_DIR = Path(__file__).resolve().parent

@@ -44,7 +44,7 @@ from backends import (  # noqa: E402
     write_chunks,
 )
 from common import load_beir, log, percentile, write_result  # noqa: E402
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.retrieve.cohort import CohortSearch  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 from docgraph.store.sqlite.graph import SQLiteGraphStore  # noqa: E402

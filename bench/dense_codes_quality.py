@@ -27,7 +27,7 @@ from ablation import WORKDIR, QueryVectorCache, open_dataset_index
 from common import cached_embedder, load_beir, log, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
-from docgraph.ingest.embed import MiniLMEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.store.sqlite.index import EmbeddedChunkIndex
 from quality import score_run
 from quality_backends import METRICS, MODES, document_run, load_files

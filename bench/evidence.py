@@ -58,6 +58,8 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import RagSettings, load_settings
+from docgraph.embedding.cache import CachedEmbedder
+from docgraph.embedding.embedders import Embedder, MiniLMEmbedder
 from docgraph.evidence import (
     DocgraphSearchPort,
     EvidencePostProcessor,
@@ -69,8 +71,6 @@ from docgraph.evidence import (
     ScoreLabel,
 )
 from docgraph.evidence.port import META_LANES
-from docgraph.ingest.embed import Embedder, MiniLMEmbedder
-from docgraph.ingest.embed_cache import CachedEmbedder
 
 NAMESPACE = "bench"
 WORKDIR = BENCH_DIR / ".cache" / "evidence"

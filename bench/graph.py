@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_beir, print_table, write_result
 from docgraph.config import GraphSettings
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.graph.build import GraphBuilder, make_extractor
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.model import ChunkDraft, EntityLink
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import DocumentWrite, StoreCatalog

@@ -64,8 +64,8 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import GraphSettings, load_settings
+from docgraph.embedding.embedders import HashingEmbedder, MiniLMEmbedder
 from docgraph.graph.build import GraphBuilder, make_extractor
-from docgraph.ingest.embed import HashingEmbedder, MiniLMEmbedder
 from docgraph.store.graph import GraphStore
 from docgraph.store.sqlite import SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore

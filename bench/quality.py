@@ -56,8 +56,8 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
-from docgraph.ingest.embed import MiniLMEmbedder
-from docgraph.ingest.embed_cache import CachedEmbedder
+from docgraph.embedding.cache import CachedEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.ingest.pipeline import IngestReport
 from docgraph.model import ScoredRow
 from docgraph.retrieve.fusion import rrf_fuse

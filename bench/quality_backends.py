@@ -52,7 +52,7 @@ from common import (  # noqa: E402
 )
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import load_settings  # noqa: E402
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.model import SearchHit  # noqa: E402
 from docgraph.store.base import ChunkIndex, StoreCatalog  # noqa: E402
 from docgraph.store.sqlite import SQLiteCatalog  # noqa: E402

@@ -35,7 +35,7 @@ from typing import Any
 from common import REPO_ROOT, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
-from docgraph.ingest.embed import HashingEmbedder
+from docgraph.embedding.embedders import HashingEmbedder
 
 sys.path.insert(0, str(REPO_ROOT))
 

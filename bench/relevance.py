@@ -52,6 +52,7 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import RagSettings
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.evidence import (
     DocgraphSearchPort,
     EvidencePostProcessor,
@@ -66,7 +67,6 @@ from docgraph.evidence.quality import (
     HybridQuality,
 )
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
-from docgraph.ingest.embed import MiniLMEmbedder
 from docgraph.serve.tools import DocgraphTools
 from evidence import (
     NAMESPACE,

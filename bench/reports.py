@@ -50,7 +50,7 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
-from docgraph.ingest.embed import MiniLMEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.model import SearchHit
 
 SPLIT = BENCH_DIR / "splits" / "reports_novel.json"

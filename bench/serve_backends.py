@@ -60,7 +60,7 @@ sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
 from backends import synthetic_data, write_chunks  # noqa: E402
 from common import load_beir, log, write_result  # noqa: E402
 from docgraph.config import EmbedSettings  # noqa: E402
-from docgraph.ingest.embed import make_embedder  # noqa: E402
+from docgraph.embedding.embedders import make_embedder  # noqa: E402
 from docgraph.store.sqlite import SQLiteCatalog  # noqa: E402
 from serve_load import free_port, start_server, summary  # noqa: E402
 

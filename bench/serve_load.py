@@ -42,7 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from common import REPO_ROOT, cached_embedder, percentile, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
-from docgraph.ingest.embed import make_embedder
+from docgraph.embedding.embedders import make_embedder
 from docgraph.serve.auth import BearerTokens
 
 CORPUS = REPO_ROOT / "examples" / "corpus"

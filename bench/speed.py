@@ -56,7 +56,7 @@ from common import (
 )
 from docgraph.app import DocGraph
 from docgraph.config import Settings, load_settings
-from docgraph.ingest.embed import Embedder, MiniLMEmbedder
+from docgraph.embedding.embedders import Embedder, MiniLMEmbedder
 from docgraph.model import ChunkDraft
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite

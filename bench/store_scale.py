@@ -55,7 +55,7 @@ from backends import (  # noqa: E402
 )
 from common import load_beir, log, write_result  # noqa: E402
 from dense_codes import cohort_latency, evict, resident_kinds_mb, rss_mb  # noqa: E402
-from docgraph.ingest.embed import MiniLMEmbedder  # noqa: E402
+from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.model import ChunkDraft  # noqa: E402
 from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
 from docgraph.store.base import DocumentWrite  # noqa: E402

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO_ROOT
 from docgraph.app import DocGraph
 from docgraph.config import GraphSettings, load_settings
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.graph.build import GraphBuilder, make_extractor
 from docgraph.graph.reports import ReportInput, extractive_report
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.model import ChunkDraft
 from docgraph.store.base import DocumentWrite
 from docgraph.store.sqlite import SQLiteCatalog

@@ -50,7 +50,7 @@ from ablation import (
 )
 from common import cached_embedder, load_beir, log, write_result
 from docgraph.app import DocGraph
-from docgraph.ingest.embed import MiniLMEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.retrieve.cohort import CohortSettings
 from quality import paired_delta, per_query, score_run
 from relevance import load_split

@@ -24,7 +24,7 @@ import pytest
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
-from docgraph.ingest.embed import Embedder
+from docgraph.embedding.embedders import Embedder
 from tests.helpers import CountingEmbedder
 from tests.pg import PostgresServer, pgvector_server
 

@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.graph.build import GraphBuilder
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.sources.folder import FolderCrawler

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from docgraph.app import DocGraph
-from docgraph.ingest.embed import HashingEmbedder
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.ingest.pipeline import PARALLEL_AFTER_FILES
 from docgraph.store.lexical import decode_terms
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog

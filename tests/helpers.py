@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docgraph.ingest.embed import HashingEmbedder
+from docgraph.embedding.embedders import HashingEmbedder
 
 
 class CountingEmbedder(HashingEmbedder):

@@ -13,7 +13,7 @@ import numpy as np
 
 import docgraph.app
 from docgraph.config import EmbedSettings
-from docgraph.ingest.embed import Embedder, HashingEmbedder, make_embedder
+from docgraph.embedding.embedders import Embedder, HashingEmbedder, make_embedder
 
 DELAY = float(os.environ.get("DOCGRAPH_TEST_EMBED_DELAY", "0"))
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.errors import EmbeddingModelMismatch, SourceError
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.store.lexical import decode_terms
 from tests import backend_graphs, office_fixtures
 from tests.helpers import write_files

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from docgraph.config import load_settings
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.errors import ConfigError, EmbeddingModelMismatch
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.lifecycle import PHASES, AdminRequired, Refresher, index_status
 from docgraph.sources.urn import normalize_urn
 from tests import backend_graphs, store_backends
@@ -252,7 +252,8 @@ def test_changing_the_embedding_model_needs_an_explicit_full_reindex(tmp_path, m
     class Replacement(HashingEmbedder):
         name = "replacement"
 
-    monkeypatch.setattr("docgraph.ingest.embed.make_embedder", lambda settings: Replacement())
+    monkeypatch.setattr("docgraph.embedding.embedders.make_embedder",
+                        lambda settings: Replacement())
     result = graph.admin.update({"embed.model": "e5-small-4bit"}, is_admin=True,
                                 full_reindex=True, persist=False)
     assert result.warnings and "re-embedded" in result.warnings[0]

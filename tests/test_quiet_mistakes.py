@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
+from docgraph.embedding.embedders import HashingEmbedder
 from docgraph.errors import ConfigError, UnknownNamespace
-from docgraph.ingest.embed import HashingEmbedder
 from docgraph.serve.cli import app
 from tests.helpers import write_files
 

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from docgraph.ingest.embed import MiniLMEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.sources.urn import normalize_urn
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from docgraph.embedding.embedders import HashingEmbedder, MiniLMTokenCounter
 from docgraph.governance import Caller
 from docgraph.ingest.bounds import TRUNCATION_MARK, char_limit
 from docgraph.ingest.chunk import chunk_document
-from docgraph.ingest.embed import HashingEmbedder, MiniLMTokenCounter
 from docgraph.ingest.extract import extract
 from docgraph.serve.cli import app
 from tests.helpers import write_files

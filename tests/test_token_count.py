@@ -7,8 +7,8 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from docgraph.ingest.embed import MiniLMEmbedder
-from docgraph.ingest.token_count import WordPieceCounter
+from docgraph.embedding.embedders import MiniLMEmbedder
+from docgraph.embedding.token_count import WordPieceCounter
 
 MODEL = MiniLMEmbedder()
 COUNTER = MODEL.token_counter()
@@ -80,7 +80,7 @@ def test_concurrent_counts_are_exact():
 
 
 def test_unseen_words_split_over_several_encodes_stay_exact(monkeypatch):
-    import docgraph.ingest.token_count as token_count
+    import docgraph.embedding.token_count as token_count
 
     monkeypatch.setattr(token_count, "_WORDS_PER_ENCODE", 7)  # many encode calls, odd cuts
     texts = [f"naïve{i} IL-{i}/STAT3 中文{i} x{'y' * (i * 7 % 130)} (p<0.0{i}) ﬁn{i}ß"

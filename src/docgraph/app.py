@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docgraph.config import Settings, load_settings
+from docgraph.embedding.embedders import Embedder, make_embedder
 from docgraph.errors import BuildInterrupted, UnknownNamespace, UnsupportedByBackend
 from docgraph.graph.build import GraphBuilder, GraphBuildReport, make_extractor
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.phrase_cache import PhraseCache
-from docgraph.ingest.embed import Embedder, make_embedder
 from docgraph.ingest.pipeline import (
     IngestPipeline,
     IngestReport,

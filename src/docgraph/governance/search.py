@@ -15,11 +15,11 @@ from dataclasses import replace
 from functools import cached_property
 from typing import Literal
 
+from docgraph.embedding.embedders import Embedder
 from docgraph.governance.reports import visible_report
 from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
-from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import (

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from docgraph.config import GraphSettings
+from docgraph.embedding.embedders import Embedder
 from docgraph.errors import ConfigError
 from docgraph.graph.communities import Community, detect_communities
 from docgraph.graph.cooccurrence import CooccurrenceGraph, build_cooccurrence
@@ -43,7 +44,6 @@ from docgraph.graph.reports import (
     llm_report,
     specificity,
 )
-from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import EntityLink, RowOrigin, Vector
 from docgraph.store.graph import (

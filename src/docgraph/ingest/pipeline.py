@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 from docgraph.config import LoaderSettings
+from docgraph.embedding.embedders import Embedder
 from docgraph.errors import (
     BuildInterrupted,
     EmbeddingModelMismatch,
@@ -48,7 +49,6 @@ from docgraph.errors import (
 )
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.boilerplate import repeated_floor
-from docgraph.ingest.embed import Embedder
 from docgraph.ingest.prepare import (
     PreparedDocument,
     PrepareSpec,

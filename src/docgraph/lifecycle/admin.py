@@ -189,7 +189,7 @@ class AdminSettings:
                 raise RefreshBusy(f"{cost}, and the refresh of this index is led by {leader}; "
                                   "change it there, or stop that process first (nothing was "
                                   "changed)")
-            from docgraph.ingest.embed import make_embedder
+            from docgraph.embedding.embedders import make_embedder
 
             new_embedder = make_embedder(embed)
             result.warnings.append(cost)

@@ -50,10 +50,10 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from docgraph.embedding.embedders import Embedder
 from docgraph.errors import InvalidQuery
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
-from docgraph.ingest.embed import Embedder
 from docgraph.llm import ChatModel
 from docgraph.model import ChunkKind, ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.fusion import rrf_fuse

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 
 from docgraph.config import IndexSettings
+from docgraph.embedding.embedders import Embedder
 from docgraph.errors import InvalidQuery
-from docgraph.ingest.embed import Embedder
 from docgraph.model import ScoredRow, SearchHit, SearchModeName, StoredChunk
 from docgraph.parallel import LazyThreadPool, core_count
 from docgraph.retrieve.fusion import rrf_fuse

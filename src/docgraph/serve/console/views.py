@@ -740,7 +740,7 @@ class ModelChange(BackgroundJob):
         it cannot happen (an unknown model, the same model, another process leads, a
         change already running). Loads nothing into the index."""
         from docgraph.config import EmbedSettings
-        from docgraph.ingest.embed import make_embedder
+        from docgraph.embedding.embedders import make_embedder
 
         model = model.strip()
         current = self.graph.settings.embed.model

