@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from docgraph.budgets import TRUNCATION_MARK, char_limit
 from docgraph.embedding.embedders import HashingEmbedder, MiniLMTokenCounter
 from docgraph.governance import Caller
-from docgraph.ingest.bounds import TRUNCATION_MARK, char_limit
 from docgraph.ingest.chunk import chunk_document
 from docgraph.ingest.extract import extract
 from docgraph.serve.cli import app

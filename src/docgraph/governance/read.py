@@ -9,7 +9,7 @@ index is out of range), the answer is one :class:`~docgraph.errors.NotFound` wit
 message, so a caller learns nothing about what exists beyond its reach.
 
 The budget is a hard bound on what a page returns: a chunk costs its tokens, or more when
-it is longer in characters than those tokens allow (:func:`~docgraph.ingest.bounds.cost`:
+it is longer in characters than those tokens allow (:func:`~docgraph.budgets.cost`:
 WordPiece counts a long run without spaces as one token), and a chunk that alone costs more
 than the budget (chunks of an index built with a larger ``chunk_tokens``, or before chunks
 were bounded in characters) is cut to it, ending in a truncation mark
@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
+from docgraph.budgets import cost, cut_to_budget
 from docgraph.errors import InvalidQuery, NotFound
 from docgraph.governance.visibility import Visibility
-from docgraph.ingest.bounds import cost, cut_to_budget
 from docgraph.model import StoredChunk
 from docgraph.sources.naming import PublicIdentity, split_key
 from docgraph.store.base import StoreCatalog

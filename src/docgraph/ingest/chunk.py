@@ -6,7 +6,7 @@ Rules, in order of strength:
    when the next block would push it past ``max_tokens``.
 3. A block longer than ``max_tokens`` is split between sentences; only a single sentence
    longer than the limit is split inside, between words, and only a single word longer
-   than the limit inside the word (:func:`~docgraph.ingest.bounds.split_run`).
+   than the limit inside the word (:func:`~docgraph.budgets.split_run`).
 Sizes are counted in the embedding model's own tokens, and no chunk has more than
 ``char_limit(max_tokens)`` characters either: WordPiece counts any word over 100 characters
 as one token, so a token limit alone let a 2 MB run without spaces become one chunk.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from docgraph.ingest.bounds import TokenCounter, char_limit, split_run
+from docgraph.budgets import TokenCounter, char_limit, split_run
 from docgraph.model import Block, BlockKind, ChunkDraft, ExtractedDocument
 
 __all__ = ["TokenCounter", "chunk_document", "split_sentences"]

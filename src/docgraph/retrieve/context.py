@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from docgraph.budgets import cost
 from docgraph.errors import InvalidQuery
-from docgraph.ingest.bounds import cost
 from docgraph.model import page_label
 from docgraph.retrieve.cohort import CohortSearcher
 from docgraph.retrieve.query_entities import find_query_entities
@@ -107,7 +107,7 @@ def assemble_context(
 
 def _fit(rows: list[str], budget: int, count: object) -> tuple[list[str], int]:
     """The rows that fit in ``budget``, in order, each costing its tokens or, when longer
-    in characters than those allow, more (:func:`~docgraph.ingest.bounds.cost`: a run
+    in characters than those allow, more (:func:`~docgraph.budgets.cost`: a run
     without spaces counts as one token)."""
     kept: list[str] = []
     used = 0

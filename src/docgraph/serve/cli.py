@@ -26,8 +26,8 @@ from rich.table import Table
 from typer.core import TyperGroup, TyperOption
 
 from docgraph.app import DocGraph
+from docgraph.budgets import char_limit, clip
 from docgraph.errors import BuildInterrupted, DocgraphError, RefreshBusy
-from docgraph.ingest.bounds import char_limit, clip
 from docgraph.ingest.pipeline import IngestProgress, IngestReport
 from docgraph.model import page_label
 from docgraph.sources.naming import PublicIdentity

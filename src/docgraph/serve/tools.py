@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from docgraph.budgets import char_limit, clip
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
 from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
-from docgraph.ingest.bounds import char_limit, clip
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
 from docgraph.serve.agent_tools import (
