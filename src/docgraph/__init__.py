@@ -10,6 +10,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from docgraph.version import __version__ as __version__
+
 if TYPE_CHECKING:
     from docgraph.app import DocGraph, IndexStatus
     from docgraph.config import Settings, load_settings
@@ -53,4 +55,3 @@ def __dir__() -> list[str]:
 
 __all__ = ["Caller", "DocGraph", "DocgraphError", "Governance", "IndexStatus", "SearchHit",
            "Settings", "governed", "load_settings"]
-__version__ = "0.1.0"

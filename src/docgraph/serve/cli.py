@@ -77,13 +77,9 @@ T = TypeVar("T")
 def _show_version(value: bool) -> None:
     """``--version``: print the installed package's version and exit."""
     if value:
-        from importlib.metadata import PackageNotFoundError, version
+        from docgraph.version import installed_version
 
-        try:
-            shown = version("docgraph")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            from docgraph import __version__ as shown
-        sys.stdout.write(f"docgraph {shown}\n")
+        sys.stdout.write(f"docgraph {installed_version()}\n")
         raise typer.Exit()
 
 

@@ -51,7 +51,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from docgraph import __version__
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
@@ -61,6 +60,7 @@ from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
+from docgraph.version import __version__
 
 if TYPE_CHECKING:
     from docgraph.lifecycle.refresher import Refresher

@@ -24,7 +24,6 @@ from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
-from docgraph import __version__
 from docgraph.errors import DocgraphError
 from docgraph.governance import AccessDenied, Caller
 from docgraph.serve.agent_tools import (
@@ -66,6 +65,7 @@ from docgraph.serve.tools import (
     unexpected_arguments,
     unexpected_arguments_message,
 )
+from docgraph.version import __version__
 
 log = logging.getLogger(__name__)
 

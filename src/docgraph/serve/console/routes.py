@@ -33,7 +33,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from docgraph import __version__
 from docgraph.errors import DocgraphError, NotFound
 from docgraph.governance.audit import AuditRecord
 from docgraph.serve.console import views
@@ -45,6 +44,7 @@ from docgraph.serve.console.sessions import (
     ConsoleSession,
 )
 from docgraph.serve.tools import DocgraphTools
+from docgraph.version import __version__
 
 log = logging.getLogger(__name__)
 
