@@ -1,6 +1,6 @@
 """``docgraph read`` and ``docgraph mcp-config``: the commands that connect agents.
 
-Registered on the main :data:`docgraph.serve.cli.app` when that module is imported.
+Registered on the root app by :mod:`docgraph.serve.cli`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from docgraph.serve.cli import _governed, _open, _state, app, console, err
+from docgraph.serve.cli_common import console, err, governed, open_index, state
 
 
-@app.command("read")
 def read(
     item_id: Annotated[str, typer.Argument(help="A chunk id (docId#chunk-N) or document id, "
                                                 "as search or lookup printed it.")],
@@ -30,15 +29,14 @@ def read(
     tool's path); prints JSON."""
     from docgraph.serve.agent_tools import read_payload
 
-    with _open(read=True) as dg:
-        governance, caller = _governed(dg)
+    with open_index(read=True) as dg:
+        governance, caller = governed(dg)
         page = governance.read(caller, item_id, scope=scope,
                                token_budget=budget, cursor=cursor)
         payload = read_payload(item_id.strip(), page, governance.identity())
     sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
 
 
-@app.command("mcp-config")
 def mcp_config(
     host: Annotated[str, typer.Argument(help="claude-desktop, claude-code, cursor or vscode.")],
     http: Annotated[str | None, typer.Option("--http", help="URL of a running `docgraph "
@@ -65,8 +63,8 @@ def mcp_config(
     command, runs_as = None, ""
     if http is None:
         host_file(host)  # an unknown host is refused before anything is opened
-        check = check_stdio_launch(_state.get("config"), _state.get("index"),
-                                   _state.get("user"), _state.get("role"))
+        check = check_stdio_launch(state.get("config"), state.get("index"),
+                                   state.get("user"), state.get("role"))
         for warning in check.warnings:
             err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
         if check.problems:

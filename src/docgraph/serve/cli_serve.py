@@ -1,0 +1,123 @@
+"""The CLI's servers: ``serve`` (MCP over HTTP, the JSON API and the console, refreshing
+while it leads) and ``mcp`` (MCP over stdio for agent hosts). Registered on the root app by
+:mod:`docgraph.serve.cli`."""
+
+from __future__ import annotations
+
+import errno
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from docgraph.serve.cli_common import err, notice, open_index, state
+
+
+def serve_http(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Interface to bind (default serve.host, "
+                                              "127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default serve.port, 8765).")
+    ] = None,
+) -> None:
+    """Serve MCP (streamable HTTP at /mcp), the JSON API (/api/v1, /openapi.json) and the
+    web console (/console).
+
+    Every request needs a bearer token (`docgraph token add USER`); callers see only their
+    entitled namespaces (governance.policy_file or governance.sql_url). With
+    refresh.in_serve (the default) it also refreshes every namespace each
+    refresh.interval_seconds while it leads: of several servers on one index exactly one
+    does, and another takes over when it stops or dies."""
+    from docgraph.serve.http import bind_socket, serve
+    from docgraph.serve.setup import build_tools, open_bearer_tokens
+
+    _log_to_stderr()  # before the MCP server is built: it configures logging when none is
+    with open_index() as dg:
+        settings = dg.settings.serve
+        tokens = open_bearer_tokens(dg, notice)
+        if not tokens.entries():
+            err.print("no bearer tokens in the index database: create one with "
+                      "[bold]docgraph token add USER[/]")
+            raise typer.Exit(1)
+        refresh = dg.settings.refresh
+        bind = host or settings.host
+        bind_port = settings.port if port is None else port
+        try:
+            sock = bind_socket(bind, bind_port)
+        except OSError as exc:
+            err.print(f"[red]error:[/] cannot listen on port {bind_port} of {escape(bind)}: "
+                      f"{escape(exc.strerror or str(exc))}"
+                      + (" (another server, perhaps a docgraph serve, is using it)"
+                         if exc.errno == errno.EADDRINUSE else "")
+                      + f"; stop it or pick another port with [bold]--port[/] "
+                      f"(e.g. --port {bind_port + 1})")
+            raise typer.Exit(1) from exc
+        tools = build_tools(dg)
+        # console links in results (search/fetch `url`): [serve] public_url, else this bind
+        tools.governance.base_url = settings.base_url(bind, bind_port)
+        if bind not in ("127.0.0.1", "localhost", "::1"):
+            err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
+                      "from the network; put TLS in front of it")
+        base = f"http://{escape(f'[{bind}]' if ':' in bind else bind)}:{bind_port}"
+        err.print(f"MCP at {base}/mcp, JSON API at {base}/api/v1 (OpenAPI: /openapi.json), "
+                  f"console at {base}/console; Ctrl-C stops")
+        if refresh.in_serve:
+            err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
+                      "leads the index's builds (one process does; refresh.in_serve = false "
+                      "turns this off)")
+        serve(tools, tokens, host=bind, port=bind_port, sock=sock,
+              refresher=dg.refresher if refresh.in_serve else None)
+
+
+def _log_to_stderr() -> None:
+    """Show docgraph's log records of INFO and above (the refresher's leadership changes,
+    rounds and failures, the server's errors) on stderr, each once, unless logging is set
+    up already.
+
+    The handler goes on the root logger, not on ``docgraph``'s: the MCP server, when it is
+    built, configures the root logger (``logging.basicConfig`` with a rich handler) unless
+    that has a handler, and a handler on ``docgraph``'s logger besides one on the root
+    printed every record twice. The root keeps its level (WARNING unless set otherwise), so
+    other libraries stay quiet."""
+    import logging
+
+    logger, root = logging.getLogger("docgraph"), logging.getLogger()
+    if logger.handlers or root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
+def mcp_stdio(
+    user: Annotated[
+        str | None, typer.Option("--user", help="Caller (default serve.stdio_user).")
+    ] = None,
+    role: Annotated[
+        str | None, typer.Option("--role", help="Active role (default serve.stdio_role).")
+    ] = None,
+) -> None:
+    """Serve MCP over stdin/stdout as the configured caller (for agent hosts that spawn it).
+
+    Without [governance] the index owner is the caller and reads everything, as with the
+    read commands; with it the caller is --user or serve.stdio_user, and a caller without
+    role assignments is warned about on stderr at start-up. It never refreshes the index:
+    agent hosts start one per session and end it with the session, so builds belong to a
+    long-running `serve` or `refresh --watch`."""
+    import anyio
+
+    from docgraph.serve.mcp import run_stdio
+    from docgraph.serve.setup import caller_warnings, stdio_governance
+    from docgraph.serve.tools import DocgraphTools
+
+    with open_index(read=True) as dg:  # an agent host's typo must not create an empty index
+        governance, caller = stdio_governance(dg, user or state.get("user"),
+                                              role or state.get("role"))
+        for warning in caller_warnings(dg, governance, caller):
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        anyio.run(run_stdio, DocgraphTools(governance), caller)
+
