@@ -24,6 +24,11 @@ build the files whose documents do not drop exactly the lines repeated now are r
 
 Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
 document per row, incremental by content hash, rows gone from the table are deleted.
+
+Beside this module: :mod:`~docgraph.ingest.batch` embeds and writes the prepared documents
+in committed batches, :mod:`~docgraph.ingest.attachments` decides which attachments a mail
+keeps and which mails are read again, :mod:`~docgraph.ingest.report` holds what a build
+reports.
 """
 
 from __future__ import annotations
@@ -32,10 +37,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import NamedTuple
-
-import numpy as np
+from dataclasses import dataclass, replace
 
 from docgraph.config import LoaderSettings
 from docgraph.embedding.embedders import Embedder
@@ -48,13 +50,21 @@ from docgraph.errors import (
     SourceFileVanished,
 )
 from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.attachments import drop_shadowed_attachments, mails_to_read_again
+from docgraph.ingest.batch import (
+    COMMIT_EVERY_CHUNKS,
+    COMMIT_EVERY_DOCUMENTS,
+    COMMIT_EVERY_SECONDS,
+    BatchWriter,
+    Pending,
+)
 from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.prepare import (
-    PreparedDocument,
     PrepareSpec,
     prepare_bytes,
     prepare_document,
 )
+from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.ingest.workers import (
     PrepareCrash,
     PrepareFailure,
@@ -69,132 +79,32 @@ from docgraph.model import (
     BlockKind,
     DocumentRecord,
     ExtractedDocument,
-    RowOrigin,
     SourceRecord,
 )
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
 from docgraph.sources.urn import document_id
-from docgraph.store.base import Catalog, DocumentWrite
-from docgraph.text import text_hash
+from docgraph.store.base import Catalog, StoreCatalog
+
+# The report types and the commit batch sizes are imported from here by the build's
+# callers (the facade, the refresher, the CLI, the tests).
+__all__ = [
+    "COMMIT_EVERY_CHUNKS",
+    "COMMIT_EVERY_DOCUMENTS",
+    "COMMIT_EVERY_SECONDS",
+    "PARALLEL_AFTER_FILES",
+    "IngestPipeline",
+    "IngestProgress",
+    "IngestReport",
+    "ProgressCallback",
+    "check_embedding_model",
+]
 
 log = logging.getLogger(__name__)
-
-ProgressCallback = Callable[["IngestProgress"], None]
 
 # Worker processes start only once this many files of one build need extracting: a small
 # incremental build never pays their start-up (~1 s), a bulk build gains ~2x on 2 cores.
 PARALLEL_AFTER_FILES = 32
-
-# Finished documents are committed at least every this many documents, chunks or seconds
-# (whichever comes first), so a build that is interrupted (Ctrl-C) or killed loses at most
-# the batch in flight and the next build continues after the documents already committed.
-# Embedders batch internally (32 passages for the local models), so a smaller commit batch
-# costs little embedding throughput; the commit itself is a few milliseconds.
-COMMIT_EVERY_DOCUMENTS = 16
-COMMIT_EVERY_CHUNKS = 64
-COMMIT_EVERY_SECONDS = 5.0
-
-
-@dataclass
-class IngestProgress:
-    """Running counts, passed to the progress callback after every document."""
-
-    total_files: int = 0
-    done_files: int = 0
-    chunks_written: int = 0
-    current: str = ""
-
-
-@dataclass
-class IngestReport:
-    """What one build of one folder did, with timings split by phase (seconds)."""
-
-    source: SourceRecord
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    removed: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    vanished: list[str] = field(default_factory=list)  # listed, gone when read: deleted
-    # The chunks the written documents hold now (== what the index holds for them), split
-    # into those whose vectors this build computed and those it reused from before it:
-    # chunks_embedded + chunks_reused == chunks_written. A document this build writes twice
-    # (the repeated-lines pass prepares again documents written earlier in the build,
-    # always on a first build) counts once, with its final chunks; its first write's vectors
-    # count as embedded, not as reused. (These used to be summed over every write, so a
-    # first build reported more chunks written than the index held, and "reused" vectors it
-    # had embedded itself minutes before.)
-    chunks_written: int = 0
-    chunks_embedded: int = 0
-    chunks_reused: int = 0
-    #: Passages sent to the embedding model, the repeated-lines pass's included (the work
-    #: done; at least ``chunks_embedded``).
-    passages_embedded: int = 0
-    bodies_read: int = 0
-    workers: int = 1  # processes that prepared documents (1 = inline)
-    wall_seconds: float = 0.0  # the whole build, start to end
-    failed_phases: dict[str, str] = field(default_factory=dict)  # path -> phase it failed in
-    # Files of the folder matching no loader.include pattern, by type ("*.rst": 8).
-    not_included: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("list", "read", "extract", "chunk", "entities", "embed", "store"), 0.0
-        )
-    )
-
-    # doc id -> (chunks, embedded by this build, hashes reused from before this build) of
-    # the document's latest write in this build.
-    _counted: dict[str, tuple[int, int, frozenset[str]]] = field(default_factory=dict,
-                                                                  repr=False)
-
-    def count_write(self, doc_id: str, hashes: list[str], found: set[str]) -> None:
-        """Count one document's write: ``hashes`` of its chunks, ``found`` those whose
-        vectors were reused from the index (of its earlier write in this build, or from
-        before the build). A second write of a document replaces its first's counts."""
-        prior = self._counted.get(doc_id)
-        before = frozenset(found) if prior is None else frozenset(found) & prior[2]
-        reused = sum(1 for h in hashes if h in before)
-        if prior is not None:
-            self.chunks_written -= prior[0]
-            self.chunks_embedded -= prior[1]
-            self.chunks_reused -= prior[0] - prior[1]
-        self._counted[doc_id] = (len(hashes), len(hashes) - reused,
-                                 before if before else frozenset())
-        self.chunks_written += len(hashes)
-        self.chunks_embedded += len(hashes) - reused
-        self.chunks_reused += reused
-
-    @property
-    def total_seconds(self) -> float:
-        """Time of all phases (with worker processes, their busy time is summed in)."""
-        return sum(self.seconds.values())
-
-    def not_included_summary(self, top: int = 3) -> str | None:
-        """How many files were not indexed because no ``loader.include`` pattern matches
-        them, with the ``top`` most common types: ``12 files not indexed: not in
-        loader.include (*.rst: 8, *.adoc: 3, no extension: 1)``; None when there were
-        none."""
-        total = sum(self.not_included.values())
-        if not total:
-            return None
-        ranked = sorted(self.not_included.items(), key=lambda item: (-item[1], item[0]))
-        shown = [f"{kind}: {count}" for kind, count in ranked[:top]]
-        if len(ranked) > top:
-            others = sum(count for _, count in ranked[top:])
-            shown.append(f"others: {others}")
-        noun = "file" if total == 1 else "files"
-        return f"{total} {noun} not indexed: not in loader.include ({', '.join(shown)})"
-
-
-@dataclass
-class _Pending:
-    entry: FileEntry
-    existing: DocumentRecord | None
-    content_hash: str
-    prepared: PreparedDocument
-    doc_id: str | None = None
-    origin: RowOrigin | None = None
 
 
 @dataclass
@@ -223,7 +133,7 @@ def check_embedding_model(catalog: Catalog, embedder: Embedder) -> None:
 
 
 class IngestPipeline:
-    """Indexes document folders into a :class:`Catalog` with an :class:`Embedder`.
+    """Indexes document folders into a :class:`StoreCatalog` with an :class:`Embedder`.
 
     ``workers`` (``loader.workers``; 0 = one per core) processes prepare documents of a bulk
     build while this process embeds and writes; 1 prepares everything inline. Finished
@@ -233,7 +143,7 @@ class IngestPipeline:
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: StoreCatalog,
         embedder: Embedder,
         loader: LoaderSettings,
         embed_batch_chunks: int = COMMIT_EVERY_CHUNKS,
@@ -283,7 +193,7 @@ class IngestPipeline:
         existing = {path: d for path, d in every.items() if d.parent is None}
         self._listed = {e.relative_path for e in entries}
         unread = tuple(folder + "/" for folder in crawler.unlisted)  # kept as they are
-        reread, shadowing = _mails_to_read_again(existing, every, self._listed, unread)
+        reread, shadowing = mails_to_read_again(existing, every, self._listed, unread)
         # Lines repeated across the source's documents (as stored) are left out of the
         # documents this build prepares; documents it does not read are checked at its end.
         self._spec = replace(self._spec, count_lines=True, repeated=frozenset(
@@ -299,7 +209,7 @@ class IngestPipeline:
             self.catalog.delete_document(existing.pop(path))
             report.removed.append(path)
 
-        writer = _BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
+        writer = BatchWriter(self, report, IngestProgress(total_files=len(entries)), progress)
         try:
             self._visit(crawler, entries, existing, reread, writer, report)
             self._finish(crawler, entries, existing, report, progress)
@@ -314,7 +224,7 @@ class IngestPipeline:
         return report
 
     def _visit(self, crawler: FolderCrawler, entries: list[FileEntry],
-               existing: dict[str, DocumentRecord], reread: set[str], writer: _BatchWriter,
+               existing: dict[str, DocumentRecord], reread: set[str], writer: BatchWriter,
                report: IngestReport) -> None:
         """Fetch, prepare (inline, or in worker processes for a bulk build), embed and
         write every listed file, committing in bounded batches."""
@@ -357,20 +267,13 @@ class IngestPipeline:
         gone = set(report.vanished)
         present = {e.relative_path for e in entries if e.relative_path not in gone}
         unknown = tuple(folder + "/" for folder in crawler.unlisted)  # unread: keep as is
-        t0 = time.perf_counter()
-        self.phase = "store"
-        for path, document in sorted(existing.items()):
-            if path not in present and not path.startswith(unknown):
-                self.catalog.delete_document(document)
-                report.removed.append(path)
-        report.seconds["store"] += time.perf_counter() - t0
+        self._delete_absent(report, existing,
+                            lambda path: path in present or path.startswith(unknown))
         self._drop_repeated_lines(crawler, entries, report, progress)
         t0 = time.perf_counter()
         self._clear_stale_failures(source, report, unknown)
         report.seconds["store"] += time.perf_counter() - t0
-        mark = getattr(self.catalog, "mark_indexed", None)
-        if callable(mark):
-            mark(source)
+        self.catalog.mark_indexed(source)
 
     def _drop_repeated_lines(self, crawler: FolderCrawler, entries: list[FileEntry],
                              report: IngestReport, progress: ProgressCallback | None) -> None:
@@ -395,7 +298,7 @@ class IngestPipeline:
             return
         self._spec = replace(self._spec, repeated=repeated)
         written = set(report.added) | set(report.updated)
-        writer = _BatchWriter(self, report, IngestProgress(total_files=len(redo)), progress)
+        writer = BatchWriter(self, report, IngestProgress(total_files=len(redo)), progress)
         for entry in redo:
             writer.state.current = entry.relative_path
             fetched = self._fetch(crawler, entry, documents.get(entry.relative_path), report,
@@ -463,7 +366,7 @@ class IngestPipeline:
         except ExtractionError as exc:
             return PrepareFailure(str(exc))
 
-    def _take(self, writer: _BatchWriter, fetched: _Fetched, outcome: PrepareOutcome) -> None:
+    def _take(self, writer: BatchWriter, fetched: _Fetched, outcome: PrepareOutcome) -> None:
         """Queue a prepared document for writing, or record why it could not be prepared."""
         report = writer.report
         if isinstance(outcome, PrepareCrash):
@@ -476,8 +379,8 @@ class IngestPipeline:
             return
         for phase, seconds in outcome.seconds.items():
             report.seconds[phase] += seconds
-        _drop_shadowed_attachments(outcome, fetched.entry.relative_path, self._listed)
-        writer.add(_Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome))
+        drop_shadowed_attachments(outcome, fetched.entry.relative_path, self._listed)
+        writer.add(Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome))
 
     def index_rows(
         self,
@@ -500,7 +403,7 @@ class IngestPipeline:
         report.seconds["list"] += time.perf_counter() - t0
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
-        writer = _BatchWriter(self, report, IngestProgress(total_files=len(existing)), progress)
+        writer = BatchWriter(self, report, IngestProgress(total_files=len(existing)), progress)
         state = writer.state
         present: set[str] = set()
         iterator = iter(rows)
@@ -532,18 +435,10 @@ class IngestPipeline:
             prepared = prepare_document(rows_spec, document)
             for phase, seconds in prepared.seconds.items():
                 report.seconds[phase] += seconds
-            writer.add(_Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
+            writer.add(Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
         writer.flush()
-        t0 = time.perf_counter()
-        self.phase = "store"
-        for path, document_record in sorted(existing.items()):
-            if path not in present:
-                self.catalog.delete_document(document_record)
-                report.removed.append(path)
-        report.seconds["store"] += time.perf_counter() - t0
-        mark = getattr(self.catalog, "mark_indexed", None)
-        if callable(mark):
-            mark(source)
+        self._delete_absent(report, existing, present.__contains__)
+        self.catalog.mark_indexed(source)
         report.wall_seconds = time.perf_counter() - started
         return report
 
@@ -575,6 +470,18 @@ class IngestPipeline:
                         "are equal once normalized)"))
         return [e for e in entries if e.relative_path not in dropped] if dropped else entries
 
+    def _delete_absent(self, report: IngestReport, existing: dict[str, DocumentRecord],
+                       kept: Callable[[str], bool]) -> None:
+        """Delete the documents of ``existing`` (path -> record) whose path ``kept`` refuses:
+        files gone from the folder, rows gone from the table. Timed as the store phase."""
+        t0 = time.perf_counter()
+        self.phase = "store"
+        for path, document in sorted(existing.items()):
+            if not kept(path):
+                self.catalog.delete_document(document)
+                report.removed.append(path)
+        report.seconds["store"] += time.perf_counter() - t0
+
     def _fail(self, report: IngestReport, path: str, reason: str) -> None:
         log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
         report.failed.append((path, reason))
@@ -594,192 +501,6 @@ class IngestPipeline:
                     and record.path not in failed_now and not record.path.startswith(unknown)):
                 self.catalog.clear_failure(source, record.path)
 
-
-class _BatchWriter:
-    """Collects prepared documents until ``embed_batch_chunks`` chunks,
-    :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS` since the
-    first of them, then embeds the batch at once (reusing vectors of unchanged chunk texts)
-    and writes it in one transaction (committed: an interrupted build keeps it), each
-    document atomic on its own."""
-
-    def __init__(self, pipeline: IngestPipeline, report: IngestReport, state: IngestProgress,
-                 progress: ProgressCallback | None) -> None:
-        self.pipeline = pipeline
-        self.report = report
-        self.state = state
-        self.progress = progress
-        self.batch: list[_Pending] = []
-        self.batch_chunks = 0
-        self.batch_started = 0.0  # time.monotonic() when the batch's first document came
-
-    def file_done(self) -> None:
-        """Count a finished file (written, unchanged or failed) and report progress; writes
-        a waiting batch that is due."""
-        self.state.done_files += 1
-        if self.progress:
-            self.progress(self.state)
-        if self.batch and time.monotonic() - self.batch_started >= COMMIT_EVERY_SECONDS:
-            self.flush()
-
-    def add(self, pending: _Pending) -> None:
-        """Queue one document; writes the batch once it is full or due."""
-        if not self.batch:
-            self.batch_started = time.monotonic()
-        self.batch.append(pending)
-        self.batch_chunks += pending.prepared.all_chunks()
-        if (self.batch_chunks >= self.pipeline.embed_batch_chunks
-                or len(self.batch) >= COMMIT_EVERY_DOCUMENTS
-                or time.monotonic() - self.batch_started >= COMMIT_EVERY_SECONDS):
-            self.flush()
-
-    def flush(self) -> None:
-        """Embed and write every queued document."""
-        batch, self.batch, self.batch_chunks = self.batch, [], 0
-        if not batch:
-            return
-        pipeline, report = self.pipeline, self.report
-        catalog, embedder = pipeline.catalog, pipeline.embedder
-        source = report.source
-        t0 = time.perf_counter()
-        pipeline.phase = "embed"
-        # Each file's document, then its attachments (documents of their own): one unit per
-        # document, embedded together, written as one atomic write per file.
-        units = [unit for pending in batch for unit in _documents_of(pending, source.urn)]
-        hashes = [[text_hash(t) for t in u.prepared.embedded_texts] for u in units]
-        reused: list[dict[str, np.ndarray]] = []
-        to_embed: list[str] = []
-        for (pending, doc_id, _, _, prepared), doc_hashes in zip(units, hashes, strict=True):
-            found: dict[str, np.ndarray] = {}
-            if pending.existing is not None:
-                found = dict(catalog.reusable_vectors(source.namespace, doc_id, doc_hashes))
-            reused.append(found)
-            to_embed.extend(t for t, h in zip(prepared.embedded_texts, doc_hashes,
-                                              strict=True) if h not in found)
-        report.seconds["store"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fresh = embedder.embed_documents(to_embed) if to_embed else None
-        report.seconds["embed"] += time.perf_counter() - t0
-        report.passages_embedded += len(to_embed)
-
-        t0 = time.perf_counter()
-        pipeline.phase = "store"
-        unit_writes: list[DocumentWrite] = []
-        cursor = 0
-        for unit, found, doc_hashes in zip(units, reused, hashes, strict=True):
-            if not found and fresh is not None:  # nothing reused: a slice, no copy
-                vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
-                cursor += len(doc_hashes)
-            else:
-                rows = []
-                for h in doc_hashes:
-                    if h in found:
-                        rows.append(found[h])
-                    else:
-                        assert fresh is not None
-                        rows.append(fresh[cursor])
-                        cursor += 1
-                vectors = (np.stack(rows).astype(np.float32) if rows
-                           else np.zeros((0, embedder.dimension), dtype=np.float32))
-            report.count_write(unit.doc_id, doc_hashes, set(found))
-            pending, prepared = unit.pending, unit.prepared
-            is_file = prepared is pending.prepared
-            unit_writes.append(DocumentWrite(
-                source=source,
-                path=unit.path,
-                doc_id=unit.doc_id,
-                title=prepared.document.title,
-                content_hash=unit.content_hash,
-                change_token=pending.entry.change_token,
-                media_type=prepared.document.media_type,
-                chunks=prepared.chunks,
-                breadcrumbs=prepared.breadcrumbs,
-                embedded_texts=prepared.embedded_texts,
-                vectors=vectors,
-                entity_links=prepared.links,
-                origin=pending.origin if is_file else None,
-                lexical_terms=prepared.lexical,
-                metadata=prepared.document.metadata,
-                line_hashes=prepared.line_hashes,
-                lines_dropped=prepared.lines_dropped,
-            ))
-        writes: list[DocumentWrite] = []
-        for pending in batch:  # a file's write carries its attachments' writes
-            count = 1 + len(pending.prepared.attachments)
-            first, rest = unit_writes[0], unit_writes[1:count]
-            unit_writes = unit_writes[count:]
-            writes.append(replace(first, attachments=rest) if rest else first)
-        catalog.write_documents(writes)  # one transaction, each document atomic
-        report.seconds["store"] += time.perf_counter() - t0
-        for pending in batch:
-            path = pending.entry.relative_path
-            (report.updated if pending.existing is not None else report.added).append(path)
-            self.state.chunks_written = report.chunks_written
-            self.file_done()
-
-
-class _Unit(NamedTuple):
-    """One document of a pending file: the file's own, or one of its attachments."""
-
-    pending: _Pending
-    doc_id: str
-    path: str
-    content_hash: str
-    prepared: PreparedDocument
-
-
-def _documents_of(pending: _Pending, urn: str) -> list[_Unit]:
-    """A pending file's document, then each of its attachments' (path and id
-    ``<file>/<attachment>``, content hash of the attachment's bytes)."""
-    entry = pending.entry
-    return [_Unit(pending, pending.doc_id or document_id(urn, entry.name_path),
-                  entry.relative_path, pending.content_hash, pending.prepared)] + [
-        _Unit(pending, document_id(urn, f"{entry.name_path}/{a.name}"),
-              f"{entry.relative_path}/{a.name}", a.content_hash, a.prepared)
-        for a in pending.prepared.attachments]
-
-
-def _drop_shadowed_attachments(prepared: PreparedDocument, path: str, listed: set[str]) -> None:
-    """Leave out the attachments whose path ``<path>/<name>`` a listed file has (an object
-    store can hold ``x.mbox`` and ``x.mbox/a.pdf`` both): the file is the document of that
-    path, the attachment is named in the mail's ``attachments_skipped``."""
-    shadowed = [a for a in prepared.attachments if f"{path}/{a.name}" in listed]
-    if not shadowed:
-        return
-    prepared.attachments = [a for a in prepared.attachments if a not in shadowed]
-    metadata = dict(prepared.document.metadata)
-    metadata.pop("attachments", None)
-    if prepared.attachments:
-        metadata["attachments"] = ", ".join(a.name for a in prepared.attachments)
-    notes = [f"{a.name} (a file of the same path exists)" for a in shadowed]
-    metadata["attachments_skipped"] = "; ".join(
-        [metadata["attachments_skipped"], *notes] if "attachments_skipped" in metadata
-        else notes)
-    prepared.document = replace(prepared.document, metadata=metadata)
-
-
-def _mails_to_read_again(files: dict[str, DocumentRecord], every: dict[str, DocumentRecord],
-                         listed: set[str], unread: tuple[str, ...]
-                         ) -> tuple[set[str], list[str]]:
-    """Indexed files to read again although unchanged, and gone files to delete before
-    the build writes. A mail is read again when one of its attachments now has the path of
-    a listed file (the file wins it), or when a file that was indexed under its path is
-    gone (an attachment it left out may come back, so that file's document is deleted
-    first). Files below a folder the build could not list (``unread``) are left as
-    they are."""
-    again = {d.parent for path, d in every.items()
-             if d.parent is not None and path in listed}
-    first: list[str] = []
-    for path in sorted(files):
-        if path in listed or path.startswith(unread):
-            continue
-        parent, _, _ = path.rpartition("/")
-        while parent:
-            if parent in listed and parent in files:
-                again.add(parent)
-                first.append(path)
-                break
-            parent, _, _ = parent.rpartition("/")
-    return {p for p in again if p is not None}, first
 
 
 def _paragraphs(text: str) -> list[str]:
