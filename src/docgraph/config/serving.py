@@ -1,0 +1,174 @@
+"""The settings sections of how the index is read and served: evidence (``[rag]``), who may
+see what (``[governance]``), the optional chat model (``[llm]``) and the servers
+(``[serve]``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, model_validator
+
+from docgraph.config.section import Section
+
+
+class RagSettings(Section):
+    """Evidence settings: recall width, blocks returned, per-document cap.
+
+    ``top_k`` is the legacy single knob: when only it is set it serves as both ``retrieve_k``
+    and ``return_n``; explicit values win. The seed's dashed names are accepted too.
+    """
+
+    retrieve_k: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("retrieve_k", "retrieve-k"),
+        description="Candidates lookup_knowledge retrieves before choosing its evidence "
+        "blocks (the recall width); unset: top_k, else 20.",
+    )
+    return_n: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("return_n", "return-n"),
+        description="Evidence blocks lookup_knowledge returns at most; unset: top_k, else 5.",
+    )
+    top_k: int | None = Field(
+        default=None, ge=1, le=1000, validation_alias=AliasChoices("top_k", "top-k"),
+        description="Legacy single knob: the value of retrieve_k and return_n where those "
+        "are not set.",
+    )
+    max_chunks_per_document: int = Field(
+        default=2,
+        ge=1,
+        validation_alias=AliasChoices("max_chunks_per_document", "max-chunks-per-document"),
+        description="Evidence blocks of one document lookup_knowledge returns at most.",
+    )
+
+    @model_validator(mode="after")
+    def _fill_from_legacy_top_k(self) -> RagSettings:
+        if self.retrieve_k is None:
+            self.retrieve_k = self.top_k if self.top_k is not None else 20
+        if self.return_n is None:
+            self.return_n = self.top_k if self.top_k is not None else 5
+        return self
+
+    @property
+    def effective_retrieve_k(self) -> int:
+        """The recall width after the legacy fallback."""
+        assert self.retrieve_k is not None
+        return self.retrieve_k
+
+    @property
+    def effective_return_n(self) -> int:
+        """The number of evidence blocks after the legacy fallback."""
+        assert self.return_n is not None
+        return self.return_n
+
+
+class GovernanceSettings(Section):
+    """Who may see what (MCP server and HTTP API): role assignments and the row re-check.
+
+    Role assignments come from ``policy_file`` (YAML, ``assignments: [{user, role, domain}]``)
+    or from the ``sql_url`` table (one of the two). Row documents are re-checked in their
+    source database: ``row_source_urls`` (table source name -> SQLAlchemy URL; default: the
+    registered SQL sources with their credentials) under ``row_identity``.
+    """
+
+    policy_file: Path | None = Field(
+        default=None, description="YAML role assignments (user, role, domain | '*')."
+    )
+    sql_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the role-assignment table's database."
+    )
+    sql_table: str = Field(default="user_role_assignments",
+                           description="[schema.]table with user_id, role, domain columns.")
+    sql_ttl_s: float = Field(default=30.0, ge=0, le=3600,
+                             description="Seconds role assignments are cached per user.")
+    row_source_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="Table source name -> SQLAlchemy URL for the row re-check "
+        "(empty: the registered SQL sources).",
+    )
+    row_identity: Literal["set_role", "session_setting", "none"] = Field(
+        default="set_role", description="How the row re-check assumes the caller's identity."
+    )
+    row_setting: str = Field(default="docgraph.user_id",
+                             description="Session setting for row_identity=session_setting.")
+
+
+class LlmSettings(Section):
+    """An optional OpenAI-compatible chat model (``POST {base_url}/chat/completions``). When
+    set, community reports are written by it and ``mode="global"`` map-reduces over the
+    selected reports with it; when unset, both stay extractive and say so."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server URL, e.g. "
+                                     "http://127.0.0.1:8000/v1; set with model.")
+    model: str | None = Field(default=None, description="Model name the server expects.")
+    api_key_env: str = Field(default="OPENAI_API_KEY",
+                             description="Environment variable holding the API key.")
+    timeout_s: float = Field(default=60.0, gt=0, le=3600,
+                             description="Seconds to wait for one chat completion.")
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> LlmSettings:
+        if (self.base_url is None) != (self.model is None):
+            raise ValueError("llm.base_url and llm.model must be set together "
+                             f"(got base_url={self.base_url!r}, model={self.model!r})")
+        return self
+
+
+class ServeSettings(Section):
+    """The MCP server and JSON HTTP API (``docgraph serve``, ``docgraph mcp``)."""
+
+    host: str = Field(default="127.0.0.1", description="Interface to bind (loopback by default).")
+    port: int = Field(default=8765, ge=0, le=65535,
+                      description="Port `docgraph serve` listens on (--port overrides it).")
+    tokens_file: Path = Field(
+        default=Path(".docgraph/tokens.toml"),
+        description="Legacy bearer-token file (sha256(token) hex -> {user, role}, TOML or "
+                    "YAML): tokens now live in the index database; an existing file's "
+                    "entries are imported there (by digest, once) when `serve` or a `token` "
+                    "command opens the index. Never written.",
+    )
+    stdio_user: str | None = Field(default=None, description="Caller of `docgraph mcp` (stdio).")
+    stdio_role: str | None = Field(default=None, description="Active role of the stdio caller.")
+    console_admin_role: str = Field(
+        default="admin",
+        description="Role that opens the web console (/console): a user holding it on every "
+                    "domain ('*') in the role assignments. Everyone else is refused.",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Base URL people open this server at (e.g. https://docs.example, behind "
+                    "a proxy): the `url` of a search or fetch result whose source publishes "
+                    "none is its console page under it. Default: http://<host>:<port>, "
+                    "loopback for a wildcard host; `docgraph mcp` (stdio) uses it too.",
+    )
+
+    @model_validator(mode="after")
+    def _public_url_is_a_base(self) -> ServeSettings:
+        if self.public_url is not None:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(self.public_url.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname \
+                    or parts.query or parts.fragment or parts.username or parts.password:
+                raise ValueError(f"serve.public_url {self.public_url!r}: must be an http:// "
+                                 "or https:// URL with a host and without credentials, "
+                                 "query or fragment")
+        return self
+
+    def base_url(self, host: str | None = None, port: int | None = None) -> str:
+        """The server's base URL without a trailing ``/``: ``public_url`` when set, else
+        ``http://<host>:<port>`` of ``host``/``port`` (default: this section's), with a
+        wildcard bind address (``0.0.0.0``, ``::``) read as the loopback address.
+
+        >>> ServeSettings().base_url()
+        'http://127.0.0.1:8765'
+        >>> ServeSettings().base_url("::", 9000)
+        'http://[::1]:9000'
+        """
+        if self.public_url:
+            return self.public_url.strip().rstrip("/")
+        bind = host or self.host
+        bind = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind, bind)
+        if ":" in bind and not bind.startswith("["):
+            bind = f"[{bind}]"
+        return f"http://{bind}:{self.port if port is None else port}"
+
