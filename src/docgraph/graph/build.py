@@ -6,7 +6,9 @@ stored chunk-entity links of that namespace only, so the result equals a fresh b
 other namespaces are never touched. Reports whose text did not change keep their vectors.
 With key phrases on (``[graph] keyphrases``), every build first chooses the namespace's key
 phrases from its chunks' word ids and brings every chunk's links up to them; what does not
-depend on the phrase set is kept between builds (:mod:`docgraph.graph.phrase_cache`).
+depend on the phrase set is kept between builds (:mod:`docgraph.graph.phrase_cache`). What
+each community's title and report are made from is computed in
+:mod:`docgraph.graph.community_inputs`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from docgraph.config import GraphSettings
 from docgraph.embedding.embedders import Embedder
 from docgraph.errors import ConfigError
 from docgraph.graph.communities import Community, detect_communities
+from docgraph.graph.community_inputs import (
+    central_chunks,
+    hits_per_chunk,
+    identity_rank,
+    inside_counts,
+    row_documents,
+    sparse_columns,
+    strongest_inner_edges,
+)
 from docgraph.graph.cooccurrence import CooccurrenceGraph, build_cooccurrence
 from docgraph.graph.extract import EntityExtractor, VocabularyMatcher, merge_phrases
 from docgraph.graph.keyphrases import (
@@ -37,7 +48,6 @@ from docgraph.graph.keyphrases import (
 )
 from docgraph.graph.phrase_cache import PhraseCache, match_phrases
 from docgraph.graph.reports import (
-    CANDIDATE_CHUNKS,
     ReportInput,
     community_title,
     extractive_report,
@@ -51,7 +61,6 @@ from docgraph.store.graph import (
     EdgeTable,
     EntityInfo,
     GraphStore,
-    NamespaceLinks,
 )
 from docgraph.text import text_hash
 
@@ -252,8 +261,8 @@ class GraphBuilder:
 
         t0 = time.perf_counter()
         rows = self._community_rows(namespace, communities, graph, infos, report,
-                                   _row_sources(links, communities, graph),
-                                   _identity_rank(links.identity_order, graph.chunk_rowids))
+                                   row_documents(links, communities, graph),
+                                   identity_rank(links.identity_order, graph.chunk_rowids))
         report.seconds["reports"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -277,15 +286,15 @@ class GraphBuilder:
             sorted(range(len(communities)), key=lambda i: (-len(communities[i].nodes), i))
             [: self.settings.max_reports]
         )
-        per_chunk = _hits_per_chunk(graph, [c.nodes for c in communities])
-        inside = _inside_counts(graph, per_chunk)
+        per_chunk = hits_per_chunk(graph, [c.nodes for c in communities])
+        inside = inside_counts(graph, per_chunk)
         specific = [{node_info[n].name: specificity(int(column.get(n, 0)),
                                                     node_info[n].chunk_count)
                      for n in c.nodes}
-                    for c, column in zip(communities, _columns(inside), strict=True)]
-        wanted_chunks = _central_chunks(graph, per_chunk, with_report, chunk_rank)
+                    for c, column in zip(communities, sparse_columns(inside), strict=True)]
+        wanted_chunks = central_chunks(graph, per_chunk, with_report, chunk_rank)
         centroids, chunk_vectors = self._centroids(graph, per_chunk, with_report)
-        relationships = _strongest_inner_edges(graph, communities, with_report)
+        relationships = strongest_inner_edges(graph, communities, with_report)
         texts = self.store.catalog.chunks_by_rowid(
             [r for rows in wanted_chunks for r in rows]
         )
@@ -410,112 +419,3 @@ def _stored_link_sets(store: GraphStore, namespace: str
                                     links.scores.tolist(), strict=True):
         grouped.setdefault(chunk, set()).add((names[entity][0], round(score, 5)))
     return {chunk: frozenset(pairs) for chunk, pairs in grouped.items()}
-
-
-def _row_sources(
-    links: NamespaceLinks, communities: Sequence[Community], graph: CooccurrenceGraph
-) -> list[list[tuple[str, RowOrigin]]]:
-    """Per community, every row document (doc id, origin) with a chunk linking one of its
-    members: the complete set of table rows its title and report can draw on (member names,
-    relationships and passages all come from chunks linking members)."""
-    if not links.row_chunks:
-        return [[] for _ in communities]
-    node_ids = graph.entity_ids.tolist()
-    member_of: dict[int, list[int]] = {}
-    for index, community in enumerate(communities):
-        for node in community.nodes:
-            member_of.setdefault(node_ids[node], []).append(index)
-    found: list[dict[str, RowOrigin]] = [{} for _ in communities]
-    mask = np.isin(links.chunk_rowids, np.fromiter(links.row_chunks, dtype=np.int64))
-    for chunk, entity in zip(links.chunk_rowids[mask].tolist(),
-                             links.entity_ids[mask].tolist(), strict=True):
-        doc_id, origin = links.row_chunks[chunk]
-        for index in member_of.get(entity, ()):
-            found[index][doc_id] = origin
-    return [sorted(d.items()) for d in found]
-
-
-def _identity_rank(identity_order: npt.NDArray[np.int64], rowids: npt.NDArray[np.int64]
-                   ) -> npt.NDArray[np.int64]:
-    """Each of ``rowids``' position in identity order (document id, chunk index); a row id
-    missing from it sorts after every known one, by row id."""
-    fallback = len(identity_order) + rowids
-    if len(identity_order) == 0:
-        return fallback
-    by_rowid = np.argsort(identity_order, kind="stable")
-    sorted_ids = identity_order[by_rowid]
-    at = np.minimum(np.searchsorted(sorted_ids, rowids), len(sorted_ids) - 1)
-    return np.where(sorted_ids[at] == rowids, by_rowid[at], fallback).astype(np.int64)
-
-
-def _hits_per_chunk(graph: CooccurrenceGraph, groups: Sequence[Sequence[int]]
-                    ) -> sp.csc_matrix:
-    """Chunk x group: how many members of each group (node indices) each chunk links; one
-    sparse product for all groups."""
-    if not groups:
-        return sp.csc_matrix((graph.incidence.shape[0], 0))
-    columns = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-    rows = np.concatenate([np.asarray(g, dtype=np.int64) for g in groups])
-    indicator = sp.csr_matrix((np.ones(len(rows)), (rows, columns)),
-                              shape=(graph.incidence.shape[1], len(groups)))
-    per_chunk = sp.csc_matrix(graph.incidence @ indicator)
-    per_chunk.sort_indices()
-    return per_chunk
-
-
-def _inside_counts(graph: CooccurrenceGraph, per_chunk: sp.csc_matrix) -> sp.csc_matrix:
-    """Node x group: the chunks where a node co-occurs with another member of the group
-    (chunks linking at least two members), the numerator of
-    :func:`~docgraph.graph.reports.specificity`."""
-    core = (per_chunk >= 2).astype(np.float64)
-    return sp.csc_matrix(graph.incidence.T @ core)
-
-
-def _columns(matrix: sp.csc_matrix) -> list[dict[int, float]]:
-    """Each column of a sparse matrix as row -> value (one pass over its arrays; indexing
-    the matrix cell by cell costs far more)."""
-    indptr, indices, data = matrix.indptr, matrix.indices.tolist(), matrix.data.tolist()
-    return [dict(zip(indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]],
-                     strict=True)) for i in range(matrix.shape[1])]
-
-
-def _central_chunks(
-    graph: CooccurrenceGraph, per_chunk: sp.csc_matrix, wanted: Sequence[int],
-    chunk_rank: npt.NDArray[np.int64], per_group: int = CANDIDATE_CHUNKS,
-) -> list[list[int]]:
-    """Row ids of the chunks mentioning the most members of each wanted group (ties: first
-    in identity order, ``chunk_rank``, so an incremental build picks what a fresh one does),
-    ``per_group`` at most: the passages a report chooses its sentences from."""
-    out: list[list[int]] = []
-    for g in wanted:
-        lo, hi = per_chunk.indptr[g], per_chunk.indptr[g + 1]
-        chunk_index, hits = per_chunk.indices[lo:hi], per_chunk.data[lo:hi]
-        top = chunk_index[np.lexsort((chunk_rank[chunk_index], -hits))[:per_group]]
-        out.append(graph.chunk_rowids[top].tolist())
-    return out
-
-
-def _strongest_inner_edges(
-    graph: CooccurrenceGraph, communities: Sequence[Community], wanted: Sequence[int],
-    per_community: int = 8,
-) -> dict[int, list[tuple[int, int, int]]]:
-    """(node a, node b, shared chunks) of the edges inside each wanted community, most
-    shared chunks first (ties: lower node indices first); one pass per level."""
-    out: dict[int, list[tuple[int, int, int]]] = {i: [] for i in wanted}
-    n_nodes = len(graph.entity_ids)
-    for level in sorted({communities[i].level for i in wanted}):
-        label = np.full(n_nodes, -1, dtype=np.int64)
-        for i in wanted:
-            if communities[i].level == level:
-                label[list(communities[i].nodes)] = i
-        src_label = label[graph.sources]
-        inner = np.flatnonzero((src_label == label[graph.targets]) & (src_label >= 0))
-        order = inner[np.lexsort((graph.targets[inner], graph.sources[inner],
-                                  -graph.chunks[inner], src_label[inner]))]
-        labels = src_label[order]
-        first = np.searchsorted(labels, labels, side="left")
-        rank = np.arange(len(order)) - first
-        for e in order[rank < per_community].tolist():
-            out[int(label[graph.sources[e]])].append(
-                (int(graph.sources[e]), int(graph.targets[e]), int(graph.chunks[e])))
-    return out
