@@ -25,10 +25,10 @@ build the files whose documents do not drop exactly the lines repeated now are r
 Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
 document per row, incremental by content hash, rows gone from the table are deleted.
 
-Beside this module: :mod:`~docgraph.ingest.batch` embeds and writes the prepared documents
-in committed batches, :mod:`~docgraph.ingest.attachments` decides which attachments a mail
-keeps and which mails are read again, :mod:`~docgraph.ingest.report` holds what a build
-reports.
+Beside this module: :mod:`~docgraph.ingest.rows` builds a table's rows,
+:mod:`~docgraph.ingest.batch` embeds and writes the prepared documents in committed
+batches, :mod:`~docgraph.ingest.attachments` decides which attachments a mail keeps and
+which mails are read again, :mod:`~docgraph.ingest.report` holds what a build reports.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.prepare import (
     PrepareSpec,
     prepare_bytes,
-    prepare_document,
 )
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
+from docgraph.ingest.rows import index_rows as index_table_rows
 from docgraph.ingest.workers import (
     PrepareCrash,
     PrepareFailure,
@@ -75,10 +75,7 @@ from docgraph.ingest.workers import (
     worker_count,
 )
 from docgraph.model import (
-    Block,
-    BlockKind,
     DocumentRecord,
-    ExtractedDocument,
     SourceRecord,
 )
 from docgraph.sources.folder import FileEntry, FolderCrawler
@@ -157,7 +154,8 @@ class IngestPipeline:
         self.workers = worker_count(loader.workers)
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
         self._listed: set[str] = set()  # the relative paths of the build's listed files
-        self._spec = PrepareSpec(
+        # How files are prepared (read by the row build and the worker processes too).
+        self.spec = PrepareSpec(
             loader, embedder.count_tokens, extractor,
             lexical=bool(getattr(catalog, "stores_bm25_terms", False)),
         )
@@ -169,7 +167,7 @@ class IngestPipeline:
         counter = portable_token_counter(self.embedder)
         if counter is None:
             return None
-        return replace(self._spec, count_tokens=counter)
+        return replace(self.spec, count_tokens=counter)
 
     def index_source(
         self,
@@ -196,7 +194,7 @@ class IngestPipeline:
         reread, shadowing = mails_to_read_again(existing, every, self._listed, unread)
         # Lines repeated across the source's documents (as stored) are left out of the
         # documents this build prepares; documents it does not read are checked at its end.
-        self._spec = replace(self._spec, count_lines=True, repeated=frozenset(
+        self.spec = replace(self.spec, count_lines=True, repeated=frozenset(
             self.catalog.line_counts(source, repeated_floor(len(every)))))
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
@@ -267,7 +265,7 @@ class IngestPipeline:
         gone = set(report.vanished)
         present = {e.relative_path for e in entries if e.relative_path not in gone}
         unknown = tuple(folder + "/" for folder in crawler.unlisted)  # unread: keep as is
-        self._delete_absent(report, existing,
+        self.delete_absent(report, existing,
                             lambda path: path in present or path.startswith(unknown))
         self._drop_repeated_lines(crawler, entries, report, progress)
         t0 = time.perf_counter()
@@ -296,7 +294,7 @@ class IngestPipeline:
         redo = [e for e in entries if e.relative_path in stale and e.relative_path not in skip]
         if not redo:
             return
-        self._spec = replace(self._spec, repeated=repeated)
+        self.spec = replace(self.spec, repeated=repeated)
         written = set(report.added) | set(report.updated)
         writer = BatchWriter(self, report, IngestProgress(total_files=len(redo)), progress)
         for entry in redo:
@@ -362,7 +360,7 @@ class IngestPipeline:
     def _prepare_inline(self, fetched: _Fetched) -> PrepareOutcome:
         self.phase = "extract"
         try:
-            return prepare_bytes(self._spec, fetched.data, fetched.entry.relative_path)
+            return prepare_bytes(self.spec, fetched.data, fetched.entry.relative_path)
         except ExtractionError as exc:
             return PrepareFailure(str(exc))
 
@@ -395,52 +393,7 @@ class IngestPipeline:
         If iterating ``rows`` fails, the error propagates before anything is deleted.
         """
         check_embedding_model(self.catalog, self.embedder)
-        report = IngestReport(source=source)
-        rows_spec = replace(self._spec, count_lines=False, repeated=frozenset())
-        self.phase = "crawl"
-        started = t0 = time.perf_counter()
-        existing = self.catalog.documents_for_source(source)
-        report.seconds["list"] += time.perf_counter() - t0
-        if self.catalog.embedding_model() is None:
-            self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
-        writer = BatchWriter(self, report, IngestProgress(total_files=len(existing)), progress)
-        state = writer.state
-        present: set[str] = set()
-        iterator = iter(rows)
-        while True:
-            self.phase = "crawl"
-            t0 = time.perf_counter()
-            row = next(iterator, None)
-            report.seconds["read"] += time.perf_counter() - t0
-            if row is None:
-                break
-            report.bodies_read += 1
-            present.add(row.doc_id)
-            state.current = row.doc_id
-            content_hash = row.content_hash
-            token = f"row:{content_hash}"
-            old = existing.get(row.doc_id)
-            if old is not None and old.content_hash == content_hash:
-                report.unchanged += 1
-                writer.file_done()
-                continue
-            self.phase = "extract"
-            document = ExtractedDocument(
-                row.doc_id,
-                tuple(Block(BlockKind.PARAGRAPH, p) for p in _paragraphs(row.text)),
-                "text/plain",
-            )
-            entry = FileEntry(row.doc_id, row.doc_id, len(row.text.encode()), token)
-            self.phase = "chunk"
-            prepared = prepare_document(rows_spec, document)
-            for phase, seconds in prepared.seconds.items():
-                report.seconds[phase] += seconds
-            writer.add(Pending(entry, old, content_hash, prepared, row.doc_id, row.origin))
-        writer.flush()
-        self._delete_absent(report, existing, present.__contains__)
-        self.catalog.mark_indexed(source)
-        report.wall_seconds = time.perf_counter() - started
-        return report
+        return index_table_rows(self, source, rows, progress)
 
     def _one_per_document_id(
         self,
@@ -470,7 +423,7 @@ class IngestPipeline:
                         "are equal once normalized)"))
         return [e for e in entries if e.relative_path not in dropped] if dropped else entries
 
-    def _delete_absent(self, report: IngestReport, existing: dict[str, DocumentRecord],
+    def delete_absent(self, report: IngestReport, existing: dict[str, DocumentRecord],
                        kept: Callable[[str], bool]) -> None:
         """Delete the documents of ``existing`` (path -> record) whose path ``kept`` refuses:
         files gone from the folder, rows gone from the table. Timed as the store phase."""
@@ -502,10 +455,3 @@ class IngestPipeline:
                 self.catalog.clear_failure(source, record.path)
 
 
-
-def _paragraphs(text: str) -> list[str]:
-    """Blank-line separated paragraphs of a row value, whitespace collapsed."""
-    import re
-
-    parts = (" ".join(p.split()) for p in re.split(r"\n\s*\n", text))
-    return [p for p in parts if p]
