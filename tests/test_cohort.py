@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from typing import Any
 
 import pytest
 
+from docgraph.config import RetrievalSettings
 from docgraph.errors import InvalidQuery
-from docgraph.retrieve.cohort import CohortSearch, CohortSettings
+from docgraph.retrieve.cohort import TUNING_KNOBS, CohortSearch, CohortSettings
 from docgraph.store.sql.logs import SqlTraceLog
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
@@ -260,3 +262,23 @@ def test_the_bm25_seed_list_runs_while_the_query_is_embedded(graph):
     assert embedder.overlapped == [True]
     expected = graph.retrieve("memory leak firmware", namespaces={"ops"}, k=4).hits
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in expected]
+
+
+def test_every_engine_knob_is_a_setting_or_a_declared_tuning_knob():
+    # [retrieval] reaches every CohortSettings field but the declared tuning knobs (the
+    # benches vary them; see docgraph.retrieve.cohort_settings), with the same defaults.
+    settings = set(RetrievalSettings.model_fields)
+    assert {f.name for f in fields(CohortSettings)} == settings | TUNING_KNOBS
+    assert not settings & TUNING_KNOBS
+    defaults = CohortSettings()
+    assert {n: getattr(defaults, n) for n in settings} == RetrievalSettings().model_dump()
+    assert all(info.description for info in RetrievalSettings.model_fields.values())
+
+
+def test_retrieval_settings_reach_the_engine(tmp_path, make_graph):
+    graph = make_graph(retrieval={"ppr_lane": False, "seed_pool": 7, "rrf_k": 30})
+    engine = graph.cohort_engine()
+    assert (engine.settings.ppr_lane, engine.settings.seed_pool, engine.settings.rrf_k) == (
+        False, 7, 30)
+    assert engine.settings.entity_lane is CohortSettings().entity_lane
+
