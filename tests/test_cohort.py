@@ -11,7 +11,8 @@ import pytest
 
 from docgraph.config import RetrievalSettings
 from docgraph.errors import InvalidQuery
-from docgraph.retrieve.cohort import TUNING_KNOBS, CohortSearch, CohortSettings
+from docgraph.retrieve.cohort import TUNING_KNOBS, VECTOR_FIRST, CohortSearch, CohortSettings
+from docgraph.retrieve.lanes import LANE_NAMES, LANES
 from docgraph.store.sql.logs import SqlTraceLog
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
@@ -282,3 +283,20 @@ def test_retrieval_settings_reach_the_engine(tmp_path, make_graph):
         False, 7, 30)
     assert engine.settings.entity_lane is CohortSettings().entity_lane
 
+
+def test_one_lane_list_for_the_engine_trace_console_and_guidance(graph):
+    from docgraph.serve.console.views import LANE_ORDER
+    from docgraph.serve.tools import DESCRIPTIONS
+
+    assert LANE_ORDER == LANE_NAMES
+    assert [lane.name for lane in VECTOR_FIRST] == ["seed", "structural", "entity_adjacent",
+                                                     "graph", "cluster_adjacent", "ppr"]
+    assert set(LANE_NAMES) == {lane.name for lane in VECTOR_FIRST}
+    guide = DESCRIPTIONS["search_documents"]
+    assert all(f"{lane.name} = {lane.description}" in guide for lane in LANES
+               if lane.name != "seed")
+    every = CohortSettings(structural_lane=True, graph_lane=True, cluster_lane=True)
+    result = graph.cohort_engine(every).search("Tomasz Nowak follow-up", namespaces={"ops"},
+                                               k=10, return_trace=True)
+    assert set(result.trace.candidates) <= set(LANE_NAMES)
+    assert set(result.trace.final_provenance.values()) <= set(LANE_NAMES)
