@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from typing import Any
 
 import pytest
 
+from docgraph.config import RetrievalSettings
 from docgraph.errors import InvalidQuery
-from docgraph.retrieve.cohort import CohortSearch, CohortSettings
+from docgraph.retrieve.cohort import TUNING_KNOBS, VECTOR_FIRST, CohortSearch, CohortSettings
+from docgraph.retrieve.lanes import LANE_NAMES, LANES
 from docgraph.store.sql.logs import SqlTraceLog
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
@@ -260,3 +263,40 @@ def test_the_bm25_seed_list_runs_while_the_query_is_embedded(graph):
     assert embedder.overlapped == [True]
     expected = graph.retrieve("memory leak firmware", namespaces={"ops"}, k=4).hits
     assert [h.chunk_id for h in hits] == [h.chunk_id for h in expected]
+
+
+def test_every_engine_knob_is_a_setting_or_a_declared_tuning_knob():
+    # [retrieval] reaches every CohortSettings field but the declared tuning knobs (the
+    # benches vary them; see docgraph.retrieve.cohort_settings), with the same defaults.
+    settings = set(RetrievalSettings.model_fields)
+    assert {f.name for f in fields(CohortSettings)} == settings | TUNING_KNOBS
+    assert not settings & TUNING_KNOBS
+    defaults = CohortSettings()
+    assert {n: getattr(defaults, n) for n in settings} == RetrievalSettings().model_dump()
+    assert all(info.description for info in RetrievalSettings.model_fields.values())
+
+
+def test_retrieval_settings_reach_the_engine(tmp_path, make_graph):
+    graph = make_graph(retrieval={"ppr_lane": False, "seed_pool": 7, "rrf_k": 30})
+    engine = graph.cohort_engine()
+    assert (engine.settings.ppr_lane, engine.settings.seed_pool, engine.settings.rrf_k) == (
+        False, 7, 30)
+    assert engine.settings.entity_lane is CohortSettings().entity_lane
+
+
+def test_one_lane_list_for_the_engine_trace_console_and_guidance(graph):
+    from docgraph.serve.console.views import LANE_ORDER
+    from docgraph.serve.tools import DESCRIPTIONS
+
+    assert LANE_ORDER == LANE_NAMES
+    assert [lane.name for lane in VECTOR_FIRST] == ["seed", "structural", "entity_adjacent",
+                                                     "graph", "cluster_adjacent", "ppr"]
+    assert set(LANE_NAMES) == {lane.name for lane in VECTOR_FIRST}
+    guide = DESCRIPTIONS["search_documents"]
+    assert all(f"{lane.name} = {lane.description}" in guide for lane in LANES
+               if lane.name != "seed")
+    every = CohortSettings(structural_lane=True, graph_lane=True, cluster_lane=True)
+    result = graph.cohort_engine(every).search("Tomasz Nowak follow-up", namespaces={"ops"},
+                                               k=10, return_trace=True)
+    assert set(result.trace.candidates) <= set(LANE_NAMES)
+    assert set(result.trace.final_provenance.values()) <= set(LANE_NAMES)

@@ -102,7 +102,7 @@ class DocGraph:
         self._chat_model: ChatModel | None = None
         self._chat_settings: tuple[object, ...] | None = None  # what _chat_model was made of
         self.last_graph_reports: list[GraphBuildReport] = []
-        self.cohort_settings = CohortSettings()
+        self.cohort_settings = CohortSettings.from_config(self.settings.retrieval)
         self._index: ChunkIndex | None = None
         self._index_lock = threading.Lock()
         self._build_lock = threading.RLock()  # an elected build may call another

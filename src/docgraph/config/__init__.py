@@ -10,7 +10,8 @@ directory.
 
 The package is on the ground floor: it imports nothing of docgraph but :mod:`docgraph.errors`.
 Its modules: :mod:`~docgraph.config.indexing` (the sections of how the index is stored,
-built, ranked and kept fresh), :mod:`~docgraph.config.serving` (how it is read and served:
+built, ranked and kept fresh), :mod:`~docgraph.config.retrieval` (cohort search: lanes,
+pools, ranking), :mod:`~docgraph.config.serving` (how it is read and served:
 evidence, governance, the chat model, the servers), :mod:`~docgraph.config.paths` (relative
 file paths of a settings file), :mod:`~docgraph.config.settings` (the whole object, loading
 it, and error messages naming the setting) and :mod:`~docgraph.config.reference` (the
@@ -38,6 +39,7 @@ from docgraph.config.paths import (
     FileRelativeTomlSource,
     resolve_file_paths,
 )
+from docgraph.config.retrieval import RetrievalSettings
 from docgraph.config.serving import GovernanceSettings, LlmSettings, RagSettings, ServeSettings
 from docgraph.config.settings import (
     DEFAULT_CONFIG_FILE,
@@ -64,6 +66,7 @@ __all__ = [
     "LoaderSettings",
     "RagSettings",
     "RefreshSettings",
+    "RetrievalSettings",
     "ServeSettings",
     "Settings",
     "SourcesSettings",

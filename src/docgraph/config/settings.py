@@ -24,6 +24,7 @@ from docgraph.config.indexing import (
     StoreSettings,
 )
 from docgraph.config.paths import FileRelativeTomlSource
+from docgraph.config.retrieval import RetrievalSettings
 from docgraph.config.serving import GovernanceSettings, LlmSettings, RagSettings, ServeSettings
 from docgraph.errors import ConfigError
 
@@ -45,6 +46,7 @@ class Settings(BaseSettings):
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     index: IndexSettings = Field(default_factory=IndexSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     rag: RagSettings = Field(default_factory=RagSettings)
     refresh: RefreshSettings = Field(default_factory=RefreshSettings)
     sources: SourcesSettings = Field(default_factory=SourcesSettings)

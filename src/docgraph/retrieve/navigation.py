@@ -4,7 +4,7 @@ A short list of links names the pages it points to, so on a short query it looks
 best match (few tokens, every one of them the query's, link targets repeating the link
 text) and outranks the pages themselves. Ranking weighs such a chunk as navigation: its
 fused relevance is multiplied by a weight below one (``index.navigation_weight`` for hybrid
-search, ``CohortSettings.navigation_weight`` for cohort search). It is never dropped: a
+search, ``retrieval.navigation_weight`` for cohort search). It is never dropped: a
 query that only it answers still finds it.
 
 Whether a chunk is navigation is read from what every backend stores, its text and its

@@ -7,7 +7,7 @@ seed chunks; the stationary probability of each chunk node ranks it. A chunk tha
 several restart entities, or sits between two seeds, collects mass from each, which is how a
 second-hop passage without a word of the query rises (the walk itself is igraph's PRPACK).
 
-The caller builds the graph (bounded, namespace-restricted: see ``CohortSearch._ppr_lane``);
+The caller builds the graph (bounded, namespace-restricted: see ``docgraph.retrieve.lanes.ppr``);
 this module only holds it and walks it, so it is deterministic for a given graph: nodes are
 numbered in a sorted order, never in arrival order.
 """

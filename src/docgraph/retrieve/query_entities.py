@@ -6,10 +6,12 @@ import re
 
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
+from docgraph.retrieve.pool import CohortQuery
 from docgraph.store.graph import EntityInfo, GraphStore
 from docgraph.text import STOPWORDS
 
 _WORDS = re.compile(r"[\w][\w'’.&+-]*[\w]|\w", re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)  # the words a query writes in lower case
 
 
 def query_entity_keys(
@@ -60,3 +62,38 @@ def find_query_entities(
             ):
                 missing.append(link.name)
     return kept, list(dict.fromkeys(missing))
+
+
+def cohort_query_entities(q: CohortQuery, extractor: EntityExtractor | None
+                          ) -> tuple[list[EntityInfo], list[str]]:
+    """(entities of the namespaces the query names, extractor-found names not in the
+    graph), as :func:`find_query_entities` but through the cohort query's bounded reads and
+    without counting every mention of each (``chunk_count`` is capped at the hub limit + 1).
+    Longer matches win: an entity whose key is inside a longer matched key is dropped."""
+    keys = query_entity_keys(q.text, extractor)
+    ns_ids = list(q.catalog.namespace_ids(sorted(q.allowed)).values())
+    found = q.reads.entities_in(keys, ns_ids)
+    if q.settings.query_names_capitalized:
+        # A heuristic proper name is found capitalized in text; a single query word
+        # written in lower case only ("place of birth") is the common noun, not it.
+        words = _WORD.findall(q.text)
+        lower = {canonical_key(w) for w in words if w == w.lower()}
+        lower -= {canonical_key(w) for w in words if w != w.lower()}
+        found = [f for f in found
+                 if not (f[3] == "name" and " " not in f[1] and f[1] in lower)]
+    matched = {key for _, key, _, _, _ in found}
+    kept = [f for f in found
+            if not any(f[1] != other and f" {f[1]} " in f" {other} " for other in matched)]
+    order = {key: i for i, key in enumerate(keys)}
+    kept.sort(key=lambda f: (order.get(f[1], 1 << 30), f[0]))
+    q.non_hub([f[0] for f in kept])
+    entities = [EntityInfo(i, key, name, etype, ns, q.counts.get(i, 0))
+                for i, key, name, etype, ns in kept]
+    missing: list[str] = []
+    if extractor is not None:
+        for link in extractor.links(q.text):
+            if link.key not in matched and (
+                link.type not in ("name", "acronym") or len(link.name.split()) > 1
+            ):
+                missing.append(link.name)
+    return entities, list(dict.fromkeys(missing))

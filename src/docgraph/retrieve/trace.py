@@ -1,6 +1,7 @@
 """The retrieval trace: what each lane contributed, how long it took, and why each returned
 chunk is there (its provenance). Traces are stored in a trace log (a store port), bounded by
-retention.
+retention. Its lanes are those of the one lane list, :data:`docgraph.retrieve.lanes.LANES`
+(global mode: :data:`~docgraph.retrieve.lanes.REPORT_LANE`), as the console shows them.
 
 Only the governed service stores traces, after its row filter (no candidate the caller was
 denied), and like the audit log it stores the query as a sha256 hash, never as text.
@@ -34,7 +35,8 @@ class RetrievalTrace:
     notes: list[str] = field(default_factory=list)
 
     def add(self, lane: str, chunk_ids: list[str]) -> None:
-        """Record the candidates a lane produced."""
+        """Record the candidates a lane produced (``lane``: a name of
+        :data:`~docgraph.retrieve.lanes.LANE_NAMES` or the report lane)."""
         self.candidates.setdefault(lane, []).extend(chunk_ids)
 
     def to_dict(self) -> dict[str, Any]:

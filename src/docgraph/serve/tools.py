@@ -22,6 +22,7 @@ from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
 from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
 from docgraph.model import SearchHit, StoredChunk, page_list
+from docgraph.retrieve.lanes import SEED, lane_guide
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
 from docgraph.serve.agent_tools import (
     FETCH_BUDGET,
@@ -168,8 +169,8 @@ DESCRIPTIONS: dict[str, str] = {
         "Ranked chunks for query_text with score (score_label composite: the engine's "
         "ranking score, higher is better; rrf: the fused rank score of global mode), source, "
         "section and the provenance lane that found each one (dense / bm25 / dense+bm25 = "
-        "matched the query's meaning / words / both, structural = neighbouring section, "
-        "entity_adjacent / cluster_adjacent / graph / ppr = shares entities). Modes: vector_first "
+        "matched the query's meaning / words / both, " + lane_guide(skip=(SEED,))
+        + "). Modes: vector_first "
         "(default) for 'what do the documents say about X'; graph_first for 'how is X "
         "related to Y'; global for corpus-wide themes. Exact names, codes and identifiers "
         "are matched lexically, so include them verbatim. " + GUIDANCE

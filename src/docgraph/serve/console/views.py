@@ -31,6 +31,7 @@ from docgraph.governance.inputs import MAX_PAGE
 from docgraph.governance.read import MAX_READ_BUDGET, encode_read_cursor
 from docgraph.lifecycle.admin import ADMIN_SECTIONS
 from docgraph.model import lane_of, page_label
+from docgraph.retrieve.lanes import LANE_NAMES
 from docgraph.serve.tools import GENERIC_THEMES_QUERY
 from docgraph.sources.credentials import credential_key
 from docgraph.sources.naming import console_document_url, split_key
@@ -841,9 +842,9 @@ def lane_label(lane: str) -> str:
     return LANE_LABELS.get(lane, lane)
 
 
-#: Lanes in the order charts stack them (others follow by name), each with its colour; the
-#: chart is always accompanied by the same numbers as text.
-LANE_ORDER = ("seed", "structural", "entity_adjacent", "cluster_adjacent", "graph", "ppr")
+#: Lanes in the order charts stack them (the one lane list; others follow by name), each
+#: with its colour; the chart is always accompanied by the same numbers as text.
+LANE_ORDER = LANE_NAMES
 LANE_COLOURS = ("#0b5cad", "#8a5a00", "#1a7f37", "#8250df", "#b42318", "#555d66")
 CHART_WIDTH, CHART_HEIGHT, CHART_BARS = 640, 160, 40
 

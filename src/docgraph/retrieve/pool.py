@@ -1,0 +1,150 @@
+"""The per-query working state of cohort search: the pool the lanes fill, the query's seeds
+and entities they start from, and the bounded, per-query cached graph reads they share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from docgraph.model import ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
+from docgraph.retrieve.cohort_settings import CohortSettings
+from docgraph.retrieve.trace import RetrievalTrace
+from docgraph.store.base import ChunkIndex, StoreCatalog
+from docgraph.store.graph import GraphStore, Link
+
+# Links read per entity at most (bounds the cost of frequent entities). Not a setting: it
+# bounds the work of one read, not what is found (an entity's strongest links come first).
+_ENTITY_SCAN = 256
+
+
+@dataclass
+class Candidate:
+    """A pool member."""
+
+    rowid: int
+    lane: str  # the highest-priority lane that brought it (its provenance)
+    lanes: set[str] = field(default_factory=set)
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A chunk of another document that introduces an entity of an anchored seed."""
+
+    source: int  # row id of the anchored seed whose entity the chunk introduces
+    source_position: int  # that seed's position among the seeds
+    entity: int
+
+
+@dataclass
+class CohortQuery:
+    """Per-query working state (never stored on the engine)."""
+
+    text: str
+    vector: Vector
+    allowed: frozenset[str]
+    settings: CohortSettings
+    trace: RetrievalTrace
+    catalog: StoreCatalog
+    index: ChunkIndex
+    reads: GraphStore  # its bounded lane reads (capped counts, capped chunks, links)
+    total_chunks: int
+    k: int
+    # the seed lane's lists (the orchestrator fills them)
+    dense: list[ScoredRow] = field(default_factory=list)
+    lexical: list[ScoredRow] = field(default_factory=list)
+    fused: list[ScoredRow] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    # what the expansion lanes start from (the orchestrator fills them)
+    query_ids: list[int] = field(default_factory=list)  # entities the query names
+    sources: list[int] = field(default_factory=list)  # the strongest seeds
+    seed_entities: list[int] = field(default_factory=list)  # their non-hub entities
+    # what lanes leave for the ranking
+    hops: dict[int, Hop] = field(default_factory=dict)
+    walked: dict[int, float] = field(default_factory=dict)  # the PPR walk, in walk order
+    paths: dict[int, list[str]] = field(default_factory=dict)  # graph lane: entity paths
+    pool: dict[int, Candidate] = field(default_factory=dict)
+    links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in ranking
+    counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
+    # (entity, per entity) -> its strongest links among its first _ENTITY_SCAN
+    strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
+        default_factory=dict)
+
+    @property
+    def hub_limit(self) -> int:
+        return int(max(self.settings.entity_max_df * self.total_chunks, 3))
+
+    @property
+    def start_entities(self) -> list[int]:
+        """Where the graph and cluster lanes start: the query's entities, else the seeds'."""
+        return self.query_ids or self.seed_entities
+
+    def non_hub(self, entity_ids: Iterable[int]) -> list[int]:
+        wanted = list(dict.fromkeys(entity_ids))
+        missing = [e for e in wanted if e not in self.counts]
+        if missing:
+            self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
+        return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
+                      ) -> list[tuple[int, int, float, int]]:
+        """``reads.capped_chunks`` within the scan bound, each entity read once per query
+        (the entity lane, the hops and the PPR lane ask for many of the same)."""
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        missing = [e for e in wanted if (e, per_entity) not in self.strongest]
+        if missing:
+            for e in missing:
+                self.strongest[(e, per_entity)] = []
+            for row in self.reads.capped_chunks(missing, per_entity, _ENTITY_SCAN):
+                self.strongest[(row[0], per_entity)].append(row)
+        return [row for e in wanted for row in self.strongest[(e, per_entity)]]
+
+    def read_capped_chunks(self, entity_ids: list[int], per_entity: int
+                           ) -> list[tuple[int, int, float, int]]:
+        """``reads.capped_chunks`` within the scan bound, uncached (the graph and cluster
+        lanes and completeness, which read each entity once anyway)."""
+        return self.reads.capped_chunks(entity_ids, per_entity, _ENTITY_SCAN)
+
+    def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
+        missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
+        if missing:
+            self.links.update(self.reads.chunk_links(missing))
+        return self.links
+
+    def gated(self, rows: list[int], floor: float, budget: int) -> list[int]:
+        """New row ids (not in the pool) with similarity >= floor, most similar first."""
+        fresh = [r for r in dict.fromkeys(rows) if r not in self.pool]
+        if not fresh or budget <= 0:
+            return []
+        vectors = self.index.vectors(fresh)
+        scored = sorted(
+            ((float(vectors[r] @ self.vector), r) for r in fresh if r in vectors),
+            key=lambda x: (-x[0], x[1]),
+        )
+        return [r for sim, r in scored if sim >= floor][:budget]
+
+    def admit(self, rowid: int, lane: str, reason: str) -> None:
+        """Add ``rowid`` to the pool as brought by ``lane`` (its provenance stays the
+        highest-priority lane that brought it)."""
+        candidate = self.pool.get(rowid)
+        if candidate is None:
+            self.pool[rowid] = Candidate(rowid, lane, {lane}, [reason])
+            return
+        candidate.lanes.add(lane)
+        candidate.reasons.append(reason)
+        if self.settings.priority(lane) > self.settings.priority(candidate.lane):
+            candidate.lane = lane
+
+
+def chunk_hit(chunk: StoredChunk, score: float, rank: int, similarity: float | None,
+              lexical: float | None, lanes: tuple[str, ...], label: ScoreName) -> SearchHit:
+    """A stored chunk as a search hit."""
+    return SearchHit(
+        chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, chunk_index=chunk.index,
+        namespace=chunk.namespace, text=chunk.text, title=chunk.title,
+        source_path=chunk.source_path, section_path=chunk.section_path, score=score,
+        score_label=label, original_rank=rank, dense_similarity=similarity,
+        lexical_score=lexical, lanes=lanes, rowid=chunk.rowid, origin=chunk.origin,
+        pages=chunk.pages, ocr=chunk.ocr,
+    )
