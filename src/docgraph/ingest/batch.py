@@ -46,7 +46,6 @@ class Pending:
     origin: RowOrigin | None = None
 
 
-
 class BatchWriter:
     """Collects prepared documents until ``embed_batch_chunks`` chunks,
     :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS` since the

@@ -91,7 +91,6 @@ def template_environment() -> jinja2.Environment:
     return env
 
 
-
 class ConsoleBase:
     """The console of one ``docgraph serve`` process, without its pages: the plumbing and
     sign-in every page relies on (:class:`~docgraph.serve.console.routes.Console` adds the
