@@ -12,16 +12,12 @@ from collections.abc import Callable
 
 from docgraph.errors import InvalidQuery
 
-#: The longest query text a caller may send (characters).
-MAX_QUERY_CHARS = 2000
-#: The longest entity name or name filter a caller may send (characters).
-MAX_NAME_CHARS = 200
-#: The longest document or chunk id a caller may send (characters).
-MAX_ID_CHARS = 2000
-#: The most results one governed request returns.
-MAX_RESULTS = 50
-#: The most documents one page of a listing holds.
-MAX_PAGE = 200
+# Re-exported for the modules that still import them from here (governance/service.py,
+# serve/console/views.py); their home is docgraph.limits.
+from docgraph.limits import MAX_ID_CHARS as MAX_ID_CHARS
+from docgraph.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
+from docgraph.limits import MAX_PAGE as MAX_PAGE
+from docgraph.limits import MAX_QUERY_CHARS, MAX_RESULTS
 
 #: What an argument holding a lone surrogate is told (after its name and a colon).
 UNPAIRED_SURROGATE = "contains an unpaired UTF-16 surrogate"

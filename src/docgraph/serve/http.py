@@ -53,6 +53,7 @@ from starlette.routing import Route
 
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
+from docgraph.limits import MAX_BODY_BYTES
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 REFRESHER_STOP_SECONDS = 120.0
 
 API_PREFIX = "/api/v1"
-MAX_BODY_BYTES = 64 * 1024
 #: Tools that may also be called with GET and query parameters (no free text involved).
 GET_TOOLS = ("list_documents", "index_status")
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer error="invalid_token", '

@@ -51,7 +51,7 @@ from docgraph.serve.tools import (
     IndexStatusArgs,
     ListDocumentsArgs,
     LookupKnowledgeArgs,
-    Mode,
+    ModeArg,
     OptionalQueryText,
     PageLimit,
     QueryText,
@@ -150,7 +150,7 @@ def build_mcp_server(
         return await run("lookup_knowledge", ctx, LookupKnowledgeArgs(query=query))
 
     async def search_documents(query_text: QueryText, ctx: Context[Any, Any], k: TopK = 10,
-                               mode: Mode = "vector_first") -> dict[str, Any]:
+                               mode: ModeArg = "vector_first") -> dict[str, Any]:
         return await run("search_documents", ctx,
                          SearchDocumentsArgs(query_text=query_text, k=k, mode=mode))
 

@@ -13,14 +13,23 @@ import base64
 import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from docgraph.budgets import char_limit, clip
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
-from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
+from docgraph.governance.inputs import text_validator
+from docgraph.limits import (
+    AGENT_MAX_CONTEXT_BUDGET,
+    AGENT_MIN_CONTEXT_BUDGET,
+    MAX_CURSOR_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    CohortMode,
+)
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
 from docgraph.serve.agent_tools import (
@@ -36,18 +45,10 @@ from docgraph.serve.agent_tools import (
 from docgraph.serve.agent_tools import TITLES as READ_TITLES
 from docgraph.sources.naming import PublicIdentity
 
-MAX_K = MAX_RESULTS
-MIN_TOKEN_BUDGET = 200
-MAX_TOKEN_BUDGET = 16_000
-MAX_LIST_LIMIT = MAX_PAGE
-MAX_CURSOR_CHARS = 200
 #: The query explore_topics runs when the agent gives none.
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
-
-SearchModeArg = Literal["vector_first", "graph_first", "global"]
-
 
 QueryText = Annotated[
     str,
@@ -64,14 +65,15 @@ OptionalQueryText = Annotated[
 ]
 TopK = Annotated[
     int,
-    Field(ge=1, le=MAX_K, description=f"How many results to return (1-{MAX_K}). Widen it "
-                                      "before concluding the evidence is absent."),
+    Field(ge=1, le=MAX_RESULTS, description=f"How many results to return (1-{MAX_RESULTS}). "
+                                            "Widen it before concluding the evidence is "
+                                            "absent."),
 ]
 TokenBudget = Annotated[
     int,
-    Field(ge=MIN_TOKEN_BUDGET, le=MAX_TOKEN_BUDGET,
+    Field(ge=AGENT_MIN_CONTEXT_BUDGET, le=AGENT_MAX_CONTEXT_BUDGET,
           description="Token budget of the whole context "
-                      f"({MIN_TOKEN_BUDGET}-{MAX_TOKEN_BUDGET})."),
+                      f"({AGENT_MIN_CONTEXT_BUDGET}-{AGENT_MAX_CONTEXT_BUDGET})."),
 ]
 Cursor = Annotated[
     str | None,
@@ -79,10 +81,10 @@ Cursor = Annotated[
           description="Opaque cursor from the previous page's next_cursor; omit for page 1."),
 ]
 PageLimit = Annotated[
-    int, Field(ge=1, le=MAX_LIST_LIMIT, description=f"Documents per page (1-{MAX_LIST_LIMIT}).")
+    int, Field(ge=1, le=MAX_PAGE, description=f"Documents per page (1-{MAX_PAGE}).")
 ]
-Mode = Annotated[
-    SearchModeArg,
+ModeArg = Annotated[
+    CohortMode,
     Field(description="vector_first (default): passages about the query, widened by "
                       "neighbouring and entity-sharing chunks. graph_first: how named entities "
                       "connect. global: community reports (corpus-wide themes)."),
@@ -104,7 +106,7 @@ class SearchDocumentsArgs(_Args):
 
     query_text: QueryText
     k: TopK = 10
-    mode: Mode = "vector_first"
+    mode: ModeArg = "vector_first"
 
 
 class ExploreTopicsArgs(_Args):
