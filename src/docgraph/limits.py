@@ -5,7 +5,7 @@ Two kinds of bound live here, and where they share a subject they have distinct 
 
 - **The governed limits** bound what any caller of :class:`~docgraph.governance.Governance`
   may send: agents over MCP and the JSON API, the CLI and the Python API alike. They are
-  checked at the governed entry (``governance/inputs.py``); the MCP tools and the
+  checked once, at the governed entry (``governance/inputs.py``); the MCP tools and the
   JSON API declare the same numbers in the JSON schema agents read (``serve/tools.py``,
   ``serve/agent_tools.py``), where a few are narrower for agents (``AGENT_*``).
 - **The engine caps** (``ENGINE_*``) bound one call of the search engines themselves

@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from docgraph.budgets import char_limit, clip
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
-from docgraph.governance.inputs import text_validator
+from docgraph.governance.inputs import InvalidArgument, string_validator
 from docgraph.limits import (
     AGENT_MAX_CONTEXT_BUDGET,
     AGENT_MIN_CONTEXT_BUDGET,
@@ -50,18 +50,27 @@ GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
 
+
+# -- argument types ---------------------------------------------------------------------------
+# Each declares its JSON schema (what agents read) from docgraph.limits. Text arguments are
+# checked here for their JSON type only: their length and content are checked once, by the
+# governed entry (governance/inputs.py), whose refusal names the argument. Numbers, the mode
+# and cursors are checked against their schema here: the agent-facing bounds are narrower
+# than the governed ones (a token_budget, the cohort modes), and a cursor is decoded before
+# the governed call.
+
 QueryText = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
           description="One atomic question or search phrase; name entities explicitly "
                       f"(at most {MAX_QUERY_CHARS} characters)."),
-    BeforeValidator(text_validator()),
+    BeforeValidator(string_validator()),
 ]
 OptionalQueryText = Annotated[
-    str | None,
-    Field(default=None, max_length=MAX_QUERY_CHARS,
+    Annotated[str, Field(json_schema_extra={"maxLength": MAX_QUERY_CHARS})] | None,
+    Field(default=None,
           description="Optional focus for the themes; omit for the corpus-wide picture."),
-    BeforeValidator(text_validator(optional=True)),
+    BeforeValidator(string_validator(optional=True)),
 ]
 TopK = Annotated[
     int,
@@ -331,6 +340,17 @@ class ToolSpec:
     args: type[BaseModel]
     run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]
 
+    def invoke(self, tools: DocgraphTools, caller: Caller, args: BaseModel) -> dict[str, Any]:
+        """Run the operation on validated ``args``. The governed entry checks the text
+        arguments; its refusal names the argument as governance spells it, renamed here to
+        this tool's spelling where they differ (``search`` takes ``query``, which
+        :meth:`Governance.retrieve <docgraph.governance.Governance.retrieve>` calls
+        ``query_text``)."""
+        try:
+            return self.run(tools, caller, args)
+        except InvalidArgument as exc:
+            raise exc.renamed(tool_argument(self, exc.argument)) from exc.__cause__
+
 
 class DocgraphTools:
     """The agent tools (the eight retrieval and listing tools, read_document and the
@@ -358,7 +378,7 @@ class DocgraphTools:
             args = spec.args.model_validate(given)
         except ValidationError as exc:
             raise InvalidQuery(format_validation_error(exc)) from exc
-        return spec.run(self, caller, args)
+        return spec.invoke(self, caller, args)
 
     # -- tools ------------------------------------------------------------------------
 
@@ -564,6 +584,16 @@ def canonical_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[st
                 and canonical not in out:
             out[canonical] = out.pop(alias)
     return out
+
+
+def tool_argument(spec: ToolSpec, argument: str) -> str:
+    """``argument`` (as the governed service names it) as tool ``spec`` spells it: its alias
+    (:data:`ARGUMENT_ALIASES`) where the tool takes that instead."""
+    fields = spec.args.model_fields
+    alias = ARGUMENT_ALIASES.get(argument)
+    if alias is not None and argument not in fields and alias in fields:
+        return alias
+    return argument
 
 
 def unexpected_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
