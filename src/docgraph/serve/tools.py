@@ -53,8 +53,9 @@ SNIPPET_CHARS = 240
 
 # -- argument types ---------------------------------------------------------------------------
 # Each declares its JSON schema (what agents read) from docgraph.limits. Text arguments are
-# checked here for their JSON type only: their length and content are checked once, by the
-# governed entry (governance/inputs.py), whose refusal names the argument. Numbers, the mode
+# checked here only for being a JSON string (one that can be encoded: no lone surrogate);
+# their length and content are checked once, by the governed entry (governance/inputs.py),
+# whose refusal names the argument. Numbers, the mode
 # and cursors are checked against their schema here: the agent-facing bounds are narrower
 # than the governed ones (a token_budget, the cohort modes), and a cursor is decoded before
 # the governed call.
