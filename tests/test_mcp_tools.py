@@ -18,6 +18,7 @@ from mcp import Client
 
 from docgraph import DocGraph
 from docgraph.config import load_settings
+from docgraph.errors import InvalidQuery
 from docgraph.governance import (
     CallableRowAuthorizer,
     Caller,
@@ -332,6 +333,23 @@ def test_bad_arguments_are_tool_errors_naming_the_argument(tools, name, args, ar
     (result,) = call_all(tools, Caller("alice"), [(name, args)])
     message = error_text(result)
     assert argument in message and name in message
+
+
+def test_text_arguments_are_refused_by_the_governed_entry_in_each_tool_s_words(tools):
+    """The query's length is checked once, by Governance, which calls it query_text: MCP
+    words the refusal like a schema error, and ``search`` (whose argument is ``query``)
+    gets its own spelling back, over MCP and the JSON API alike."""
+    long = "x" * 2001
+    results = call_all(tools, Caller("alice"), [("search", {"query": long}),
+                                                ("search_documents", {"query_text": long}),
+                                                ("fetch", {"id": long})])
+    assert [error_text(r) for r in results] == [
+        "invalid arguments for search: query: 2001 characters; the limit is 2000",
+        "invalid arguments for search_documents: query_text: 2001 characters; the limit is "
+        "2000",
+        "invalid arguments for fetch: id: 2001 characters; the limit is 2000"]
+    with pytest.raises(InvalidQuery, match=r"^query: 2001 characters; the limit is 2000$"):
+        tools.call("search", Caller("alice"), {"query": long})
 
 
 def test_a_session_survives_errors(tools):

@@ -12,8 +12,12 @@ from urllib.parse import urlsplit
 import numpy as np
 import numpy.typing as npt
 
+from docgraph.limits import HybridMode
+
 Vector = npt.NDArray[np.float32]
-SearchModeName = Literal["hybrid", "dense"]
+#: The hybrid searcher's modes under their old name; the type is
+#: :data:`docgraph.limits.HybridMode` (its importers move there).
+SearchModeName = HybridMode
 #: What a hit's ``score`` is (its ``score_label``): ``rrf`` the reciprocal-rank-fusion score
 #: of the dense and BM25 lists (hybrid search; community reports in global mode),
 #: ``composite`` the cohort engine's selection score (relevance, lane priority, coverage,

@@ -3,7 +3,14 @@
 Each governed operation checks its arguments here before anything else runs, so the MCP
 tools, the JSON API, the CLI and the Python API reject the same inputs with the same
 message (naming the argument), and nothing downstream (SQL, the trace and audit stores,
-the tokenizers) ever sees a string it cannot encode.
+the tokenizers) ever sees a string it cannot encode. The bounds are
+:mod:`docgraph.limits`; the transports only declare them in their JSON schemas (and check
+that a text argument is a JSON string at all, with :func:`string_validator`).
+
+A refusal is an :class:`InvalidArgument`: an :class:`~docgraph.errors.InvalidQuery` that
+also carries the argument's name and the problem, so a transport can say it its own way
+(MCP's ``invalid arguments for TOOL: ...``; a tool whose argument is spelled otherwise,
+``query`` for ``query_text``, renames it).
 """
 
 from __future__ import annotations
@@ -12,16 +19,26 @@ from collections.abc import Callable
 
 from docgraph.errors import InvalidQuery
 
-#: The longest query text a caller may send (characters).
-MAX_QUERY_CHARS = 2000
-#: The longest entity name or name filter a caller may send (characters).
-MAX_NAME_CHARS = 200
-#: The longest document or chunk id a caller may send (characters).
-MAX_ID_CHARS = 2000
-#: The most results one governed request returns.
-MAX_RESULTS = 50
-#: The most documents one page of a listing holds.
-MAX_PAGE = 200
+# Re-exported for the modules that still import them from here (governance/service.py,
+# serve/console/views.py); their home is docgraph.limits.
+from docgraph.limits import MAX_ID_CHARS as MAX_ID_CHARS
+from docgraph.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
+from docgraph.limits import MAX_PAGE as MAX_PAGE
+from docgraph.limits import MAX_QUERY_CHARS, MAX_RESULTS
+
+
+class InvalidArgument(InvalidQuery):
+    """A caller-supplied argument is refused: ``str()`` is ``argument: problem``."""
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"{argument}: {problem}")
+        self.argument = argument
+        self.problem = problem
+
+    def renamed(self, argument: str) -> InvalidArgument:
+        """The same refusal for the argument as the caller spelled it."""
+        return self if argument == self.argument else InvalidArgument(argument, self.problem)
+
 
 #: What an argument holding a lone surrogate is told (after its name and a colon).
 UNPAIRED_SURROGATE = "contains an unpaired UTF-16 surrogate"
@@ -49,25 +66,29 @@ def describe_unpaired_surrogate(text: str, index: int) -> str:
     return f"{UNPAIRED_SURROGATE} (U+{ord(text[index]):04X} at character {index})"
 
 
+def check_string(value: object, name: str) -> str:
+    """``value`` if it is a string, else :class:`InvalidArgument` naming ``name``."""
+    if not isinstance(value, str):
+        raise InvalidArgument(name, f"must be a string, got {type(value).__name__}")
+    return value
+
+
 def check_text(value: object, name: str, *, max_chars: int = MAX_QUERY_CHARS,
                required: bool = True) -> str:
-    """``value`` if it is usable text, else :class:`InvalidQuery` naming ``name``.
+    """``value`` if it is usable text, else :class:`InvalidArgument` naming ``name``.
 
     Refused: a non-string, blank text (when ``required``), more than ``max_chars``
     characters, an unpaired UTF-16 surrogate (e.g. half of an emoji cut by a JavaScript
     host: no encoder can store or compare it) and NUL characters (C strings end there).
     """
-    if not isinstance(value, str):
-        raise InvalidQuery(f"{name}: must be a string, got {type(value).__name__}")
+    value = check_string(value, name)
     if required and not value.strip():
-        raise InvalidQuery(f"{name}: must contain more than whitespace")
+        raise InvalidArgument(name, "must contain more than whitespace")
     if len(value) > max_chars:
-        raise InvalidQuery(f"{name}: {len(value)} characters; the limit is {max_chars}")
-    surrogate = unpaired_surrogate_at(value)
-    if surrogate is not None:
-        raise InvalidQuery(f"{name}: {describe_unpaired_surrogate(value, surrogate)}")
+        raise InvalidArgument(name, f"{len(value)} characters; the limit is {max_chars}")
+    check_encodable(value, name)
     if _NUL in value:
-        raise InvalidQuery(f"{name}: contains a NUL character")
+        raise InvalidArgument(name, "contains a NUL character")
     return value
 
 
@@ -79,25 +100,37 @@ def check_optional_text(value: object, name: str, *, max_chars: int = MAX_QUERY_
     return check_text(value, name, max_chars=max_chars)
 
 
-def text_validator(*, max_chars: int = MAX_QUERY_CHARS, optional: bool = False
-                   ) -> Callable[[object], object]:
-    """A pydantic ``BeforeValidator`` function: :func:`check_text` (or, ``optional``,
-    :func:`check_optional_text`) run before pydantic's own checks, which refuse unpaired
-    surrogates with a vaguer message. The value passes unchanged; the error leaves the
-    argument's name out, since pydantic prefixes it."""
-    check = check_optional_text if optional else check_text
+def check_encodable(value: str, name: str) -> str:
+    """``value`` if it holds no unpaired surrogate, else :class:`InvalidArgument`."""
+    surrogate = unpaired_surrogate_at(value)
+    if surrogate is not None:
+        raise InvalidArgument(name, describe_unpaired_surrogate(value, surrogate))
+    return value
 
+
+def string_validator(*, optional: bool = False) -> Callable[[object], object]:
+    """A pydantic ``BeforeValidator`` function for a transport's text argument: what a JSON
+    string is, a string (with ``optional`` also null) that can be encoded (no lone
+    surrogate), refused in this module's words, not pydantic's. Its content and length are
+    the governed entry's to check (:func:`check_text`), once. The value passes unchanged;
+    the error leaves the argument's name out, since pydantic prefixes it.
+
+    The surrogate is refused here as well as by :func:`check_text` because text that cannot
+    be encoded must not travel further through a transport than its argument model (the
+    model itself is pinned to refuse it, ``tests/test_serve_checks.py``)."""
     def validate(value: object) -> object:
+        if value is None and optional:
+            return value
         try:
-            check(value, "value", max_chars=max_chars)
-        except InvalidQuery as exc:
-            raise ValueError(str(exc).removeprefix("value: ")) from None
+            check_encodable(check_string(value, "value"), "value")
+        except InvalidArgument as exc:
+            raise ValueError(exc.problem) from None
         return value
     return validate
 
 
 def check_count(value: object, name: str, *, low: int = 1, high: int = MAX_RESULTS) -> int:
-    """``value`` if it is an integer from ``low`` to ``high``, else :class:`InvalidQuery`."""
+    """``value`` if it is an integer from ``low`` to ``high``, else :class:`InvalidArgument`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidQuery(f"{name}: must be an integer from {low} to {high}, got {value!r}")
+        raise InvalidArgument(name, f"must be an integer from {low} to {high}, got {value!r}")
     return value

@@ -13,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import cached_property
-from typing import Literal
 
 from docgraph.embedding.embedders import Embedder
 from docgraph.governance.reports import visible_report
 from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
+from docgraph.limits import ENGINE_MAX_K as MAX_K  # the engine's cap on one call's hits
+from docgraph.limits import SEARCH_MODES as SEARCH_MODES  # re-exported (service.py)
+from docgraph.limits import SearchMode as SearchMode  # re-exported (governance, service, lookup)
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import (
@@ -27,15 +29,10 @@ from docgraph.retrieve.cohort import (
     CohortSearch,
     map_reduce_global_context,
 )
-from docgraph.retrieve.hybrid import MAX_K, HybridSearcher
+from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
 from docgraph.store.base import TraceLog
 from docgraph.store.graph import GraphStore
-
-SearchMode = Literal["vector_first", "graph_first", "global", "hybrid", "dense"]
-SEARCH_MODES: tuple[SearchMode, ...] = ("vector_first", "graph_first", "global", "hybrid",
-                                        "dense")
-
 
 
 def _doc_of(chunk_id: str) -> str:

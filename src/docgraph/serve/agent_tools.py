@@ -22,13 +22,14 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from docgraph.governance.inputs import MAX_ID_CHARS, MAX_QUERY_CHARS, text_validator
-from docgraph.governance.read import (
+from docgraph.governance.inputs import string_validator
+from docgraph.governance.read import ReadPage, ReadScope, encode_read_cursor
+from docgraph.limits import (
+    MAX_CURSOR_CHARS,
+    MAX_ID_CHARS,
+    MAX_QUERY_CHARS,
     MAX_READ_BUDGET,
     MIN_READ_BUDGET,
-    ReadPage,
-    ReadScope,
-    encode_read_cursor,
 )
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.sources.naming import PublicIdentity
@@ -38,7 +39,6 @@ SEARCH_RESULTS = 10
 #: Tokens one ``fetch`` returns (the section around the chunk, or a document's start).
 FETCH_BUDGET = 4000
 SEARCH_SNIPPET_CHARS = 300
-MAX_READ_CURSOR_CHARS = 200
 
 
 def first_page(page: ReadPage) -> int | None:
@@ -68,18 +68,20 @@ def _read_chunk(chunk: StoredChunk, identity: PublicIdentity,
     return out
 
 
+# Argument types as in serve/tools.py: text arguments declare their bounds in the schema and
+# are checked (once) by the governed entry; numbers, the scope and the cursor here.
 ItemId = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_ID_CHARS,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_ID_CHARS},
           description="A chunk id (document_id / chunk_id / id of a search result, "
                       "'<source>/<path>#chunk-N') or a document id, exactly as returned."),
-    BeforeValidator(text_validator(max_chars=MAX_ID_CHARS)),
+    BeforeValidator(string_validator()),
 ]
 SearchQuery = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
           description="One atomic question or search phrase; name entities explicitly."),
-    BeforeValidator(text_validator()),
+    BeforeValidator(string_validator()),
 ]
 ReadScopeArg = Annotated[
     ReadScope,
@@ -94,7 +96,7 @@ ReadBudget = Annotated[
 ]
 ReadCursor = Annotated[
     str | None,
-    Field(default=None, max_length=MAX_READ_CURSOR_CHARS,
+    Field(default=None, max_length=MAX_CURSOR_CHARS,
           description="next_cursor or previous_cursor of an earlier page of this id; "
                       "omit for the first page."),
 ]

@@ -53,6 +53,7 @@ from starlette.routing import Route
 
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
 from docgraph.governance import AccessDenied, Caller
+from docgraph.limits import MAX_BODY_BYTES
 from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
@@ -70,7 +71,6 @@ log = logging.getLogger(__name__)
 REFRESHER_STOP_SECONDS = 120.0
 
 API_PREFIX = "/api/v1"
-MAX_BODY_BYTES = 64 * 1024
 #: Tools that may also be called with GET and query parameters (no free text involved).
 GET_TOOLS = ("list_documents", "index_status")
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer error="invalid_token", '
@@ -110,9 +110,13 @@ async def _read_json(request: Request) -> dict[str, Any]:
     return data
 
 
-def _check_text(arguments: dict[str, Any]) -> None:
-    """Refuse arguments holding a lone surrogate, naming the argument, before any tool
-    code (or the JSON encoder of the answer) meets text that cannot be encoded."""
+def _screen_surrogates(arguments: dict[str, Any]) -> None:
+    """Refuse a body holding a lone surrogate anywhere (an argument's value or name, known
+    to the tool or not), naming where, before any tool code or the JSON encoder of the
+    answer meets text that cannot be encoded: the JSON API's form of the screen ``/mcp``
+    bodies and stdio lines pass (:func:`~docgraph.serve.json_checks.screen_jsonrpc`). It
+    checks the wire format only; the arguments are validated by the tool's schema and the
+    governed entry."""
     finding = find_unpaired_surrogate(arguments)
     if finding is not None:
         raise InvalidQuery(f"{finding.where()}: {finding.problem}")
@@ -156,7 +160,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                 arguments: dict[str, Any] = dict(request.query_params)
             else:
                 arguments = await _read_json(request)
-            _check_text(arguments)
+            _screen_surrogates(arguments)
             result = await anyio.to_thread.run_sync(
                 functools.partial(tools.call, name, caller, arguments))
         except AccessDenied as exc:

@@ -22,21 +22,19 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from docgraph.errors import DocgraphError
 from docgraph.governance import AccessDenied, Caller
+from docgraph.governance.inputs import InvalidArgument
 from docgraph.serve.agent_tools import (
     PROMPT_DESCRIPTION,
     PROMPT_NAME,
     PROMPT_TITLE,
-    FetchArgs,
     ItemId,
     ReadBudget,
     ReadCursor,
-    ReadDocumentArgs,
     ReadScopeArg,
-    SearchArgs,
     SearchQuery,
     research_prompt,
 )
@@ -46,20 +44,12 @@ from docgraph.serve.tools import (
     TOOLS,
     Cursor,
     DocgraphTools,
-    DocumentContextArgs,
-    ExploreTopicsArgs,
-    IndexStatusArgs,
-    ListDocumentsArgs,
-    LookupKnowledgeArgs,
-    Mode,
+    ModeArg,
     OptionalQueryText,
     PageLimit,
     QueryText,
-    SearchDocumentsArgs,
-    SearchEntitiesArgs,
     TokenBudget,
     TopK,
-    TraceConnectionsArgs,
     canonical_arguments,
     format_validation_error,
     unexpected_arguments,
@@ -117,6 +107,9 @@ class DocgraphMCPServer(MCPServer[Any]):
                 raise ToolError(
                     f"invalid arguments for {name}: {format_validation_error(cause)}"
                 ) from cause
+            if isinstance(cause, ToolError) and isinstance(cause.__cause__, InvalidArgument):
+                # refused by the governed entry's checks: said like the schema's refusals
+                raise ToolError(f"invalid arguments for {name}: {cause.__cause__}") from cause
             raise
 
 
@@ -134,12 +127,17 @@ def build_mcp_server(
     server = DocgraphMCPServer(name, title="docgraph", instructions=INSTRUCTIONS,
                                version=__version__, log_level="WARNING")
 
-    async def run(tool: str, ctx: Context[Any, Any], args: BaseModel) -> dict[str, Any]:
+    async def run(tool: str, ctx: Context[Any, Any], **values: Any) -> dict[str, Any]:
         caller = resolve_caller(ctx)
         spec = TOOLS[tool]
-        call = functools.partial(spec.run, tools, caller, args)
+        # The SDK validated ``values`` against the tool function's signature, which uses
+        # the argument model's own annotated types: the model is built without a second pass.
+        args = spec.args.model_construct(**values)
+        call = functools.partial(spec.invoke, tools, caller, args)
         try:
             result: dict[str, Any] = await anyio.to_thread.run_sync(call)
+        except InvalidArgument as exc:
+            raise ToolError(str(exc)) from exc
         except AccessDenied as exc:
             raise ToolError(f"access denied: {exc}") from exc
         except DocgraphError as exc:
@@ -147,49 +145,47 @@ def build_mcp_server(
         return result
 
     async def lookup_knowledge(query: QueryText, ctx: Context[Any, Any]) -> dict[str, Any]:
-        return await run("lookup_knowledge", ctx, LookupKnowledgeArgs(query=query))
+        return await run("lookup_knowledge", ctx, query=query)
 
     async def search_documents(query_text: QueryText, ctx: Context[Any, Any], k: TopK = 10,
-                               mode: Mode = "vector_first") -> dict[str, Any]:
-        return await run("search_documents", ctx,
-                         SearchDocumentsArgs(query_text=query_text, k=k, mode=mode))
+                               mode: ModeArg = "vector_first") -> dict[str, Any]:
+        return await run("search_documents", ctx, query_text=query_text, k=k, mode=mode)
 
     async def explore_topics(ctx: Context[Any, Any], query_text: OptionalQueryText = None,
                              k: TopK = 5) -> dict[str, Any]:
-        return await run("explore_topics", ctx, ExploreTopicsArgs(query_text=query_text, k=k))
+        return await run("explore_topics", ctx, query_text=query_text, k=k)
 
     async def trace_connections(query_text: QueryText, ctx: Context[Any, Any],
                                 k: TopK = 10) -> dict[str, Any]:
-        return await run("trace_connections", ctx,
-                         TraceConnectionsArgs(query_text=query_text, k=k))
+        return await run("trace_connections", ctx, query_text=query_text, k=k)
 
     async def document_context(query_text: QueryText, ctx: Context[Any, Any],
                                token_budget: TokenBudget = 4000) -> dict[str, Any]:
         return await run("document_context", ctx,
-                         DocumentContextArgs(query_text=query_text, token_budget=token_budget))
+                         query_text=query_text, token_budget=token_budget)
 
     async def search_entities(query_text: QueryText, ctx: Context[Any, Any],
                               k: TopK = 10) -> dict[str, Any]:
-        return await run("search_entities", ctx, SearchEntitiesArgs(query_text=query_text, k=k))
+        return await run("search_entities", ctx, query_text=query_text, k=k)
 
     async def list_documents(ctx: Context[Any, Any], cursor: Cursor = None,
                              limit: PageLimit = 50) -> dict[str, Any]:
-        return await run("list_documents", ctx, ListDocumentsArgs(cursor=cursor, limit=limit))
+        return await run("list_documents", ctx, cursor=cursor, limit=limit)
 
     async def index_status(ctx: Context[Any, Any]) -> dict[str, Any]:
-        return await run("index_status", ctx, IndexStatusArgs())
+        return await run("index_status", ctx)
 
     async def read_document(id: ItemId, ctx: Context[Any, Any],
                             scope: ReadScopeArg = "section", token_budget: ReadBudget = 2000,
                             cursor: ReadCursor = None) -> dict[str, Any]:
-        return await run("read_document", ctx, ReadDocumentArgs(
-            id=id, scope=scope, token_budget=token_budget, cursor=cursor))
+        return await run("read_document", ctx, id=id, scope=scope, token_budget=token_budget,
+                         cursor=cursor)
 
     async def search(query: SearchQuery, ctx: Context[Any, Any]) -> dict[str, Any]:
-        return await run("search", ctx, SearchArgs(query=query))
+        return await run("search", ctx, query=query)
 
     async def fetch(id: ItemId, ctx: Context[Any, Any]) -> dict[str, Any]:
-        return await run("fetch", ctx, FetchArgs(id=id))
+        return await run("fetch", ctx, id=id)
 
     functions: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
         "lookup_knowledge": lookup_knowledge, "search_documents": search_documents,

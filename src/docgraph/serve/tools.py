@@ -13,14 +13,23 @@ import base64
 import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from docgraph.budgets import char_limit, clip
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
-from docgraph.governance.inputs import MAX_PAGE, MAX_QUERY_CHARS, MAX_RESULTS, text_validator
+from docgraph.governance.inputs import InvalidArgument, string_validator
+from docgraph.limits import (
+    AGENT_MAX_CONTEXT_BUDGET,
+    AGENT_MIN_CONTEXT_BUDGET,
+    MAX_CURSOR_CHARS,
+    MAX_PAGE,
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    CohortMode,
+)
 from docgraph.model import SearchHit, StoredChunk, page_list
 from docgraph.retrieve.lanes import SEED, lane_guide
 from docgraph.serve.agent_tools import DESCRIPTIONS as READ_DESCRIPTIONS
@@ -37,42 +46,45 @@ from docgraph.serve.agent_tools import (
 from docgraph.serve.agent_tools import TITLES as READ_TITLES
 from docgraph.sources.naming import PublicIdentity
 
-MAX_K = MAX_RESULTS
-MIN_TOKEN_BUDGET = 200
-MAX_TOKEN_BUDGET = 16_000
-MAX_LIST_LIMIT = MAX_PAGE
-MAX_CURSOR_CHARS = 200
 #: The query explore_topics runs when the agent gives none.
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
 CHUNKS_PER_ENTITY = 3
 SNIPPET_CHARS = 240
 
-SearchModeArg = Literal["vector_first", "graph_first", "global"]
 
+# -- argument types ---------------------------------------------------------------------------
+# Each declares its JSON schema (what agents read) from docgraph.limits. Text arguments are
+# checked here only for being a JSON string (one that can be encoded: no lone surrogate);
+# their length and content are checked once, by the governed entry (governance/inputs.py),
+# whose refusal names the argument. Numbers, the mode
+# and cursors are checked against their schema here: the agent-facing bounds are narrower
+# than the governed ones (a token_budget, the cohort modes), and a cursor is decoded before
+# the governed call.
 
 QueryText = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS,
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS},
           description="One atomic question or search phrase; name entities explicitly "
                       f"(at most {MAX_QUERY_CHARS} characters)."),
-    BeforeValidator(text_validator()),
+    BeforeValidator(string_validator()),
 ]
 OptionalQueryText = Annotated[
-    str | None,
-    Field(default=None, max_length=MAX_QUERY_CHARS,
+    Annotated[str, Field(json_schema_extra={"maxLength": MAX_QUERY_CHARS})] | None,
+    Field(default=None,
           description="Optional focus for the themes; omit for the corpus-wide picture."),
-    BeforeValidator(text_validator(optional=True)),
+    BeforeValidator(string_validator(optional=True)),
 ]
 TopK = Annotated[
     int,
-    Field(ge=1, le=MAX_K, description=f"How many results to return (1-{MAX_K}). Widen it "
-                                      "before concluding the evidence is absent."),
+    Field(ge=1, le=MAX_RESULTS, description=f"How many results to return (1-{MAX_RESULTS}). "
+                                            "Widen it before concluding the evidence is "
+                                            "absent."),
 ]
 TokenBudget = Annotated[
     int,
-    Field(ge=MIN_TOKEN_BUDGET, le=MAX_TOKEN_BUDGET,
+    Field(ge=AGENT_MIN_CONTEXT_BUDGET, le=AGENT_MAX_CONTEXT_BUDGET,
           description="Token budget of the whole context "
-                      f"({MIN_TOKEN_BUDGET}-{MAX_TOKEN_BUDGET})."),
+                      f"({AGENT_MIN_CONTEXT_BUDGET}-{AGENT_MAX_CONTEXT_BUDGET})."),
 ]
 Cursor = Annotated[
     str | None,
@@ -80,10 +92,10 @@ Cursor = Annotated[
           description="Opaque cursor from the previous page's next_cursor; omit for page 1."),
 ]
 PageLimit = Annotated[
-    int, Field(ge=1, le=MAX_LIST_LIMIT, description=f"Documents per page (1-{MAX_LIST_LIMIT}).")
+    int, Field(ge=1, le=MAX_PAGE, description=f"Documents per page (1-{MAX_PAGE}).")
 ]
-Mode = Annotated[
-    SearchModeArg,
+ModeArg = Annotated[
+    CohortMode,
     Field(description="vector_first (default): passages about the query, widened by "
                       "neighbouring and entity-sharing chunks. graph_first: how named entities "
                       "connect. global: community reports (corpus-wide themes)."),
@@ -105,7 +117,7 @@ class SearchDocumentsArgs(_Args):
 
     query_text: QueryText
     k: TopK = 10
-    mode: Mode = "vector_first"
+    mode: ModeArg = "vector_first"
 
 
 class ExploreTopicsArgs(_Args):
@@ -330,6 +342,17 @@ class ToolSpec:
     args: type[BaseModel]
     run: Callable[[DocgraphTools, Caller, Any], dict[str, Any]]
 
+    def invoke(self, tools: DocgraphTools, caller: Caller, args: BaseModel) -> dict[str, Any]:
+        """Run the operation on validated ``args``. The governed entry checks the text
+        arguments; its refusal names the argument as governance spells it, renamed here to
+        this tool's spelling where they differ (``search`` takes ``query``, which
+        :meth:`Governance.retrieve <docgraph.governance.Governance.retrieve>` calls
+        ``query_text``)."""
+        try:
+            return self.run(tools, caller, args)
+        except InvalidArgument as exc:
+            raise exc.renamed(tool_argument(self, exc.argument)) from exc.__cause__
+
 
 class DocgraphTools:
     """The agent tools (the eight retrieval and listing tools, read_document and the
@@ -357,7 +380,7 @@ class DocgraphTools:
             args = spec.args.model_validate(given)
         except ValidationError as exc:
             raise InvalidQuery(format_validation_error(exc)) from exc
-        return spec.run(self, caller, args)
+        return spec.invoke(self, caller, args)
 
     # -- tools ------------------------------------------------------------------------
 
@@ -563,6 +586,16 @@ def canonical_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict[st
                 and canonical not in out:
             out[canonical] = out.pop(alias)
     return out
+
+
+def tool_argument(spec: ToolSpec, argument: str) -> str:
+    """``argument`` (as the governed service names it) as tool ``spec`` spells it: its alias
+    (:data:`ARGUMENT_ALIASES`) where the tool takes that instead."""
+    fields = spec.args.model_fields
+    alias = ARGUMENT_ALIASES.get(argument)
+    if alias is not None and argument not in fields and alias in fields:
+        return alias
+    return argument
 
 
 def unexpected_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
