@@ -50,10 +50,11 @@ from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import RowAuthorizer
 from docgraph.governance.search import SEARCH_MODES, GovernedSearch, SearchMode
 from docgraph.governance.visibility import Visibility
+from docgraph.limits import MAX_CONTEXT_BUDGET, MIN_CONTEXT_BUDGET
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import CohortResult
-from docgraph.retrieve.context import MAX_TOKEN_BUDGET, GraphContext, assemble_context
+from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.sources.naming import PublicIdentity
 from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
 
@@ -174,7 +175,7 @@ class Governance:
     def context(self, caller: Caller, query_text: str, *, token_budget: int = 4000) -> GraphContext:
         """Entities | Relationships | Community Reports | Source Text from visible text only."""
         check_text(query_text, "query_text")
-        check_count(token_budget, "token_budget", low=100, high=MAX_TOKEN_BUDGET)
+        check_count(token_budget, "token_budget", low=MIN_CONTEXT_BUDGET, high=MAX_CONTEXT_BUDGET)
 
         def run(scope: Visibility, record: AuditRecord) -> GraphContext:
             engine = self._search(scope)

@@ -31,16 +31,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from docgraph.embedding.embedders import Embedder
 from docgraph.errors import InvalidQuery
 from docgraph.graph.extract import EntityExtractor
+from docgraph.limits import COHORT_MODES, ENGINE_MAX_K, ENGINE_MAX_QUERY_CHARS, CohortMode
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit, StoredChunk
 from docgraph.retrieve.cohort_settings import TUNING_KNOBS, CohortSettings
 from docgraph.retrieve.fusion import Selected, fuse_seed_lists, rank_pool
-from docgraph.retrieve.hybrid import MAX_K, MAX_QUERY_CHARS
 from docgraph.retrieve.lanes.base import LANES, Lane
 from docgraph.retrieve.lanes.cluster import ClusterLane
 from docgraph.retrieve.lanes.completeness import complete
@@ -61,7 +61,6 @@ __all__ = [
     "CohortSearcher", "CohortSettings", "map_reduce_global_context",
 ]
 
-CohortMode = Literal["vector_first", "graph_first", "global"]
 #: The lanes of ``vector_first`` in the order they run (each sees what the earlier ones
 #: admitted; a chunk's provenance is the highest-priority lane that brought it).
 VECTOR_FIRST: tuple[Lane, ...] = (SeedLane(), StructuralLane(), EntityLane(), GraphLane(),
@@ -145,13 +144,13 @@ class CohortSearch:
         allowed = require_namespaces(namespaces)
         if not isinstance(query_text, str) or not query_text.strip():
             raise InvalidQuery("query_text must be a non-empty string")
-        if len(query_text) > MAX_QUERY_CHARS:
+        if len(query_text) > ENGINE_MAX_QUERY_CHARS:
             raise InvalidQuery(
-                f"query_text is {len(query_text)} characters; the limit is {MAX_QUERY_CHARS}"
+                f"query_text is {len(query_text)} characters; the limit is {ENGINE_MAX_QUERY_CHARS}"
             )
-        if not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidQuery(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-        if mode not in ("vector_first", "graph_first", "global"):
+        if not isinstance(k, int) or not 1 <= k <= ENGINE_MAX_K:
+            raise InvalidQuery(f"k must be an integer from 1 to {ENGINE_MAX_K}, got {k!r}")
+        if mode not in COHORT_MODES:
             raise InvalidQuery(
                 f"mode must be 'vector_first', 'graph_first' or 'global', got {mode!r}"
             )

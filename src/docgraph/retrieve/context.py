@@ -10,6 +10,7 @@ from itertools import combinations
 
 from docgraph.budgets import cost
 from docgraph.errors import InvalidQuery
+from docgraph.limits import MAX_CONTEXT_BUDGET, MIN_CONTEXT_BUDGET
 from docgraph.model import page_label
 from docgraph.retrieve.cohort import CohortSearcher
 from docgraph.retrieve.query_entities import find_query_entities
@@ -18,7 +19,6 @@ from docgraph.store.base import require_namespaces
 SECTIONS = ("Entities", "Relationships", "Community Reports", "Source Text")
 DEFAULT_SHARES = {"Entities": 0.1, "Relationships": 0.15, "Community Reports": 0.25,
                   "Source Text": 0.5}
-MAX_TOKEN_BUDGET = 32_000
 
 
 @dataclass
@@ -50,8 +50,10 @@ def assemble_context(
     that is more, so the budget bounds the characters too.
     """
     allowed = require_namespaces(namespaces)
-    if not isinstance(token_budget, int) or not 100 <= token_budget <= MAX_TOKEN_BUDGET:
-        raise InvalidQuery(f"token_budget must be from 100 to {MAX_TOKEN_BUDGET}, "
+    if (not isinstance(token_budget, int)
+            or not MIN_CONTEXT_BUDGET <= token_budget <= MAX_CONTEXT_BUDGET):
+        raise InvalidQuery(f"token_budget must be from {MIN_CONTEXT_BUDGET} to "
+                           f"{MAX_CONTEXT_BUDGET}, "
                            f"got {token_budget!r}")
     share = dict(DEFAULT_SHARES, **(shares or {}))
     count = engine.embedder.count_tokens

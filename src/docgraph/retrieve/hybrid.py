@@ -9,15 +9,12 @@ from concurrent.futures import Future
 from docgraph.config import IndexSettings
 from docgraph.embedding.embedders import Embedder
 from docgraph.errors import InvalidQuery
-from docgraph.model import ScoredRow, SearchHit, SearchModeName, StoredChunk
+from docgraph.limits import ENGINE_MAX_K, ENGINE_MAX_QUERY_CHARS, HYBRID_MODES, HybridMode
+from docgraph.model import ScoredRow, SearchHit, StoredChunk
 from docgraph.parallel import LazyThreadPool, core_count
 from docgraph.retrieve.fusion import rrf_fuse
 from docgraph.retrieve.navigation import navigation_factor
 from docgraph.store.base import Catalog, ChunkIndex, require_namespaces
-
-MAX_K = 1000
-MAX_QUERY_CHARS = 4000
-
 
 # Threads that run a query's BM25 lane while the caller embeds it and scans vectors.
 LANE_POOL = LazyThreadPool(lambda: max(2, core_count()), "docgraph-lane")
@@ -48,7 +45,7 @@ class HybridSearcher:
         *,
         namespaces: Iterable[str],
         k: int = 10,
-        mode: SearchModeName = "hybrid",
+        mode: HybridMode = "hybrid",
     ) -> list[SearchHit]:
         """Top ``k`` chunks for ``query`` within ``namespaces`` (required, non-empty).
 
@@ -59,11 +56,12 @@ class HybridSearcher:
         allowed = require_namespaces(namespaces)
         if not isinstance(query, str) or not query.strip():
             raise InvalidQuery("query must be a non-empty string")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidQuery(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
-        if not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidQuery(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
-        if mode not in ("hybrid", "dense"):
+        if len(query) > ENGINE_MAX_QUERY_CHARS:
+            raise InvalidQuery(f"query is {len(query)} characters; "
+                               f"the limit is {ENGINE_MAX_QUERY_CHARS}")
+        if not isinstance(k, int) or not 1 <= k <= ENGINE_MAX_K:
+            raise InvalidQuery(f"k must be an integer from 1 to {ENGINE_MAX_K}, got {k!r}")
+        if mode not in HYBRID_MODES:
             raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {mode!r}")
 
         depth = max(self.settings.candidates, k)
@@ -142,7 +140,7 @@ class HybridSearcher:
         chunk: StoredChunk,
         *,
         score: float,
-        mode: SearchModeName,
+        mode: HybridMode,
         rank: int,
         similarity: float | None,
         lexical: float | None,
