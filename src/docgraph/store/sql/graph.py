@@ -1,6 +1,6 @@
 """The graph store written once for every relational catalog (SQLite and PostgreSQL).
 
-Tables (the backend's DDL: :mod:`docgraph.store.sqlite.catalog` and migration 7 of
+Tables (the backend's DDL: :mod:`docgraph.store.sqlite.schema` and migration 7 of
 :mod:`docgraph.store.postgres.schema`): ``entities``, ``chunk_entities``, ``entity_edges``,
 ``communities``, ``community_members``, ``community_row_sources``, and the graph columns of
 ``namespaces`` (``graph_dirty``, ``vocab_hash``, ``graph_built_at``). Community reports are
@@ -39,6 +39,7 @@ from docgraph.store.graph import (
     Neighbor,
 )
 from docgraph.store.sql.dialect import Dialect, SqlDatabase, marks
+from docgraph.store.sql.links import write_links
 from docgraph.text import text_hash
 
 _BATCH = 500  # ids per IN list
@@ -100,57 +101,6 @@ class GraphBackend(Protocol):
     def decode_vector(self, raw: Any) -> Vector:
         """A stored vector column value as a float32 array."""
         ...
-
-
-def write_links(dialect: Dialect, db: Any, ns_id: int,
-                links: Sequence[tuple[int, EntityLink]]) -> None:
-    """Upsert the entities of (chunk row id, link) pairs, in order, and link them (inside
-    the caller's transaction). A typed entity name (vocabulary, pattern) wins over a
-    heuristic one (name, acronym), which wins over a key phrase, whatever the write order."""
-    if not links:
-        return
-    dialect.executemany(
-        db,
-        "INSERT INTO entities(namespace_id, key, name, type) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (namespace_id, key) DO UPDATE SET type = excluded.type,"
-        " name = excluded.name WHERE (entities.type IN ('name', 'acronym', 'phrase')"
-        " AND excluded.type NOT IN ('name', 'acronym', 'phrase'))"
-        " OR (entities.type = 'phrase' AND excluded.type IN ('name', 'acronym'))",
-        [(ns_id, link.key, link.name, link.type) for link in _entity_rows(links)],
-    )
-    keys = list(dict.fromkeys(link.key for _, link in links))
-    ids: dict[str, int] = {}
-    for start in range(0, len(keys), _BATCH):
-        part = keys[start:start + _BATCH]
-        ids.update((str(k), int(i)) for k, i in db.execute(dialect.sql(
-            f"SELECT key, id FROM entities WHERE namespace_id = ? AND key IN ({marks(len(part))})"
-        ), [ns_id, *part]).fetchall())
-    dialect.executemany(
-        db,
-        "INSERT INTO chunk_entities(chunk_id, entity_id, frequency, first_position, score)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chunk_id, entity_id) DO UPDATE SET"
-        " frequency = excluded.frequency, first_position = excluded.first_position,"
-        " score = excluded.score",
-        [(rowid, ids[link.key], link.frequency, link.first_position, link.score)
-         for rowid, link in links],
-    )
-
-
-def _type_rank(entity_type: str) -> int:
-    """Precedence of an entity type in :func:`write_links`' upsert (higher wins)."""
-    return 0 if entity_type == "phrase" else 1 if entity_type in ("name", "acronym") else 2
-
-
-def _entity_rows(links: Sequence[tuple[int, EntityLink]]) -> list[EntityLink]:
-    """One link per entity key, in order of first appearance: the first of the highest
-    precedence, which is what upserting every link in order would leave (a later row only
-    replaces one of lower precedence), with one row per entity instead of one per link."""
-    best: dict[str, EntityLink] = {}
-    for _, link in links:
-        found = best.get(link.key)
-        if found is None or _type_rank(link.type) > _type_rank(found.type):
-            best[link.key] = link
-    return list(best.values())
 
 
 def insert_report_document(dialect: Dialect, db: Any, ns_id: int, report: ReportDraft,
