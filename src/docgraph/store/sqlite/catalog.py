@@ -5,9 +5,9 @@ stores chunk rows (float16 vector blobs, BM25 term blobs). The schema and its mi
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +20,7 @@ from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import CountedTerms, EncodedTerms, TermDictionary, count_terms
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.documents import ChunkRows, SqlCatalogDocuments
+from docgraph.store.sqlite.connections import ConnectionPool
 from docgraph.store.sqlite.schema import SCHEMA, prepare
 from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 
@@ -27,10 +28,11 @@ from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 class SQLiteCatalog(SqlCatalogDocuments):
     """The catalog in one SQLite file (WAL mode), safe to share between threads.
 
-    Each thread gets its own connection; writes are serialized by SQLite's ``BEGIN
-    IMMEDIATE``. The document write is shared (:class:`SqlCatalogDocuments`: a batch in one
-    transaction, a savepoint per document); this class stores its chunk rows
-    (:class:`_ChunkRows`: float16 vector blobs and BM25 term blobs).
+    Each thread gets its own connection (one an ended thread left, else a new one); writes
+    are serialized by SQLite's ``BEGIN IMMEDIATE``. The document write is shared
+    (:class:`SqlCatalogDocuments`: a batch in one transaction, a savepoint per document);
+    this class stores its chunk rows (:class:`_ChunkRows`: float16 vector blobs and BM25
+    term blobs).
     """
 
     dialect: Dialect = SQLITE
@@ -42,10 +44,8 @@ class SQLiteCatalog(SqlCatalogDocuments):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create index directory {self.path.parent}: {exc}") from exc
-        self._local = threading.local()
         self.terms = TermDictionary()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
+        self._connections = ConnectionPool(functools.partial(_connect, self.path))
         db = self.connection()
         try:
             db.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
@@ -66,26 +66,9 @@ class SQLiteCatalog(SqlCatalogDocuments):
     # -- connections -------------------------------------------------------
 
     def connection(self) -> sqlite3.Connection:
-        """This thread's connection to the catalog file."""
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            try:
-                db = sqlite3.connect(
-                    str(self.path), isolation_level=None, check_same_thread=False, timeout=30
-                )
-                # Rows of ~1.5 KB (float16 vector, text, term blob): 5 fit an 8 KB page,
-                # 2 a 4 KB one (a new file only; an existing one keeps its page size).
-                db.execute("PRAGMA page_size=8192")
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.execute("PRAGMA foreign_keys=ON")
-                db.execute("PRAGMA busy_timeout=30000")
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: not a docgraph index ({exc})") from exc
-            self._local.db = db
-            with self._connections_lock:
-                self._connections.append(db)
-        return db
+        """This thread's connection to the catalog file (reused after its thread ends:
+        :mod:`docgraph.store.sqlite.connections`)."""
+        return self._connections.get()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -102,11 +85,7 @@ class SQLiteCatalog(SqlCatalogDocuments):
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
-        with self._connections_lock:
-            for db in self._connections:
-                db.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close()
 
     # -- model -------------------------------------------------------------
 
@@ -205,6 +184,23 @@ class _ChunkRows:
     def committed(self) -> None:
         """Cache the term ids the batch learnt."""
         self.terms.committed(self.learnt)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """A new connection to the catalog file, in autocommit mode (transactions are explicit)."""
+    try:
+        db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                             timeout=30)
+        # Rows of ~1.5 KB (float16 vector, text, term blob): 5 fit an 8 KB page,
+        # 2 a 4 KB one (a new file only; an existing one keeps its page size).
+        db.execute("PRAGMA page_size=8192")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a docgraph index ({exc})") from exc
+    return db
 
 
 def _drop_unused_terms(db: sqlite3.Connection, learnt: dict[str, int], inserted: set[str],
