@@ -45,7 +45,7 @@ from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.sources.folder import FolderCrawler
 from docgraph.store.sql.catalog import SqlCatalogRecords
-from docgraph.store.sqlite import SQLiteCatalog
+from docgraph.store.sql.documents import SqlCatalogDocuments
 from docgraph.store.sqlite.graph import SQLiteGraphBackend
 
 HARNESS = Path(__file__).resolve()
@@ -145,8 +145,8 @@ class Trap:
             (PreparePool, "submit", submit),
             (IngestPipeline, "_prepare_inline", before("prepare")),
             (HashingEmbedder, "embed_documents", before("embed")),
-            (SQLiteCatalog, "_write_one", after("write")),
-            (SQLiteCatalog, "delete_document", after("write")),
+            (SqlCatalogDocuments, "_write_one", after("write")),
+            (SqlCatalogDocuments, "delete_document", after("write")),
             (SqlCatalogRecords, "touch_document", after("write")),
             (GraphBuilder, "build", graph_build),
             (SQLiteGraphBackend, "_insert_report", after("graph")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -284,3 +285,70 @@ def test_not_an_index_file_is_a_clear_error(tmp_path):
     bogus.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match=r"bogus\.db"):
         SQLiteCatalog(bogus)
+
+
+def _in_thread(fn):
+    """``fn()`` run in a new thread that has ended when this returns; its result."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_a_connection_outlives_its_thread_and_serves_the_next_one(tmp_path):
+    """A thread that ended hands its connection to the next thread (no new connection, no
+    PRAGMAs), and that thread reads what was written since (a fresh WAL snapshot)."""
+    rng = np.random.default_rng(8)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    source = catalog.add_source(normalize_urn(tmp_path), "ns")
+    opened = []
+    connect = catalog._connections._connect
+    catalog._connections._connect = lambda: opened.append(1) or connect()
+
+    def stored_paths():
+        db = catalog.connection()
+        return id(db), sorted(catalog.documents_for_source(source))
+
+    first, paths = _in_thread(stored_paths)
+    assert paths == [] and len(opened) == 1
+    _write(catalog, source, "a.txt", ["written between the threads"], _unit(rng, 1, 8))
+    second, paths = _in_thread(stored_paths)
+    assert (second, paths) == (first, ["a.txt"]) and len(opened) == 1
+    catalog.close()
+
+
+def test_live_threads_never_share_a_connection(tmp_path):
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    ready, release = threading.Barrier(3), threading.Event()
+    seen = []
+
+    def hold():
+        seen.append(catalog.connection())
+        ready.wait()
+        release.wait()
+
+    workers = [threading.Thread(target=hold) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    assert len({id(db) for db in [*seen, catalog.connection()]}) == 3
+    release.set()
+    for worker in workers:
+        worker.join()
+    catalog.close()
+
+
+def test_a_thread_ending_inside_a_transaction_hands_on_no_connection(tmp_path):
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+
+    def begin():
+        db = catalog.connection()
+        db.execute("BEGIN")
+        return db
+
+    left = _in_thread(begin)
+    with pytest.raises(sqlite3.ProgrammingError):  # closed, not handed on
+        left.execute("SELECT 1")
+    assert _in_thread(catalog.connection) is not left
+    catalog.close()

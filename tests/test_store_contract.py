@@ -7,6 +7,7 @@ the embedded default and every server backend alike.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,17 +49,22 @@ def _unit(rng: np.random.Generator, n: int, d: int = DIM) -> np.ndarray:
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 
-def _write(store: StoreHandle, source: SourceRecord, path: str, texts: list[str],
-           vectors: np.ndarray, indexes: list[int] | None = None) -> object:
+def _draft(source: SourceRecord, path: str, texts: list[str], vectors: np.ndarray,
+           indexes: list[int] | None = None) -> DocumentWrite:
     indexes = indexes if indexes is not None else list(range(len(texts)))
     chunks = [ChunkDraft(i, t, (), len(t.split()), None, None, None)
               for i, t in zip(indexes, texts, strict=True)]
-    return store.catalog.write_document(DocumentWrite(
+    return DocumentWrite(
         source=source, path=path, doc_id=document_id(source.urn, path), title=path,
         content_hash=str(hash(tuple(texts))), change_token="t", media_type="text/plain",
         chunks=chunks, breadcrumbs=[f"[{path}]"] * len(texts), embedded_texts=texts,
         vectors=vectors,
-    ))
+    )
+
+
+def _write(store: StoreHandle, source: SourceRecord, path: str, texts: list[str],
+           vectors: np.ndarray, indexes: list[int] | None = None) -> object:
+    return store.catalog.write_document(_draft(source, path, texts, vectors, indexes))
 
 
 def _texts(store: StoreHandle, rows: list) -> list[str]:  # type: ignore[type-arg]
@@ -219,6 +225,84 @@ def test_failure_mid_write_keeps_old_version_searchable(store: StoreHandle, tmp_
     _write(store, source, "a.txt", ["alpha fixed"], _unit(rng, 1))
     assert _texts(store, store.index.lexical_search("fixed", 5, frozenset({"ns"}))) == [
         "alpha fixed"]
+
+
+def _batch_of_three(store: StoreHandle, tmp_path: Path) -> tuple[SourceRecord,
+                                                                  list[DocumentWrite]]:
+    """a.txt, b.txt and c.txt stored in their old version; returns their new versions."""
+    rng = np.random.default_rng(11)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    for name in "abc":
+        _write(store, source, f"{name}.txt", [f"{name} old text"], _unit(rng, 1))
+    return source, [_draft(source, f"{name}.txt", [f"{name} new text", f"{name} more new"],
+                           _unit(rng, 2)) for name in "abc"]
+
+
+def _stored_texts(store: StoreHandle, source: SourceRecord) -> dict[str, list[str]]:
+    """Each document's stored chunk texts, by path."""
+    ids = {document_id(source.urn, f"{name}.txt"): f"{name}.txt" for name in "abc"}
+    out: dict[str, list[str]] = {}
+    for chunk in store.catalog.document_chunks(list(ids), {"ns"}):
+        out.setdefault(ids[chunk.doc_id], []).append(chunk.text)
+    return out
+
+
+def test_a_document_failing_mid_batch_keeps_its_old_version_and_stops_the_batch(
+        store: StoreHandle, tmp_path: Path) -> None:
+    """The port's batch semantics, alike on every backend: the documents before the failing
+    one commit, it keeps its old version, the ones after it are not written."""
+    source, writes = _batch_of_three(store, tmp_path)
+    b = writes[1]  # the database's unique constraint fails on b.txt's second chunk
+    writes[1] = dataclasses.replace(b, chunks=[dataclasses.replace(c, index=0)
+                                               for c in b.chunks])
+    with pytest.raises(Exception) as caught:
+        store.catalog.write_documents(writes)
+    assert not isinstance(caught.value, StoreError)  # the driver's integrity error
+    assert _stored_texts(store, source) == {
+        "a.txt": ["a new text", "a more new"], "b.txt": ["b old text"],
+        "c.txt": ["c old text"]}
+    documents = store.catalog.documents_for_source(source)
+    assert [documents[p].chunk_count for p in ("a.txt", "b.txt", "c.txt")] == [2, 1, 1]
+    rows = store.index.lexical_search("new", 10, frozenset({"ns"}))
+    assert sorted(_texts(store, rows)) == ["a more new", "a new text"]
+    # the connection is usable after the rolled-back savepoint
+    assert len(store.catalog.write_documents([b, writes[2]])) == 2
+    assert _stored_texts(store, source)["c.txt"] == ["c new text", "c more new"]
+
+
+def test_a_write_refused_by_its_checks_leaves_the_whole_batch_unwritten(
+        store: StoreHandle, tmp_path: Path) -> None:
+    """Every write of a batch is checked before anything is written."""
+    source, writes = _batch_of_three(store, tmp_path)
+    bad = writes[1].vectors.copy()
+    bad[1, 0] = np.nan
+    writes[1] = dataclasses.replace(writes[1], vectors=bad)
+    with pytest.raises(StoreError, match=r"b\.txt#chunk-1: invalid vector"):
+        store.catalog.write_documents(writes)
+    assert _stored_texts(store, source) == {
+        "a.txt": ["a old text"], "b.txt": ["b old text"], "c.txt": ["c old text"]}
+
+
+def test_an_interrupted_batch_leaves_every_old_version(
+        store: StoreHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch is one transaction: an interrupt (Ctrl-C, as a crash) before its commit
+    leaves every document of the batch in its old version, those written before it too."""
+    source, writes = _batch_of_three(store, tmp_path)
+    upsert = store.catalog._upsert_document  # type: ignore[attr-defined]
+
+    def interrupted(db: object, write: DocumentWrite, *args: object) -> object:
+        if write.path == "b.txt":
+            raise KeyboardInterrupt
+        return upsert(db, write, *args)
+
+    monkeypatch.setattr(store.catalog, "_upsert_document", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.catalog.write_documents(writes)
+    monkeypatch.undo()
+    assert _stored_texts(store, source) == {
+        "a.txt": ["a old text"], "b.txt": ["b old text"], "c.txt": ["c old text"]}
+    assert store.index.lexical_search("new", 10, frozenset({"ns"})) == []
+    assert len(store.catalog.write_documents(writes)) == 3
 
 
 def test_pages_ocr_and_metadata_are_stored_with_chunks_and_documents(

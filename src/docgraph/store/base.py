@@ -158,9 +158,16 @@ class Catalog(Protocol):
         ...
 
     def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
-        """Insert or replace several documents, each atomically, in order. If one fails it
-        keeps its old version, those before it stay written, those after it are not
-        written, and the error propagates."""
+        """Insert or replace several documents, each atomically, in order, in one
+        transaction with a savepoint per document (alike on every relational backend:
+        ``docgraph.store.sql.documents``; ``tests/test_store_contract.py`` pins it).
+
+        Every write is checked first (chunks, hashes, vectors and links line up, vectors
+        finite; on PostgreSQL, whose vector index is per dimension, also as wide as the
+        recorded model's): one refused leaves the whole batch unwritten.
+        If a document then fails it keeps its old version, those before it commit, those
+        after it are not written, and the error propagates. A crash or an interrupt before
+        the commit leaves every document of the batch in its old version."""
         ...
 
     def line_counts(self, source: SourceRecord, floor: int) -> dict[str, int]:

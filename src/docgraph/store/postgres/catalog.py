@@ -18,15 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.model import (
-    DocumentRecord,
-    RowOrigin,
-    StoredChunk,
-    Vector,
-)
-from docgraph.store.base import (
-    DocumentWrite,
-)
+from docgraph.model import Vector
+from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.schema import (
     MIGRATION_LOCK_KEY,
     MIGRATIONS,
@@ -34,10 +27,8 @@ from docgraph.store.postgres.schema import (
     drop_hnsw_index_statements,
     hnsw_index_statements,
 )
-from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.dialect import POSTGRES, Dialect
-from docgraph.store.sql.graph import write_links
-from docgraph.text import text_hash
+from docgraph.store.sql.documents import ChunkRows, SqlCatalogDocuments
 
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (15 parameters each)
 
@@ -70,9 +61,11 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, *parts[2:]))
 
 
-class PostgresCatalog(SqlCatalogRecords):
+class PostgresCatalog(SqlCatalogDocuments):
     """The catalog in a PostgreSQL database; safe to share between threads (one connection
-    per thread, every document write one transaction)."""
+    per thread). The document write is shared (:class:`SqlCatalogDocuments`: a batch in one
+    transaction, a savepoint per document); this class stores its chunk rows
+    (:class:`_ChunkRows`: the ``vector`` column) and keeps the HNSW index per dimension."""
 
     dialect: Dialect = POSTGRES
 
@@ -209,104 +202,27 @@ class PostgresCatalog(SqlCatalogRecords):
             # alone (index-only scans) from the first query on, not after autovacuum.
             db.execute("VACUUM (ANALYZE) postings")
 
-    def _dimension(self) -> int:
-        model = self.embedding_model()  # read per write: another process may have reset it
+    # -- hooks of the shared document write ----------------------------------
+
+    def _vector_dimension(self) -> int:
+        """The recorded model's dimension (read per write: another process may have reset
+        it); the HNSW index is built for it."""
+        model = self.embedding_model()
         if model is None:
             raise StoreError("no embedding model recorded: index a folder first")
         return model[1]
 
-    # -- documents ---------------------------------------------------------
+    def _chunk_rows(self, units: Sequence[Sequence[DocumentWrite]]) -> ChunkRows:
+        """A batch's chunk rows: the ``embedding`` column; lexemes and postings come from
+        the chunk triggers."""
+        return _ChunkRows()
 
-    def write_document(self, write: DocumentWrite) -> DocumentRecord:
-        """Replace the document's row and every chunk in one transaction.
-
-        Either the new version is fully stored or, on any error, the old version stays."""
-        return self.import_document(write, [text_hash(t) for t in write.embedded_texts])
-
-    def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
-        """Write documents in order, each in its own transaction; the first failure keeps
-        that document's old version, stops the batch and propagates."""
-        return [self.write_document(write) for write in writes]
-
-    def import_document(self, write: DocumentWrite, embed_hashes: Sequence[str]) -> DocumentRecord:
-        """:meth:`write_document` with the embedded-text hashes given instead of computed
-        (``write.embedded_texts`` is ignored): for copying an index whose embedded texts
-        are known only by hash. The document's attachments are written in the same
-        transaction (their hashes: ``embed_hashes`` of each, else of its embedded texts),
-        and attachments it had before that are not among them are deleted."""
-        units = [(write, embed_hashes)] + [
-            (a, a.embed_hashes if a.embed_hashes is not None
-             else [text_hash(t) for t in a.embedded_texts]) for a in write.attachments]
-        for unit, hashes in units:
-            _check_write(unit, hashes)
-        dimension = self._dimension()
-        now = time.time()
-        with self.transaction() as db:
-            ns_id = self._namespace_id(db, write.source.namespace)
-            document_id = self._write_unit(db, ns_id, write, embed_hashes, dimension, now,
-                                           None)
-            for attachment, hashes in units[1:]:
-                self._write_unit(db, ns_id, attachment, hashes, dimension, now, document_id)
-            stale = self._stale_attachments(db, document_id,
-                                            [a.path for a in write.attachments])
-            if stale:
-                db.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (stale,))
-                db.execute("DELETE FROM documents WHERE id = ANY(%s)", (stale,))
-            db.execute("DELETE FROM failures WHERE source_id = %s AND path = %s",
-                       (write.source.id, write.path))
-            db.execute("UPDATE namespaces SET graph_dirty = true WHERE id = %s", (ns_id,))
-        return DocumentRecord(
-            document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
-            write.title, write.content_hash, write.change_token, write.media_type,
-            len(write.chunks), now, dict(write.metadata),
-        )
-
-    def _write_unit(self, db: Any, ns_id: int, write: DocumentWrite,
-                    embed_hashes: Sequence[str], dimension: int, now: float,
-                    parent_id: int | None) -> int:
-        """One document row and its chunks and entity links (a file's document, or one of
-        its attachments with ``parent_id`` its row); returns the row id."""
-        chunks = list(write.chunks)
-        document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
-        db.execute("DELETE FROM chunks WHERE document_id = %s", (document_id,))
-        rows: list[tuple[Any, ...]] = []
-        for chunk, crumb, embed_hash, vector in zip(
-            chunks, write.breadcrumbs, embed_hashes, write.vectors, strict=True
-        ):
-            if vector.shape != (dimension,) or not np.isfinite(vector).all():
-                raise StoreError(f"{write.doc_id}#chunk-{chunk.index}: invalid vector")
-            rows.append((
-                document_id, ns_id, chunk.index, chunk.text, crumb,
-                _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
-                chunk.next_index, chunk.parent_index, embed_hash,
-                np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
-                chunk.ocr,
-            ))
-            if len(rows) >= _INSERT_BATCH:
-                _insert_chunks(db, rows)
-                rows = []
-        _insert_chunks(db, rows)
-        if any(write.entity_links):
-            rowids = dict(db.execute(
-                "SELECT chunk_index, id FROM chunks WHERE document_id = %s", (document_id,)
-            ).fetchall())
-            write_links(self.dialect, db, ns_id, [
-                (int(rowids[chunk.index]), link)
-                for chunk, links in zip(chunks, write.entity_links, strict=True)
-                for link in links
-            ])
-        return document_id
-
-    def delete_document(self, document: DocumentRecord) -> None:
-        """Delete a document, its chunks and its attachments in one transaction."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM chunks WHERE document_id IN"
-                       " (SELECT id FROM documents WHERE parent_id = %s)", (document.id,))
-            db.execute("DELETE FROM documents WHERE parent_id = %s", (document.id,))
-            db.execute("DELETE FROM chunks WHERE document_id = %s", (document.id,))
-            db.execute("DELETE FROM documents WHERE id = %s", (document.id,))
-            db.execute("UPDATE namespaces SET graph_dirty = true WHERE name = %s",
-                       (document.namespace,))
+    def _drop_vector_index(self, db: Any) -> None:
+        """Drop the HNSW index of the recorded dimension (made again with the next model)."""
+        model = self.embedding_model()  # on this thread's connection: inside the transaction
+        if model is not None:
+            for statement in drop_hnsw_index_statements(model[1]):
+                db.execute(statement)
 
     def reusable_vectors(
         self, namespace: str, doc_id: str, embedded_text_hashes: Iterable[str]
@@ -323,53 +239,38 @@ class PostgresCatalog(SqlCatalogRecords):
         ).fetchall()
         return {str(h): _array(v) for h, v in rows}
 
-    # -- chunks ------------------------------------------------------------
 
-    def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
-        """Stored chunks (with document identity and title) for the given row ids."""
-        ids = list(dict.fromkeys(int(r) for r in rowids))
-        if not ids:
-            return {}
-        rows = self.connection().execute(
-            "SELECT c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title,"
-            " d.path, c.prev_index, c.next_index, c.parent_index, d.origin_source,"
-            " d.origin_schema, d.origin_table, d.origin_pk_column, d.origin_pk_value,"
-            " c.page_first, c.page_last, c.ocr FROM chunks c"
-            " JOIN documents d ON d.id = c.document_id"
-            " JOIN namespaces n ON n.id = c.namespace_id WHERE c.id = ANY(%s)",
-            (ids,),
-        ).fetchall()
-        return {
-            int(r[0]): StoredChunk(
-                rowid=int(r[0]), chunk_id=f"{r[1]}#chunk-{r[3]}", doc_id=r[1], namespace=r[2],
-                index=int(r[3]), text=r[4], section_path=tuple(r[5]), title=r[6],
-                source_path=r[7], prev_index=r[8], next_index=r[9], parent_index=r[10],
-                origin=None if r[11] is None else RowOrigin(*r[11:16]),
-                pages=None if r[16] is None else (int(r[16]), int(r[17])), ocr=bool(r[18]),
-            )
-            for r in rows
-        }
+class _ChunkRows:
+    """The chunk rows of one batch on PostgreSQL: ``INSERT`` statements of up to
+    ``_INSERT_BATCH`` rows (the statement-level lexical triggers run once per statement)."""
 
-    def clear_all_chunks(self) -> None:
-        """Drop every chunk and forget content hashes, so the next build re-embeds all."""
-        model = self.embedding_model()
-        with self.transaction() as db:
-            db.execute("DELETE FROM chunks")
-            db.execute("UPDATE documents SET content_hash = '', change_token = '', chunk_count = 0")
-            db.execute("DELETE FROM meta WHERE key IN ('embed_model', 'embed_dimension')")
-            if model is not None:
-                for statement in drop_hnsw_index_statements(model[1]):
-                    db.execute(statement)
+    def begin(self, db: Any) -> None:
+        """Nothing to prepare."""
 
+    def insert(self, db: Any, position: int, document_id: int, ns_id: int,
+               write: DocumentWrite, hashes: Sequence[str]) -> None:
+        """The write's chunk rows with their vectors in the ``embedding`` column."""
+        rows: list[tuple[Any, ...]] = []
+        for chunk, crumb, embed_hash, vector in zip(
+            write.chunks, write.breadcrumbs, hashes, write.vectors, strict=True
+        ):
+            rows.append((
+                document_id, ns_id, chunk.index, chunk.text, crumb,
+                _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
+                chunk.next_index, chunk.parent_index, embed_hash,
+                np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
+                chunk.ocr,
+            ))
+            if len(rows) >= _INSERT_BATCH:
+                _insert_chunks(db, rows)
+                rows = []
+        _insert_chunks(db, rows)
 
-def _check_write(write: DocumentWrite, embed_hashes: Sequence[str]) -> None:
-    """Reject a write whose chunks, hashes, vectors and entity links do not line up."""
-    chunks = len(write.chunks)
-    if not (chunks == len(write.breadcrumbs) == len(embed_hashes) == len(write.vectors)):
-        raise StoreError(f"{write.doc_id}: {chunks} chunks but {len(write.vectors)} vectors")
-    if write.entity_links and len(write.entity_links) != chunks:
-        raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
-                         f"{chunks} chunks")
+    def failed(self, db: Any, units_written: int) -> None:
+        """Nothing to undo: the savepoint rolled the triggers' postings back too."""
+
+    def committed(self) -> None:
+        """Nothing to cache."""
 
 
 def _array(value: Any) -> Vector:

@@ -2,10 +2,11 @@
 embedding model, namespaces, sources, document listings, failures, row origins and the
 per-namespace counts.
 
-:class:`SqlCatalogRecords` is a base class of :class:`~docgraph.store.sqlite.SQLiteCatalog`
-and :class:`~docgraph.store.postgres.PostgresCatalog`; what differs (document and chunk
-writes: SQLite stores BM25 terms and vector blobs, PostgreSQL a ``vector`` column and
-trigger-kept postings; connections; migrations) stays in each backend's ``catalog.py``.
+:class:`SqlCatalogRecords` is the base of
+:class:`~docgraph.store.sql.documents.SqlCatalogDocuments` (the document and chunk writes,
+also written once), which :class:`~docgraph.store.sqlite.SQLiteCatalog` and
+:class:`~docgraph.store.postgres.PostgresCatalog` extend; what differs (how chunk rows store
+vectors and BM25 terms, connections, migrations) stays in each backend's folder.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any
 from docgraph.errors import StoreError
 from docgraph.model import DocumentRecord, RowOrigin, SourceRecord, StoredChunk, urn_scheme
 from docgraph.store.base import (
-    DocumentWrite,
     FailureRecord,
     NamespaceStats,
     require_namespaces,
@@ -166,56 +166,6 @@ class SqlCatalogRecords:
             None if row[12] is None else str(row[12]),
         )
 
-    def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
-                         now: float, parent_id: int | None = None) -> int:
-        """Insert or replace the document row of ``write`` (inside the caller's transaction);
-        returns its id. Its chunks are the backend's to write.
-
-        ``parent_id`` is the row of the document carrying this one (an attachment's mail).
-        A file's document may take over the row of an attachment of the same path (the file
-        wins; its mail is read again by the pipeline); an attachment never takes over a
-        file's document or another mail's attachment (:class:`StoreError`)."""
-        origin = write.origin
-        origin_columns = ((None,) * 5 if origin is None else
-                          (origin.source, origin.schema, origin.table, origin.pk_column,
-                           origin.pk_value))
-        row = db.execute(self.dialect.sql(
-            "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
-            " change_token, media_type, chunk_count, updated_at, origin_source,"
-            " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
-            " parent_id, line_hashes, lines_dropped)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
-            " content_hash = excluded.content_hash, change_token = excluded.change_token,"
-            " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-            " updated_at = excluded.updated_at, origin_source = excluded.origin_source,"
-            " origin_schema = excluded.origin_schema, origin_table = excluded.origin_table,"
-            " origin_pk_column = excluded.origin_pk_column,"
-            " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata,"
-            " parent_id = excluded.parent_id, line_hashes = excluded.line_hashes,"
-            " lines_dropped = excluded.lines_dropped"
-            " WHERE excluded.parent_id IS NULL OR documents.parent_id = excluded.parent_id"
-            " RETURNING id"),
-            (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
-             write.change_token, write.media_type, chunk_count, now, *origin_columns,
-             self.dialect.json_param(dict(write.metadata)), parent_id,
-             None if write.line_hashes is None else self.dialect.json_param(
-                 list(write.line_hashes)),
-             self.dialect.json_param(list(write.lines_dropped))),
-        ).fetchone()
-        if row is None:
-            raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "
-                             "the document of a file or of another mail's attachment")
-        return int(row[0])
-
-    def _stale_attachments(self, db: Any, parent_id: int, kept: Sequence[str]) -> list[int]:
-        """Row ids of the attachments of document ``parent_id`` whose paths are not in
-        ``kept`` (gone from the new version of their mail)."""
-        rows = db.execute(self.dialect.sql("SELECT id, path FROM documents WHERE parent_id = ?"),
-                          (parent_id,)).fetchall()
-        keep = set(kept)
-        return [int(r[0]) for r in rows if str(r[1]) not in keep]
-
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
         """The source's documents keyed by relative path."""
         rows = self._run(
@@ -321,7 +271,7 @@ class SqlCatalogRecords:
         return sorted(chunks, key=lambda c: (c.namespace, c.doc_id, c.index))
 
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
-        """Stored chunks for the given row ids (implemented by the backend)."""
+        """Stored chunks for the given row ids (:mod:`docgraph.store.sql.documents`)."""
         raise NotImplementedError
 
     def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:

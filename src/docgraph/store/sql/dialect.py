@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Protocol
@@ -60,6 +60,13 @@ class Dialect:
         if rows:
             db.executemany(self.sql(text), rows)
 
+    def in_ids(self, ids: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
+        """A column's match with ``ids`` as (SQL text to append to the column, parameters),
+        in as few statements as the driver allows: ``IN (?, ...)`` lists of 500 values."""
+        for start in range(0, len(ids), 500):
+            part = list(ids[start:start + 500])
+            yield f" IN ({marks(len(part))})", part
+
 
 @lru_cache(maxsize=512)
 def _pyformat(text: str) -> str:
@@ -90,6 +97,11 @@ class PostgresDialect(Dialect):
         if rows:
             with db.cursor() as cursor:
                 cursor.executemany(self.sql(text), rows)
+
+    def in_ids(self, ids: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
+        """A column's match with ``ids``: one ``= ANY(?)`` array parameter."""
+        if ids:
+            yield " = ANY(?)", [list(ids)]
 
 
 SQLITE = Dialect()

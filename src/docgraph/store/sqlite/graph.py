@@ -1,7 +1,7 @@
 """The embedded catalog's side of the shared graph store
 (:class:`docgraph.store.sql.graph.SqlGraphStore`): the hooks whose SQLite SQL or speed
 differs. The graph tables themselves are in the catalog schema
-(:mod:`docgraph.store.sqlite.catalog`)."""
+(:mod:`docgraph.store.sqlite.schema`)."""
 
 from __future__ import annotations
 

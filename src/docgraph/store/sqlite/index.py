@@ -24,7 +24,8 @@ from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
-from docgraph.store.sqlite.catalog import SCHEMA_VERSION, SQLiteCatalog
+from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.schema import SCHEMA_VERSION
 from docgraph.store.sqlite.vectors import decode_vectors
 from docgraph.text import query_terms
 
