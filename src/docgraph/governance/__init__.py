@@ -12,6 +12,7 @@ from docgraph.governance.entitlements import (
     StaticEntitlements,
     resolve_namespaces,
 )
+from docgraph.governance.ports import GovernedIndex
 from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import CallableRowAuthorizer, RowAuthorizer, SqlRowAuthorizer
 from docgraph.governance.search import GovernedSearch, SearchMode
@@ -27,6 +28,7 @@ __all__ = [
     "Caller",
     "Entitlements",
     "Governance",
+    "GovernedIndex",
     "GovernedSearch",
     "PolicyFileEntitlements",
     "RoleAssignment",

@@ -43,7 +43,9 @@ def _doc_of(chunk_id: str) -> str:
 
 
 class GovernedSearch:
-    """The engines seen by one caller in one request (see the module docstring)."""
+    """The engines seen by one caller in one request (see the module docstring).
+    ``chat_model`` answers global mode (map-reduce over the reports); by default the cohort
+    engine's own."""
 
     def __init__(self, cohort: Callable[[], CohortSearch], hybrid: Callable[[], HybridSearcher],
                  scope: Visibility, traces: TraceLog | None, *,
@@ -119,9 +121,10 @@ class GovernedSearch:
             fetch = min(MAX_K, fetch * 2)
         self.scope.dropped += len(result.hits) - len(kept)
         hits = [replace(h, original_rank=i + 1) for i, h in enumerate(kept[:k])]
-        if mode == "global" and self.chat_model is not None and hits:
-            result.answer, hits = map_reduce_global_context(query_text, hits,
-                                                            self.chat_model, k)
+        model = self.chat_model if self.chat_model is not None or mode != "global" \
+            else self.cohort.chat_model  # the engine's own (made with the settings as synced)
+        if mode == "global" and model is not None and hits:
+            result.answer, hits = map_reduce_global_context(query_text, hits, model, k)
         if result.trace is not None:
             self._finish_trace(result.trace, hits)
         result.paths = {c: p for c, p in result.paths.items()

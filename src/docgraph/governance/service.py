@@ -155,7 +155,7 @@ class Governance(Generic[IndexT]):
     def _search(self, scope: Visibility) -> GovernedSearch:
         root = self._root
         return GovernedSearch(root.cohort_engine, root.searcher, scope, root.traces,
-                              chat_model=root.chat_model, overfetch=self.overfetch)
+                              overfetch=self.overfetch)  # global mode: the engine's model
 
     # -- retrieval ----------------------------------------------------------------------
 

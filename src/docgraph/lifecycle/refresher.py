@@ -303,17 +303,8 @@ class Refresher:
             log.error("cannot open %s: %s", source.urn, message)
             return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
-        pipeline = self._pipeline()
-        try:
-            report = pipeline.index_source(source, progress, crawler=crawler)
-        except Exception as exc:
-            message = describe_error(exc)
-            log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
-                      exc_info=not isinstance(exc, DocgraphError))
-            return None, phases_after_failure(source.urn, pipeline.phase, message, {})
-        finally:
-            crawler.close()
-        return report, phases_of_report(source.urn, report)
+        return self._ingest(source, lambda pipeline: pipeline.index_source(
+            source, progress, crawler=crawler), crawler.close)
 
     def _ingest_table(
         self, source: SourceRecord, progress: ProgressCallback | None
@@ -330,17 +321,26 @@ class Refresher:
             log.error("cannot open SQL source %s: %s", tag.source, message)
             return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
+        return self._ingest(source, lambda pipeline: pipeline.index_rows(
+            source, reader.scan_rows(reader.resolve(tag.schema, tag.table, tag.column)),
+            progress), reader.close)
+
+    def _ingest(
+        self, source: SourceRecord, ingest: Callable[[IngestPipeline], IngestReport],
+        close: Callable[[], None],
+    ) -> tuple[IngestReport | None, list[PhaseOutcome]]:
+        """Run one source's ingest (a folder's or a table's) and close what it read from;
+        a failure is logged and recorded in the phase it happened in, never raised."""
         pipeline = self._pipeline()
         try:
-            ref = reader.resolve(tag.schema, tag.table, tag.column)
-            report = pipeline.index_rows(source, reader.scan_rows(ref), progress)
+            report = ingest(pipeline)
         except Exception as exc:
             message = describe_error(exc)
             log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
                       exc_info=not isinstance(exc, DocgraphError))
             return None, phases_after_failure(source.urn, pipeline.phase, message, {})
         finally:
-            reader.close()
+            close()
         return report, phases_of_report(source.urn, report)
 
     def _build_graph(
