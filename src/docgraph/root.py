@@ -168,8 +168,11 @@ class Root:
         checked = self._model_checked
         if checked is not None and checked[0] is embedder and now - checked[1] < SYNC_INTERVAL_S:
             return
-        check_embedding_model(self.store, embedder)
-        self._model_checked = (embedder, now) if self.store.embedding_model() else None
+        recorded = self.store.embedding_model()  # one statement
+        if recorded is not None and recorded != (embedder.name, embedder.dimension):
+            check_embedding_model(self.store, embedder)  # raises, naming both models
+            return
+        self._model_checked = (embedder, now) if recorded is not None else None
 
     # -- the storage ports -----------------------------------------------------------------
 
