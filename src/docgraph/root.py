@@ -101,6 +101,7 @@ class Root:
         self.config_file: Path | None = None
         self._shared_settings = SharedSettings(self.ports.settings, self._settings)
         self._shared_settings.sync(force=True)
+        self._synced_at = time.monotonic()
 
     # -- settings and models -------------------------------------------------------------
 
@@ -113,8 +114,12 @@ class Root:
     def sync_settings(self) -> None:
         """Apply admin changes made by any process of the index (one look at the stored
         revision at most every :data:`~docgraph.lifecycle.shared_settings.SYNC_INTERVAL_S`
-        seconds). Called at the entry of a request or a build, never per lookup step."""
-        self._shared_settings.sync()
+        seconds). Called at the entry of a request or a build, never per lookup step; in
+        between it costs one clock read here."""
+        shared, now = self._shared_settings, time.monotonic()
+        if now - self._synced_at >= shared.interval_s:
+            self._synced_at = now
+            shared.sync()
 
     @property
     def shared_settings(self) -> SharedSettings:
