@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-import docgraph.app
+import docgraph.root
 from docgraph.config import EmbedSettings
 from docgraph.embedding.embedders import Embedder, HashingEmbedder, make_embedder
 
@@ -31,7 +31,7 @@ def _make(settings: EmbedSettings) -> Embedder:
     return SlowHashingEmbedder() if isinstance(made, HashingEmbedder) else made
 
 
-docgraph.app.make_embedder = _make  # type: ignore[assignment]
+docgraph.root.make_embedder = _make  # type: ignore[assignment]
 
 if __name__ == "__main__":
     from docgraph.serve.cli import main

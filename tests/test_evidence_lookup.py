@@ -212,6 +212,31 @@ def test_retry_keeps_the_filtered_result_when_the_retry_is_not_better():
     assert result.top_quality == pytest.approx(0.2)
 
 
+def test_lookup_steps_are_driven_by_the_caller_one_way():
+    """The governed service drives the steps: each request is yielded, the caller answers it
+    and sends the hits; the result equals the port-driven lookup, and the trace's mode
+    says what the caller searched."""
+    service = KnowledgeService(None, evidence=EvidenceSettings(mode="dense"),
+                               category_filter={"support"})
+    script = ScriptedPort(filtered=LOW, unfiltered=GOOD)
+    steps = service.lookup_steps("q", searched="vector_first")
+    requests = [next(steps)]
+    with pytest.raises(StopIteration) as done:
+        while True:
+            requests.append(steps.send(script.search(requests[-1])))
+    driven = done.value.value
+    assert [r.category_filter for r in requests] == [frozenset({"support"}), None]
+    plain = KnowledgeService(ScriptedPort(filtered=LOW, unfiltered=GOOD),
+                             evidence=EvidenceSettings(mode="dense"),
+                             category_filter={"support"}).lookup_knowledge("q")
+    assert driven.to_dict() == plain.to_dict()
+    assert [a.used for a in driven.trace.attempts] == [a.used for a in plain.trace.attempts]
+    assert [a.to_dict()["mode"] for a in driven.trace.attempts] == ["vector_first"] * 2
+    assert [a.to_dict()["mode"] for a in plain.trace.attempts] == ["dense"] * 2
+    with pytest.raises(InvalidQuery):
+        service.lookup_steps("  ")
+
+
 @pytest.mark.parametrize(
     ("filtered", "category", "retry"),
     [

@@ -75,7 +75,7 @@ def test_namespaces_follow_roles_and_expand_the_wildcard(governed):
 
 
 def test_wildcard_is_expanded_at_request_time(tmp_path, governed):
-    governed.graph.index(write_files(tmp_path / "hr", {"a.md": "# HR\n\nleave\n"}),
+    governed.root.index(write_files(tmp_path / "hr", {"a.md": "# HR\n\nleave\n"}),
                          namespace="hr")
     assert "hr" in governed.namespaces(Caller("root"))
     assert "hr" not in governed.namespaces(Caller("alice"))

@@ -155,6 +155,21 @@ def test_same_folder_spelled_differently_registers_once(tmp_path, make_graph, mo
     assert len(graph.status().sources) == 1
 
 
+def test_the_embedding_model_is_checked_once_not_per_query(tmp_path, make_graph,
+                                                           monkeypatch):
+    """The root checks the index's model when the chunk index opens, then not per query
+    (again only for another embedder, or after SYNC_INTERVAL_S)."""
+    graph = make_graph()
+    graph.index(write_files(tmp_path / "docs", HANDBOOK), namespace="hr")
+    checks = []
+    real = graph.store.embedding_model
+    monkeypatch.setattr(graph.store, "embedding_model",
+                        lambda: checks.append(1) or real())
+    for mode in ("hybrid", "dense", "vector_first", "hybrid"):
+        assert graph.search("parental leave", namespaces={"hr"}, k=1, mode=mode)
+    assert len(checks) == 1
+
+
 def test_a_different_embedding_model_is_refused(tmp_path, make_graph):
     folder = write_files(tmp_path / "docs", HANDBOOK)
     graph = make_graph()

@@ -48,7 +48,7 @@ def test_a_search_result_reads_back_with_its_section(tools):
     assert "file://" not in json.dumps(page)
 
     # the stored (full URN) form an agent may have kept reads the same page
-    stored = tools.governance.graph.store.list_sources()
+    stored = tools.governance.root.store.list_sources()
     urn = next(s.urn for s in stored if s.namespace == "engineering")
     full_id = urn + hit["chunk_id"].removeprefix("eng")
     again = tools.call("read_document", ALICE, {"id": full_id})

@@ -32,7 +32,7 @@ _EXPORTS = {
 
 
 def governed(graph: DocGraph, user: str | None = None, role: str | None = None
-             ) -> tuple[Governance, Caller]:
+             ) -> tuple[Governance[DocGraph], Caller]:
     """The governed service over ``graph`` and the local caller, as the CLI uses them
     (``[governance]`` configured: ``user`` is required; else the index owner)."""
     from docgraph.serve.setup import local_governance

@@ -4,20 +4,15 @@ and the scheme of a source URN, which every layer reads as the source type."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
 import numpy.typing as npt
 
-from docgraph.limits import HybridMode
-
 Vector = npt.NDArray[np.float32]
-#: The hybrid searcher's modes under their old name; the type is
-#: :data:`docgraph.limits.HybridMode` (its importers move there).
-SearchModeName = HybridMode
 #: What a hit's ``score`` is (its ``score_label``): ``rrf`` the reciprocal-rank-fusion score
 #: of the dense and BM25 lists (hybrid search; community reports in global mode),
 #: ``composite`` the cohort engine's selection score (relevance, lane priority, coverage,
@@ -344,3 +339,53 @@ def page_label(pages: tuple[int, int] | None) -> str:
         return ""
     first, last = pages
     return f"p. {first}" if first == last else f"pp. {first}-{last}"
+
+
+#: How one phase of a build went (see :class:`PhaseOutcome`).
+Outcome = Literal["ok", "partial", "error", "skipped", "running"]
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseOutcome:
+    """How one phase went for one source (``*`` for namespace-wide phases).
+
+    ``outcome``: ``ok``; ``partial`` (some documents failed, the rest went through);
+    ``error`` (the phase failed for the source; ``message`` says why); ``skipped`` (not run
+    because an earlier phase failed). Recorded by the lifecycle, listed by governance."""
+
+    source: str
+    phase: str
+    outcome: Outcome
+    message: str = ""
+    items: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class NamespaceStatus:
+    """Freshness of one namespace (made by ``docgraph.lifecycle.status.index_status``,
+    listed through governance).
+
+    ``staleness_seconds`` is now minus the end of the last build that did not fail (``ok`` or
+    ``partial``); None when no build ever succeeded. ``overdue`` is True when that is more
+    than twice the refresh interval (or there never was a successful build)."""
+
+    namespace: str
+    documents: int
+    chunks: int
+    last_build_at: float | None
+    last_outcome: str | None
+    last_success_at: float | None
+    staleness_seconds: float | None
+    overdue: bool
+    errors: list[PhaseOutcome] = field(default_factory=list)
+    failed_documents: int = 0
+    last_indexed_at: float | None = None
+    #: While a build of the namespace runs (``last_outcome`` ``running``): how far it got,
+    #: e.g. ``indexing file:///docs: 12 of 60 files, 140 chunks written``. A build whose
+    #: process ended before it finished (killed) shows as ``interrupted``.
+    in_progress: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)

@@ -21,6 +21,7 @@ from docgraph.evidence.port import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    SearchIndex,
 )
 from docgraph.evidence.postprocess import (
     DroppedEvidence,
@@ -56,6 +57,7 @@ __all__ = [
     "QueryTransformer",
     "RelevanceLevel",
     "ScoreLabel",
+    "SearchIndex",
     "canonicalize",
     "cut_excerpt",
     "evidence_key",

@@ -6,25 +6,25 @@ are configuration (see :class:`KnowledgeService`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from docgraph.app import DocGraph
 from docgraph.config import RagSettings
 from docgraph.errors import InvalidQuery
 from docgraph.evidence.hints import EntityVocabulary, QueryHints, QueryTransformer
 from docgraph.evidence.port import (
     DocgraphSearchPort,
+    KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    SearchIndex,
 )
 from docgraph.evidence.postprocess import (
     DroppedEvidence,
     EvidenceBlock,
     EvidenceCandidate,
     EvidencePostProcessor,
-    PostProcessResult,
 )
 from docgraph.evidence.project import Projection, project
 from docgraph.evidence.quality import RelevanceLevel
@@ -33,20 +33,23 @@ from docgraph.evidence.settings import EvidenceSettings
 
 @dataclass(frozen=True, slots=True)
 class SearchAttempt:
-    """One call of the search port and what post-processing made of it."""
+    """One search of the lookup and what post-processing made of it; ``searched`` is the
+    mode the search really ran (a governed lookup asks for the ``hybrid`` convention and
+    searches ``vector_first``), shown as the attempt's ``mode``."""
 
     request: KnowledgeSearchRequest
     hit_count: int
     top_quality: float | None
     relevance_level: RelevanceLevel
     used: bool
+    searched: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         category = self.request.category_filter
         return {
             "top_k": self.request.top_k,
-            "mode": self.request.mode,
+            "mode": self.searched or self.request.mode,
             "category_filter": sorted(category) if category is not None else None,
             "hit_count": self.hit_count,
             "top_quality": self.top_quality,
@@ -105,7 +108,8 @@ class LookupResult:
 class KnowledgeService:
     """The evidence pipeline behind the agent tool ``lookup_knowledge(query)``.
 
-    Built once from a search port (which fixes the caller's namespace set) and settings;
+    Built from a search port (which fixes the caller's namespace set; None when the caller
+    drives :meth:`lookup_steps` with its own search) and settings;
     :meth:`lookup_knowledge` takes only the query, as the agent tool does.
     ``category_filter`` (configuration, optional) narrows the port's allowed set; when the
     filtered result is low quality and ``retry_unfiltered`` is on, the lookup is retried
@@ -114,7 +118,7 @@ class KnowledgeService:
 
     def __init__(
         self,
-        port: KnowledgeSearchPort,
+        port: KnowledgeSearchPort | None,
         *,
         rag: RagSettings | None = None,
         evidence: EvidenceSettings | None = None,
@@ -132,7 +136,7 @@ class KnowledgeService:
     @classmethod
     def for_graph(
         cls,
-        graph: DocGraph,
+        docgraph: SearchIndex,
         namespaces: Iterable[str],
         *,
         rag: RagSettings | None = None,
@@ -141,9 +145,10 @@ class KnowledgeService:
         namespace_descriptions: Mapping[str, str] | None = None,
         category_filter: Iterable[str] | None = None,
     ) -> KnowledgeService:
-        """A service over ``graph`` restricted to ``namespaces`` (``rag`` defaults to the
-        graph's settings)."""
-        port = DocgraphSearchPort(graph, namespaces)
+        """A service over ``docgraph``'s own search (a :class:`~docgraph.DocGraph`, see
+        :class:`~docgraph.evidence.port.SearchIndex`) restricted to ``namespaces`` (``rag``
+        defaults to its settings)."""
+        port = DocgraphSearchPort(docgraph, namespaces)
         transformer = QueryTransformer(
             port.namespaces,
             descriptions=namespace_descriptions,
@@ -151,7 +156,7 @@ class KnowledgeService:
         )
         return cls(
             port,
-            rag=rag or graph.settings.rag,
+            rag=rag or docgraph.settings.rag,
             evidence=evidence,
             transformer=transformer,
             category_filter=category_filter,
@@ -164,30 +169,45 @@ class KnowledgeService:
             return frozenset(hints.domains)
         return None
 
-    def _attempt(
-        self, query: str, category: frozenset[str] | None, hints: QueryHints
-    ) -> tuple[KnowledgeSearchRequest, int, PostProcessResult]:
-        request = KnowledgeSearchRequest(
+    def _request(self, query: str, category: frozenset[str] | None) -> KnowledgeSearchRequest:
+        return KnowledgeSearchRequest(
             query=query,
             top_k=self.rag.effective_retrieve_k,
             category_filter=category,
             mode=self.evidence.mode,
         )
-        hits = self.port.search(request)
-        return request, len(hits), self.post_processor.process(hits, hints)
 
     def lookup_knowledge(self, query: str) -> LookupResult:
-        """Evidence for ``query``: projected for the agent, with the internal trace."""
+        """Evidence for ``query``: projected for the agent, with the internal trace (the
+        searches go to the service's port)."""
+        if self.port is None:
+            raise TypeError("this KnowledgeService has no search port: drive lookup_steps")
+        return run_steps(self.lookup_steps(query), self.port.search)
+
+    def lookup_steps(self, query: str, searched: str | None = None) -> LookupSteps:
+        """:meth:`lookup_knowledge` with the searching left to the caller, so that calls go
+        one way: the generator yields each :class:`KnowledgeSearchRequest` (one, or two with
+        the unfiltered retry), is sent that search's hits, and returns the
+        :class:`LookupResult`. The governed service drives it over its own search; nothing
+        here calls back up. ``searched`` names the mode the caller's search runs (the
+        trace's ``mode``; default: the request's)."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidQuery("query must be a non-empty string")
+        return self._steps(query, searched)
+
+    def _steps(self, query: str, searched: str | None) -> LookupSteps:
         hints = self.transformer.transform(query)
         category = self._category(hints)
-        attempts = [self._attempt(query, category, hints)]
+        request = self._request(query, category)
+        hits = yield request
+        first = self.post_processor.process(hits, hints)
+        attempts = [(request, len(hits), first)]
         chosen = 0
-        first = attempts[0][2]
         if category is not None and self.evidence.retry_unfiltered and first.is_low_quality:
-            attempts.append(self._attempt(query, None, hints))
-            retry = attempts[1][2]
+            retry_request = self._request(query, None)
+            hits = yield retry_request
+            retry = self.post_processor.process(hits, hints)
+            attempts.append((retry_request, len(hits), retry))
             if _rank_quality(retry.top_quality) > _rank_quality(first.top_quality):
                 chosen = 1
         _, _, result = attempts[chosen]
@@ -203,7 +223,8 @@ class KnowledgeService:
             query=query,
             hints=hints,
             attempts=tuple(
-                SearchAttempt(req, count, res.top_quality, res.relevance_level, i == chosen)
+                SearchAttempt(req, count, res.top_quality, res.relevance_level, i == chosen,
+                              searched or req.mode)
                 for i, (req, count, res) in enumerate(attempts)
             ),
             candidates=result.candidates,
@@ -211,6 +232,23 @@ class KnowledgeService:
             retried=len(attempts) > 1,
         )
         return LookupResult(projection, result.blocks, result.top_quality, trace)
+
+
+#: One lookup step by step (see :meth:`KnowledgeService.lookup_steps`).
+LookupSteps = Generator[KnowledgeSearchRequest, list[KnowledgeSearchHit], LookupResult]
+
+
+def run_steps(steps: LookupSteps,
+              search: Callable[[KnowledgeSearchRequest], list[KnowledgeSearchHit]]
+              ) -> LookupResult:
+    """Drive a lookup's steps with ``search``: each request it yields is answered."""
+    request = next(steps)
+    while True:
+        try:
+            request = steps.send(search(request))
+        except StopIteration as done:
+            result: LookupResult = done.value
+            return result
 
 
 def _rank_quality(top: float | None) -> float:

@@ -11,11 +11,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from docgraph.app import DocGraph
+from docgraph.config import Settings
+from docgraph.embedding.embedders import Embedder
 from docgraph.errors import InvalidQuery
 from docgraph.evidence.labels import ScoreLabel, canonicalize
-from docgraph.model import SearchHit, SearchModeName
-from docgraph.store.base import require_namespaces
+from docgraph.limits import HYBRID_MODES, HybridMode
+from docgraph.model import SearchHit
+from docgraph.store.base import ChunkIndex, require_namespaces
 
 #: Metadata keys the default adapter fills (all optional for other adapters).
 META_NAMESPACE = "namespace"
@@ -39,12 +41,12 @@ class KnowledgeSearchRequest:
     query: str
     top_k: int
     category_filter: frozenset[str] | None = None
-    mode: SearchModeName = "hybrid"
+    mode: HybridMode = "hybrid"
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise InvalidQuery(f"top_k must be at least 1, got {self.top_k!r}")
-        if self.mode not in ("hybrid", "dense"):
+        if self.mode not in HYBRID_MODES:
             raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {self.mode!r}")
 
 
@@ -81,6 +83,23 @@ class KnowledgeSearchPort(Protocol):
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
         """Hits in retrieval order (``original_rank`` 1, 2, ...)."""
         ...
+
+
+class SearchIndex(Protocol):
+    """What the default adapter uses of docgraph (a :class:`~docgraph.DocGraph` has it):
+    its single-chunk search, the chunk index's stored vectors, the embedder, the settings
+    (``rag``). The evidence layer never imports the application."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    def chunk_index(self) -> ChunkIndex: ...
+
+    def search(self, query: str, *, namespaces: Iterable[str], k: int = 10,
+               mode: HybridMode = "hybrid", strict: bool = True) -> list[SearchHit]: ...
 
 
 def hit_from_search_hit(
@@ -128,9 +147,9 @@ class DocgraphSearchPort:
     """
 
     def __init__(
-        self, graph: DocGraph, namespaces: Iterable[str], *, fill_similarity: bool = True
+        self, docgraph: SearchIndex, namespaces: Iterable[str], *, fill_similarity: bool = True
     ) -> None:
-        self.graph = graph
+        self.docgraph = docgraph
         self.namespaces = require_namespaces(namespaces)
         self.fill_similarity = fill_similarity
 
@@ -141,16 +160,17 @@ class DocgraphSearchPort:
             allowed = allowed & request.category_filter
             if not allowed:
                 return []
-        hits = self.graph.search(  # a caller's domains may hold nothing yet: not an error
+        hits = self.docgraph.search(  # a caller's domains may hold nothing yet: not an error
             request.query, namespaces=allowed, k=request.top_k, mode=request.mode,
             strict=False,
         )
-        similarity = missing_similarity(self.graph, request.query, hits) \
+        similarity = missing_similarity(self.docgraph, request.query, hits) \
             if self.fill_similarity else {}
         return [hit_from_search_hit(h, similarity.get(h.rowid)) for h in hits]
 
 
-def missing_similarity(graph: DocGraph, query: str, hits: Sequence[SearchHit]) -> dict[int, float]:
+def missing_similarity(docgraph: SearchIndex, query: str, hits: Sequence[SearchHit]
+                       ) -> dict[int, float]:
     """Cosine similarity to ``query`` of the hits that carry none (row id -> similarity).
 
     A hybrid hit the dense lane did not return (BM25-only) has no similarity; this computes it
@@ -162,9 +182,9 @@ def missing_similarity(graph: DocGraph, query: str, hits: Sequence[SearchHit]) -
     missing = [h.rowid for h in hits if h.dense_similarity is None and h.rowid]
     if not missing:
         return {}
-    vectors_of = getattr(graph.chunk_index(), "vectors", None)
+    vectors_of = getattr(docgraph.chunk_index(), "vectors", None)
     if not callable(vectors_of):
         return {}
-    query_vector = graph.embedder.embed_query(query)
+    query_vector = docgraph.embedder.embed_query(query)
     vectors: dict[int, Any] = vectors_of(missing)
     return {rowid: float(vector @ query_vector) for rowid, vector in vectors.items()}

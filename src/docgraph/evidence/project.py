@@ -11,7 +11,7 @@ from an image, and, once the governed service has published the ids (:func:`publ
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -145,18 +145,18 @@ def project(
     return Projection(relevance_level, is_low_quality, tuple(evidence), tuple(dropped))
 
 
-def publish(projection: Projection, blocks: Sequence[EvidenceBlock],
-            rename: Callable[[EvidenceBlock], tuple[str, str | None]]) -> Projection:
-    """``projection`` with each entry's ``document_id`` and ``url`` as ``rename`` gives them
-    for its block (the agent-visible id instead of the stored evidence key); entries
-    without a block are left as they are."""
-    by_key = {b.evidence_key: b for b in blocks}
+def publish(projection: Projection,
+            names: Mapping[str, tuple[str, str | None]]) -> Projection:
+    """``projection`` with each entry's ``document_id`` and ``url`` as ``names`` gives them
+    for its stored evidence key (the agent-visible id and the citation URL, worked out by
+    the caller from the blocks: data handed down, no call back up); entries without a name
+    are left as they are."""
     evidence = []
     for entry in projection.evidence:
-        block = by_key.get(entry.document_id)
-        if block is None:
+        named = names.get(entry.document_id)
+        if named is None:
             evidence.append(entry)
             continue
-        document_id, url = rename(block)
+        document_id, url = named
         evidence.append(replace(entry, document_id=document_id, url=url))
     return replace(projection, evidence=tuple(evidence))

@@ -12,7 +12,7 @@ from docgraph.evidence.quality import (
     SEED_PRECISE_THRESHOLD,
     HybridQuality,
 )
-from docgraph.model import SearchModeName
+from docgraph.limits import HYBRID_MODES, HybridMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class EvidenceSettings:
     is :meth:`seed_contract`; with it every hybrid lookup is ``PRECISE``.
     """
 
-    mode: SearchModeName = "hybrid"
+    mode: HybridMode = "hybrid"
     max_l2: float = DEFAULT_MAX_L2
     precise_threshold: float = CALIBRATED_PRECISE_THRESHOLD
     low_quality_threshold: float = CALIBRATED_LOW_QUALITY_THRESHOLD
@@ -50,7 +50,7 @@ class EvidenceSettings:
     min_excerpt_chars: int = 80
 
     def __post_init__(self) -> None:
-        if self.mode not in ("hybrid", "dense"):
+        if self.mode not in HYBRID_MODES:
             raise ValueError(f"mode must be 'hybrid' or 'dense', got {self.mode!r}")
         if not self.max_l2 > 0:
             raise ValueError(f"max_l2 must be positive, got {self.max_l2!r}")
@@ -66,7 +66,7 @@ class EvidenceSettings:
         object.__setattr__(self, "hybrid_quality", HybridQuality(self.hybrid_quality))
 
     @classmethod
-    def seed_contract(cls, mode: SearchModeName = "hybrid") -> EvidenceSettings:
+    def seed_contract(cls, mode: HybridMode = "hybrid") -> EvidenceSettings:
         """Seed 003's configuration: rank-linear hybrid quality, thresholds 0.75 / 0.5."""
         return cls(
             mode=mode,

@@ -12,11 +12,13 @@ from docgraph.governance.entitlements import (
     StaticEntitlements,
     resolve_namespaces,
 )
+from docgraph.governance.ports import GovernedIndex
 from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import CallableRowAuthorizer, RowAuthorizer, SqlRowAuthorizer
-from docgraph.governance.search import GovernedSearch, SearchMode
+from docgraph.governance.search import GovernedSearch
 from docgraph.governance.service import Answer, Governance
 from docgraph.governance.visibility import Visibility
+from docgraph.limits import SearchMode
 
 __all__ = [
     "AccessDenied",
@@ -27,6 +29,7 @@ __all__ = [
     "Caller",
     "Entitlements",
     "Governance",
+    "GovernedIndex",
     "GovernedSearch",
     "PolicyFileEntitlements",
     "RoleAssignment",

@@ -10,19 +10,15 @@ never listed as documents.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from docgraph.governance.ports import GovernedIndex
 from docgraph.governance.reports import visible_communities
 from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.normalize import canonical_key
-from docgraph.lifecycle.status import NamespaceStatus
-from docgraph.model import DocumentRecord, SourceRecord, StoredChunk
+from docgraph.model import DocumentRecord, NamespaceStatus, SourceRecord, StoredChunk
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import FailureRecord, NamespaceStats
-from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
-
-if TYPE_CHECKING:
-    from docgraph.app import DocGraph
+from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 
 #: Document ids of community reports (derived from the graph, not source documents).
 REPORT_PREFIX = "community://"
@@ -66,54 +62,56 @@ class StatusView:
     refresher_running: bool = False
 
 
-def mentions(graph: DocGraph, scope: Visibility, entities: list[EntityInfo],
+def mentions(graph: GraphStore, scope: Visibility, entities: list[EntityInfo],
              per_entity: int) -> dict[int, list[StoredChunk]]:
     """Per entity, up to ``per_entity`` visible chunks mentioning it (strongest first)."""
-    return visible_mentions(graph.graph_store, scope, [e.id for e in entities], per_entity)
+    return visible_mentions(graph, scope, [e.id for e in entities], per_entity)
 
 
-def entities(graph: DocGraph, scope: Visibility, query: str | None, entity_type: str | None,
-             limit: int) -> list[EntityInfo]:
+def entities(root: GovernedIndex, scope: Visibility, query: str | None,
+             entity_type: str | None, limit: int) -> list[EntityInfo]:
     """Entities whose name contains ``query`` with at least one visible mention."""
-    found = graph.entities(scope.namespaces, query, entity_type, limit * 2, strict=False)
+    graph = root.graph_store
+    found = graph.find_entities(scope.namespaces, query, entity_type, limit * 2)
     seen = mentions(graph, scope, found, 1)
     return [e for e in found if e.id in seen][:limit]
 
 
-def entity_mentions(graph: DocGraph, scope: Visibility, query: str, k: int,
+def entity_mentions(root: GovernedIndex, scope: Visibility, query: str, k: int,
                     per_entity: int) -> list[EntityMentions]:
     """Entities whose name contains ``query`` and, if fewer than ``k``, those ``query``
     names (a sentence, not a name), each with its visible mentions."""
-    found = graph.entities(scope.namespaces, query, None, k * 2, strict=False)
+    graph = root.graph_store
+    found = graph.find_entities(scope.namespaces, query, None, k * 2)
     if len(found) < k:
-        named, _ = find_query_entities(query, graph.extractor, graph.graph_store,
-                                       scope.namespaces)
+        named, _ = find_query_entities(query, root.extractor, graph, scope.namespaces)
         known = {e.id for e in found}
         found += [e for e in named if e.id not in known][:k * 2]
     seen = mentions(graph, scope, found, per_entity)
     return [EntityMentions(e, seen[e.id]) for e in found if seen.get(e.id)][:k]
 
 
-def neighbors(graph: DocGraph, scope: Visibility, entity: str, limit: int) -> list[Neighbor]:
+def neighbors(root: GovernedIndex, scope: Visibility, entity: str,
+              limit: int) -> list[Neighbor]:
     """Visible entities co-occurring with ``entity`` (a name or key), strongest first; an
     entity the caller sees no mention of has no visible neighbours."""
     keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
-    store = graph.graph_store
-    start = store.entities_by_key(keys, scope.namespaces)
+    graph = root.graph_store
+    start = graph.entities_by_key(keys, scope.namespaces)
     start = [e for e in start if e.id in mentions(graph, scope, start, 1)]
-    found = store.neighbors([e.id for e in start], limit * 2)
+    found = graph.neighbors([e.id for e in start], limit * 2)
     seen = mentions(graph, scope, [n.entity for n in found], 1)
     return [n for n in found if n.entity.id in seen][:limit]
 
 
-def communities(graph: DocGraph, scope: Visibility, level: int | None,
+def communities(root: GovernedIndex, scope: Visibility, level: int | None,
                 limit: int) -> list[CommunityInfo]:
     """Communities of the caller's namespaces with titles and members it may see."""
-    found = graph.graph_store.communities(scope.namespaces, level, limit)
-    return visible_communities(found, scope, graph.graph_store)
+    found = root.graph_store.communities(scope.namespaces, level, limit)
+    return visible_communities(found, scope, root.graph_store)
 
 
-def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
+def documents(root: GovernedIndex, scope: Visibility, after_id: int, limit: int,
               max_rounds: int = 8) -> DocumentPage:
     """One page of visible source documents after ``after_id``, refilled (boundedly) when
     the row re-check thins it."""
@@ -121,7 +119,7 @@ def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
     after, next_after = after_id, None
     for _ in range(max_rounds):
         want = limit - len(out)
-        window = graph.documents(scope.namespaces, after, want, strict=False)
+        window = root.store.list_documents(scope.namespaces, after, want)
         out += [d for d in scope.visible(window) if not d.doc_id.startswith(REPORT_PREFIX)]
         if len(window) < want:
             next_after = None
@@ -132,13 +130,13 @@ def documents(graph: DocGraph, scope: Visibility, after_id: int, limit: int,
     return DocumentPage(out, next_after)
 
 
-def status(graph: DocGraph, scope: Visibility) -> StatusView:
+def status(root: GovernedIndex, scope: Visibility) -> StatusView:
     """Builds, counts, sources and failed files of the caller's namespaces; the leader."""
     allowed = scope.namespaces
-    info = graph.status()
+    info = root.status()
     return StatusView(
         embedding_model=info.embedding_model,
-        refresh_interval_seconds=graph.settings.refresh.interval_seconds,
+        refresh_interval_seconds=root.settings.refresh.interval_seconds,
         builds=[b for b in info.builds if b.namespace in allowed],
         stats={s.namespace: s for s in info.namespaces if s.namespace in allowed},
         failures=[f for f in info.failures if f.namespace in allowed],

@@ -18,12 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from docgraph.errors import InvalidQuery
-
-# Re-exported for the modules that still import them from here (governance/service.py,
-# serve/console/views.py); their home is docgraph.limits.
-from docgraph.limits import MAX_ID_CHARS as MAX_ID_CHARS
-from docgraph.limits import MAX_NAME_CHARS as MAX_NAME_CHARS
-from docgraph.limits import MAX_PAGE as MAX_PAGE
 from docgraph.limits import MAX_QUERY_CHARS, MAX_RESULTS
 
 

@@ -27,8 +27,6 @@ from typing import Literal, get_args
 from docgraph.budgets import cost, cut_to_budget
 from docgraph.errors import InvalidQuery, NotFound
 from docgraph.governance.visibility import Visibility
-from docgraph.limits import MAX_READ_BUDGET as MAX_READ_BUDGET  # re-exported (service, console)
-from docgraph.limits import MIN_READ_BUDGET as MIN_READ_BUDGET
 from docgraph.model import StoredChunk
 from docgraph.sources.naming import PublicIdentity, split_key
 from docgraph.store.base import StoreCatalog

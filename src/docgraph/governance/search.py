@@ -19,9 +19,7 @@ from docgraph.governance.reports import visible_report
 from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
-from docgraph.limits import ENGINE_MAX_K as MAX_K  # the engine's cap on one call's hits
-from docgraph.limits import SEARCH_MODES as SEARCH_MODES  # re-exported (service.py)
-from docgraph.limits import SearchMode as SearchMode  # re-exported (governance, service, lookup)
+from docgraph.limits import ENGINE_MAX_K, SearchMode
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import (
@@ -40,7 +38,9 @@ def _doc_of(chunk_id: str) -> str:
 
 
 class GovernedSearch:
-    """The engines seen by one caller in one request (see the module docstring)."""
+    """The engines seen by one caller in one request (see the module docstring).
+    ``chat_model`` answers global mode (map-reduce over the reports); by default the cohort
+    engine's own."""
 
     def __init__(self, cohort: Callable[[], CohortSearch], hybrid: Callable[[], HybridSearcher],
                  scope: Visibility, traces: TraceLog | None, *,
@@ -105,20 +105,21 @@ class GovernedSearch:
         ``namespaces`` can only narrow the caller's set (the mode is checked at the entry,
         :meth:`~docgraph.governance.Governance.retrieve`)."""
         allowed = frozenset(namespaces) & self.scope.namespaces
-        fetch = min(MAX_K, max(k * self.overfetch, k))
+        fetch = min(ENGINE_MAX_K, max(k * self.overfetch, k))
         kept: list[SearchHit] = []
         result = CohortResult([])
         for _ in range(self.max_rounds):
             result = self._once(query_text, allowed, fetch, mode) if allowed else result
             kept = self._visible_hits(result.hits)
-            if len(kept) >= k or len(result.hits) < fetch or fetch >= MAX_K:
+            if len(kept) >= k or len(result.hits) < fetch or fetch >= ENGINE_MAX_K:
                 break
-            fetch = min(MAX_K, fetch * 2)
+            fetch = min(ENGINE_MAX_K, fetch * 2)
         self.scope.dropped += len(result.hits) - len(kept)
         hits = [replace(h, original_rank=i + 1) for i, h in enumerate(kept[:k])]
-        if mode == "global" and self.chat_model is not None and hits:
-            result.answer, hits = map_reduce_global_context(query_text, hits,
-                                                            self.chat_model, k)
+        model = self.chat_model if self.chat_model is not None or mode != "global" \
+            else self.cohort.chat_model  # the engine's own (made with the settings as synced)
+        if mode == "global" and model is not None and hits:
+            result.answer, hits = map_reduce_global_context(query_text, hits, model, k)
         if result.trace is not None:
             self._finish_trace(result.trace, hits)
         result.paths = {c: p for c, p in result.paths.items()

@@ -17,40 +17,38 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import Generic, TypeVar
 
 from docgraph.errors import ConfigError, InvalidQuery
 from docgraph.evidence.hints import QueryTransformer
 from docgraph.evidence.lookup import KnowledgeService, LookupResult
-from docgraph.evidence.postprocess import EvidenceBlock
+from docgraph.evidence.port import KnowledgeSearchHit, hit_from_search_hit
 from docgraph.evidence.project import publish
 from docgraph.evidence.settings import EvidenceSettings
 from docgraph.governance import browse
 from docgraph.governance.audit import AuditLog, AuditRecord
 from docgraph.governance.caller import AccessDenied, Caller
 from docgraph.governance.entitlements import Entitlements, resolve_namespaces
-from docgraph.governance.inputs import (
-    MAX_ID_CHARS,
-    MAX_NAME_CHARS,
-    MAX_PAGE,
-    check_count,
-    check_optional_text,
-    check_text,
-)
-from docgraph.governance.lookup import GovernedSearchPort
-from docgraph.governance.read import (
-    MAX_READ_BUDGET,
-    MIN_READ_BUDGET,
-    READ_SCOPES,
-    ReadPage,
-    ReadScope,
-)
+from docgraph.governance.inputs import check_count, check_optional_text, check_text
+from docgraph.governance.ports import GovernedIndex
+from docgraph.governance.read import READ_SCOPES, ReadPage, ReadScope
 from docgraph.governance.read import read as read_by_id
 from docgraph.governance.routing import route_namespaces
 from docgraph.governance.rows import RowAuthorizer
-from docgraph.governance.search import SEARCH_MODES, GovernedSearch, SearchMode
+from docgraph.governance.search import GovernedSearch
 from docgraph.governance.visibility import Visibility
-from docgraph.limits import MAX_CONTEXT_BUDGET, MIN_CONTEXT_BUDGET
+from docgraph.limits import (
+    MAX_CONTEXT_BUDGET,
+    MAX_CURSOR_CHARS,
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PAGE,
+    MAX_READ_BUDGET,
+    MIN_CONTEXT_BUDGET,
+    MIN_READ_BUDGET,
+    SEARCH_MODES,
+    SearchMode,
+)
 from docgraph.llm import ChatModel
 from docgraph.model import SearchHit
 from docgraph.retrieve.cohort import CohortResult
@@ -58,10 +56,11 @@ from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.sources.naming import PublicIdentity
 from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
 
-if TYPE_CHECKING:
-    from docgraph.app import DocGraph
-
 R = TypeVar("R")
+#: The index a :class:`Governance` governs: anything with what :class:`GovernedIndex` lists
+#: (the composition root, a :class:`~docgraph.DocGraph`); kept as its own type in
+#: :attr:`Governance.root` for the serve layer above.
+IndexT = TypeVar("IndexT", bound=GovernedIndex, covariant=True)
 
 
 @dataclass
@@ -76,13 +75,13 @@ class Answer:
 Redactor = Callable[[Answer], Answer]
 
 
-class Governance:
-    """Governed access to a :class:`DocGraph`: validate, resolve, pre-filter, re-check,
-    trace, audit."""
+class Governance(Generic[IndexT]):
+    """Governed access to one index (``root``, see :class:`GovernedIndex`): validate,
+    resolve, pre-filter, re-check, trace, audit."""
 
     def __init__(
         self,
-        graph: DocGraph,
+        root: IndexT,
         entitlements: Entitlements,
         row_authorizer: RowAuthorizer | None = None,
         *,
@@ -95,32 +94,41 @@ class Governance:
         overfetch: int = 2,
         base_url: str | None = None,
     ) -> None:
-        self.graph = graph
+        self._root = root
+        #: The index's settings: one object, brought up to date at each request's entry.
+        self.settings = root.settings
         #: The server's base URL, for console links in results that must carry a ``url``
         #: (default: ``[serve]``'s, see :meth:`~docgraph.config.ServeSettings.base_url`).
-        self.base_url = base_url or graph.settings.serve.base_url()
+        self.base_url = base_url or self.settings.serve.base_url()
         self.entitlements = entitlements
         self.row_authorizer = row_authorizer
         self.router = router
         self.descriptions = dict(descriptions or {})
         self.chat_model = chat_model
         self.redactor = redactor
-        self.audit = audit if audit is not None else AuditLog(graph.audit_store)
+        self.audit = audit if audit is not None else AuditLog(root.audit_store)
         self.evidence = evidence or EvidenceSettings()
         self.overfetch = overfetch
+
+    @property
+    def root(self) -> IndexT:
+        """The index this service governs, as it was given (the serve layer's facade)."""
+        return self._root
 
     # -- the chain ----------------------------------------------------------------------
 
     def namespaces(self, caller: Caller, query: str | None = None) -> frozenset[str]:
         """The caller's entitled namespaces, narrowed by routing when a query is given."""
-        entitled = resolve_namespaces(caller, self.entitlements, self.graph.namespaces())
+        entitled = resolve_namespaces(caller, self.entitlements, self._root.store.namespaces())
         if query is None or self.router is None:
             return entitled
         return route_namespaces(query, entitled, self.descriptions, self.router)
 
     def _request(self, caller: Caller, operation: str, query: str,
                  run: Callable[[Visibility, AuditRecord], R]) -> R:
-        """Resolve, build the request's visibility, run, audit (always)."""
+        """Resolve, build the request's visibility, run, audit (always). Admin changes of
+        other processes apply from here (:meth:`GovernedIndex.sync_settings`), once."""
+        self._root.sync_settings()
         record = AuditRecord(user_id=caller.user_id, operation=operation,
                              role=caller.active_role, query_hash=AuditRecord.hash_query(query))
         started = time.perf_counter()
@@ -128,7 +136,7 @@ class Governance:
         try:
             allowed = self.namespaces(caller, query or None)
             record.namespaces = sorted(allowed)
-            scope = Visibility(caller, allowed, self.row_authorizer, self.graph.store)
+            scope = Visibility(caller, allowed, self.row_authorizer, self._root.store)
             return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)
@@ -144,9 +152,9 @@ class Governance:
             self.audit.write(record)
 
     def _search(self, scope: Visibility) -> GovernedSearch:
-        graph = self.graph
-        return GovernedSearch(graph.cohort_engine, graph.searcher, scope, graph.traces,
-                              chat_model=graph.chat_model, overfetch=self.overfetch)
+        root = self._root
+        return GovernedSearch(root.cohort_engine, root.searcher, scope, root.traces,
+                              overfetch=self.overfetch)  # global mode: the engine's model
 
     # -- retrieval ----------------------------------------------------------------------
 
@@ -186,30 +194,42 @@ class Governance:
         return self._request(caller, "context", query_text, run)
 
     def lookup(self, caller: Caller, query: str) -> LookupResult:
-        """The evidence pipeline (``lookup_knowledge``) as ``caller``: cohort search in
-        ``vector_first`` mode behind the search port, then post-processing and projection
-        with agent-visible ids and citation URLs (the blocks keep the stored keys)."""
+        """The evidence pipeline (``lookup_knowledge``) as ``caller``: the governed cohort
+        search in ``vector_first`` mode answers each search the pipeline asks for, then
+        post-processing and projection with agent-visible ids and citation URLs (the blocks
+        keep the stored keys). Calls go one way: this drives the pipeline's steps and hands
+        it hits and names; the pipeline never calls back."""
         check_text(query, "query")
 
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
             engine = self._search(scope)
             service = KnowledgeService(
-                GovernedSearchPort(engine, scope.namespaces, "vector_first"),
-                rag=self.graph.settings.rag, evidence=self.evidence,
+                None, rag=self.settings.rag, evidence=self.evidence,
                 transformer=QueryTransformer(scope.namespaces, descriptions=self.descriptions),
             )
-            result = service.lookup_knowledge(query)
+            steps = service.lookup_steps(query, searched="vector_first")
+            request = next(steps)
+            while True:
+                if request.mode != "hybrid":  # the composite follows the hybrid convention
+                    raise InvalidQuery(f"the governed evidence search follows the hybrid "
+                                       f"convention only, got {request.mode!r}")
+                allowed = scope.namespaces if request.category_filter is None \
+                    else scope.namespaces & request.category_filter
+                hits: list[KnowledgeSearchHit] = [hit_from_search_hit(h) for h in engine.search(
+                    request.query, namespaces=allowed, k=request.top_k,
+                    mode="vector_first").hits] if allowed else []
+                try:
+                    request = steps.send(hits)
+                except StopIteration as done:
+                    result: LookupResult = done.value
+                    break
             record.evidence_keys = [b.evidence_key for b in result.blocks]
             identity = self.identity()
-
-            def rename(block: EvidenceBlock) -> tuple[str, str | None]:
-                if not block.namespace or not block.doc_id:
-                    return block.evidence_key, None
-                return (identity.key(block.namespace, block.evidence_key),
-                        identity.url(block.namespace, block.doc_id, block.source,
-                                     block.pages[0] if block.pages else None))
-            return replace(result, projection=publish(result.projection, result.blocks,
-                                                      rename))
+            names = {b.evidence_key: (
+                identity.key(b.namespace, b.evidence_key),
+                identity.url(b.namespace, b.doc_id, b.source, b.pages[0] if b.pages else None))
+                for b in result.blocks if b.namespace and b.doc_id}
+            return replace(result, projection=publish(result.projection, names))
         return self._request(caller, "lookup_knowledge", query, run)
 
     def answer(self, caller: Caller, query_text: str, *, k: int = 8) -> Answer:
@@ -247,7 +267,7 @@ class Governance:
     def identity(self) -> PublicIdentity:
         """How agents see document ids and citation URLs (the sources as registered now),
         with console links on :attr:`base_url`."""
-        return PublicIdentity(self.graph.store.list_sources(), self.base_url)
+        return PublicIdentity(self._root.store.list_sources(), self.base_url)
 
     def read(self, caller: Caller, item_id: str, *, scope: ReadScope = "section",
              token_budget: int = 2000, cursor: str | None = None) -> ReadPage:
@@ -257,14 +277,14 @@ class Governance:
         same :class:`~docgraph.errors.NotFound`."""
         check_text(item_id, "id", max_chars=MAX_ID_CHARS)
         check_count(token_budget, "token_budget", low=MIN_READ_BUDGET, high=MAX_READ_BUDGET)
-        cursor = check_optional_text(cursor, "cursor", max_chars=MAX_NAME_CHARS)
+        cursor = check_optional_text(cursor, "cursor", max_chars=MAX_CURSOR_CHARS)
         if scope not in READ_SCOPES:
             raise InvalidQuery(f"scope: must be one of {', '.join(READ_SCOPES)}, got {scope!r}")
 
         def run(visibility: Visibility, record: AuditRecord) -> ReadPage:
-            page = read_by_id(self.graph.store, visibility, self.identity(), item_id.strip(),
+            page = read_by_id(self._root.store, visibility, self.identity(), item_id.strip(),
                               span_scope=scope, token_budget=token_budget, cursor=cursor,
-                              count_tokens=self.graph.embedder.count_tokens)
+                              count_tokens=self._root.embedder.count_tokens)
             record.evidence_keys = [c.chunk_id for c in page.chunks]
             return page
         return self._request(caller, "read", item_id, run)
@@ -278,8 +298,8 @@ class Governance:
         kind = check_optional_text(entity_type, "entity_type", max_chars=MAX_NAME_CHARS)
         check_count(limit, "limit", high=MAX_PAGE)
         return self._request(caller, "entities", name or "",
-                             lambda scope, _: browse.entities(self.graph, scope, name,
-                                                                   kind, limit))
+                             lambda scope, _: browse.entities(self._root, scope, name, kind,
+                                                              limit))
 
     def entity_mentions(self, caller: Caller, query: str, *, k: int = 10,
                         per_entity: int = 3) -> list[browse.EntityMentions]:
@@ -288,33 +308,33 @@ class Governance:
         check_count(k, "k")
         return self._request(caller, "search_entities", query,
                              lambda scope, _: browse.entity_mentions(
-                                 self.graph, scope, query.strip(), k, per_entity))
+                                 self._root, scope, query.strip(), k, per_entity))
 
     def neighbors(self, caller: Caller, entity: str, *, limit: int = 20) -> list[Neighbor]:
         """Entities co-occurring with ``entity`` that the caller sees a mention of."""
         check_text(entity, "entity", max_chars=MAX_NAME_CHARS)
         check_count(limit, "limit", high=MAX_PAGE)
         return self._request(caller, "neighbors", entity,
-                             lambda scope, _: browse.neighbors(self.graph, scope, entity,
-                                                                    limit))
+                             lambda scope, _: browse.neighbors(self._root, scope, entity,
+                                                               limit))
 
     def communities(self, caller: Caller, *, level: int | None = None, limit: int = 100
                     ) -> list[CommunityInfo]:
         """Communities with the titles and members the caller may see."""
         check_count(limit, "limit", high=MAX_PAGE)
         return self._request(caller, "communities", "",
-                             lambda scope, _: browse.communities(self.graph, scope, level,
-                                                                      limit))
+                             lambda scope, _: browse.communities(self._root, scope, level,
+                                                                 limit))
 
     def documents(self, caller: Caller, after_id: int = 0, limit: int = 100) -> browse.DocumentPage:
         """One page of the source documents in reach (row documents only where the row
         re-check passes; community reports are not documents)."""
         check_count(limit, "limit", high=MAX_PAGE)
         return self._request(caller, "documents", "",
-                             lambda scope, _: browse.documents(self.graph, scope, after_id,
-                                                                    limit))
+                             lambda scope, _: browse.documents(self._root, scope, after_id,
+                                                               limit))
 
     def index_status(self, caller: Caller) -> browse.StatusView:
         """Freshness, counts and failed files of the caller's namespaces only."""
         return self._request(caller, "index_status", "",
-                             lambda scope, _: browse.status(self.graph, scope))
+                             lambda scope, _: browse.status(self._root, scope))

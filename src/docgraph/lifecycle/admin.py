@@ -3,7 +3,7 @@
 by an admin.
 
 They are ordinary sections of ``docgraph.toml``; :meth:`AdminSettings.update` validates a
-change with the same models as the file, applies it to the running :class:`DocGraph` and
+change with the same models as the file, applies it to the running index (its composition root) and
 writes it back to the file (comments and other sections preserved). What applies when:
 
 * ``index`` and ``llm`` - at once (the chat model is rebuilt from ``[llm]`` when next used;
@@ -44,8 +44,8 @@ from docgraph.config import (
 from docgraph.errors import ConfigError, DocgraphError, EmbeddingModelMismatch, RefreshBusy
 
 if TYPE_CHECKING:
-    from docgraph.app import DocGraph
     from docgraph.ingest.pipeline import ProgressCallback
+    from docgraph.lifecycle.ports import AdminRoot
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,11 @@ def _plain(value: Any) -> Any:
 
 
 class AdminSettings:
-    """Reads and changes the admin settings of one :class:`DocGraph`."""
+    """Reads and changes the admin settings of one index (``root``: the composition root,
+    see :class:`~docgraph.lifecycle.ports.AdminRoot`)."""
 
-    def __init__(self, graph: DocGraph, config_file: str | Path | None = None) -> None:
-        self.graph = graph
+    def __init__(self, root: AdminRoot, config_file: str | Path | None = None) -> None:
+        self.root = root
         self._config_file = Path(config_file) if config_file else None
 
     @property
@@ -130,7 +131,7 @@ class AdminSettings:
 
     def view(self) -> dict[str, dict[str, Any]]:
         """The current admin sections (and the embedding model), as plain values."""
-        settings = self.graph.settings
+        settings = self.root.settings
         out = {name: _plain(getattr(settings, name).model_dump()) for name in ADMIN_SECTIONS}
         out["embed"] = {"model": settings.embed.model}
         return out
@@ -155,7 +156,7 @@ class AdminSettings:
             raise AdminRequired("admin settings are deployment-wide; only an admin may change "
                                 "them")
         grouped = _group(changes)
-        settings = self.graph.settings
+        settings = self.root.settings
         validated: dict[str, BaseModel] = {}
         result = AdminUpdate()
         for section, values in grouped.items():
@@ -174,7 +175,7 @@ class AdminSettings:
         embed = validated.get("embed")
         new_embedder = None
         if isinstance(embed, EmbedSettings) and "model" in result.changed.get("embed", {}):
-            chunks = sum(ns.chunks for ns in self.graph.store.stats())
+            chunks = sum(ns.chunks for ns in self.root.store.stats())
             cost = (f"changing embed.model from {settings.embed.model!r} to "
                     f"{embed.model!r} invalidates every stored vector: all {chunks} chunks "
                     "(and community reports) are dropped and re-embedded")
@@ -183,7 +184,7 @@ class AdminSettings:
                     f"{cost}; refused - request a full re-index explicitly "
                     "(full_reindex=True, `docgraph admin set ... --full-reindex`)"
                 )
-            refresher = self.graph.refresher
+            refresher = self.root.refresher
             leader = None if refresher.leading else refresher.leader()
             if leader is not None:  # the re-index would be refused after the switch
                 raise RefreshBusy(f"{cost}, and the refresh of this index is led by {leader}; "
@@ -220,10 +221,10 @@ class AdminSettings:
         if persist and result.changed:
             result.written_to = self._write(result.changed)
             # Every other process of the index applies these within a few seconds.
-            self.graph.shared_settings.record(result.changed)
+            self.root.shared_settings.record(result.changed)
         if new_embedder is not None:
-            self.graph.embedder = new_embedder
-            reports = self.graph.reindex_full(progress)
+            self.root.embedder = new_embedder
+            reports = self.root.reindex_full(progress)
             result.reindexed_chunks = sum(r.chunks_embedded for r in reports)
         return result
 

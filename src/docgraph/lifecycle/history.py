@@ -9,12 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from docgraph.model import Outcome as Outcome
+from docgraph.model import PhaseOutcome as PhaseOutcome
 from docgraph.store.lifecycle import BuildHistoryStore, StoredBuild, StoredPhase
 
 if TYPE_CHECKING:
     from docgraph.ingest.pipeline import IngestProgress
 
-Outcome = Literal["ok", "partial", "error", "skipped", "running"]
 BuildOutcome = Literal["ok", "partial", "error", "running"]
 
 #: The phase of a build in progress: its one phase row, outcome ``running``, says how far
@@ -27,22 +28,6 @@ PROGRESS_EVERY_SECONDS = 1.0
 #: ``graph`` and ``communities`` run once per namespace (source ``*``).
 PHASES = ("crawl", "extract", "chunk", "embed", "entities", "store", "graph", "communities")
 NAMESPACE_WIDE = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseOutcome:
-    """How one phase went for one source (``*`` for namespace-wide phases).
-
-    ``outcome``: ``ok``; ``partial`` (some documents failed, the rest went through);
-    ``error`` (the phase failed for the source; ``message`` says why); ``skipped`` (not run
-    because an earlier phase failed)."""
-
-    source: str
-    phase: str
-    outcome: Outcome
-    message: str = ""
-    items: int = 0
-    seconds: float = 0.0
 
 
 @dataclass

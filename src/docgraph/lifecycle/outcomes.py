@@ -8,7 +8,8 @@ import traceback
 
 from docgraph.errors import DocgraphError
 from docgraph.ingest.pipeline import IngestReport
-from docgraph.lifecycle.history import PHASES, Outcome, PhaseOutcome
+from docgraph.lifecycle.history import PHASES
+from docgraph.model import Outcome, PhaseOutcome
 
 #: The per-source phases, ``crawl`` .. ``store`` (the graph phases are per namespace).
 INGEST_PHASES = PHASES[:6]

@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from docgraph.errors import BuildInterrupted, DocgraphError
 from docgraph.graph.build import (
@@ -49,7 +48,6 @@ from docgraph.lifecycle.history import (
     BuildHistory,
     BuildProgress,
     NamespaceBuild,
-    PhaseOutcome,
 )
 from docgraph.lifecycle.leadership import Leadership
 from docgraph.lifecycle.outcomes import (
@@ -58,14 +56,12 @@ from docgraph.lifecycle.outcomes import (
     phases_after_failure,
     phases_of_report,
 )
-from docgraph.lifecycle.vocabulary import live_vocabulary
-from docgraph.model import SourceRecord
+from docgraph.lifecycle.ports import BuildRoot
+from docgraph.lifecycle.vocabulary import ColumnKey, load_live_terms
+from docgraph.model import PhaseOutcome, SourceRecord
 from docgraph.sources.folder import FolderCrawler
-from docgraph.sources.registry import ColumnTag, SourceRegistry
+from docgraph.sources.registry import SourceRegistry
 from docgraph.store.lifecycle import LeaderLock
-
-if TYPE_CHECKING:
-    from docgraph.app import DocGraph
 
 log = logging.getLogger(__name__)
 
@@ -89,22 +85,24 @@ class RefreshResult:
 
 
 class Refresher:
-    """Keeps every namespace of a :class:`DocGraph` fresh on one global interval."""
+    """Keeps every namespace of an index fresh on one global interval; ``root`` is what it
+    builds with (:class:`~docgraph.lifecycle.ports.BuildRoot`: the composition root, or a
+    :class:`~docgraph.DocGraph` over it)."""
 
     def __init__(
         self,
-        graph: DocGraph,
+        root: BuildRoot,
         interval_seconds: float | None = None,
         leader_lock: LeaderLock | None = None,
     ) -> None:
-        self.graph = graph
+        self.root = root
         self._interval = interval_seconds
-        self.leadership: Leadership = graph.leadership if leader_lock is None \
-            else Leadership(leader_lock, graph.build_lock)
+        self.leadership: Leadership = root.leadership if leader_lock is None \
+            else Leadership(leader_lock, root.build_lock)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._vocabulary_cache: dict[tuple[str, str, str, str, str], list[str]] = {}
+        self._vocabulary_cache: dict[ColumnKey, list[str]] = {}
         self.last_result: RefreshResult | None = None
         self.last_error: str | None = None
         self.runs = 0
@@ -118,17 +116,17 @@ class Refresher:
         at every cycle, so an admin change applies without a restart)."""
         if self._interval is not None:
             return self._interval
-        return float(self.graph.settings.refresh.interval_seconds)
+        return float(self.root.settings.refresh.interval_seconds)
 
     @property
     def registry(self) -> SourceRegistry:
-        """The graph's source registry."""
-        return self.graph.sources
+        """The index's source registry."""
+        return self.root.sources
 
     @property
     def history(self) -> BuildHistory:
-        """The graph's build history."""
-        return self.graph.build_history
+        """The index's build history."""
+        return self.root.build_history
 
     @property
     def retry_seconds(self) -> float:
@@ -183,20 +181,21 @@ class Refresher:
         force_graph: bool,
         before_build: Callable[[], None] | None,
     ) -> RefreshResult:
-        graph = self.graph
+        root = self.root
+        root.sync_settings()  # admin changes of other processes apply from this round
         result = RefreshResult()
         if before_build is not None:
             before_build()
-        check_embedding_model(graph.store, graph.embedder)
+        check_embedding_model(root.store, root.embedder)
         registry = self.registry
         registry.sync_derived_sources()
         vocabulary_phases, vocabulary_complete = self.load_vocabulary()
         by_namespace: dict[str, list[SourceRecord]] = {}
-        for source in graph.store.list_sources():
+        for source in root.store.list_sources():
             by_namespace.setdefault(source.namespace, []).append(source)
         # The graph phase runs where the backend offers the entity graph (an extractor).
-        dirty = set(graph.graph_store.dirty_namespaces()) \
-            if graph.extractor is not None else set()
+        dirty = set(root.graph_store.dirty_namespaces()) \
+            if root.extractor is not None else set()
         names = sorted(set(by_namespace) | dirty if namespaces is None else set(namespaces))
         for name in names:
             if self._stop.is_set() and threading.current_thread() is self._thread:
@@ -207,78 +206,27 @@ class Refresher:
                 name, by_namespace.get(name, []), vocabulary_phases, vocabulary_complete,
                 progress, force_graph, result,
             )
-            self.history.finish(build, keep=graph.settings.refresh.keep_builds)
+            self.history.finish(build, keep=root.settings.refresh.keep_builds)
             result.builds.append(build)
             if build.outcome == "error":
                 log.error("build of namespace %r failed: %s", name,
                           "; ".join(f"{p.source} {p.phase}: {p.message}"
                                     for p in build.phases if p.outcome == "error"))
-        graph.last_graph_reports = result.graph_reports
+        root.last_graph_reports = result.graph_reports
         self.last_result = result
         self.runs += 1
         return result
 
     def load_vocabulary(self) -> tuple[list[PhaseOutcome], bool]:
-        """Replace the live layer of the entity extractor's vocabulary with the
-        ``SELECT DISTINCT`` of every ``entity:<type>`` column (held in memory only; configured
-        and programmatically added terms stay).
-
-        A column whose query fails keeps the terms it had at its last successful query in
-        this process; returns the phase outcomes and whether the vocabulary is complete."""
-        extractor = self.graph.extractor
+        """Replace the live layer of the entity extractor's vocabulary with the terms of
+        every ``entity:<type>`` column (see :func:`~docgraph.lifecycle.vocabulary.
+        load_live_terms`); returns the phase outcomes and whether it is complete."""
+        extractor = self.root.extractor
         if extractor is None:
             return [], True
-        tags = self.registry.entity_tags()
-        live: dict[str, list[str]] = {}
-        phases: list[PhaseOutcome] = []
-        complete = True
-        limit = self.graph.settings.sources.max_vocabulary_terms
-        by_source: dict[str, list[ColumnTag]] = {}
-        for tag in tags:
-            by_source.setdefault(tag.source, []).append(tag)
-        for source_name, source_tags in sorted(by_source.items()):
-            reader = None
-            try:
-                reader = self.registry.reader(source_name)
-            except Exception as exc:
-                reader_error: BaseException | None = exc
-            else:
-                reader_error = None
-            for item in source_tags:
-                key = (item.source, item.schema, item.table, item.column, item.tag)
-                label = f"{item.urn} ({item.tag})"
-                started = time.perf_counter()
-                try:
-                    if reader is None:
-                        assert reader_error is not None
-                        raise reader_error
-                    ref = reader.resolve(item.schema, item.table, item.column)
-                    terms = reader.distinct_values(ref, limit)
-                except Exception as exc:
-                    message = describe_error(exc)
-                    cached = self._vocabulary_cache.get(key)
-                    if cached is None:
-                        complete = False
-                        message += "; no earlier terms in this process: graph rebuild deferred"
-                    else:
-                        message += f"; kept the {len(cached)} terms of the last good query"
-                    log.error("entity vocabulary %s failed: %s", label, message)
-                    phases.append(PhaseOutcome(label, "entities", "error", message, 0,
-                                               time.perf_counter() - started))
-                    terms = cached or []
-                else:
-                    self._vocabulary_cache[key] = terms
-                    phases.append(PhaseOutcome(label, "entities", "ok", f"{len(terms)} terms",
-                                               len(terms), time.perf_counter() - started))
-                entity_type = item.entity_type
-                assert entity_type is not None
-                live.setdefault(entity_type, []).extend(terms)
-            if reader is not None:
-                reader.close()
-        vocabulary = live_vocabulary(extractor)
-        if live or vocabulary.live_size:
-            vocabulary.replace_live(live)
-        return phases, complete
+        return load_live_terms(extractor, self.registry,
+                               self.root.settings.sources.max_vocabulary_terms,
+                               self._vocabulary_cache)
 
     def _build_namespace(
         self,
@@ -302,7 +250,7 @@ class Refresher:
                 f"interrupted; {kept} documents of the source being built kept, the next "
                 "build continues"))
             build.finished_at = time.time()
-            self.history.finish(build, keep=self.graph.settings.refresh.keep_builds)
+            self.history.finish(build, keep=self.root.settings.refresh.keep_builds)
             raise
 
     def _build_started(
@@ -331,7 +279,7 @@ class Refresher:
                 build.chunks_embedded += report.chunks_embedded
                 build.bodies_read += report.bodies_read
         build.phases.extend(vocabulary_phases)
-        if self.graph.extractor is not None:
+        if self.root.extractor is not None:
             tracker.phase("graph")
         build.phases.extend(self._build_graph(namespace, vocabulary_complete, force_graph,
                                               result))
@@ -339,9 +287,9 @@ class Refresher:
         return build
 
     def _pipeline(self) -> IngestPipeline:
-        graph = self.graph
-        return IngestPipeline(graph.store, graph.embedder, graph.settings.loader,
-                              extractor=graph.extractor)
+        root = self.root
+        return IngestPipeline(root.store, root.embedder, root.settings.loader,
+                              extractor=root.extractor)
 
     def _ingest_folder(
         self, source: SourceRecord, progress: ProgressCallback | None
@@ -349,23 +297,14 @@ class Refresher:
         started = time.perf_counter()
         try:
             options = self.registry.credentials.storage_options(source.urn)
-            crawler = FolderCrawler(source.urn, self.graph.settings.loader.include, options)
+            crawler = FolderCrawler(source.urn, self.root.settings.loader.include, options)
         except Exception as exc:
             message = describe_error(exc)
             log.error("cannot open %s: %s", source.urn, message)
             return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
-        pipeline = self._pipeline()
-        try:
-            report = pipeline.index_source(source, progress, crawler=crawler)
-        except Exception as exc:
-            message = describe_error(exc)
-            log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
-                      exc_info=not isinstance(exc, DocgraphError))
-            return None, phases_after_failure(source.urn, pipeline.phase, message, {})
-        finally:
-            crawler.close()
-        return report, phases_of_report(source.urn, report)
+        return self._ingest(source, lambda pipeline: pipeline.index_source(
+            source, progress, crawler=crawler), crawler.close)
 
     def _ingest_table(
         self, source: SourceRecord, progress: ProgressCallback | None
@@ -382,27 +321,36 @@ class Refresher:
             log.error("cannot open SQL source %s: %s", tag.source, message)
             return None, phases_after_failure(source.urn, "crawl", message,
                                                {"crawl": time.perf_counter() - started})
+        return self._ingest(source, lambda pipeline: pipeline.index_rows(
+            source, reader.scan_rows(reader.resolve(tag.schema, tag.table, tag.column)),
+            progress), reader.close)
+
+    def _ingest(
+        self, source: SourceRecord, ingest: Callable[[IngestPipeline], IngestReport],
+        close: Callable[[], None],
+    ) -> tuple[IngestReport | None, list[PhaseOutcome]]:
+        """Run one source's ingest (a folder's or a table's) and close what it read from;
+        a failure is logged and recorded in the phase it happened in, never raised."""
         pipeline = self._pipeline()
         try:
-            ref = reader.resolve(tag.schema, tag.table, tag.column)
-            report = pipeline.index_rows(source, reader.scan_rows(ref), progress)
+            report = ingest(pipeline)
         except Exception as exc:
             message = describe_error(exc)
             log.error("build of %s failed in phase %s: %s", source.urn, pipeline.phase, message,
                       exc_info=not isinstance(exc, DocgraphError))
             return None, phases_after_failure(source.urn, pipeline.phase, message, {})
         finally:
-            reader.close()
+            close()
         return report, phases_of_report(source.urn, report)
 
     def _build_graph(
         self, namespace: str, vocabulary_complete: bool, force: bool, result: RefreshResult
     ) -> list[PhaseOutcome]:
-        graph = self.graph
-        extractor = graph.extractor
+        root = self.root
+        extractor = root.extractor
         if extractor is None:
             return []
-        store = graph.graph_store
+        store = root.graph_store
         recorded = store.vocabulary_hash(namespace)
         relink = recorded not in ("", extractor_fingerprint(extractor))
         if not (force or relink or namespace in store.dirty_namespaces()):
@@ -412,8 +360,8 @@ class Refresher:
             message = "entity vocabulary incomplete (see entities errors); graph kept as it was"
             return [PhaseOutcome(NAMESPACE_WIDE, "graph", "skipped", message),
                     PhaseOutcome(NAMESPACE_WIDE, "communities", "skipped", message)]
-        builder = GraphBuilder(store, graph.embedder, graph.settings.graph, extractor,
-                               graph.chat_model, graph.phrase_cache)
+        builder = GraphBuilder(store, root.embedder, root.settings.graph, extractor,
+                               root.chat_model, root.phrase_cache)
         started = time.perf_counter()
         try:
             report = builder.build(namespace)

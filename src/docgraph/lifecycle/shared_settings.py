@@ -4,11 +4,13 @@
 sections that apply at run time (:data:`SHARED_SECTIONS`: loader, index, refresh, llm), to the
 index's database (:class:`~docgraph.store.base.SettingsStore`). Every process applies the
 stored values over its file settings when it opens the index, and re-checks at most every
-:data:`SYNC_INTERVAL_S` seconds (one index lookup of the newest revision) when it reads its
-settings, so a change made by one server applies in the others within that time, without a
-restart. An environment variable (``DOCGRAPH_<SECTION>__<KEY>``) still wins over both.
-``store`` is not shared (it says where the database is), and the embedding model is recorded
-in the catalog itself.
+:data:`SYNC_INTERVAL_S` seconds (one index lookup of the newest revision) at the entry of a
+governed request, a query of the Python API or a refresh round (the composition root's
+``sync_settings``; the engines below read the settings as synced, never through a syncing
+getter) and when the owner reads ``DocGraph.settings``, so a change made by one server
+applies in the others within that time, without a restart. An environment variable
+(``DOCGRAPH_<SECTION>__<KEY>``) still wins over both. ``store`` is not shared (it says where
+the database is), and the embedding model is recorded in the catalog itself.
 """
 
 from __future__ import annotations

@@ -1,54 +1,22 @@
 """``index_status``: per namespace, the last build and its outcome, staleness, document and
-chunk counts, and the errors of the last build."""
+chunk counts, and the errors of the last build (the :class:`~docgraph.model.NamespaceStatus`
+type lives on the ground floor, so governance lists it without importing the lifecycle)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from docgraph.lifecycle.history import PhaseOutcome
-
-if TYPE_CHECKING:
-    from docgraph.app import DocGraph
+from docgraph.lifecycle.ports import StatusRoot
+from docgraph.model import NamespaceStatus as NamespaceStatus
 
 
-@dataclass(frozen=True)
-class NamespaceStatus:
-    """Freshness of one namespace.
-
-    ``staleness_seconds`` is now minus the end of the last build that did not fail (``ok`` or
-    ``partial``); None when no build ever succeeded. ``overdue`` is True when that is more
-    than twice the refresh interval (or there never was a successful build)."""
-
-    namespace: str
-    documents: int
-    chunks: int
-    last_build_at: float | None
-    last_outcome: str | None
-    last_success_at: float | None
-    staleness_seconds: float | None
-    overdue: bool
-    errors: list[PhaseOutcome] = field(default_factory=list)
-    failed_documents: int = 0
-    last_indexed_at: float | None = None
-    #: While a build of the namespace runs (``last_outcome`` ``running``): how far it got,
-    #: e.g. ``indexing file:///docs: 12 of 60 files, 140 chunks written``. A build whose
-    #: process ended before it finished (killed) shows as ``interrupted``.
-    in_progress: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
-
-
-def index_status(graph: DocGraph, now: float | None = None) -> list[NamespaceStatus]:
+def index_status(root: StatusRoot, now: float | None = None) -> list[NamespaceStatus]:
     """The freshness of every namespace that has sources or build records."""
     now = time.time() if now is None else now
-    history = graph.build_history
-    interval = float(graph.settings.refresh.interval_seconds)
-    stats = {s.namespace: s for s in graph.store.stats()}
-    names = sorted(set(graph.store.namespaces()) | set(history.namespaces()))
+    history = root.build_history
+    interval = float(root.settings.refresh.interval_seconds)
+    stats = {s.namespace: s for s in root.store.stats()}
+    names = sorted(set(root.store.namespaces()) | set(history.namespaces()))
     out: list[NamespaceStatus] = []
     leader: str | bool | None = False  # looked up once, when a build shows as running
     for name in names:
@@ -57,7 +25,7 @@ def index_status(graph: DocGraph, now: float | None = None) -> list[NamespaceSta
         progress = None
         if latest is not None and outcome == "running":
             if leader is False:
-                leader = graph.leadership.leader()
+                leader = root.leadership.leader()
             if leader is None:  # no process leads, so none builds: it was killed
                 outcome = "interrupted"
             else:

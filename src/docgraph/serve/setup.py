@@ -65,7 +65,7 @@ def governance_configured(settings: GovernanceSettings) -> bool:
     return settings.policy_file is not None or bool(settings.sql_url)
 
 
-def build_governance(graph: DocGraph) -> Governance:
+def build_governance(graph: DocGraph) -> Governance[DocGraph]:
     """The governed service over ``graph`` as configured in ``[governance]``."""
     settings = graph.settings.governance
     return Governance(graph, build_entitlements(settings), build_row_authorizer(graph, settings))
@@ -96,7 +96,7 @@ class NarrowedEntitlements:
 
 
 def local_governance(graph: DocGraph, user: str | None = None, role: str | None = None,
-                     only: Iterable[str] | None = None) -> tuple[Governance, Caller]:
+                     only: Iterable[str] | None = None) -> tuple[Governance[DocGraph], Caller]:
     """The governed service and caller of a local command (the CLI, the Python API).
 
     With ``[governance]`` configured, the caller is ``user`` (else ``[serve] stdio_user``)
@@ -128,7 +128,7 @@ def local_governance(graph: DocGraph, user: str | None = None, role: str | None 
 
 
 def stdio_governance(graph: DocGraph, user: str | None = None,
-                     role: str | None = None) -> tuple[Governance, Caller]:
+                     role: str | None = None) -> tuple[Governance[DocGraph], Caller]:
     """The governed service and caller of ``docgraph mcp`` (stdio): the rule of every local
     transport, as :func:`local_governance` applies it to the CLI.
 
@@ -144,7 +144,7 @@ def stdio_governance(graph: DocGraph, user: str | None = None,
     return build_governance(graph), caller
 
 
-def caller_warnings(graph: DocGraph, governance: Governance, caller: Caller) -> list[str]:
+def caller_warnings(graph: DocGraph, governance: Governance[DocGraph], caller: Caller) -> list[str]:
     """Why ``caller`` will be denied by ``governance`` whatever it asks (no role assignment,
     none in its active role), as sentences; empty when it may read something or when
     ``[governance]`` is not configured (the owner reads everything)."""

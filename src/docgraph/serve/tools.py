@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from docgraph.app import DocGraph
 from docgraph.budgets import char_limit, clip
 from docgraph.errors import InvalidQuery
 from docgraph.governance import Caller, Governance
@@ -359,9 +360,9 @@ class DocgraphTools:
     search/fetch pair): validate arguments, call :class:`Governance` (the one governed
     path: it resolves, filters, traces and audits), format the answer as JSON."""
 
-    def __init__(self, governance: Governance) -> None:
+    def __init__(self, governance: Governance[DocGraph]) -> None:
         self.governance = governance
-        self.graph = governance.graph
+        self.graph = governance.root
 
     def call(self, name: str, caller: Caller,
              arguments: Mapping[str, Any] | None) -> dict[str, Any]:
