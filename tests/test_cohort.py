@@ -13,7 +13,7 @@ from docgraph.config import RetrievalSettings
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import TUNING_KNOBS, VECTOR_FIRST, CohortSearch, CohortSettings
 from docgraph.retrieve.lanes import LANE_NAMES, LANES
-from docgraph.store.sql.logs import SqlTraceLog
+from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
 
@@ -181,8 +181,10 @@ def test_traces_are_stored_by_the_governed_service_with_bounded_retention(graph)
 
     graph.cohort_engine().search("outage", namespaces={"ops"}, k=2)
     assert graph.traces.count() == 0  # the engine itself stores nothing
-    store = SqlTraceLog(graph.store, retention=3)  # the backend's database, either backend
-    graph.ports.__dict__["traces"] = store  # type: ignore[attr-defined]
+    store = SqlTraceLog(graph.store)  # the backend's database, either backend
+    # A governed request stores its traces with its audit record, in one write: the audit
+    # store applies the trace retention bound.
+    graph.ports.__dict__["audit"] = SqlAuditStore(graph.store, trace_retention=3)
     governance, caller = local_governance(graph)
     for i in range(5):
         governance.search(caller, f"outage {i}", k=2)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from docgraph.store.base import AuditStore
+from docgraph.store.base import AuditStore, TraceEntry, TraceLog
 
 
 @dataclass
@@ -26,6 +26,13 @@ class AuditRecord:
     reason: str = ""
     duration_ms: float = 0.0
     at: float = field(default_factory=time.time)
+    #: The retrieval traces the request made, stored with the record in one transaction;
+    #: not part of the record's payload.
+    traces: list[TraceEntry] = field(default_factory=list)
+
+    def payload(self) -> dict[str, Any]:
+        """What the audit log stores of the request (every field but the traces)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "traces"}
 
     @staticmethod
     def hash_query(query: str) -> str:
@@ -40,9 +47,9 @@ class AuditLog:
         self.store = store
 
     def write(self, record: AuditRecord) -> None:
-        """Append one record."""
+        """Append one record, with the traces the request made (one write)."""
         self.store.append(record.at, record.user_id, record.operation, record.outcome,
-                          asdict(record))
+                          record.payload(), record.traces)
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest records first."""
@@ -50,7 +57,8 @@ class AuditLog:
 
 
 class UnrecordedAuditLog(AuditLog):
-    """An audit log that writes nothing (its store is still read by :meth:`recent`).
+    """An audit log that writes no record (its store is still read by :meth:`recent`); the
+    traces a request made are still stored, in ``traces``.
 
     For reads that only render a page a person looks at (the console's Status and Graph
     pages are the admin's ``index_status``, ``entities``, ``neighbors`` and ``communities``):
@@ -58,5 +66,11 @@ class UnrecordedAuditLog(AuditLog):
     person changes or asks (sign-in, changes, playground queries) is written through the
     ordinary log."""
 
+    def __init__(self, store: AuditStore, traces: TraceLog) -> None:
+        super().__init__(store)
+        self.traces = traces
+
     def write(self, record: AuditRecord) -> None:
-        """Keep nothing."""
+        """Keep no record; store the request's traces."""
+        for trace in record.traces:
+            self.traces.save(trace.trace_id, trace.created_at, trace.payload)

@@ -29,7 +29,7 @@ from docgraph.retrieve.cohort import (
 )
 from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
-from docgraph.store.base import TraceLog
+from docgraph.store.base import TraceEntry
 from docgraph.store.graph import GraphStore
 
 
@@ -43,13 +43,13 @@ class GovernedSearch:
     engine's own."""
 
     def __init__(self, cohort: Callable[[], CohortSearch], hybrid: Callable[[], HybridSearcher],
-                 scope: Visibility, traces: TraceLog | None, *,
+                 scope: Visibility, record_trace: Callable[[TraceEntry], None] | None, *,
                  chat_model: ChatModel | None = None, overfetch: int = 2,
                  max_rounds: int = 4) -> None:
         self._make_cohort = cohort
         self._make_hybrid = hybrid
         self.scope = scope
-        self.traces = traces
+        self.record_trace = record_trace
         self.chat_model = chat_model
         self.overfetch = overfetch
         self.max_rounds = max_rounds
@@ -143,9 +143,9 @@ class GovernedSearch:
             trace.query_entities_missing = [*trace.query_entities_missing, *sorted(unseen)]
             trace.completeness = {n: "not found" if n in unseen else how
                                   for n, how in trace.completeness.items()}
-        if self.traces is not None:
-            self.traces.save(trace.id, trace.created_at,
-                             stored_payload(trace, self.scope.caller.user_id))
+        if self.record_trace is not None:
+            self.record_trace(TraceEntry(trace.id, trace.created_at,
+                                         stored_payload(trace, self.scope.caller.user_id)))
 
 
     def _unseen_entities(self, names: list[str]) -> set[str]:

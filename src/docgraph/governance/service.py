@@ -126,8 +126,9 @@ class Governance(Generic[IndexT]):
 
     def _request(self, caller: Caller, operation: str, query: str,
                  run: Callable[[Visibility, AuditRecord], R]) -> R:
-        """Resolve, build the request's visibility, run, audit (always). Admin changes of
-        other processes apply from here (:meth:`GovernedIndex.sync_settings`), once."""
+        """Resolve, build the request's visibility, run, audit (always: the record and the
+        traces the request made, in one write). Admin changes of other processes apply from
+        here (:meth:`GovernedIndex.sync_settings`), once."""
         self._root.sync_settings()
         record = AuditRecord(user_id=caller.user_id, operation=operation,
                              role=caller.active_role, query_hash=AuditRecord.hash_query(query))
@@ -151,9 +152,11 @@ class Governance(Generic[IndexT]):
             record.duration_ms = (time.perf_counter() - started) * 1000
             self.audit.write(record)
 
-    def _search(self, scope: Visibility) -> GovernedSearch:
+    def _search(self, scope: Visibility, record: AuditRecord) -> GovernedSearch:
+        """The engines as ``scope`` sees them; the traces they make go to ``record``, stored
+        with it in one write when the request ends (:meth:`_request`)."""
         root = self._root
-        return GovernedSearch(root.cohort_engine, root.searcher, scope, root.traces,
+        return GovernedSearch(root.cohort_engine, root.searcher, scope, record.traces.append,
                               overfetch=self.overfetch)  # global mode: the engine's model
 
     # -- retrieval ----------------------------------------------------------------------
@@ -168,7 +171,7 @@ class Governance(Generic[IndexT]):
             raise InvalidQuery(f"mode: must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
 
         def run(scope: Visibility, record: AuditRecord) -> CohortResult:
-            engine = self._search(scope)
+            engine = self._search(scope, record)
             result = engine.search(query_text, namespaces=scope.namespaces, k=k, mode=mode,
                                    return_trace=return_trace)
             record.evidence_keys = [h.chunk_id for h in result.hits]
@@ -186,7 +189,7 @@ class Governance(Generic[IndexT]):
         check_count(token_budget, "token_budget", low=MIN_CONTEXT_BUDGET, high=MAX_CONTEXT_BUDGET)
 
         def run(scope: Visibility, record: AuditRecord) -> GraphContext:
-            engine = self._search(scope)
+            engine = self._search(scope, record)
             context = assemble_context(engine, query_text, namespaces=scope.namespaces,
                                        token_budget=token_budget)
             record.evidence_keys = context.chunk_ids
@@ -202,7 +205,7 @@ class Governance(Generic[IndexT]):
         check_text(query, "query")
 
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
-            engine = self._search(scope)
+            engine = self._search(scope, record)
             service = KnowledgeService(
                 None, rag=self.settings.rag, evidence=self.evidence,
                 transformer=QueryTransformer(scope.namespaces, descriptions=self.descriptions),
@@ -242,7 +245,7 @@ class Governance(Generic[IndexT]):
         check_count(k, "k")
 
         def run(scope: Visibility, record: AuditRecord) -> Answer:
-            engine = self._search(scope)
+            engine = self._search(scope, record)
             hits = engine.search(query_text, namespaces=scope.namespaces, k=k).hits
             blocks = "\n\n".join(f"[{i + 1}] {h.text}" for i, h in enumerate(hits))
             text = model.complete(

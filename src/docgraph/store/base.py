@@ -283,6 +283,16 @@ class StoreCatalog(Catalog, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TraceEntry:
+    """One retrieval trace to store: its id, when it was made, its payload (shaped by the
+    governed service, with the ``user_id`` it belongs to)."""
+
+    trace_id: str
+    created_at: float
+    payload: Mapping[str, Any]
+
+
 class TraceLog(Protocol):
     """Stored retrieval traces, newest kept (payloads are shaped by the governed service)."""
 
@@ -307,8 +317,10 @@ class AuditStore(Protocol):
     """The append-only audit log of governed requests."""
 
     def append(self, at: float, user_id: str, operation: str, outcome: str,
-               payload: Mapping[str, Any]) -> None:
-        """Append one record."""
+               payload: Mapping[str, Any], traces: Sequence[TraceEntry] = ()) -> None:
+        """Append one record, and store the request's ``traces`` (as
+        :meth:`TraceLog.save` does) in the same transaction: a governed request is one
+        write, whatever it searched."""
         ...
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:

@@ -49,5 +49,5 @@ def page_reader(governance: GovernanceT) -> GovernanceT:
     what a person changes or asks (sign-in, changes, playground queries), not the reads
     behind each page view, which would bury the agents' requests."""
     reader = copy.copy(governance)
-    reader.audit = UnrecordedAuditLog(governance.audit.store)
+    reader.audit = UnrecordedAuditLog(governance.audit.store, governance.root.traces)
     return reader
