@@ -288,7 +288,7 @@ def test_retrieval_settings_reach_the_engine(tmp_path, make_graph):
 
 def test_one_lane_list_for_the_engine_trace_console_and_guidance(graph):
     from docgraph.serve.console.views import LANE_ORDER
-    from docgraph.serve.tools import DESCRIPTIONS
+    from docgraph.serve.tool_args import DESCRIPTIONS
 
     assert LANE_ORDER == LANE_NAMES
     assert [lane.name for lane in VECTOR_FIRST] == ["seed", "structural", "entity_adjacent",

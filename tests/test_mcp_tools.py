@@ -27,7 +27,8 @@ from docgraph.governance import (
     StaticEntitlements,
 )
 from docgraph.serve.mcp import build_mcp_server, fixed_caller
-from docgraph.serve.tools import TOOLS, DocgraphTools, decode_cursor, encode_cursor
+from docgraph.serve.tool_args import decode_cursor, encode_cursor
+from docgraph.serve.tools import TOOLS, DocgraphTools
 from tests.backend_graphs import BACKEND_NAMES
 from tests.governance_helpers import add_row_documents
 from tests.helpers import CountingEmbedder, write_files

@@ -20,7 +20,7 @@ from docgraph.serve.text_checks import (
     find_unpaired_surrogate,
     unpaired_surrogate_at,
 )
-from docgraph.serve.tools import SearchDocumentsArgs, format_validation_error
+from docgraph.serve.tool_args import SearchDocumentsArgs, format_validation_error
 
 
 def test_only_surrogate_code_points_are_invalid_text():

@@ -31,13 +31,13 @@ _EXPORTS = {
 }
 
 
-def governed(graph: DocGraph, user: str | None = None, role: str | None = None
+def governed(docgraph: DocGraph, user: str | None = None, role: str | None = None
              ) -> tuple[Governance[DocGraph], Caller]:
-    """The governed service over ``graph`` and the local caller, as the CLI uses them
+    """The governed service over ``docgraph`` and the local caller, as the CLI uses them
     (``[governance]`` configured: ``user`` is required; else the index owner)."""
     from docgraph.serve.setup import local_governance
 
-    return local_governance(graph, user, role)
+    return local_governance(docgraph, user, role)
 
 
 def __getattr__(name: str) -> Any:

@@ -39,19 +39,21 @@ from docgraph.serve.agent_tools import (
     research_prompt,
 )
 from docgraph.serve.stdio import screened_stdio_server
-from docgraph.serve.tools import (
+from docgraph.serve.tool_args import (
     GUIDANCE,
-    TOOLS,
     Cursor,
-    DocgraphTools,
     ModeArg,
     OptionalQueryText,
     PageLimit,
     QueryText,
     TokenBudget,
     TopK,
-    canonical_arguments,
     format_validation_error,
+)
+from docgraph.serve.tools import (
+    TOOLS,
+    DocgraphTools,
+    canonical_arguments,
     unexpected_arguments,
     unexpected_arguments_message,
 )

@@ -42,14 +42,14 @@ def build_entitlements(settings: GovernanceSettings) -> Entitlements:
     )
 
 
-def build_row_authorizer(graph: DocGraph, settings: GovernanceSettings) -> RowAuthorizer | None:
+def build_row_authorizer(docgraph: DocGraph, settings: GovernanceSettings) -> RowAuthorizer | None:
     """The row re-check of table-row documents: ``row_source_urls`` or else the registered
     SQL sources. None when there is no table source (then row documents, if any, are
     denied: the re-check fails closed)."""
     urls = dict(settings.row_source_urls)
     if not urls:
         try:
-            urls = graph.sources.sql_urls()
+            urls = docgraph.sources.sql_urls()
         except DocgraphError:
             raise
         except Exception as exc:
@@ -65,10 +65,11 @@ def governance_configured(settings: GovernanceSettings) -> bool:
     return settings.policy_file is not None or bool(settings.sql_url)
 
 
-def build_governance(graph: DocGraph) -> Governance[DocGraph]:
-    """The governed service over ``graph`` as configured in ``[governance]``."""
-    settings = graph.settings.governance
-    return Governance(graph, build_entitlements(settings), build_row_authorizer(graph, settings))
+def build_governance(docgraph: DocGraph) -> Governance[DocGraph]:
+    """The governed service over ``docgraph`` as configured in ``[governance]``."""
+    settings = docgraph.settings.governance
+    return Governance(docgraph, build_entitlements(settings),
+                      build_row_authorizer(docgraph, settings))
 
 
 #: The caller of local commands on an index without ``[governance]``: its owner.
@@ -95,7 +96,7 @@ class NarrowedEntitlements:
         return out
 
 
-def local_governance(graph: DocGraph, user: str | None = None, role: str | None = None,
+def local_governance(docgraph: DocGraph, user: str | None = None, role: str | None = None,
                      only: Iterable[str] | None = None) -> tuple[Governance[DocGraph], Caller]:
     """The governed service and caller of a local command (the CLI, the Python API).
 
@@ -105,21 +106,21 @@ def local_governance(graph: DocGraph, user: str | None = None, role: str | None 
     one governed path, so results equal what a served caller with the same rights gets.
     ``only`` limits the caller to those of its namespaces.
     """
-    if governance_configured(graph.settings.governance):
+    if governance_configured(docgraph.settings.governance):
         try:
-            caller = stdio_caller(graph.settings.serve, user, role)
+            caller = stdio_caller(docgraph.settings.serve, user, role)
         except ConfigError as exc:
             raise AccessDenied("[governance] is configured, so local commands need a caller: "
                                "pass --user (or set [serve] stdio_user)") from exc
-        governance = build_governance(graph)
+        governance = build_governance(docgraph)
     else:
         owner = user or OWNER
         caller = Caller(owner, role)
         every_row = CallableRowAuthorizer(lambda caller, table, pks: set(pks))
         governance = Governance(
-            graph, StaticEntitlements([RoleAssignment(owner, role or OWNER, "*")]), every_row)
+            docgraph, StaticEntitlements([RoleAssignment(owner, role or OWNER, "*")]), every_row)
     if only:
-        unknown = sorted(set(only) - set(graph.namespaces()))
+        unknown = sorted(set(only) - set(docgraph.namespaces()))
         if unknown:
             raise InvalidQuery(f"--namespace: this index has no namespace "
                                f"{', '.join(map(repr, unknown))}")
@@ -127,7 +128,7 @@ def local_governance(graph: DocGraph, user: str | None = None, role: str | None 
     return governance, caller
 
 
-def stdio_governance(graph: DocGraph, user: str | None = None,
+def stdio_governance(docgraph: DocGraph, user: str | None = None,
                      role: str | None = None) -> tuple[Governance[DocGraph], Caller]:
     """The governed service and caller of ``docgraph mcp`` (stdio): the rule of every local
     transport, as :func:`local_governance` applies it to the CLI.
@@ -138,17 +139,18 @@ def stdio_governance(graph: DocGraph, user: str | None = None,
     :class:`ConfigError` naming both ways to set it); assignments come from the configured
     source, so a caller without any is denied at every call (:func:`caller_warnings` says
     so up front)."""
-    if not governance_configured(graph.settings.governance):
-        return local_governance(graph, user, role)
-    caller = stdio_caller(graph.settings.serve, user, role)
-    return build_governance(graph), caller
+    if not governance_configured(docgraph.settings.governance):
+        return local_governance(docgraph, user, role)
+    caller = stdio_caller(docgraph.settings.serve, user, role)
+    return build_governance(docgraph), caller
 
 
-def caller_warnings(graph: DocGraph, governance: Governance[DocGraph], caller: Caller) -> list[str]:
+def caller_warnings(docgraph: DocGraph, governance: Governance[DocGraph],
+                    caller: Caller) -> list[str]:
     """Why ``caller`` will be denied by ``governance`` whatever it asks (no role assignment,
     none in its active role), as sentences; empty when it may read something or when
     ``[governance]`` is not configured (the owner reads everything)."""
-    settings = graph.settings.governance
+    settings = docgraph.settings.governance
     if not governance_configured(settings):
         return []
     source = (f"governance.policy_file {settings.policy_file}" if settings.policy_file
@@ -167,9 +169,9 @@ def caller_warnings(graph: DocGraph, governance: Governance[DocGraph], caller: C
     return []
 
 
-def build_tools(graph: DocGraph) -> DocgraphTools:
-    """The governed operations over ``graph`` as configured in its settings."""
-    return DocgraphTools(build_governance(graph))
+def build_tools(docgraph: DocGraph) -> DocgraphTools:
+    """The governed operations over ``docgraph`` as configured in its settings."""
+    return DocgraphTools(build_governance(docgraph))
 
 
 def stdio_caller(settings: ServeSettings, user: str | None = None,
@@ -185,11 +187,11 @@ def stdio_caller(settings: ServeSettings, user: str | None = None,
     return Caller(user, role)
 
 
-def open_bearer_tokens(graph: DocGraph,
+def open_bearer_tokens(docgraph: DocGraph,
                        notify: Callable[[str], None] | None = None) -> BearerTokens:
-    """The bearer tokens of ``graph``'s database, after importing the legacy
+    """The bearer tokens of ``docgraph``'s database, after importing the legacy
     ``[serve] tokens_file`` if there is one (idempotent; ``notify`` gets the notice naming
     the file when it added tokens)."""
-    tokens = BearerTokens(graph.token_store)
-    tokens.import_file(graph.settings.serve.tokens_file, notify)
+    tokens = BearerTokens(docgraph.token_store)
+    tokens.import_file(docgraph.settings.serve.tokens_file, notify)
     return tokens
