@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from docgraph.store.sql.graph import GraphBackend, SqlCatalog
 
 _BATCH = 500  # ids per IN list
+# Per-entity reads per UNION ALL statement (SQLite allows 500 members in a compound SELECT).
+_CAPPED_BATCH = 100
 
 
 class SqlGraphReads:
@@ -127,14 +129,19 @@ class SqlGraphReads:
     ) -> list[tuple[int, int, float, int]]:
         """(entity id, chunk row id, association score, first position) of text chunks that
         mention each entity, strongest association first, ``per_entity`` at most each."""
-        out: list[tuple[int, int, float, int]] = []
-        for entity_id in dict.fromkeys(int(e) for e in entity_ids):
-            out.extend((entity_id, int(r[0]), float(r[1]), int(r[2])) for r in self._rows(
-                "SELECT ce.chunk_id, ce.score, ce.first_position FROM chunk_entities ce"
-                " JOIN chunks c ON c.id = ce.chunk_id WHERE ce.entity_id = ?"
-                " AND c.kind = 'text' ORDER BY ce.score DESC, ce.first_position, ce.chunk_id"
-                " LIMIT ?", (entity_id, per_entity)))
-        return out
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        found: dict[int, list[tuple[int, float, int]]] = {e: [] for e in wanted}
+        for entity_id, chunk_id, score, first in self._per_entity(
+                "SELECT ce.entity_id, ce.chunk_id, ce.score, ce.first_position"
+                " FROM chunk_entities ce JOIN chunks c ON c.id = ce.chunk_id"
+                " WHERE ce.entity_id = ? AND c.kind = 'text'"
+                " ORDER BY ce.score DESC, ce.first_position, ce.chunk_id LIMIT ?",
+                wanted, per_entity):
+            found[int(entity_id)].append((int(chunk_id), float(score), int(first)))
+        # each entity's rows in its statement's order (a UNION ALL keeps no order: sorted
+        # again by the same key)
+        return [(e, chunk_id, score, first) for e in wanted
+                for chunk_id, score, first in sorted(found[e], key=lambda r: (-r[1], r[2], r[0]))]
 
     def entities_of_chunks(self, rowids: Iterable[int]) -> dict[int, list[tuple[int, float]]]:
         """Entity ids (with association score) linked to each chunk, strongest first."""
@@ -259,12 +266,30 @@ class SqlGraphReads:
     # has thousands), which dominated cohort lane latency at 100k chunks; these read at
     # most ``cap`` links per entity and skip the mention counts.
 
+    def _per_entity(self, select: str, entity_ids: Sequence[int], limit: int
+                    ) -> Iterable[Any]:
+        """Rows of ``select`` (one entity's bounded read: its first ``?`` the entity id, its
+        last ``LIMIT ?``) for every entity, in one statement per :data:`_CAPPED_BATCH`
+        entities: a ``UNION ALL`` of the per-entity reads, each a derived table (so its
+        ``ORDER BY`` and ``LIMIT`` stay its own on SQLite and PostgreSQL alike). Each entity
+        is still read only up to ``limit`` rows of its index range, never all its links;
+        what the statements save is the round trip per entity."""
+        for start in range(0, len(entity_ids), _CAPPED_BATCH):
+            part = entity_ids[start:start + _CAPPED_BATCH]
+            yield from self._rows(
+                " UNION ALL ".join(f"SELECT * FROM ({select}) e{i}" for i in range(len(part))),
+                [value for e in part for value in (e, limit)])
+
     def capped_counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
         """Chunks mentioning each entity, counted up to ``cap + 1``."""
-        return {e: int(self._rows(
-            "SELECT count(*) FROM (SELECT 1 FROM chunk_entities WHERE entity_id = ?"
-            " LIMIT ?) capped", (e, cap + 1))[0][0])
-            for e in dict.fromkeys(int(i) for i in entity_ids)}
+        wanted = list(dict.fromkeys(int(i) for i in entity_ids))
+        counts = dict.fromkeys(wanted, 0)
+        for entity_id, count in self._per_entity(
+                "SELECT max(entity_id) AS entity_id, count(*) AS n FROM (SELECT entity_id"
+                " FROM chunk_entities WHERE entity_id = ? LIMIT ?) capped", wanted, cap + 1):
+            if entity_id is not None:  # an entity without links counts no row
+                counts[int(entity_id)] = int(count)
+        return counts
 
     def chunk_links(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
         """Each chunk's links (every given chunk present), strongest first."""
@@ -280,15 +305,17 @@ class SqlGraphReads:
     def capped_chunks(self, entity_ids: Iterable[int], per_entity: int, scan: int
                       ) -> list[tuple[int, int, float, int]]:
         """(entity, chunk row id, score, first position): each entity's ``per_entity``
-        strongest links among its first ``scan`` by chunk row id (an index range read)."""
-        out: list[tuple[int, int, float, int]] = []
-        for e in dict.fromkeys(int(i) for i in entity_ids):
-            rows = self._rows(
-                "SELECT chunk_id, score, first_position FROM chunk_entities"
-                " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", (e, scan))
-            rows.sort(key=lambda r: (-r[1], r[2], r[0]))
-            out.extend((e, int(r[0]), float(r[1]), int(r[2])) for r in rows[:per_entity])
-        return out
+        strongest links among its first ``scan`` by chunk row id (an index range read per
+        entity, all entities in one statement)."""
+        wanted = list(dict.fromkeys(int(i) for i in entity_ids))
+        scanned: dict[int, list[tuple[int, float, int]]] = {e: [] for e in wanted}
+        for entity_id, chunk_id, score, first in self._per_entity(
+                "SELECT entity_id, chunk_id, score, first_position FROM chunk_entities"
+                " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", wanted, scan):
+            scanned[int(entity_id)].append((int(chunk_id), float(score), int(first)))
+        return [(e, chunk_id, score, first) for e in wanted
+                for chunk_id, score, first in sorted(
+                    scanned[e], key=lambda r: (-r[1], r[2], r[0]))[:per_entity]]
 
     def chunk_documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
         """(document row id, title) of each chunk."""
