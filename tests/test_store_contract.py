@@ -535,3 +535,26 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
         assert graph.chunks_for_entities(order, 4) == expected_mentions(4)
         assert graph.capped_counts([], 4) == {}
         assert graph.capped_chunks([], 3, 6) == []
+
+
+def test_namespace_ids_are_kept_once_committed_and_misses_read_again(
+        backend: Backend, store: StoreHandle, tmp_path: Path) -> None:
+    # namespace_ids keeps the ids it read (a lookup asked four times); a name it does not
+    # hold is read again, so a namespace another process creates is found, and a namespace
+    # whose creating transaction rolled back never resolves (SQLite reuses its id).
+    catalog = store.catalog
+    assert catalog.namespace_ids(["a"]) == {}
+    other = backend.open_store(DIM).catalog  # the same data opened again: another process
+    other.add_source(normalize_urn(tmp_path / "a"), "a")
+    a = catalog.namespace_ids(["a"])["a"]
+    assert catalog.namespace_ids(["a", "absent"]) == {"a": a}
+
+    with pytest.raises(RuntimeError), catalog.transaction() as db:
+        ghost = catalog._namespace_id(db, "ghost")  # type: ignore[attr-defined]
+        assert catalog.namespace_ids(["ghost"]) == {"ghost": ghost}
+        raise RuntimeError("rolled back")
+    assert catalog.namespace_ids(["ghost"]) == {}
+    other.add_source(normalize_urn(tmp_path / "b"), "b")
+    b = other.namespace_ids(["b"])["b"]
+    assert catalog.namespace_ids(["ghost", "b", "a"]) == {"b": b, "a": a}
+    assert other.namespace_ids(["ghost"]) == {}
