@@ -3,18 +3,21 @@ and entities they start from, and the bounded, per-query cached graph reads they
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from docgraph.model import ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.cohort_settings import CohortSettings
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog
-from docgraph.store.graph import GraphStore, Link
+from docgraph.store.graph import ChunkPlace, GraphStore, Link
 
 # Links read per entity at most (bounds the cost of frequent entities). Not a setting: it
 # bounds the work of one read, not what is found (an entity's strongest links come first).
 _ENTITY_SCAN = 256
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -65,6 +68,9 @@ class CohortQuery:
     paths: dict[int, list[str]] = field(default_factory=dict)  # graph lane: entity paths
     pool: dict[int, Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    places: dict[int, ChunkPlace | None] = field(default_factory=dict)  # chunk -> where
+    entity_places: dict[int, tuple[str, int] | None] = field(
+        default_factory=dict)  # entity -> (key, namespace id)
     stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in ranking
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first _ENTITY_SCAN
@@ -107,10 +113,67 @@ class CohortQuery:
         return self.reads.capped_chunks(entity_ids, per_entity, _ENTITY_SCAN)
 
     def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
+        """Each chunk's links, read once per query. The first read takes every seed with
+        it: the lanes ask for the strongest seeds', the PPR lane and completeness for more,
+        and the ranking for the whole pool's (its coverage), every seed included."""
         missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
         if missing:
-            self.links.update(self.reads.chunk_links(missing))
+            asked = set(missing)
+            self.links.update(self.reads.chunk_links(
+                [*missing, *(r for r in self.seeds if r not in self.links and r not in asked)]))
         return self.links
+
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (absent: no such chunk), read once per query; the first
+        read takes every seed with it (the hops ask for the strongest seeds' documents and
+        often for other seeds', the PPR lane for the seeds' namespaces)."""
+        wanted = list(dict.fromkeys(int(r) for r in rowids))
+        self._read_once(wanted, self.seeds, self.places, self.reads.chunk_places)
+        return {r: place for r in wanted if (place := self.places[r]) is not None}
+
+    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
+        """Canonical key of each entity (absent: no such entity), read once per query with
+        :meth:`entities_within`."""
+        wanted = self._entities(entity_ids)
+        return {e: known[0] for e in wanted if (known := self.entity_places[e]) is not None}
+
+    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Iterable[int]
+                        ) -> set[int]:
+        """The given entities of one of the namespaces, in id order; read once per query,
+        the first read taking the query's and the seeds' entities with it (the hops and the
+        PPR lane ask for them)."""
+        allowed = set(namespace_ids)
+        wanted = self._entities(entity_ids)
+        return {e for e in sorted(wanted)
+                if (known := self.entity_places[e]) is not None and known[1] in allowed}
+
+    def chunks_within(self, rowids: Iterable[int], namespace_ids: Iterable[int]) -> set[int]:
+        """The given chunks that are text chunks of one of the namespaces, in id order."""
+        allowed = set(namespace_ids)
+        places = self.chunk_places(rowids)
+        return {r for r in sorted(places)
+                if places[r].namespace_id in allowed and places[r].kind == "text"}
+
+    def _entities(self, entity_ids: Iterable[int]) -> list[int]:
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        self._read_once(wanted, [*self.query_ids, *self.seed_entities], self.entity_places,
+                        self.reads.entity_places)
+        return wanted
+
+    @staticmethod
+    def _read_once(wanted: list[int], along: list[int], known: dict[int, _T | None],
+                   read: Callable[[list[int]], dict[int, _T]]) -> None:
+        """Read the ``wanted`` ids ``known`` lacks, with (on the first read) the ``along``
+        ones; ids read and not found are recorded as None (not read again)."""
+        missing = [i for i in wanted if i not in known]
+        if not missing:
+            return
+        if not known:
+            asked = set(missing)
+            missing += [i for i in dict.fromkeys(along) if i not in asked]
+        found = read(missing)
+        for i in missing:
+            known[i] = found.get(i)
 
     def gated(self, rows: list[int], floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""

@@ -24,6 +24,16 @@ Link = tuple[int, float, int]
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkPlace:
+    """Where a chunk lives: its namespace (id), kind, document (row id) and title."""
+
+    namespace_id: int
+    kind: str
+    document: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
 class EntityInfo:
     """An entity of one namespace and how many chunks mention it."""
 
@@ -254,8 +264,10 @@ class GraphStore(Protocol):
         strongest links among its first ``scan`` (by chunk row id)."""
         ...
 
-    def chunk_documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """(document row id, title) of each chunk."""
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (absent: no such chunk), read by id; callers compare the
+        namespace themselves (a namespace filter in SQL makes SQLite scan the namespace's
+        index instead)."""
         ...
 
     def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
@@ -264,17 +276,9 @@ class GraphStore(Protocol):
         namespaces (no mention counts)."""
         ...
 
-    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
-        """Canonical key of each entity."""
-        ...
-
-    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
-                        ) -> set[int]:
-        """The given entities that belong to one of the namespaces."""
-        ...
-
-    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
-        """The given chunks that are text chunks of one of the namespaces."""
+    def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
+        """(canonical key, namespace id) of each entity (absent: no such entity), read by id
+        (callers compare the namespace, as for :meth:`chunk_places`)."""
         ...
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from docgraph.model import RowOrigin
 from docgraph.store.base import require_namespaces
-from docgraph.store.graph import CommunityInfo, EntityInfo, Link, Neighbor
+from docgraph.store.graph import ChunkPlace, CommunityInfo, EntityInfo, Link, Neighbor
 from docgraph.store.sql.dialect import Dialect, marks
 
 if TYPE_CHECKING:
@@ -317,12 +317,15 @@ class SqlGraphReads:
                 for chunk_id, score, first in sorted(
                     scanned[e], key=lambda r: (-r[1], r[2], r[0]))[:per_entity]]
 
-    def chunk_documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """(document row id, title) of each chunk."""
-        return {int(r): (int(d), str(t)) for r, d, t in self._batched(
-            "SELECT c.id, c.document_id, d.title FROM chunks c"
-            " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
-            list(dict.fromkeys(int(r) for r in rowids)))}
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (namespace id, kind, document row id, title), by id: the
+        namespace is compared by the caller (a namespace filter in SQL makes SQLite scan
+        the namespace's index instead)."""
+        return {int(r): ChunkPlace(int(n), str(kind), int(d), str(t))
+                for r, n, kind, d, t in self._batched(
+                    "SELECT c.id, c.namespace_id, c.kind, c.document_id, d.title FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+                    list(dict.fromkeys(int(r) for r in rowids)))}
 
     def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
                     ) -> list[tuple[int, str, str, str, str]]:
@@ -336,30 +339,12 @@ class SqlGraphReads:
             list(keys), list(namespace_ids))
         return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
-    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
-        """Canonical key of each entity."""
-        return {int(a): str(b) for a, b in self._batched(
-            "SELECT id, key FROM entities WHERE id IN ({marks})",
+    def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
+        """(canonical key, namespace id) of each entity, by id (the namespace compared by
+        the caller, as for :meth:`chunk_places`)."""
+        return {int(i): (str(key), int(ns)) for i, key, ns in self._batched(
+            "SELECT id, key, namespace_id FROM entities WHERE id IN ({marks})",
             list(dict.fromkeys(int(i) for i in entity_ids)))}
-
-    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
-                        ) -> set[int]:
-        """The given entities that belong to one of the namespaces (looked up by id, the
-        namespace compared here: a namespace filter in SQL makes SQLite scan the namespace's
-        index instead)."""
-        wanted = {int(n) for n in namespace_ids}
-        return {int(i) for i, ns in self._batched(
-            "SELECT id, namespace_id FROM entities WHERE id IN ({marks})",
-            list(dict.fromkeys(int(i) for i in entity_ids))) if int(ns) in wanted}
-
-    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
-        """The given chunks that are text chunks of one of the namespaces (by id, as
-        :meth:`entities_within`)."""
-        wanted = {int(n) for n in namespace_ids}
-        return {int(i) for i, ns, kind in self._batched(
-            "SELECT id, namespace_id, kind FROM chunks WHERE id IN ({marks})",
-            list(dict.fromkeys(int(r) for r in rowids)))
-            if int(ns) in wanted and kind == "text"}
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
