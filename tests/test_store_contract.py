@@ -535,6 +535,12 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
         assert graph.chunks_for_entities(order, 4) == expected_mentions(4)
         assert graph.capped_counts([], 4) == {}
         assert graph.capped_chunks([], 3, 6) == []
+    # the query's entities come with the same capped count, in the same statement
+    ns_ids = list(store.catalog.namespace_ids(["ns"]).values())
+    assert sorted(graph.entities_in(["hub", "one", "nothing"], ns_ids, 4)) == sorted([
+        (ids["hub"], "hub", "Hub", "name", "ns", 5), (ids["one"], "one", "One", "name", "ns", 1)])
+    assert [(e.key, e.chunk_count) for e in graph.entities_by_key(["one", "mid", "hub"], {"ns"})
+            ] == [("hub", 12), ("mid", 5), ("one", 1)]
 
 
 def test_namespace_ids_are_kept_once_committed_and_misses_read_again(

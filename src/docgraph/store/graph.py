@@ -270,10 +270,10 @@ class GraphStore(Protocol):
         index instead)."""
         ...
 
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
-                    ) -> list[tuple[int, str, str, str, str]]:
-        """(id, key, name, type, namespace) of entities with one of ``keys`` in the given
-        namespaces (no mention counts)."""
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
+                    ) -> list[tuple[int, str, str, str, str, int]]:
+        """(id, key, name, type, namespace, chunks mentioning it counted up to ``cap + 1``,
+        as :meth:`capped_counts`) of entities with one of ``keys`` in the given namespaces."""
         ...
 
     def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:

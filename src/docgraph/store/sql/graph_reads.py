@@ -96,12 +96,16 @@ class SqlGraphReads:
         names = sorted(require_namespaces(namespaces))
         if not wanted:
             return []
-        rows = self._batched(
-            "SELECT e.id FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
-            f" WHERE n.name IN ({marks(len(names))}) AND e.key IN ({{marks}})",
-            wanted, names)
-        found = self.entities_by_id(int(r[0]) for r in rows)
-        return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key))
+        found = {int(r[0]): EntityInfo(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]),
+                                       int(r[5]))
+                 for r in self._batched(
+                     "SELECT e.id, e.key, e.name, e.type, n.name,"
+                     " (SELECT count(*) FROM chunk_entities ce WHERE ce.entity_id = e.id)"
+                     " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
+                     f" WHERE n.name IN ({marks(len(names))}) AND e.key IN ({{marks}})",
+                     wanted, names)}
+        # ties (one key in two namespaces) in id order, as an id lookup returned them
+        return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key, e.id))
 
     def neighbors(self, entity_ids: Iterable[int], limit: int = 20) -> list[Neighbor]:
         """Entities linked to any of ``entity_ids``, strongest first: NPMI weight damped by
@@ -327,17 +331,20 @@ class SqlGraphReads:
                     " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
                     list(dict.fromkeys(int(r) for r in rowids)))}
 
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
-                    ) -> list[tuple[int, str, str, str, str]]:
-        """(id, key, name, type, namespace) of entities with one of ``keys``."""
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
+                    ) -> list[tuple[int, str, str, str, str, int]]:
+        """(id, key, name, type, namespace, mentions counted up to ``cap + 1``) of entities
+        with one of ``keys`` (the count as :meth:`capped_counts`, in the same statement)."""
         if not keys or not namespace_ids:
             return []
         rows = self._batched(
-            "SELECT e.id, e.key, e.name, e.type, n.name FROM entities e"
-            " JOIN namespaces n ON n.id = e.namespace_id"
+            "SELECT e.id, e.key, e.name, e.type, n.name, (SELECT count(*) FROM (SELECT 1"
+            " FROM chunk_entities ce WHERE ce.entity_id = e.id LIMIT ?) capped)"
+            " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
             f" WHERE e.namespace_id IN ({marks(len(namespace_ids))}) AND e.key IN ({{marks}})",
-            list(keys), list(namespace_ids))
-        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
+            list(keys), [cap + 1, *namespace_ids])
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[5]))
+                for r in rows]
 
     def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
         """(canonical key, namespace id) of each entity, by id (the namespace compared by
