@@ -21,6 +21,7 @@ from docgraph.errors import InvalidQuery, StoreError
 from docgraph.model import ChunkDraft, EntityLink, SourceRecord
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
+from docgraph.store.graph import CappedEntity, EntityInfo
 from docgraph.store.sql import graph_reads
 from docgraph.store.sql.graph import SqlGraphStore
 from tests.helpers import CountingEmbedder, write_files
@@ -484,9 +485,10 @@ def _graph_store(store: StoreHandle) -> SqlGraphStore:
 def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
         store: StoreHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The lanes' bounded reads (capped counts, capped chunks) and the mentions read take
-    # every entity in one statement (a UNION ALL of per-entity LIMITed reads), batched; the
-    # answer is each entity's own bounded read: an entity with more links than the cap is
-    # cut at it, one without links counts 0, ties are ordered as one entity's read orders.
+    # every entity in one statement (per-entity LIMITed reads: a UNION ALL of them, or a
+    # correlated subquery per entity), batched; the answer is each entity's own bounded
+    # read: an entity with more links than the cap is cut at it, one that does not exist
+    # is absent, ties are ordered as one entity's read orders.
     rng = np.random.default_rng(11)
     source = store.catalog.add_source(normalize_urn(tmp_path / "g"), "ns")
     _write(store, source, "g.txt", [f"chunk {i}" for i in range(12)], _unit(rng, 12))
@@ -505,6 +507,7 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
     graph.replace_links("ns", sorted(links.items()), "v1")
     ids = {e.key: e.id for e in graph.find_entities({"ns"}, limit=10)}
     absent = max(ids.values()) + 1000  # no such entity: no links
+    ns_id = store.catalog.namespace_ids(["ns"])["ns"]
     order = [ids["mid"], absent, ids["hub"], ids["one"]]
 
     def strongest(rows: dict[int, tuple[float, int]], chunks: list[int]) -> list[int]:
@@ -526,19 +529,21 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
 
     for batch in (100, 2, 1):  # one statement, and batched past it
         monkeypatch.setattr(graph_reads, "_CAPPED_BATCH", batch)
-        assert graph.capped_counts(order, 4) == {
-            ids["mid"]: 5, absent: 0, ids["hub"]: 5, ids["one"]: 1}
-        assert graph.capped_counts(order, 20) == {
-            ids["mid"]: 5, absent: 0, ids["hub"]: 12, ids["one"]: 1}
+        for cap, hub in ((4, 5), (20, 12)):
+            assert graph.capped_entities(order, cap) == {
+                ids["mid"]: CappedEntity("mid", ns_id, 5), ids["hub"]: CappedEntity(
+                    "hub", ns_id, hub), ids["one"]: CappedEntity("one", ns_id, 1)}
         assert graph.capped_chunks(order, 3, 6) == expected_capped(3, 6)
         assert graph.capped_chunks(order, 50, 256) == expected_capped(50, 256)
         assert graph.chunks_for_entities(order, 4) == expected_mentions(4)
-        assert graph.capped_counts([], 4) == {}
+        assert graph.capped_entities([], 4) == {}
         assert graph.capped_chunks([], 3, 6) == []
     # the query's entities come with the same capped count, in the same statement
-    ns_ids = list(store.catalog.namespace_ids(["ns"]).values())
-    assert sorted(graph.entities_in(["hub", "one", "nothing"], ns_ids, 4)) == sorted([
-        (ids["hub"], "hub", "Hub", "name", "ns", 5), (ids["one"], "one", "One", "name", "ns", 1)])
+    assert sorted(graph.entities_in(["hub", "one", "nothing"], [ns_id], 4),
+                  key=lambda found: found[0].id) == sorted([
+        (EntityInfo(ids["hub"], "hub", "Hub", "name", "ns", 5), CappedEntity("hub", ns_id, 5)),
+        (EntityInfo(ids["one"], "one", "One", "name", "ns", 1), CappedEntity("one", ns_id, 1)),
+    ], key=lambda found: found[0].id)
     assert [(e.key, e.chunk_count) for e in graph.entities_by_key(["one", "mid", "hub"], {"ns"})
             ] == [("hub", 12), ("mid", 5), ("one", 1)]
 

@@ -3,21 +3,18 @@ and entities they start from, and the bounded, per-query cached graph reads they
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from docgraph.model import ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.cohort_settings import CohortSettings
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog
-from docgraph.store.graph import ChunkPlace, GraphStore, Link
+from docgraph.store.graph import CappedEntity, ChunkPlace, GraphStore, Link
 
 # Links read per entity at most (bounds the cost of frequent entities). Not a setting: it
 # bounds the work of one read, not what is found (an entity's strongest links come first).
 _ENTITY_SCAN = 256
-
-_T = TypeVar("_T")
 
 
 @dataclass
@@ -69,8 +66,8 @@ class CohortQuery:
     pool: dict[int, Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
     places: dict[int, ChunkPlace | None] = field(default_factory=dict)  # chunk -> where
-    entity_places: dict[int, tuple[str, int] | None] = field(
-        default_factory=dict)  # entity -> (key, namespace id)
+    # entity -> key, namespace and capped count (None: no such entity)
+    entity_places: dict[int, CappedEntity | None] = field(default_factory=dict)
     stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in ranking
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first _ENTITY_SCAN
@@ -87,11 +84,17 @@ class CohortQuery:
         return self.query_ids or self.seed_entities
 
     def non_hub(self, entity_ids: Iterable[int]) -> list[int]:
+        """The entities mentioned by at most ``hub_limit`` chunks (counted once per query,
+        with each one's key and namespace: what the hops and the PPR lane ask next)."""
         wanted = list(dict.fromkeys(entity_ids))
-        missing = [e for e in wanted if e not in self.counts]
-        if missing:
-            self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
+        self._entities(wanted)
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def know_entities(self, found: Iterable[tuple[int, CappedEntity]]) -> None:
+        """Record entities read with their capped counts elsewhere (the query's)."""
+        for e, known in found:
+            self.counts.setdefault(e, known.mentions)
+            self.entity_places.setdefault(e, known)
 
     def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
                       ) -> list[tuple[int, int, float, int]]:
@@ -128,24 +131,29 @@ class CohortQuery:
         read takes every seed with it (the hops ask for the strongest seeds' documents and
         often for other seeds', the PPR lane for the seeds' namespaces)."""
         wanted = list(dict.fromkeys(int(r) for r in rowids))
-        self._read_once(wanted, self.seeds, self.places, self.reads.chunk_places)
+        missing = [r for r in wanted if r not in self.places]
+        if missing:
+            if not self.places:
+                missing = list(dict.fromkeys([*missing, *self.seeds]))
+            read = self.reads.chunk_places(missing)
+            for r in missing:
+                self.places[r] = read.get(r)  # None: no such chunk (not read again)
         return {r: place for r in wanted if (place := self.places[r]) is not None}
 
     def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
         """Canonical key of each entity (absent: no such entity), read once per query with
-        :meth:`entities_within`."""
+        its count (:meth:`non_hub`)."""
         wanted = self._entities(entity_ids)
-        return {e: known[0] for e in wanted if (known := self.entity_places[e]) is not None}
+        return {e: known.key for e in wanted if (known := self.entity_places[e]) is not None}
 
     def entities_within(self, entity_ids: Iterable[int], namespace_ids: Iterable[int]
                         ) -> set[int]:
-        """The given entities of one of the namespaces, in id order; read once per query,
-        the first read taking the query's and the seeds' entities with it (the hops and the
-        PPR lane ask for them)."""
+        """The given entities of one of the namespaces, in id order (read once per query
+        with their counts, :meth:`non_hub`)."""
         allowed = set(namespace_ids)
         wanted = self._entities(entity_ids)
-        return {e for e in sorted(wanted)
-                if (known := self.entity_places[e]) is not None and known[1] in allowed}
+        return {e for e in sorted(wanted) if (known := self.entity_places[e]) is not None
+                and known.namespace_id in allowed}
 
     def chunks_within(self, rowids: Iterable[int], namespace_ids: Iterable[int]) -> set[int]:
         """The given chunks that are text chunks of one of the namespaces, in id order."""
@@ -155,25 +163,16 @@ class CohortQuery:
                 if places[r].namespace_id in allowed and places[r].kind == "text"}
 
     def _entities(self, entity_ids: Iterable[int]) -> list[int]:
+        """The ids, each entity's count, key and namespace read (once per query)."""
         wanted = list(dict.fromkeys(int(e) for e in entity_ids))
-        self._read_once(wanted, [*self.query_ids, *self.seed_entities], self.entity_places,
-                        self.reads.entity_places)
+        missing = [e for e in wanted if e not in self.entity_places]
+        if missing:
+            read = self.reads.capped_entities(missing, self.hub_limit)
+            for e in missing:
+                known = read.get(e)
+                self.entity_places[e] = known
+                self.counts.setdefault(e, known.mentions if known is not None else 0)
         return wanted
-
-    @staticmethod
-    def _read_once(wanted: list[int], along: list[int], known: dict[int, _T | None],
-                   read: Callable[[list[int]], dict[int, _T]]) -> None:
-        """Read the ``wanted`` ids ``known`` lacks, with (on the first read) the ``along``
-        ones; ids read and not found are recorded as None (not read again)."""
-        missing = [i for i in wanted if i not in known]
-        if not missing:
-            return
-        if not known:
-            asked = set(missing)
-            missing += [i for i in dict.fromkeys(along) if i not in asked]
-        found = read(missing)
-        for i in missing:
-            known[i] = found.get(i)
 
     def gated(self, rows: list[int], floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""

@@ -24,6 +24,16 @@ Link = tuple[int, float, int]
 
 
 @dataclass(frozen=True, slots=True)
+class CappedEntity:
+    """An entity's key and namespace (id), and the chunks mentioning it counted up to a cap
+    + 1 (a bounded read: a frequent entity is counted no further)."""
+
+    key: str
+    namespace_id: int
+    mentions: int
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkPlace:
     """Where a chunk lives: its namespace (id), kind, document (row id) and title."""
 
@@ -250,8 +260,9 @@ class GraphStore(Protocol):
 
     # -- bounded lane reads (cohort search) ----------------------------------------
 
-    def capped_counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
-        """Chunks mentioning each entity, counted up to ``cap + 1``."""
+    def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
+        """Each entity's key, namespace and mentions counted up to ``cap + 1`` (absent: no
+        such entity)."""
         ...
 
     def chunk_links(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
@@ -271,14 +282,9 @@ class GraphStore(Protocol):
         ...
 
     def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
-                    ) -> list[tuple[int, str, str, str, str, int]]:
-        """(id, key, name, type, namespace, chunks mentioning it counted up to ``cap + 1``,
-        as :meth:`capped_counts`) of entities with one of ``keys`` in the given namespaces."""
-        ...
-
-    def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
-        """(canonical key, namespace id) of each entity (absent: no such entity), read by id
-        (callers compare the namespace, as for :meth:`chunk_places`)."""
+                    ) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` in the given namespaces, each with its
+        :meth:`capped_entities` answer (``chunk_count`` is that capped count)."""
         ...
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:

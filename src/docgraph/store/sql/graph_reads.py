@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from docgraph.model import RowOrigin
 from docgraph.store.base import require_namespaces
-from docgraph.store.graph import ChunkPlace, CommunityInfo, EntityInfo, Link, Neighbor
+from docgraph.store.graph import (
+    CappedEntity,
+    ChunkPlace,
+    CommunityInfo,
+    EntityInfo,
+    Link,
+    Neighbor,
+)
 from docgraph.store.sql.dialect import Dialect, marks
 
 if TYPE_CHECKING:
@@ -22,6 +29,9 @@ if TYPE_CHECKING:
 _BATCH = 500  # ids per IN list
 # Per-entity reads per UNION ALL statement (SQLite allows 500 members in a compound SELECT).
 _CAPPED_BATCH = 100
+# An entity's mentions counted up to a cap (its ``?``, the cap + 1) by the outer row ``e``.
+_CAPPED_COUNT = ("(SELECT count(*) FROM (SELECT 1 FROM chunk_entities ce"
+                 " WHERE ce.entity_id = e.id LIMIT ?) capped)")
 
 
 class SqlGraphReads:
@@ -284,16 +294,14 @@ class SqlGraphReads:
                 " UNION ALL ".join(f"SELECT * FROM ({select}) e{i}" for i in range(len(part))),
                 [value for e in part for value in (e, limit)])
 
-    def capped_counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
-        """Chunks mentioning each entity, counted up to ``cap + 1``."""
-        wanted = list(dict.fromkeys(int(i) for i in entity_ids))
-        counts = dict.fromkeys(wanted, 0)
-        for entity_id, count in self._per_entity(
-                "SELECT max(entity_id) AS entity_id, count(*) AS n FROM (SELECT entity_id"
-                " FROM chunk_entities WHERE entity_id = ? LIMIT ?) capped", wanted, cap + 1):
-            if entity_id is not None:  # an entity without links counts no row
-                counts[int(entity_id)] = int(count)
-        return counts
+    def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
+        """Each entity's key, namespace and mentions counted up to ``cap + 1``: one
+        statement for all of them, each count a correlated subquery reading at most
+        ``cap + 1`` entries of the entity's index range (never all its links)."""
+        return {int(r[0]): CappedEntity(str(r[1]), int(r[2]), int(r[3])) for r in self._batched(
+            f"SELECT e.id, e.key, e.namespace_id, {_CAPPED_COUNT} FROM entities e"
+            " WHERE e.id IN ({marks})",
+            list(dict.fromkeys(int(i) for i in entity_ids)), [cap + 1])}
 
     def chunk_links(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
         """Each chunk's links (every given chunk present), strongest first."""
@@ -332,26 +340,18 @@ class SqlGraphReads:
                     list(dict.fromkeys(int(r) for r in rowids)))}
 
     def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
-                    ) -> list[tuple[int, str, str, str, str, int]]:
-        """(id, key, name, type, namespace, mentions counted up to ``cap + 1``) of entities
-        with one of ``keys`` (the count as :meth:`capped_counts`, in the same statement)."""
+                    ) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` (``chunk_count`` their mentions counted up to
+        ``cap + 1``, as :meth:`capped_entities`, in the same statement)."""
         if not keys or not namespace_ids:
             return []
         rows = self._batched(
-            "SELECT e.id, e.key, e.name, e.type, n.name, (SELECT count(*) FROM (SELECT 1"
-            " FROM chunk_entities ce WHERE ce.entity_id = e.id LIMIT ?) capped)"
+            f"SELECT e.id, e.key, e.name, e.type, n.name, e.namespace_id, {_CAPPED_COUNT}"
             " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
             f" WHERE e.namespace_id IN ({marks(len(namespace_ids))}) AND e.key IN ({{marks}})",
             list(keys), [cap + 1, *namespace_ids])
-        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[5]))
-                for r in rows]
-
-    def entity_places(self, entity_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
-        """(canonical key, namespace id) of each entity, by id (the namespace compared by
-        the caller, as for :meth:`chunk_places`)."""
-        return {int(i): (str(key), int(ns)) for i, key, ns in self._batched(
-            "SELECT id, key, namespace_id FROM entities WHERE id IN ({marks})",
-            list(dict.fromkeys(int(i) for i in entity_ids)))}
+        return [(EntityInfo(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[6])),
+                 CappedEntity(str(r[1]), int(r[5]), int(r[6]))) for r in rows]
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
