@@ -81,9 +81,11 @@ class EmbeddedChunkIndex:
     lexical (BM25 posting lists in memory, see :mod:`docgraph.store.lexical`) search over a
     :class:`SQLiteCatalog`.
 
-    Both follow the catalog lazily: each search first applies rows added and deleted since
-    the last one (cheap when nothing changed), so writes from another process (a CLI build
-    while a server runs) become visible on the next query.
+    Both follow the catalog lazily: each query first applies rows added and deleted since
+    the last one (cheap when nothing changed: one read of ``sqlite_sequence``), so writes
+    from another process (a CLI build while a server runs) become visible on the next query.
+    A query is :meth:`for_query` (the cohort and hybrid searchers take one and search
+    through it); each of this class's own search methods is a query of its own.
     """
 
     def __init__(
