@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from docgraph import DocGraph
 from docgraph.config import RetrievalSettings
 from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import TUNING_KNOBS, VECTOR_FIRST, CohortSearch, CohortSettings
 from docgraph.retrieve.lanes import LANE_NAMES, LANES
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
+from docgraph.store.sqlite.index import EmbeddedChunkIndex, EmbeddedQueryView
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
 
@@ -234,6 +236,9 @@ class _NotesLexicalStart:
         self.started.set()
         return self.inner.lexical_search(*args, **kwargs)
 
+    def for_query(self) -> Any:
+        return self  # its searches go through this wrapper
+
     def __len__(self) -> int:
         return len(self.inner)
 
@@ -302,3 +307,48 @@ def test_one_lane_list_for_the_engine_trace_console_and_guidance(graph):
                                                k=10, return_trace=True)
     assert set(result.trace.candidates) <= set(LANE_NAMES)
     assert set(result.trace.final_provenance.values()) <= set(LANE_NAMES)
+
+
+@backend_graphs.embedded_only
+def test_a_cohort_query_syncs_the_embedded_index_once_and_sees_the_latest_build(
+        graph, tmp_path, monkeypatch):
+    # The searcher takes the index as one query reads it (ChunkIndex.for_query): the catalog
+    # check runs once per query, not once per search of each lane, and a build made since
+    # the previous query (here: another opening of the file, as a CLI build) is seen.
+    checks: list[int] = []
+    marks = EmbeddedChunkIndex._marks
+
+    def counted(self: EmbeddedChunkIndex, db: Any) -> tuple[int, int]:
+        checks.append(1)
+        return marks(self, db)
+
+    graph.retrieve("Rotterdam outage firmware", namespaces={"ops"}, k=5)
+    monkeypatch.setattr(EmbeddedChunkIndex, "_marks", counted)
+    for mode in ("vector_first", "graph_first", "global"):
+        checks.clear()
+        graph.retrieve("Rotterdam outage firmware", namespaces={"ops"}, k=5, mode=mode)
+        assert len(checks) == 1, mode
+    other = DocGraph(graph.settings, CountingEmbedder())
+    other.index(write_files(tmp_path / "late", {"late.md": "# Walrus\n\nA walrus ate the "
+                                                "Rotterdam outage report.\n"}),
+                namespace="ops")
+    other.close()
+    hits = graph.retrieve("walrus Rotterdam outage report", namespaces={"ops"}, k=3).hits
+    assert any("walrus" in h.text.casefold() for h in hits)
+
+
+def test_a_query_view_reads_each_stored_vector_once(graph, monkeypatch):
+    index = graph.chunk_index()
+    rows = [r.rowid for r in index.lexical_search("Tomasz Nowak", 10, frozenset({"ops"}))]
+    assert rows
+    view = index.for_query()
+    assert view.for_query() is view
+    first = {r: v.tolist() for r, v in view.vectors(rows).items()}
+    assert first == {r: v.tolist() for r, v in index.vectors(rows).items()}
+    if isinstance(view, EmbeddedQueryView) and not index.exact:
+        # the embedded index keeps what the query read: asked again, it reads nothing
+        def unread(self: EmbeddedChunkIndex, rowids: Any) -> Any:
+            raise AssertionError(f"read again: {rowids}")
+
+        monkeypatch.setattr(EmbeddedChunkIndex, "_stored_vectors", unread)
+        assert {r: v.tolist() for r, v in view.vectors(rows).items()} == first

@@ -18,9 +18,12 @@ import pytest
 from docgraph import DocGraph
 from docgraph.config import load_settings
 from docgraph.errors import InvalidQuery, StoreError
-from docgraph.model import ChunkDraft, SourceRecord
+from docgraph.model import ChunkDraft, EntityLink, SourceRecord
 from docgraph.sources.urn import document_id, normalize_urn
 from docgraph.store.base import DocumentWrite
+from docgraph.store.graph import CappedEntity, EntityInfo
+from docgraph.store.sql import graph_reads
+from docgraph.store.sql.graph import SqlGraphStore
 from tests.helpers import CountingEmbedder, write_files
 from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
 from tests.store_backends import BACKENDS, Backend, StoreHandle
@@ -461,3 +464,108 @@ def test_governed_plain_search_traces_and_audit(backend: Backend, tmp_path: Path
     with _graph(backend) as again:  # another process's view of the same database
         assert again.audit_store.recent(1)[0]["operation"] == "documents"
         assert again.traces.get("t1")["n"] == 1
+
+
+# -- bounded graph reads ----------------------------------------------------------------
+
+
+def _graph_store(store: StoreHandle) -> SqlGraphStore:
+    from docgraph.store.sqlite.catalog import SQLiteCatalog
+    from docgraph.store.sqlite.graph import SQLiteGraphStore
+
+    if isinstance(store.catalog, SQLiteCatalog):
+        return SQLiteGraphStore(store.catalog)
+    from docgraph.store.postgres.catalog import PostgresCatalog
+    from docgraph.store.postgres.graph import PostgresGraphStore
+
+    assert isinstance(store.catalog, PostgresCatalog)
+    return PostgresGraphStore(store.catalog)
+
+
+def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
+        store: StoreHandle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lanes' bounded reads (capped counts, capped chunks) and the mentions read take
+    # every entity in one statement (per-entity LIMITed reads: a UNION ALL of them, or a
+    # correlated subquery per entity), batched; the answer is each entity's own bounded
+    # read: an entity with more links than the cap is cut at it, one that does not exist
+    # is absent, ties are ordered as one entity's read orders.
+    rng = np.random.default_rng(11)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "g"), "ns")
+    _write(store, source, "g.txt", [f"chunk {i}" for i in range(12)], _unit(rng, 12))
+    rowids = [c.rowid for c in store.catalog.document_chunks(
+        [document_id(source.urn, "g.txt")], ["ns"])]
+    # entity "hub" in all 12 chunks, "mid" in 5, "one" in 1; scores with ties
+    plan = {"hub": rowids, "mid": rowids[3:8], "one": rowids[6:7]}
+    written: dict[str, dict[int, tuple[float, int]]] = {key: {} for key in plan}
+    links: dict[int, list[EntityLink]] = {r: [] for r in rowids}
+    for key, chunks in plan.items():
+        for i, rowid in enumerate(chunks):
+            score, first = [0.25, 0.5, 0.5, 1.0][i % 4], (i * 5) % 7
+            links[rowid].append(EntityLink(key, key.title(), "name", 1, first, score))
+            written[key][rowid] = (score, first)
+    graph = _graph_store(store)
+    graph.replace_links("ns", sorted(links.items()), "v1")
+    ids = {e.key: e.id for e in graph.find_entities({"ns"}, limit=10)}
+    absent = max(ids.values()) + 1000  # no such entity: no links
+    ns_id = store.catalog.namespace_ids(["ns"])["ns"]
+    order = [ids["mid"], absent, ids["hub"], ids["one"]]
+
+    def strongest(rows: dict[int, tuple[float, int]], chunks: list[int]) -> list[int]:
+        return sorted(chunks, key=lambda r: (-rows[r][0], rows[r][1], r))
+
+    def expected_capped(per_entity: int, scan: int) -> list[tuple[int, int, float, int]]:
+        out = []
+        for key, e in [(k, ids[k]) for k in ("mid", "hub", "one")]:
+            rows = written[key]
+            first_scanned = sorted(rows)[:scan]
+            out += [(e, r, rows[r][0], rows[r][1])
+                    for r in strongest(rows, first_scanned)[:per_entity]]
+        return out
+
+    def expected_mentions(per_entity: int) -> list[tuple[int, int, float, int]]:
+        return [(ids[key], r, written[key][r][0], written[key][r][1])
+                for key in ("mid", "hub", "one")
+                for r in strongest(written[key], list(written[key]))[:per_entity]]
+
+    for batch in (100, 2, 1):  # one statement, and batched past it
+        monkeypatch.setattr(graph_reads, "_CAPPED_BATCH", batch)
+        for cap, hub in ((4, 5), (20, 12)):
+            assert graph.capped_entities(order, cap) == {
+                ids["mid"]: CappedEntity("mid", ns_id, 5), ids["hub"]: CappedEntity(
+                    "hub", ns_id, hub), ids["one"]: CappedEntity("one", ns_id, 1)}
+        assert graph.capped_chunks(order, 3, 6) == expected_capped(3, 6)
+        assert graph.capped_chunks(order, 50, 256) == expected_capped(50, 256)
+        assert graph.chunks_for_entities(order, 4) == expected_mentions(4)
+        assert graph.capped_entities([], 4) == {}
+        assert graph.capped_chunks([], 3, 6) == []
+    # the query's entities come with the same capped count, in the same statement
+    assert sorted(graph.entities_in(["hub", "one", "nothing"], [ns_id], 4),
+                  key=lambda found: found[0].id) == sorted([
+        (EntityInfo(ids["hub"], "hub", "Hub", "name", "ns", 5), CappedEntity("hub", ns_id, 5)),
+        (EntityInfo(ids["one"], "one", "One", "name", "ns", 1), CappedEntity("one", ns_id, 1)),
+    ], key=lambda found: found[0].id)
+    assert [(e.key, e.chunk_count) for e in graph.entities_by_key(["one", "mid", "hub"], {"ns"})
+            ] == [("hub", 12), ("mid", 5), ("one", 1)]
+
+
+def test_namespace_ids_are_kept_once_committed_and_misses_read_again(
+        backend: Backend, store: StoreHandle, tmp_path: Path) -> None:
+    # namespace_ids keeps the ids it read (a lookup asked four times); a name it does not
+    # hold is read again, so a namespace another process creates is found, and a namespace
+    # whose creating transaction rolled back never resolves (SQLite reuses its id).
+    catalog = store.catalog
+    assert catalog.namespace_ids(["a"]) == {}
+    other = backend.open_store(DIM).catalog  # the same data opened again: another process
+    other.add_source(normalize_urn(tmp_path / "a"), "a")
+    a = catalog.namespace_ids(["a"])["a"]
+    assert catalog.namespace_ids(["a", "absent"]) == {"a": a}
+
+    with pytest.raises(RuntimeError), catalog.transaction() as db:
+        ghost = catalog._namespace_id(db, "ghost")  # type: ignore[attr-defined]
+        assert catalog.namespace_ids(["ghost"]) == {"ghost": ghost}
+        raise RuntimeError("rolled back")
+    assert catalog.namespace_ids(["ghost"]) == {}
+    other.add_source(normalize_urn(tmp_path / "b"), "b")
+    b = other.namespace_ids(["b"])["b"]
+    assert catalog.namespace_ids(["ghost", "b", "a"]) == {"b": b, "a": a}
+    assert other.namespace_ids(["ghost"]) == {}

@@ -157,13 +157,16 @@ class CohortSearch:
         s = settings or self.settings
         trace = RetrievalTrace(query=query_text, mode=mode, k=k)
         started = time.perf_counter()
+        # The index as this query reads it: synced with the catalog once, now (a build of
+        # another process is seen), not again by each lane's search.
+        index = self.index.for_query()
         if mode == "global":
             hits, reduced = search_reports(
-                self.catalog, self.index, self.embedder, query_text, allowed, k, s, trace,
+                self.catalog, index, self.embedder, query_text, allowed, k, s, trace,
                 self.chat_model if answer else None, self.chat_model is not None)
             result = CohortResult(hits, answer=reduced)
         else:
-            result = self._cohort(query_text, allowed, k, s, trace,
+            result = self._cohort(query_text, allowed, k, s, trace, index,
                                   graph_first=mode == "graph_first")
         trace.timings_ms["total"] = (time.perf_counter() - started) * 1000
         trace.final_provenance = {h.chunk_id: h.lanes[0] for h in result.hits}
@@ -173,15 +176,15 @@ class CohortSearch:
     # -- vector_first / graph_first ------------------------------------------------
 
     def _cohort(self, query: str, allowed: frozenset[str], k: int, s: CohortSettings,
-                trace: RetrievalTrace, graph_first: bool) -> CohortResult:
+                trace: RetrievalTrace, index: ChunkIndex, graph_first: bool) -> CohortResult:
         depth = max(s.seed_candidates, k)
-        vector, dense, lexical, t = seed_lists(self.index, self.embedder, query, allowed,
+        vector, dense, lexical, t = seed_lists(index, self.embedder, query, allowed,
                                                depth, trace)
         fused = fuse_seed_lists(dense, lexical, s)
         # The hub threshold is relative to the loaded chunk index (all namespaces; counting
         # one namespace's chunks in SQL costs a table scan per query).
-        q = CohortQuery(query, vector, allowed, s, trace, self.catalog, self.index, self.graph,
-                        len(self.index), k, dense=dense, lexical=lexical, fused=fused)
+        q = CohortQuery(query, vector, allowed, s, trace, self.catalog, index, self.graph,
+                        len(index), k, dense=dense, lexical=lexical, fused=fused)
         q.seeds = [r.rowid for r in fused[:seed_width(s, k)]]
         trace.timings_ms["seed"] = (time.perf_counter() - t) * 1000
 

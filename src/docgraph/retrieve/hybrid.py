@@ -65,13 +65,14 @@ class HybridSearcher:
             raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {mode!r}")
 
         depth = max(self.settings.candidates, k)
+        index = self.index.for_query()  # synced with the catalog once for both lists
         # The BM25 lane needs no vector: it runs while the query is embedded and scanned.
         pending: Future[list[ScoredRow]] | None = None
         if mode == "hybrid":
-            pending = LANE_POOL.get().submit(self.index.lexical_search, query, depth, allowed)
+            pending = LANE_POOL.get().submit(index.lexical_search, query, depth, allowed)
         try:
             query_vector = self.embedder.embed_query(query)
-            dense = self.index.dense_search(query_vector, depth, allowed)
+            dense = index.dense_search(query_vector, depth, allowed)
         except BaseException:
             if pending is not None:
                 pending.cancel()
@@ -90,7 +91,7 @@ class HybridSearcher:
         # BM25-only hits get their real cosine too, so every hit reports its similarity.
         unscored = [r.rowid for r in ranked if r.rowid not in similarity]
         if unscored:
-            for rowid, vector in self.index.vectors(unscored).items():
+            for rowid, vector in index.vectors(unscored).items():
                 similarity[rowid] = float(vector @ query_vector)
         hits: list[SearchHit] = []
         for row in ranked:

@@ -10,7 +10,7 @@ from docgraph.model import ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.cohort_settings import CohortSettings
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog
-from docgraph.store.graph import GraphStore, Link
+from docgraph.store.graph import CappedEntity, ChunkPlace, GraphStore, Link
 
 # Links read per entity at most (bounds the cost of frequent entities). Not a setting: it
 # bounds the work of one read, not what is found (an entity's strongest links come first).
@@ -65,6 +65,9 @@ class CohortQuery:
     paths: dict[int, list[str]] = field(default_factory=dict)  # graph lane: entity paths
     pool: dict[int, Candidate] = field(default_factory=dict)
     links: dict[int, list[Link]] = field(default_factory=dict)  # chunk -> links cache
+    places: dict[int, ChunkPlace | None] = field(default_factory=dict)  # chunk -> where
+    # entity -> key, namespace and capped count (None: no such entity)
+    entity_places: dict[int, CappedEntity | None] = field(default_factory=dict)
     stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in ranking
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first _ENTITY_SCAN
@@ -81,11 +84,17 @@ class CohortQuery:
         return self.query_ids or self.seed_entities
 
     def non_hub(self, entity_ids: Iterable[int]) -> list[int]:
+        """The entities mentioned by at most ``hub_limit`` chunks (counted once per query,
+        with each one's key and namespace: what the hops and the PPR lane ask next)."""
         wanted = list(dict.fromkeys(entity_ids))
-        missing = [e for e in wanted if e not in self.counts]
-        if missing:
-            self.counts.update(self.reads.capped_counts(missing, self.hub_limit))
+        self._entities(wanted)
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
+
+    def know_entities(self, found: Iterable[tuple[int, CappedEntity]]) -> None:
+        """Record entities read with their capped counts elsewhere (the query's)."""
+        for e, known in found:
+            self.counts.setdefault(e, known.mentions)
+            self.entity_places.setdefault(e, known)
 
     def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
                       ) -> list[tuple[int, int, float, int]]:
@@ -107,10 +116,63 @@ class CohortQuery:
         return self.reads.capped_chunks(entity_ids, per_entity, _ENTITY_SCAN)
 
     def links_of(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
+        """Each chunk's links, read once per query. The first read takes every seed with
+        it: the lanes ask for the strongest seeds', the PPR lane and completeness for more,
+        and the ranking for the whole pool's (its coverage), every seed included."""
         missing = [r for r in dict.fromkeys(int(r) for r in rowids) if r not in self.links]
         if missing:
-            self.links.update(self.reads.chunk_links(missing))
+            asked = set(missing)
+            self.links.update(self.reads.chunk_links(
+                [*missing, *(r for r in self.seeds if r not in self.links and r not in asked)]))
         return self.links
+
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (absent: no such chunk), read once per query; the first
+        read takes every seed with it (the hops ask for the strongest seeds' documents and
+        often for other seeds', the PPR lane for the seeds' namespaces)."""
+        wanted = list(dict.fromkeys(int(r) for r in rowids))
+        missing = [r for r in wanted if r not in self.places]
+        if missing:
+            if not self.places:
+                missing = list(dict.fromkeys([*missing, *self.seeds]))
+            read = self.reads.chunk_places(missing)
+            for r in missing:
+                self.places[r] = read.get(r)  # None: no such chunk (not read again)
+        return {r: place for r in wanted if (place := self.places[r]) is not None}
+
+    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
+        """Canonical key of each entity (absent: no such entity), read once per query with
+        its count (:meth:`non_hub`)."""
+        wanted = self._entities(entity_ids)
+        return {e: known.key for e in wanted if (known := self.entity_places[e]) is not None}
+
+    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Iterable[int]
+                        ) -> set[int]:
+        """The given entities of one of the namespaces, in id order (read once per query
+        with their counts, :meth:`non_hub`)."""
+        allowed = set(namespace_ids)
+        wanted = self._entities(entity_ids)
+        return {e for e in sorted(wanted) if (known := self.entity_places[e]) is not None
+                and known.namespace_id in allowed}
+
+    def chunks_within(self, rowids: Iterable[int], namespace_ids: Iterable[int]) -> set[int]:
+        """The given chunks that are text chunks of one of the namespaces, in id order."""
+        allowed = set(namespace_ids)
+        places = self.chunk_places(rowids)
+        return {r for r in sorted(places)
+                if places[r].namespace_id in allowed and places[r].kind == "text"}
+
+    def _entities(self, entity_ids: Iterable[int]) -> list[int]:
+        """The ids, each entity's count, key and namespace read (once per query)."""
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        missing = [e for e in wanted if e not in self.entity_places]
+        if missing:
+            read = self.reads.capped_entities(missing, self.hub_limit)
+            for e in missing:
+                known = read.get(e)
+                self.entity_places[e] = known
+                self.counts.setdefault(e, known.mentions if known is not None else 0)
+        return wanted
 
     def gated(self, rows: list[int], floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""

@@ -72,23 +72,23 @@ def cohort_query_entities(q: CohortQuery, extractor: EntityExtractor | None
     Longer matches win: an entity whose key is inside a longer matched key is dropped."""
     keys = query_entity_keys(q.text, extractor)
     ns_ids = list(q.catalog.namespace_ids(sorted(q.allowed)).values())
-    found = q.reads.entities_in(keys, ns_ids)
+    # with each one's mentions counted up to the hub limit + 1, in the same statement
+    read = q.reads.entities_in(keys, ns_ids, q.hub_limit)
+    q.know_entities((info.id, capped) for info, capped in read)
+    found = [info for info, _ in read]
     if q.settings.query_names_capitalized:
         # A heuristic proper name is found capitalized in text; a single query word
         # written in lower case only ("place of birth") is the common noun, not it.
         words = _WORD.findall(q.text)
         lower = {canonical_key(w) for w in words if w == w.lower()}
         lower -= {canonical_key(w) for w in words if w != w.lower()}
-        found = [f for f in found
-                 if not (f[3] == "name" and " " not in f[1] and f[1] in lower)]
-    matched = {key for _, key, _, _, _ in found}
-    kept = [f for f in found
-            if not any(f[1] != other and f" {f[1]} " in f" {other} " for other in matched)]
+        found = [e for e in found
+                 if not (e.type == "name" and " " not in e.key and e.key in lower)]
+    matched = {e.key for e in found}
+    kept = [e for e in found
+            if not any(e.key != other and f" {e.key} " in f" {other} " for other in matched)]
     order = {key: i for i, key in enumerate(keys)}
-    kept.sort(key=lambda f: (order.get(f[1], 1 << 30), f[0]))
-    q.non_hub([f[0] for f in kept])
-    entities = [EntityInfo(i, key, name, etype, ns, q.counts.get(i, 0))
-                for i, key, name, etype, ns in kept]
+    kept.sort(key=lambda e: (order.get(e.key, 1 << 30), e.id))
     missing: list[str] = []
     if extractor is not None:
         for link in extractor.links(q.text):
@@ -96,4 +96,4 @@ def cohort_query_entities(q: CohortQuery, extractor: EntityExtractor | None
                 link.type not in ("name", "acronym") or len(link.name.split()) > 1
             ):
                 missing.append(link.name)
-    return entities, list(dict.fromkeys(missing))
+    return kept, list(dict.fromkeys(missing))

@@ -244,6 +244,13 @@ class ChunkIndex(Protocol):
         """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
         ...
 
+    def for_query(self) -> ChunkIndex:
+        """The index as one query reads it: up to date with the catalog as of now, and not
+        checked again by its searches (an index that follows the catalog checks it once per
+        query instead of once per search); the searcher takes one at the start of a query
+        and its lanes search through it. An index that needs no following returns itself."""
+        ...
+
 class StoreCatalog(Catalog, Protocol):
     """A catalog that :class:`docgraph.DocGraph` can run on: the :class:`Catalog` contract plus
     document paging, build bookkeeping and closing (embedded SQLite and PostgreSQL)."""

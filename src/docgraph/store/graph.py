@@ -24,6 +24,26 @@ Link = tuple[int, float, int]
 
 
 @dataclass(frozen=True, slots=True)
+class CappedEntity:
+    """An entity's key and namespace (id), and the chunks mentioning it counted up to a cap
+    + 1 (a bounded read: a frequent entity is counted no further)."""
+
+    key: str
+    namespace_id: int
+    mentions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPlace:
+    """Where a chunk lives: its namespace (id), kind, document (row id) and title."""
+
+    namespace_id: int
+    kind: str
+    document: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
 class EntityInfo:
     """An entity of one namespace and how many chunks mention it."""
 
@@ -240,8 +260,9 @@ class GraphStore(Protocol):
 
     # -- bounded lane reads (cohort search) ----------------------------------------
 
-    def capped_counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
-        """Chunks mentioning each entity, counted up to ``cap + 1``."""
+    def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
+        """Each entity's key, namespace and mentions counted up to ``cap + 1`` (absent: no
+        such entity)."""
         ...
 
     def chunk_links(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
@@ -254,27 +275,16 @@ class GraphStore(Protocol):
         strongest links among its first ``scan`` (by chunk row id)."""
         ...
 
-    def chunk_documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """(document row id, title) of each chunk."""
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (absent: no such chunk), read by id; callers compare the
+        namespace themselves (a namespace filter in SQL makes SQLite scan the namespace's
+        index instead)."""
         ...
 
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
-                    ) -> list[tuple[int, str, str, str, str]]:
-        """(id, key, name, type, namespace) of entities with one of ``keys`` in the given
-        namespaces (no mention counts)."""
-        ...
-
-    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
-        """Canonical key of each entity."""
-        ...
-
-    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
-                        ) -> set[int]:
-        """The given entities that belong to one of the namespaces."""
-        ...
-
-    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
-        """The given chunks that are text chunks of one of the namespaces."""
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
+                    ) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` in the given namespaces, each with its
+        :meth:`capped_entities` answer (``chunk_count`` is that capped count)."""
         ...
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:

@@ -185,10 +185,12 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
             "namespaces": namespaces, "kinds": 0 if kinds is None else kinds}, publish)
 
     def search(
-        self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0
+        self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0,
+        fetch: VectorFetch | None = None,
     ) -> list[ScoredRow]:
         """Top ``k`` live rows of the given namespaces and chunk kind by cosine similarity
-        (candidates by signs and int8 codes, scores exact)."""
+        (candidates by signs and int8 codes, scores exact from ``fetch``, by default the
+        reader the matrix was made with)."""
         s = self._snap
         if s.n == 0 or k <= 0 or not namespace_ids:
             return []
@@ -215,7 +217,7 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         rescore = max(2 * k, k + MIN_RESCORE_EXTRA)
         if len(candidates) > rescore:
             candidates = candidates[np.argpartition(-approx, rescore - 1)[:rescore]]
-        found, vectors = self.fetch(np.sort(s.rowids[candidates]))
+        found, vectors = (fetch or self.fetch)(np.sort(s.rowids[candidates]))
         if len(found) == 0:
             return []
         exact = vectors.astype(np.float32) @ q

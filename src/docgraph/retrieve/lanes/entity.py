@@ -85,7 +85,7 @@ def hops_of(query_ids: list[int], sources: list[int], q: CohortQuery) -> dict[in
     """Chunks of other documents introducing an entity of an anchored seed."""
     s = q.settings
     links = q.links_of(sources)
-    docs = q.reads.chunk_documents(sources)
+    docs = {r: (p.document, p.title) for r, p in q.chunk_places(sources).items()}
     query_tokens = _tokens(q.text)
     wanted = set(query_ids)
     entity_source: dict[int, int] = {}
@@ -104,8 +104,9 @@ def hops_of(query_ids: list[int], sources: list[int], q: CohortQuery) -> dict[in
                   if x[1] not in set(sources)]
     if not candidates:
         return {}
-    keys = q.reads.entity_keys(entity_source)
-    docs.update(q.reads.chunk_documents(x[1] for x in candidates))
+    keys = q.entity_keys(entity_source)
+    docs.update((r, (p.document, p.title))
+                for r, p in q.chunk_places(x[1] for x in candidates).items())
     hops: dict[int, Hop] = {}
     for entity_id, rowid, _, first in candidates:
         position = entity_source[entity_id]

@@ -42,9 +42,9 @@ class PprLane:
         wanted = [e for r in seed_ids
                   for e in [e for e, _, _ in links[r] if e in kept][: s.entities_per_seed]]
         wanted += q.non_hub(query_ids)
-        entities = q.reads.entities_within(wanted, ns_ids)
+        entities = q.entities_within(wanted, ns_ids)
         reached = q.capped_chunks(sorted(entities), s.ppr_chunks_per_entity)
-        chunks = q.reads.chunks_within([*seed_ids, *(r for _, r, _, _ in reached)], ns_ids)
+        chunks = q.chunks_within([*seed_ids, *(r for _, r, _, _ in reached)], ns_ids)
         chunk_links = q.links_of(chunks)
         graph = LocalGraph.from_links({c: chunk_links[c] for c in chunks}, entities)
         restart: dict[tuple[str, int], float] = {}

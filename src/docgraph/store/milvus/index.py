@@ -219,6 +219,10 @@ class MilvusChunkIndex:
                 ])
         self._milvus(write)
 
+    def for_query(self) -> MilvusChunkIndex:
+        """This index (each search follows the catalog's feed itself)."""
+        return self
+
     def __len__(self) -> int:
         """Live chunks (all namespaces and kinds) as of the last sync."""
         self.sync()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from functools import cached_property
 from typing import Any
 
 from docgraph.errors import StoreError
@@ -70,15 +71,38 @@ class SqlCatalogRecords:
         return int(db.execute(sql("SELECT id FROM namespaces WHERE name = ?"), (name,))
                    .fetchone()[0])
 
+    @cached_property
+    def _namespace_id_cache(self) -> dict[str, int]:
+        """Namespace ids by name, as read outside any transaction (:meth:`namespace_ids`)."""
+        return {}
+
     def namespace_ids(self, names: Iterable[str]) -> dict[str, int]:
-        """Ids of the named namespaces that exist (unknown names are absent)."""
+        """Ids of the named namespaces that exist (unknown names are absent).
+
+        Ids once read are kept: a namespace row is created by a build and never deleted or
+        renamed (no statement of docgraph deletes one) and its id never changes, so a name
+        resolves to the same id for as long as the catalog is open; a query then reads none
+        (it asked four times per lookup). A name not kept is read every time, so a
+        namespace another process created since (a CLI build beside a server) is found and
+        one that does not exist never resolves. Only ids read outside a transaction are
+        kept: a row inserted by a transaction that is rolled back never existed, and SQLite
+        gives its id to the next namespace created."""
         wanted = list(dict.fromkeys(names))
-        out: dict[str, int] = {}
-        for start in range(0, len(wanted), _IN_BATCH):
-            part = wanted[start:start + _IN_BATCH]
-            out.update((str(n), int(i)) for n, i in self._run(
-                f"SELECT name, id FROM namespaces WHERE name IN ({marks(len(part))})", part))
-        return out
+        known = self._namespace_id_cache
+        found = {n: known[n] for n in wanted if n in known}
+        missing = [n for n in wanted if n not in found]
+        if missing:
+            db = self.connection()
+            read: dict[str, int] = {}
+            for start in range(0, len(missing), _IN_BATCH):
+                part = missing[start:start + _IN_BATCH]
+                read.update((str(n), int(i)) for n, i in db.execute(self.dialect.sql(
+                    f"SELECT name, id FROM namespaces WHERE name IN ({marks(len(part))})"),
+                    part))
+            if read and not self.dialect.in_transaction(db):
+                known.update(read)
+            found.update(read)
+        return {n: found[n] for n in wanted if n in found}
 
     def namespaces(self) -> list[str]:
         """Names of namespaces that have at least one source."""

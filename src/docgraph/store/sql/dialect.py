@@ -60,6 +60,10 @@ class Dialect:
         if rows:
             db.executemany(self.sql(text), rows)
 
+    def in_transaction(self, db: Any) -> bool:
+        """Whether ``db`` (an autocommit connection) is inside a transaction now."""
+        return bool(db.in_transaction)
+
     def in_ids(self, ids: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
         """A column's match with ``ids`` as (SQL text to append to the column, parameters),
         in as few statements as the driver allows: ``IN (?, ...)`` lists of 500 values."""
@@ -97,6 +101,12 @@ class PostgresDialect(Dialect):
         if rows:
             with db.cursor() as cursor:
                 cursor.executemany(self.sql(text), rows)
+
+    def in_transaction(self, db: Any) -> bool:
+        """Whether ``db`` (an autocommit connection) is inside a transaction now."""
+        from psycopg.pq import TransactionStatus
+
+        return bool(db.info.transaction_status != TransactionStatus.IDLE)
 
     def in_ids(self, ids: Sequence[Any]) -> Iterator[tuple[str, list[Any]]]:
         """A column's match with ``ids``: one ``= ANY(?)`` array parameter."""

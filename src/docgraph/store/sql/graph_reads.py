@@ -13,13 +13,25 @@ from typing import TYPE_CHECKING, Any
 
 from docgraph.model import RowOrigin
 from docgraph.store.base import require_namespaces
-from docgraph.store.graph import CommunityInfo, EntityInfo, Link, Neighbor
+from docgraph.store.graph import (
+    CappedEntity,
+    ChunkPlace,
+    CommunityInfo,
+    EntityInfo,
+    Link,
+    Neighbor,
+)
 from docgraph.store.sql.dialect import Dialect, marks
 
 if TYPE_CHECKING:
     from docgraph.store.sql.graph import GraphBackend, SqlCatalog
 
 _BATCH = 500  # ids per IN list
+# Per-entity reads per UNION ALL statement (SQLite allows 500 members in a compound SELECT).
+_CAPPED_BATCH = 100
+# An entity's mentions counted up to a cap (its ``?``, the cap + 1) by the outer row ``e``.
+_CAPPED_COUNT = ("(SELECT count(*) FROM (SELECT 1 FROM chunk_entities ce"
+                 " WHERE ce.entity_id = e.id LIMIT ?) capped)")
 
 
 class SqlGraphReads:
@@ -94,12 +106,16 @@ class SqlGraphReads:
         names = sorted(require_namespaces(namespaces))
         if not wanted:
             return []
-        rows = self._batched(
-            "SELECT e.id FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
-            f" WHERE n.name IN ({marks(len(names))}) AND e.key IN ({{marks}})",
-            wanted, names)
-        found = self.entities_by_id(int(r[0]) for r in rows)
-        return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key))
+        found = {int(r[0]): EntityInfo(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]),
+                                       int(r[5]))
+                 for r in self._batched(
+                     "SELECT e.id, e.key, e.name, e.type, n.name,"
+                     " (SELECT count(*) FROM chunk_entities ce WHERE ce.entity_id = e.id)"
+                     " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
+                     f" WHERE n.name IN ({marks(len(names))}) AND e.key IN ({{marks}})",
+                     wanted, names)}
+        # ties (one key in two namespaces) in id order, as an id lookup returned them
+        return sorted(found.values(), key=lambda e: (-e.chunk_count, e.key, e.id))
 
     def neighbors(self, entity_ids: Iterable[int], limit: int = 20) -> list[Neighbor]:
         """Entities linked to any of ``entity_ids``, strongest first: NPMI weight damped by
@@ -127,14 +143,19 @@ class SqlGraphReads:
     ) -> list[tuple[int, int, float, int]]:
         """(entity id, chunk row id, association score, first position) of text chunks that
         mention each entity, strongest association first, ``per_entity`` at most each."""
-        out: list[tuple[int, int, float, int]] = []
-        for entity_id in dict.fromkeys(int(e) for e in entity_ids):
-            out.extend((entity_id, int(r[0]), float(r[1]), int(r[2])) for r in self._rows(
-                "SELECT ce.chunk_id, ce.score, ce.first_position FROM chunk_entities ce"
-                " JOIN chunks c ON c.id = ce.chunk_id WHERE ce.entity_id = ?"
-                " AND c.kind = 'text' ORDER BY ce.score DESC, ce.first_position, ce.chunk_id"
-                " LIMIT ?", (entity_id, per_entity)))
-        return out
+        wanted = list(dict.fromkeys(int(e) for e in entity_ids))
+        found: dict[int, list[tuple[int, float, int]]] = {e: [] for e in wanted}
+        for entity_id, chunk_id, score, first in self._per_entity(
+                "SELECT ce.entity_id, ce.chunk_id, ce.score, ce.first_position"
+                " FROM chunk_entities ce JOIN chunks c ON c.id = ce.chunk_id"
+                " WHERE ce.entity_id = ? AND c.kind = 'text'"
+                " ORDER BY ce.score DESC, ce.first_position, ce.chunk_id LIMIT ?",
+                wanted, per_entity):
+            found[int(entity_id)].append((int(chunk_id), float(score), int(first)))
+        # each entity's rows in its statement's order (a UNION ALL keeps no order: sorted
+        # again by the same key)
+        return [(e, chunk_id, score, first) for e in wanted
+                for chunk_id, score, first in sorted(found[e], key=lambda r: (-r[1], r[2], r[0]))]
 
     def entities_of_chunks(self, rowids: Iterable[int]) -> dict[int, list[tuple[int, float]]]:
         """Entity ids (with association score) linked to each chunk, strongest first."""
@@ -259,12 +280,28 @@ class SqlGraphReads:
     # has thousands), which dominated cohort lane latency at 100k chunks; these read at
     # most ``cap`` links per entity and skip the mention counts.
 
-    def capped_counts(self, entity_ids: Iterable[int], cap: int) -> dict[int, int]:
-        """Chunks mentioning each entity, counted up to ``cap + 1``."""
-        return {e: int(self._rows(
-            "SELECT count(*) FROM (SELECT 1 FROM chunk_entities WHERE entity_id = ?"
-            " LIMIT ?) capped", (e, cap + 1))[0][0])
-            for e in dict.fromkeys(int(i) for i in entity_ids)}
+    def _per_entity(self, select: str, entity_ids: Sequence[int], limit: int
+                    ) -> Iterable[Any]:
+        """Rows of ``select`` (one entity's bounded read: its first ``?`` the entity id, its
+        last ``LIMIT ?``) for every entity, in one statement per :data:`_CAPPED_BATCH`
+        entities: a ``UNION ALL`` of the per-entity reads, each a derived table (so its
+        ``ORDER BY`` and ``LIMIT`` stay its own on SQLite and PostgreSQL alike). Each entity
+        is still read only up to ``limit`` rows of its index range, never all its links;
+        what the statements save is the round trip per entity."""
+        for start in range(0, len(entity_ids), _CAPPED_BATCH):
+            part = entity_ids[start:start + _CAPPED_BATCH]
+            yield from self._rows(
+                " UNION ALL ".join(f"SELECT * FROM ({select}) e{i}" for i in range(len(part))),
+                [value for e in part for value in (e, limit)])
+
+    def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
+        """Each entity's key, namespace and mentions counted up to ``cap + 1``: one
+        statement for all of them, each count a correlated subquery reading at most
+        ``cap + 1`` entries of the entity's index range (never all its links)."""
+        return {int(r[0]): CappedEntity(str(r[1]), int(r[2]), int(r[3])) for r in self._batched(
+            f"SELECT e.id, e.key, e.namespace_id, {_CAPPED_COUNT} FROM entities e"
+            " WHERE e.id IN ({marks})",
+            list(dict.fromkeys(int(i) for i in entity_ids)), [cap + 1])}
 
     def chunk_links(self, rowids: Iterable[int]) -> dict[int, list[Link]]:
         """Each chunk's links (every given chunk present), strongest first."""
@@ -280,59 +317,41 @@ class SqlGraphReads:
     def capped_chunks(self, entity_ids: Iterable[int], per_entity: int, scan: int
                       ) -> list[tuple[int, int, float, int]]:
         """(entity, chunk row id, score, first position): each entity's ``per_entity``
-        strongest links among its first ``scan`` by chunk row id (an index range read)."""
-        out: list[tuple[int, int, float, int]] = []
-        for e in dict.fromkeys(int(i) for i in entity_ids):
-            rows = self._rows(
-                "SELECT chunk_id, score, first_position FROM chunk_entities"
-                " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", (e, scan))
-            rows.sort(key=lambda r: (-r[1], r[2], r[0]))
-            out.extend((e, int(r[0]), float(r[1]), int(r[2])) for r in rows[:per_entity])
-        return out
+        strongest links among its first ``scan`` by chunk row id (an index range read per
+        entity, all entities in one statement)."""
+        wanted = list(dict.fromkeys(int(i) for i in entity_ids))
+        scanned: dict[int, list[tuple[int, float, int]]] = {e: [] for e in wanted}
+        for entity_id, chunk_id, score, first in self._per_entity(
+                "SELECT entity_id, chunk_id, score, first_position FROM chunk_entities"
+                " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", wanted, scan):
+            scanned[int(entity_id)].append((int(chunk_id), float(score), int(first)))
+        return [(e, chunk_id, score, first) for e in wanted
+                for chunk_id, score, first in sorted(
+                    scanned[e], key=lambda r: (-r[1], r[2], r[0]))[:per_entity]]
 
-    def chunk_documents(self, rowids: Iterable[int]) -> dict[int, tuple[int, str]]:
-        """(document row id, title) of each chunk."""
-        return {int(r): (int(d), str(t)) for r, d, t in self._batched(
-            "SELECT c.id, c.document_id, d.title FROM chunks c"
-            " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
-            list(dict.fromkeys(int(r) for r in rowids)))}
+    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (namespace id, kind, document row id, title), by id: the
+        namespace is compared by the caller (a namespace filter in SQL makes SQLite scan
+        the namespace's index instead)."""
+        return {int(r): ChunkPlace(int(n), str(kind), int(d), str(t))
+                for r, n, kind, d, t in self._batched(
+                    "SELECT c.id, c.namespace_id, c.kind, c.document_id, d.title FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+                    list(dict.fromkeys(int(r) for r in rowids)))}
 
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int]
-                    ) -> list[tuple[int, str, str, str, str]]:
-        """(id, key, name, type, namespace) of entities with one of ``keys``."""
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
+                    ) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` (``chunk_count`` their mentions counted up to
+        ``cap + 1``, as :meth:`capped_entities`, in the same statement)."""
         if not keys or not namespace_ids:
             return []
         rows = self._batched(
-            "SELECT e.id, e.key, e.name, e.type, n.name FROM entities e"
-            " JOIN namespaces n ON n.id = e.namespace_id"
+            f"SELECT e.id, e.key, e.name, e.type, n.name, e.namespace_id, {_CAPPED_COUNT}"
+            " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
             f" WHERE e.namespace_id IN ({marks(len(namespace_ids))}) AND e.key IN ({{marks}})",
-            list(keys), list(namespace_ids))
-        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
-
-    def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
-        """Canonical key of each entity."""
-        return {int(a): str(b) for a, b in self._batched(
-            "SELECT id, key FROM entities WHERE id IN ({marks})",
-            list(dict.fromkeys(int(i) for i in entity_ids)))}
-
-    def entities_within(self, entity_ids: Iterable[int], namespace_ids: Sequence[int]
-                        ) -> set[int]:
-        """The given entities that belong to one of the namespaces (looked up by id, the
-        namespace compared here: a namespace filter in SQL makes SQLite scan the namespace's
-        index instead)."""
-        wanted = {int(n) for n in namespace_ids}
-        return {int(i) for i, ns in self._batched(
-            "SELECT id, namespace_id FROM entities WHERE id IN ({marks})",
-            list(dict.fromkeys(int(i) for i in entity_ids))) if int(ns) in wanted}
-
-    def chunks_within(self, rowids: Iterable[int], namespace_ids: Sequence[int]) -> set[int]:
-        """The given chunks that are text chunks of one of the namespaces (by id, as
-        :meth:`entities_within`)."""
-        wanted = {int(n) for n in namespace_ids}
-        return {int(i) for i, ns, kind in self._batched(
-            "SELECT id, namespace_id, kind FROM chunks WHERE id IN ({marks})",
-            list(dict.fromkeys(int(r) for r in rowids)))
-            if int(ns) in wanted and kind == "text"}
+            list(keys), [cap + 1, *namespace_ids])
+        return [(EntityInfo(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[6])),
+                 CappedEntity(str(r[1]), int(r[5]), int(r[6]))) for r in rows]
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
