@@ -48,6 +48,9 @@ class Visibility:
     dropped: int = 0
     failures: list[str] = field(default_factory=list)
     _row_visible: dict[RowOrigin, bool] = field(default_factory=dict)
+    #: The row origin of each document looked up in this request (None: free-standing); a
+    #: document's origin is part of its identity, so it is read once per request.
+    _origins: dict[str, RowOrigin | None] = field(default_factory=dict)
 
     def hidden_rows(self, origins: Iterable[RowOrigin]) -> set[RowOrigin]:
         """The table rows the caller may not see: one re-check batch per table for the rows
@@ -74,7 +77,12 @@ class Visibility:
     def hidden_documents(self, doc_ids: Iterable[str]) -> set[str]:
         """Which of the given documents the row re-check hides (free-standing documents are
         never hidden by it: their namespace decides)."""
-        origins = self.catalog.origins_for(doc_ids)
+        wanted = list(dict.fromkeys(doc_ids))
+        unread = [d for d in wanted if d not in self._origins]
+        if unread:
+            read = self.catalog.origins_for(unread)
+            self._origins.update({d: read.get(d) for d in unread})
+        origins = {d: o for d in wanted if (o := self._origins[d]) is not None}
         hidden = self.hidden_rows(origins.values())
         return {d for d, o in origins.items() if o in hidden}
 
