@@ -2,7 +2,7 @@
 
     python bench/crash.py [--kills 100] [--seed 7] [--pooled-every 2] [--name crash]
 
-The scenarios of ``tests/test_crash_consistency.py`` (see ``tests/crash_scenarios.py``),
+The scenarios of ``tests/ingest/test_crash_consistency.py`` (see ``tests/crash_scenarios.py``),
 with more kills: seeded kill points spread over listing, preparing, embedding, writing and
 the graph build, on a fresh index and on an index whose folder was edited, some kills twice
 in a row. After every kill the index must be sound (integrity check, no half-written or

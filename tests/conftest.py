@@ -65,3 +65,30 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped under DOCGRAPH_REQUIRE_SERVICES=1: {reason}"
+
+
+#: The fixtures of ``tests/pg.py`` that give a test a PostgreSQL server.
+POSTGRES_FIXTURES = frozenset({"pgvector_server", "postgres_server", "postgres_url",
+                               "postgres_db"})
+
+
+def runs_on_postgres(item: pytest.Item) -> bool:
+    """A test runs on PostgreSQL when it takes a server fixture of ``tests/pg.py``, or when a
+    parameter picks a PostgreSQL backend: ``backend_graphs.make_graph``, the backends of
+    ``store_backends`` and the modules' own backend fixtures take the server with
+    ``request.getfixturevalue``, so there only the parameter id ("postgres", "postgresql",
+    "milvus-postgres") shows it, the same id ``-k "not postgres"`` has always matched."""
+    if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.id
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``postgres`` every test that runs on PostgreSQL, so ``-m "not postgres"`` runs the
+    suite without a server. A test that reaches the server another way (a factory fixture,
+    as ``tests/graph/test_graph_backends.py``'s) carries the mark itself; so does every test
+    that runs the real embedding model (``e2e``: a module's ``pytestmark`` or its own)."""
+    for item in items:
+        if runs_on_postgres(item):
+            item.add_marker(pytest.mark.postgres)

@@ -1,6 +1,6 @@
 """A served index with its web console, and an HTTP client that signs in to it like a browser.
 
-The corpus is the two-namespace one of :mod:`tests.test_mcp_tools` (engineering, support,
+The corpus is the two-namespace one of :mod:`tests.serve.test_mcp_tools` (engineering, support,
 and support ticket rows), served by the real ASGI app of ``docgraph serve``
 (:func:`docgraph.serve.http.create_app`) under uvicorn on a free loopback port. Tokens:
 ``root`` (role admin on ``*``: a console admin), ``alice`` and ``bob`` (not admins), and
@@ -22,9 +22,9 @@ from docgraph.serve.auth import BearerTokens
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.console.ratelimit import SignInLimiter
 from docgraph.serve.http import create_app
+from tests.serve.test_http_server import Running
+from tests.serve.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
 from tests.store_backends import Backend
-from tests.test_http_server import Running
-from tests.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

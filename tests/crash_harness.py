@@ -1,6 +1,6 @@
 """Kill ``docgraph index`` with SIGKILL at chosen points and check what must hold after.
 
-Shared by ``tests/test_crash_consistency.py`` and ``bench/crash.py``.
+Shared by ``tests/ingest/test_crash_consistency.py`` and ``bench/crash.py``.
 
 :class:`Launcher` runs the docgraph command line (``docgraph index``) with a trap armed at a
 :class:`KillPoint` (phase, nth, delay), in a child forked from ``python

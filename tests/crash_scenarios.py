@@ -1,12 +1,11 @@
 """Crash scenarios: a corpus, uninterrupted reference builds, kills, re-runs, checks.
 
-A *setting* is a folder plus the index a build starts from: ``fresh`` (an empty index over
-the corpus of :mod:`tests.crash_corpus`) or ``update`` (a built index whose folder then had
-files edited, added, removed and touched). Its reference is the state an uninterrupted
-build reaches. A *scenario* kills ``docgraph index`` at one or more points
-(:mod:`tests.crash_harness`), checks the index after every kill, re-runs the build in this
-process and compares the result with the reference. Used by ``tests/test_crash_consistency.py`` and
-``bench/crash.py``.
+A *setting* is a folder plus the index a build starts from: ``fresh`` (an empty index over the
+corpus of :mod:`tests.crash_corpus`) or ``update`` (a built index whose folder then had files
+edited, added, removed and touched). Its reference is the state an uninterrupted build reaches.
+A *scenario* kills ``docgraph index`` at one or more points (:mod:`tests.crash_harness`),
+checks the index after every kill, re-runs the build in this process and compares the result
+with the reference. Used by ``tests/ingest/test_crash_consistency.py`` and ``bench/crash.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The store backends that ``tests/test_store_contract.py`` runs its contract against.
+"""The store backends that ``tests/store/test_store_contract.py`` runs its contract against.
 
 Every test there takes the ``backend`` fixture, parametrized over :data:`BACKENDS`. A backend
 is a small class with a name, the ``[store]`` settings that make :class:`docgraph.DocGraph`

@@ -24,7 +24,7 @@ from mcp import Client
 import docgraph
 from docgraph.governance import Caller
 from docgraph.serve.mcp import build_mcp_server, fixed_caller
-from tests.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
+from tests.serve.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
 
 PACKAGE = str(Path(docgraph.__file__).parent)
 

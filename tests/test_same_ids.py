@@ -3,7 +3,7 @@ show one agent-visible id (``<source name>/<path>#chunk-N``) that every read acc
 ``search``/``fetch`` result carries a ``url`` that opens its passage (the console's document
 page when the source publishes no URL); scores and lanes are named alike everywhere.
 
-Real components throughout: the corpus of :mod:`tests.test_mcp_tools` indexed on the
+Real components throughout: the corpus of :mod:`tests.serve.test_mcp_tools` indexed on the
 embedded backend, the CLI through Typer's runner, the console served by the ASGI app of
 ``docgraph serve`` under uvicorn and signed in to like a browser.
 """

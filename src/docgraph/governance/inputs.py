@@ -111,7 +111,7 @@ def string_validator(*, optional: bool = False) -> Callable[[object], object]:
 
     The surrogate is refused here as well as by :func:`check_text` because text that cannot
     be encoded must not travel further through a transport than its argument model (the
-    model itself is pinned to refuse it, ``tests/test_serve_checks.py``)."""
+    model itself is pinned to refuse it, ``tests/serve/test_serve_checks.py``)."""
     def validate(value: object) -> object:
         if value is None and optional:
             return value

@@ -111,7 +111,8 @@ class CohortSettings:
 
 
 #: The fields of :class:`CohortSettings` that are deliberately not settings (see the module
-#: docstring); every other field is a setting of ``[retrieval]`` (``tests/test_cohort.py``).
+#: docstring); every other field is a setting of ``[retrieval]``
+#: (``tests/retrieve/test_cohort.py``).
 TUNING_KNOBS: frozenset[str] = frozenset({
     "seed_priority", "structural_priority", "entity_priority", "graph_priority",
     "cluster_priority", "ppr_priority", "seed_pool_grows_with_k", "entity_from_seeds",

@@ -160,7 +160,7 @@ class Catalog(Protocol):
     def write_documents(self, writes: Sequence[DocumentWrite]) -> list[DocumentRecord]:
         """Insert or replace several documents, each atomically, in order, in one
         transaction with a savepoint per document (alike on every relational backend:
-        ``docgraph.store.sql.documents``; ``tests/test_store_contract.py`` pins it).
+        ``docgraph.store.sql.documents``; ``tests/store/test_store_contract.py`` pins it).
 
         Every write is checked first (chunks, hashes, vectors and links line up, vectors
         finite; on PostgreSQL, whose vector index is per dimension, also as wide as the

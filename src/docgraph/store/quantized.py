@@ -17,7 +17,7 @@ each on fewer rows:
 
 Results carry exact scores and match exact search whenever the true top ``k`` survive
 stages 1 and 2 (measured dense recall@10 in ``bench/backends.py``; tests in
-``tests/test_store_quantized.py``). Follows the catalog like the exact matrix: appends of
+``tests/store/test_store_quantized.py``). Follows the catalog like the exact matrix: appends of
 ascending row ids, tombstones, immutable snapshots, compaction at a quarter dead.
 """
 
