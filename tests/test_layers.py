@@ -208,3 +208,13 @@ def test_the_rules_see_lazy_and_relative_imports(tmp_path):
     assert back_up_imports(edges) == {"docgraph.store.sqlite.catalog -> docgraph.ingest.pipeline"}
     assert cycles(edges | {("docgraph.ingest.pipeline", "docgraph.store.base")},
                   frozenset({"store", "ingest"})) == [["ingest", "store"]]
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+    """A module past 500 lines is usually two things (DESIGN.md's habits aim at ~400)."""
+    long = sorted(f"{name}: {n} lines" for name, path in MODULES.items()
+                  if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES)
+    assert not long, "split these by responsibility:\n" + "\n".join(long)

@@ -15,7 +15,8 @@ from docgraph.errors import InvalidQuery
 from docgraph.retrieve.cohort import TUNING_KNOBS, VECTOR_FIRST, CohortSearch, CohortSettings
 from docgraph.retrieve.lanes import LANE_NAMES, LANES
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
-from docgraph.store.sqlite.index import EmbeddedChunkIndex, EmbeddedQueryView
+from docgraph.store.sqlite.index import EmbeddedChunkIndex
+from docgraph.store.sqlite.query_view import EmbeddedQueryView
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
 

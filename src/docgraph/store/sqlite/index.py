@@ -25,6 +25,7 @@ from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 from docgraph.store.sqlite.catalog import SQLiteCatalog
+from docgraph.store.sqlite.query_view import EmbeddedQueryView
 from docgraph.store.sqlite.schema import SCHEMA_VERSION
 from docgraph.store.sqlite.vectors import decode_vectors
 from docgraph.text import query_terms
@@ -416,89 +417,6 @@ class EmbeddedChunkIndex:
         """Top ``k`` chunks of ``kind`` in the allowed namespaces by BM25 over breadcrumb +
         text, scored with the statistics of ``kind``'s live chunks only."""
         return self.for_query().lexical_search(text, k, namespaces, kind)
-
-
-class EmbeddedQueryView:
-    """The embedded index for one query (:meth:`EmbeddedChunkIndex.for_query`): synced with
-    the catalog when made, once, where each search used to check it again (three times a
-    cohort query); and the stored vectors it reads, for the dense search's exact re-scoring
-    and for :meth:`vectors`, are kept, so the lanes and the ranking do not read the same
-    rows again. Lives as long as its query; shared by its threads (the BM25 lane)."""
-
-    def __init__(self, index: EmbeddedChunkIndex) -> None:
-        self.index = index
-        self._vectors: dict[int, Vector] = {}
-
-    def for_query(self) -> EmbeddedQueryView:
-        """This view (already the query's)."""
-        return self
-
-    def __len__(self) -> int:
-        """Live chunks loaded (all namespaces and kinds)."""
-        return len(self.index)
-
-    def _stored_vectors(
-        self, rowids: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], Vector]:
-        """:meth:`EmbeddedChunkIndex._stored_vectors`, reading only rows not read yet."""
-        kept = self._vectors
-        missing = np.array([r for r in rowids.tolist() if r not in kept], dtype=np.int64)
-        if len(missing):
-            found, vectors = self.index._stored_vectors(missing)
-            kept.update(zip(found.tolist(), vectors, strict=True))
-        found_ids = sorted(r for r in rowids.tolist() if r in kept)  # as the catalog reads
-        matrix = (np.stack([kept[r] for r in found_ids]) if found_ids
-                  else np.zeros((0, self.index.dimension), dtype=np.float32))
-        return np.array(found_ids, dtype=np.int64), matrix
-
-    def vectors(self, rowids: Sequence[int]) -> dict[int, Vector]:
-        """Unit vectors of the given chunks (deleted ones absent): from the dense matrix when
-        exact, else read from the catalog (once for the query)."""
-        ids = np.asarray(list(dict.fromkeys(int(r) for r in rowids)), dtype=np.int64)
-        dense = self.index.dense
-        if isinstance(dense, DenseMatrix):
-            found, vectors = dense.vectors_for(ids)
-        else:
-            found, vectors = self._stored_vectors(ids)
-        return {int(r): v for r, v in zip(found, vectors, strict=True)}
-
-    def dense_search(
-        self, vector: Vector, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
-    ) -> list[ScoredRow]:
-        """:meth:`EmbeddedChunkIndex.dense_search` without the catalog check."""
-        ns_ids = self.index._namespace_ids(namespaces)
-        dense = self.index.dense
-        if isinstance(dense, QuantizedDenseMatrix):
-            return dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind),
-                                fetch=self._stored_vectors)
-        return dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind))
-
-    def lexical_search(
-        self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
-    ) -> list[ScoredRow]:
-        """:meth:`EmbeddedChunkIndex.lexical_search` without the catalog check."""
-        ns_ids = self.index._namespace_ids(namespaces)
-        if not ns_ids or k <= 0:
-            return []
-        term_ids = self.index._term_ids(text)
-        if not term_ids:
-            return []
-        return [ScoredRow(rowid, score) for rowid, score in
-                self.index.postings.search(term_ids, k, ns_ids, CHUNK_KINDS.index(kind))]
-
-    def lexical_scores(
-        self, text: str, rowids: Sequence[int], namespaces: frozenset[str],
-        kind: ChunkKind = "text",
-    ) -> dict[int, float]:
-        """:meth:`EmbeddedChunkIndex.lexical_scores` without the catalog check."""
-        ns_ids = self.index._namespace_ids(namespaces)
-        ids = np.array(list(dict.fromkeys(int(r) for r in rowids)), dtype=np.int64)
-        if not ns_ids or len(ids) == 0:
-            return {}
-        term_ids = self.index._term_ids(text)
-        if not term_ids:
-            return {}
-        return self.index.postings.scores_for(term_ids, ids, ns_ids, CHUNK_KINDS.index(kind))
 
 
 @dataclass
