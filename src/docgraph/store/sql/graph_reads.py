@@ -281,18 +281,20 @@ class SqlGraphReads:
     # most ``cap`` links per entity and skip the mention counts.
 
     def _per_entity(self, select: str, entity_ids: Sequence[int], limit: int
-                    ) -> Iterable[Any]:
+                    ) -> list[Any]:
         """Rows of ``select`` (one entity's bounded read: its first ``?`` the entity id, its
         last ``LIMIT ?``) for every entity, in one statement per :data:`_CAPPED_BATCH`
         entities: a ``UNION ALL`` of the per-entity reads, each a derived table (so its
         ``ORDER BY`` and ``LIMIT`` stay its own on SQLite and PostgreSQL alike). Each entity
         is still read only up to ``limit`` rows of its index range, never all its links;
         what the statements save is the round trip per entity."""
+        rows: list[Any] = []
         for start in range(0, len(entity_ids), _CAPPED_BATCH):
             part = entity_ids[start:start + _CAPPED_BATCH]
-            yield from self._rows(
+            rows.extend(self._rows(
                 " UNION ALL ".join(f"SELECT * FROM ({select}) e{i}" for i in range(len(part))),
-                [value for e in part for value in (e, limit)])
+                [value for e in part for value in (e, limit)]))
+        return rows
 
     def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
         """Each entity's key, namespace and mentions counted up to ``cap + 1``: one
@@ -320,14 +322,15 @@ class SqlGraphReads:
         strongest links among its first ``scan`` by chunk row id (an index range read per
         entity, all entities in one statement)."""
         wanted = list(dict.fromkeys(int(i) for i in entity_ids))
-        scanned: dict[int, list[tuple[int, float, int]]] = {e: [] for e in wanted}
-        for entity_id, chunk_id, score, first in self._per_entity(
+        scanned: dict[int, list[Any]] = {e: [] for e in wanted}
+        for row in self._per_entity(
                 "SELECT entity_id, chunk_id, score, first_position FROM chunk_entities"
                 " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", wanted, scan):
-            scanned[int(entity_id)].append((int(chunk_id), float(score), int(first)))
-        return [(e, chunk_id, score, first) for e in wanted
-                for chunk_id, score, first in sorted(
-                    scanned[e], key=lambda r: (-r[1], r[2], r[0]))[:per_entity]]
+            scanned[row[0]].append(row)
+        # Up to ``scan`` rows an entity, of which ``per_entity`` are kept: only those are
+        # converted (a query reads thousands of rows here).
+        return [(e, int(r[1]), float(r[2]), int(r[3])) for e in wanted
+                for r in sorted(scanned[e], key=lambda r: (-r[2], r[3], r[1]))[:per_entity]]
 
     def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
         """Where each chunk lives (namespace id, kind, document row id, title), by id: the
