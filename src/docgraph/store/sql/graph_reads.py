@@ -280,20 +280,21 @@ class SqlGraphReads:
     # has thousands), which dominated cohort lane latency at 100k chunks; these read at
     # most ``cap`` links per entity and skip the mention counts.
 
-    def _per_entity(self, select: str, entity_ids: Sequence[int], limit: int
+    def _per_entity(self, select: str, entity_ids: Sequence[int], *limits: int
                     ) -> list[Any]:
-        """Rows of ``select`` (one entity's bounded read: its first ``?`` the entity id, its
-        last ``LIMIT ?``) for every entity, in one statement per :data:`_CAPPED_BATCH`
-        entities: a ``UNION ALL`` of the per-entity reads, each a derived table (so its
-        ``ORDER BY`` and ``LIMIT`` stay its own on SQLite and PostgreSQL alike). Each entity
-        is still read only up to ``limit`` rows of its index range, never all its links;
-        what the statements save is the round trip per entity."""
+        """Rows of ``select`` (one entity's bounded read: its first ``?`` the entity id, then
+        one ``?`` for each of ``limits``) for every entity, in one statement per
+        :data:`_CAPPED_BATCH` entities: a ``UNION ALL`` of the per-entity reads, each a
+        derived table (so its ``ORDER BY`` and ``LIMIT`` stay its own on SQLite and
+        PostgreSQL alike). Each entity is still read only up to its limit of its index
+        range, never all its links; what the statements save is the round trip per
+        entity."""
         rows: list[Any] = []
         for start in range(0, len(entity_ids), _CAPPED_BATCH):
             part = entity_ids[start:start + _CAPPED_BATCH]
             rows.extend(self._rows(
                 " UNION ALL ".join(f"SELECT * FROM ({select}) e{i}" for i in range(len(part))),
-                [value for e in part for value in (e, limit)]))
+                [value for e in part for value in (e, *limits)]))
         return rows
 
     def capped_entities(self, entity_ids: Iterable[int], cap: int) -> dict[int, CappedEntity]:
@@ -322,15 +323,20 @@ class SqlGraphReads:
         strongest links among its first ``scan`` by chunk row id (an index range read per
         entity, all entities in one statement)."""
         wanted = list(dict.fromkeys(int(i) for i in entity_ids))
-        scanned: dict[int, list[Any]] = {e: [] for e in wanted}
+        kept: dict[int, list[Any]] = {e: [] for e in wanted}
+        # The strongest ``per_entity`` of the ``scan`` scanned are chosen in SQL: a query
+        # scans thousands of links here and keeps a few dozen.
         for row in self._per_entity(
-                "SELECT entity_id, chunk_id, score, first_position FROM chunk_entities"
-                " WHERE entity_id = ? ORDER BY chunk_id LIMIT ?", wanted, scan):
-            scanned[row[0]].append(row)
-        # Up to ``scan`` rows an entity, of which ``per_entity`` are kept: only those are
-        # converted (a query reads thousands of rows here).
+                "SELECT entity_id, chunk_id, score, first_position FROM"
+                " (SELECT entity_id, chunk_id, score, first_position FROM chunk_entities"
+                "  WHERE entity_id = ? ORDER BY chunk_id LIMIT ?) scanned"
+                " ORDER BY score DESC, first_position, chunk_id LIMIT ?",
+                wanted, scan, per_entity):
+            kept[int(row[0])].append(row)
+        # each entity's rows in its statement's order (a UNION ALL keeps no order: sorted
+        # again by the same key)
         return [(e, int(r[1]), float(r[2]), int(r[3])) for e in wanted
-                for r in sorted(scanned[e], key=lambda r: (-r[2], r[3], r[1]))[:per_entity]]
+                for r in sorted(kept[e], key=lambda r: (-r[2], r[3], r[1]))]
 
     def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
         """Where each chunk lives (namespace id, kind, document row id, title), by id: the
