@@ -6,7 +6,7 @@ Two kinds of bound live here, and where they share a subject they have distinct 
 - **The governed limits** bound what any caller of :class:`~docgraph.governance.Governance`
   may send: agents over MCP and the JSON API, the CLI and the Python API alike. They are
   checked once, at the governed entry (``governance/inputs.py``); the MCP tools and the
-  JSON API declare the same numbers in the JSON schema agents read (``serve/tools.py``,
+  JSON API declare the same numbers in the JSON schema agents read (``serve/tool_args.py``,
   ``serve/agent_tools.py``), where a few are narrower for agents (``AGENT_*``).
 - **The engine caps** (``ENGINE_*``) bound one call of the search engines themselves
   (``retrieve/``): they are wider than the governed limits, because the governed search
@@ -17,7 +17,7 @@ Two kinds of bound live here, and where they share a subject they have distinct 
 Wire-format bounds that belong to one parser stay with it: JSON nesting depth
 (``serve/json_checks.py``), the length of a bearer token (``serve/auth.py``), the size of a
 console form (``serve/console/routes.py``). Limits on what is *indexed* (file sizes, OCR
-pages, unpacked archives) are settings (``config.py``) checked by ``ingest/limits.py``.
+pages, unpacked archives) are settings (``config/``) checked by ``ingest/limits.py``.
 """
 
 from __future__ import annotations

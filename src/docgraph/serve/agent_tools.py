@@ -68,7 +68,7 @@ def _read_chunk(chunk: StoredChunk, identity: PublicIdentity,
     return out
 
 
-# Argument types as in serve/tools.py: text arguments declare their bounds in the schema and
+# Argument types as in serve/tool_args.py: text arguments declare their bounds in the schema and
 # are checked (once) by the governed entry; numbers, the scope and the cursor here.
 ItemId = Annotated[
     str,

@@ -4,7 +4,7 @@ A *lane* is one way a chunk enters the cohort's pool (``docgraph.retrieve.cohort
 that brought a chunk is its provenance. :data:`LANES` is the only list of them: the engine
 writes these names into the trace (``RetrievalTrace.candidates``, ``final_provenance``) and
 the hits (``SearchHit.lanes``), the console stacks its lane chart in this order, and the
-agent guidance of the tools (``serve/tools.py``) is rendered from the descriptions
+agent guidance of the tools (``serve/tool_args.py``) is rendered from the descriptions
 (:func:`lane_guide`). Global mode has one lane of its own, :data:`REPORT_LANE`.
 """
 
