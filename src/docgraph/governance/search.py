@@ -4,7 +4,8 @@
 engine (``vector_first``, ``graph_first``, ``global``) or the hybrid searcher (``hybrid``,
 ``dense``) for more than ``k``, keeps what :class:`~docgraph.governance.visibility.Visibility`
 lets through (community reports re-assembled where a hidden row contributed), widens and
-asks again while fewer than ``k`` survive, and only then filters and stores the trace. Context
+asks again while fewer than ``k`` survive, and only then filters the trace and hands it to
+``record_trace`` (the request stores it with its audit record, in one write). Context
 assembly calls the same ``search``, so its sections come from the same filtered hits.
 """
 
