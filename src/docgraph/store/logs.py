@@ -3,9 +3,10 @@
 Both are ports (:class:`~docgraph.store.base.TraceLog`, :class:`~docgraph.store.base.AuditStore`)
 written once in :mod:`docgraph.store.sql.logs` over both relational backends.
 Rows are JSON payloads the callers shape (the governed service hashes the query before
-anything reaches a log); each log keeps its newest ``retention`` rows. On PostgreSQL they
-live in the shared database, so every process serving it writes and reads the same traces
-and audit records.
+anything reaches a log); each log keeps its newest ``retention`` rows (traces are pruned
+every tenth of their bound, so a writer may leave up to a tenth more between prunes). On
+PostgreSQL they live in the shared database, so every process serving it writes and reads
+the same traces and audit records.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ PostgreSQL: migration 6): ``traces(id, created_at, user_id, payload)`` and
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,10 +16,27 @@ from docgraph.store.logs import AUDIT_RETENTION, TRACE_RETENTION
 from docgraph.store.sql.dialect import SqlDatabase, run
 
 
+class _Pruning:
+    """When a writer of traces drops the oldest beyond the retention bound: on its first
+    write (catching up after a restart), then once every ``retention // 10`` writes. The
+    drop sorts the kept window, so doing it on every request would cost a statement and a
+    sort per request; between drops the table holds at most a tenth more per writer."""
+
+    def __init__(self, retention: int) -> None:
+        self.retention = retention
+        self._every = max(1, retention // 10)
+        self._writes = itertools.count()  # next() is atomic under the GIL
+
+    def due(self) -> bool:
+        """Whether this write drops the oldest."""
+        return next(self._writes) % self._every == 0
+
+
 def _save_traces(database: SqlDatabase, db: Any, traces: Sequence[TraceEntry],
-                 retention: int) -> None:
+                 pruning: _Pruning) -> None:
     """Store ``traces`` (each replacing one with the same id) inside the open transaction
-    ``db``, then drop the oldest beyond ``retention`` (once, however many were stored)."""
+    ``db``, then, when ``pruning`` says so, drop the oldest beyond its retention (once,
+    however many were stored)."""
     sql, dialect = database.dialect.sql, database.dialect
     for trace in traces:
         db.execute(sql(
@@ -27,10 +45,10 @@ def _save_traces(database: SqlDatabase, db: Any, traces: Sequence[TraceEntry],
             " user_id = excluded.user_id, payload = excluded.payload"),
             (trace.trace_id, trace.created_at, str(trace.payload.get("user_id", "")),
              dialect.json_param(dict(trace.payload))))
-    if traces:
+    if traces and pruning.due():
         db.execute(sql("DELETE FROM traces WHERE id NOT IN (SELECT id FROM"
                        " (SELECT id FROM traces ORDER BY created_at DESC, id LIMIT ?) keep)"),
-                   (retention,))
+                   (pruning.retention,))
 
 
 class SqlTraceLog:
@@ -39,13 +57,14 @@ class SqlTraceLog:
     def __init__(self, database: SqlDatabase, retention: int = TRACE_RETENTION) -> None:
         self.database = database
         self.retention = retention
+        self._pruning = _Pruning(retention)
 
     def save(self, trace_id: str, created_at: float, payload: Mapping[str, Any]) -> None:
-        """Store one trace (replacing one with the same id) and drop the oldest beyond the
-        retention bound."""
+        """Store one trace (replacing one with the same id); the oldest beyond the
+        retention bound are dropped every tenth of it (see :class:`_Pruning`)."""
         with self.database.transaction() as db:
             _save_traces(self.database, db, [TraceEntry(trace_id, created_at, payload)],
-                         self.retention)
+                         self._pruning)
 
     def get(self, trace_id: str, user_id: str | None = None) -> dict[str, Any] | None:
         """A trace by id, or the newest for ``last``; with ``user_id``, only that caller's."""
@@ -79,14 +98,16 @@ class SqlAuditStore:
         self.database = database
         self.retention = retention
         self.trace_retention = trace_retention
+        self._trace_pruning = _Pruning(trace_retention)
 
     def append(self, at: float, user_id: str, operation: str, outcome: str,
                payload: Mapping[str, Any], traces: Sequence[TraceEntry] = ()) -> None:
         """Append one record and drop the oldest beyond the retention bound; the request's
-        ``traces`` are stored in the same transaction (:meth:`SqlTraceLog.save`)."""
+        ``traces`` are stored in the same transaction (:meth:`SqlTraceLog.save`; their
+        retention is applied every tenth of it, see :class:`_Pruning`)."""
         sql = self.database.dialect.sql
         with self.database.transaction() as db:
-            _save_traces(self.database, db, traces, self.trace_retention)
+            _save_traces(self.database, db, traces, self._trace_pruning)
             row = db.execute(sql(
                 "INSERT INTO audit_log(at, user_id, operation, outcome, payload)"
                 " VALUES (?, ?, ?, ?, ?) RETURNING id"),
