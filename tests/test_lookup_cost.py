@@ -31,9 +31,8 @@ from tests.serve.test_mcp_tools import build_corpus, make_tools, open_isolated_g
 
 PACKAGE = str(Path(docgraph.__file__).parent)
 
-#: Statements of one warm lookup (the issue's target is 12; see docs/ARCHITECTURE.md,
-#: "What a lookup costs", for what the rest are).
-MAX_STATEMENTS = 20
+#: Statements of one warm lookup (docs/ARCHITECTURE.md, "What a lookup costs", says which).
+MAX_STATEMENTS = 12
 #: Modules of docgraph whose code runs during one warm lookup (lanes are modules of their
 #: own, so this counts the shape, not a hop per layer).
 MAX_MODULES = 56

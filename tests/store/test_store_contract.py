@@ -546,6 +546,28 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
     ], key=lambda found: found[0].id)
     assert [(e.key, e.chunk_count) for e in graph.entities_by_key(["one", "mid", "hub"], {"ns"})
             ] == [("hub", 12), ("mid", 5), ("one", 1)]
+    # with the entities of ids (any namespace; an id of no entity is absent) in the same
+    # read, each entity once; batched past an IN list, the same answer
+    for batch in (500, 1):
+        monkeypatch.setattr(graph_reads, "_BATCH", batch)
+        both = graph.entities_in(["hub", "nothing"], [ns_id], 4,
+                                 [ids["one"], ids["hub"], absent])
+        assert sorted((info.key, info.name, capped) for info, capped in both) == [
+            ("hub", "Hub", CappedEntity("hub", ns_id, 5)),
+            ("one", "One", CappedEntity("one", ns_id, 1))]
+        assert [(info.key, capped.mentions)
+                for info, capped in graph.entities_in([], [ns_id], 4, [ids["mid"]])] == [
+            ("mid", 5)]
+        assert graph.entities_in(["hub"], [], 4, []) == []
+    # a chunk read with where it lives: the same chunk as chunks_by_rowid, its namespace
+    # id, kind and document
+    placed = store.catalog.placed_chunks([rowids[0], rowids[5], 10**9])
+    plain = store.catalog.chunks_by_rowid([rowids[0], rowids[5]])
+    assert sorted(placed) == sorted(plain) == sorted([rowids[0], rowids[5]])
+    for rowid, (chunk, place) in placed.items():
+        assert chunk == plain[rowid]
+        assert (place.namespace_id, place.kind, place.title) == (ns_id, "text", chunk.title)
+    assert placed[rowids[0]][1].document == placed[rowids[5]][1].document
 
 
 def test_namespace_ids_are_kept_once_committed_and_misses_read_again(

@@ -96,8 +96,13 @@ class GovernedSearch:
         if mode == "hybrid" or mode == "dense":
             return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
                                                    mode=mode))
-        return self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
-                                  return_trace=True, answer=False)
+        result = self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
+                                    return_trace=True, answer=False)
+        # the origins the engine read with the chunks are the catalog's record: the row
+        # re-check of its hits and candidates starts from them (a hit's own ``origin`` is
+        # never trusted alone, see Visibility.visible)
+        self.scope.know_origins(result.doc_origins)
+        return result
 
     def search(self, query_text: str, *, namespaces: Iterable[str], k: int = 10,
                mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:
@@ -122,7 +127,7 @@ class GovernedSearch:
         if mode == "global" and model is not None and hits:
             result.answer, hits = map_reduce_global_context(query_text, hits, model, k)
         if result.trace is not None:
-            self._finish_trace(result.trace, hits)
+            self._finish_trace(result.trace, hits, result.entity_docs)
         result.paths = {c: p for c, p in result.paths.items()
                         if c in {h.chunk_id for h in hits}}
         result.hits = hits
@@ -130,14 +135,20 @@ class GovernedSearch:
             result.trace = None
         return result
 
-    def _finish_trace(self, trace: RetrievalTrace, hits: list[SearchHit]) -> None:
-        """Drop every candidate the caller may not see, record what was returned, store."""
+    def _finish_trace(self, trace: RetrievalTrace, hits: list[SearchHit],
+                      entity_docs: dict[str, set[tuple[str, str]]]) -> None:
+        """Drop every candidate the caller may not see, record what was returned, store.
+        ``entity_docs``: per entity name, documents known to mention it (the engine's)."""
         ids = {c for lane in trace.candidates.values() for c in lane}
         hidden = self.scope.hidden_documents({_doc_of(c) for c in ids})
         trace.candidates = {lane: [c for c in rows if _doc_of(c) not in hidden]
                             for lane, rows in trace.candidates.items()}
         trace.final_provenance = {h.chunk_id: h.lanes[0] for h in hits if h.lanes}
-        unseen = self._unseen_entities(trace.query_entities_found)
+        # a name with a mention in a document the caller may see is seen; only the others
+        # are decided by reading their mentions
+        undecided = [n for n in trace.query_entities_found
+                     if not self._seen_in(entity_docs.get(n, set()))]
+        unseen = self._unseen_entities(undecided)
         if unseen:  # an entity only hidden rows mention is "not found" for this caller
             trace.query_entities_found = [n for n in trace.query_entities_found
                                           if n not in unseen]
@@ -148,6 +159,11 @@ class GovernedSearch:
             self.record_trace(TraceEntry(trace.id, trace.created_at,
                                          stored_payload(trace, self.scope.caller.user_id)))
 
+
+    def _seen_in(self, documents: set[tuple[str, str]]) -> bool:
+        """Whether the caller may see one of these (namespace, document)s."""
+        reachable = {doc for namespace, doc in documents if namespace in self.scope.namespaces}
+        return bool(reachable - self.scope.hidden_documents(reachable))
 
     def _unseen_entities(self, names: list[str]) -> set[str]:
         """The entity names (as found in the graph) that no chunk visible to the caller

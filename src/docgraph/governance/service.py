@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -119,7 +119,12 @@ class Governance(Generic[IndexT]):
 
     def namespaces(self, caller: Caller, query: str | None = None) -> frozenset[str]:
         """The caller's entitled namespaces, narrowed by routing when a query is given."""
-        entitled = resolve_namespaces(caller, self.entitlements, self._root.store.namespaces())
+        return self._namespaces(caller, query, self._root.store.namespaces())
+
+    def _namespaces(self, caller: Caller, query: str | None, known: Iterable[str]
+                    ) -> frozenset[str]:
+        """:meth:`namespaces` over ``known`` (the namespaces that have a source)."""
+        entitled = resolve_namespaces(caller, self.entitlements, known)
         if query is None or self.router is None:
             return entitled
         return route_namespaces(query, entitled, self.descriptions, self.router)
@@ -135,9 +140,14 @@ class Governance(Generic[IndexT]):
         started = time.perf_counter()
         scope: Visibility | None = None
         try:
-            allowed = self.namespaces(caller, query or None)
+            # One read of the registered sources per request: the namespaces that have one
+            # are resolved from it, and the request's agent-visible names and URLs
+            # (:meth:`identity`) come from the same rows.
+            sources = tuple(self._root.store.list_sources())
+            allowed = self._namespaces(caller, query or None, {s.namespace for s in sources})
             record.namespaces = sorted(allowed)
-            scope = Visibility(caller, allowed, self.row_authorizer, self._root.store)
+            scope = Visibility(caller, allowed, self.row_authorizer, self._root.store,
+                               sources=sources)
             return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)
@@ -227,7 +237,7 @@ class Governance(Generic[IndexT]):
                     result: LookupResult = done.value
                     break
             record.evidence_keys = [b.evidence_key for b in result.blocks]
-            identity = self.identity()
+            identity = self.identity(scope)
             names = {b.evidence_key: (
                 identity.key(b.namespace, b.evidence_key),
                 identity.url(b.namespace, b.doc_id, b.source, b.pages[0] if b.pages else None))
@@ -267,10 +277,11 @@ class Governance(Generic[IndexT]):
 
     # -- reading ------------------------------------------------------------------------
 
-    def identity(self) -> PublicIdentity:
-        """How agents see document ids and citation URLs (the sources as registered now),
-        with console links on :attr:`base_url`."""
-        return PublicIdentity(self._root.store.list_sources(), self.base_url)
+    def identity(self, scope: Visibility | None = None) -> PublicIdentity:
+        """How agents see document ids and citation URLs (the sources as ``scope``'s request
+        read them, else as registered now), with console links on :attr:`base_url`."""
+        sources = scope.sources if scope is not None else self._root.store.list_sources()
+        return PublicIdentity(sources, self.base_url)
 
     def read(self, caller: Caller, item_id: str, *, scope: ReadScope = "section",
              token_budget: int = 2000, cursor: str | None = None) -> ReadPage:
@@ -285,9 +296,9 @@ class Governance(Generic[IndexT]):
             raise InvalidQuery(f"scope: must be one of {', '.join(READ_SCOPES)}, got {scope!r}")
 
         def run(visibility: Visibility, record: AuditRecord) -> ReadPage:
-            page = read_by_id(self._root.store, visibility, self.identity(), item_id.strip(),
-                              span_scope=scope, token_budget=token_budget, cursor=cursor,
-                              count_tokens=self._root.embedder.count_tokens)
+            page = read_by_id(self._root.store, visibility, self.identity(visibility),
+                              item_id.strip(), span_scope=scope, token_budget=token_budget,
+                              cursor=cursor, count_tokens=self._root.embedder.count_tokens)
             record.evidence_keys = [c.chunk_id for c in page.chunks]
             return page
         return self._request(caller, "read", item_id, run)

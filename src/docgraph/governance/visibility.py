@@ -9,13 +9,13 @@ nothing else, and each row is decided at most once per request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
-from docgraph.model import RowOrigin, StoredChunk
+from docgraph.model import RowOrigin, SourceRecord, StoredChunk
 from docgraph.store.base import StoreCatalog
 from docgraph.store.graph import GraphStore
 
@@ -45,6 +45,9 @@ class Visibility:
     namespaces: frozenset[str]
     authorizer: RowAuthorizer | None
     catalog: StoreCatalog
+    #: The registered sources as this request read them (its namespaces were resolved
+    #: from them; agent-visible names and citation URLs are made from them).
+    sources: tuple[SourceRecord, ...] = ()
     dropped: int = 0
     failures: list[str] = field(default_factory=list)
     _row_visible: dict[RowOrigin, bool] = field(default_factory=dict)
@@ -73,6 +76,14 @@ class Visibility:
         pending = list(dict.fromkeys(origins))
         return any(self.hidden_rows(pending[i:i + batch])
                    for i in range(0, len(pending), batch))
+
+    def know_origins(self, origins: Mapping[str, RowOrigin | None]) -> None:
+        """Remember the row origin the catalog records for each document (None:
+        free-standing), as read by an engine in this request: later decisions about these
+        documents use them instead of reading the same rows again. Documents already
+        decided keep what was read first."""
+        for doc_id, origin in origins.items():
+            self._origins.setdefault(doc_id, origin)
 
     def hidden_documents(self, doc_ids: Iterable[str]) -> set[str]:
         """Which of the given documents the row re-check hides (free-standing documents are

@@ -38,7 +38,7 @@ from docgraph.errors import InvalidQuery
 from docgraph.graph.extract import EntityExtractor
 from docgraph.limits import COHORT_MODES, ENGINE_MAX_K, ENGINE_MAX_QUERY_CHARS, CohortMode
 from docgraph.llm import ChatModel
-from docgraph.model import SearchHit, StoredChunk
+from docgraph.model import RowOrigin, SearchHit, StoredChunk
 from docgraph.retrieve.cohort_settings import TUNING_KNOBS, CohortSettings
 from docgraph.retrieve.fusion import Selected, fuse_seed_lists, rank_pool
 from docgraph.retrieve.lanes.base import LANES, Lane
@@ -76,6 +76,15 @@ class CohortResult:
     trace: RetrievalTrace | None = None
     answer: str | None = None
     paths: dict[str, list[str]] = field(default_factory=dict)  # chunk id -> entity paths
+    #: The row origin the catalog records for each document whose chunks this search read
+    #: (None: free-standing), so a visibility check of its hits and candidates needs no
+    #: second read of the same rows.
+    doc_origins: dict[str, RowOrigin | None] = field(default_factory=dict)
+    #: Per entity the query names (as found in the graph), the (namespace, document) of
+    #: chunks read by this search that mention it: evidence that the entity is seen by a
+    #: caller who may see one of them (a name absent here is decided by reading its
+    #: mentions).
+    entity_docs: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
 
 class CohortSearcher(Protocol):
@@ -191,13 +200,15 @@ class CohortSearch:
         t = time.perf_counter()
         expands = graph_first or any(lane.needs_entities and lane.enabled(s)
                                      for lane in VECTOR_FIRST)
-        query_entities, unknown = (cohort_query_entities(q, self.extractor)
+        q.sources = q.seeds[: s.entity_from_seeds]
+        links = q.links_of(q.sources) if q.sources and expands else {}
+        linked = [e for r in q.sources for e, _, _ in links.get(r, [])]
+        # the entities the query names and those its strongest seeds link to: one read
+        query_entities, unknown = (cohort_query_entities(q, self.extractor, linked)
                                    if expands or s.completeness else ([], []))
         q.query_ids = [e.id for e in query_entities]
-        q.sources = q.seeds[: s.entity_from_seeds]
         if q.sources and expands:
-            links = q.links_of(q.sources)
-            kept = set(q.non_hub(e for r in q.sources for e, _, _ in links[r]))
+            kept = set(q.non_hub(linked))
             for rowid in q.sources:
                 q.seed_entities.extend(
                     [e for e, _, _ in links[rowid] if e in kept][: s.entities_per_seed])
@@ -239,19 +250,24 @@ class CohortSearch:
             for lane, rows in trace.candidates.items()
         }
         chunk_paths = {h.chunk_id: q.paths[h.rowid] for h in hits if h.rowid in q.paths}
-        return CohortResult(hits, paths=chunk_paths)
+        read = [*q.stored.values(), *ids.values()]
+        return CohortResult(hits, paths=chunk_paths,
+                            doc_origins={c.doc_id: c.origin for c in read},
+                            entity_docs=q.documents_mentioning(query_entities))
 
     def _hits(self, selected: list[Selected], pool: dict[int, Candidate], dense_rows: set[int],
               stored: dict[int, StoredChunk] | None = None) -> list[SearchHit]:
         """The selected rows as hits, each with its lanes and the seed lane's lists that
         held it (``dense`` when in ``dense_rows``, ``bm25`` when it has a BM25 score); their
         chunks are taken from ``stored`` (read while ranking) where it has them, the others
-        read."""
-        stored = stored or {}
+        read (and added to it)."""
+        stored = stored if stored is not None else {}
         chunks = {r: stored[r] for r, _, _, _ in selected if r in stored}
         missing = [r for r, _, _, _ in selected if r not in chunks]
         if missing:
-            chunks.update(self.catalog.chunks_by_rowid(missing))
+            read = self.catalog.chunks_by_rowid(missing)
+            chunks.update(read)
+            stored.update(read)
         hits: list[SearchHit] = []
         for rowid, score, sim, lexical in selected:
             chunk = chunks.get(rowid)

@@ -107,7 +107,7 @@ def rank_pool(q: CohortQuery) -> list[Selected]:
         relevance = relevance + s.ppr_weight * np.where(
             walk_rank >= 0, 1.0 / (s.rrf_k + 1 + walk_rank), 0.0) / best
     if s.navigation_weight != 1.0:  # link lists ("See also") weigh as navigation
-        stored = q.stored = q.catalog.chunks_by_rowid(rows)
+        stored = q.stored_chunks(rows)
         relevance = relevance * np.array(
             [navigation_factor(stored[r].text, stored[r].section_path, s.navigation_weight)
              if r in stored else 1.0 for r in rows])

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from docgraph.model import ScoredRow, ScoreName, SearchHit, StoredChunk, Vector
 from docgraph.retrieve.cohort_settings import CohortSettings
 from docgraph.retrieve.trace import RetrievalTrace
-from docgraph.store.base import ChunkIndex, StoreCatalog
-from docgraph.store.graph import CappedEntity, ChunkPlace, GraphStore, Link
+from docgraph.store.base import ChunkIndex, ChunkPlace, StoreCatalog
+from docgraph.store.graph import CappedEntity, EntityInfo, GraphStore, Link
 
 # Links read per entity at most (bounds the cost of frequent entities). Not a setting: it
 # bounds the work of one read, not what is found (an entity's strongest links come first).
@@ -68,7 +68,7 @@ class CohortQuery:
     places: dict[int, ChunkPlace | None] = field(default_factory=dict)  # chunk -> where
     # entity -> key, namespace and capped count (None: no such entity)
     entity_places: dict[int, CappedEntity | None] = field(default_factory=dict)
-    stored: dict[int, StoredChunk] = field(default_factory=dict)  # pool chunks read in ranking
+    stored: dict[int, StoredChunk] = field(default_factory=dict)  # chunks read, by row id
     counts: dict[int, int] = field(default_factory=dict)  # entity -> capped chunk count
     # (entity, per entity) -> its strongest links among its first _ENTITY_SCAN
     strongest: dict[tuple[int, int], list[tuple[int, int, float, int]]] = field(
@@ -90,11 +90,23 @@ class CohortQuery:
         self._entities(wanted)
         return [e for e in wanted if self.counts.get(e, 0) <= self.hub_limit]
 
-    def know_entities(self, found: Iterable[tuple[int, CappedEntity]]) -> None:
-        """Record entities read with their capped counts elsewhere (the query's)."""
-        for e, known in found:
-            self.counts.setdefault(e, known.mentions)
-            self.entity_places.setdefault(e, known)
+    def starting_entities(self, keys: list[str], namespace_ids: list[int],
+                          ids: Iterable[int]) -> list[EntityInfo]:
+        """The entities of the namespaces with one of ``keys`` (those the query names),
+        read in one statement with the entities of ``ids`` (those the strongest seeds
+        link to), each with its count, key and namespace kept for :meth:`non_hub` (an id
+        with no entity is remembered as none)."""
+        wanted = [e for e in dict.fromkeys(int(e) for e in ids) if e not in self.entity_places]
+        read = self.reads.entities_in(keys, namespace_ids, self.hub_limit, wanted)
+        for info, known in read:
+            self.counts.setdefault(info.id, known.mentions)
+            self.entity_places.setdefault(info.id, known)
+        for e in wanted:
+            self.entity_places.setdefault(e, None)
+            self.counts.setdefault(e, 0)
+        named, allowed = set(keys), set(namespace_ids)
+        return [info for info, known in read
+                if info.key in named and known.namespace_id in allowed]
 
     def capped_chunks(self, entity_ids: Iterable[int], per_entity: int
                       ) -> list[tuple[int, int, float, int]]:
@@ -127,7 +139,8 @@ class CohortQuery:
         return self.links
 
     def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
-        """Where each chunk lives (absent: no such chunk), read once per query; the first
+        """Where each chunk lives (absent: no such chunk), read once per query with the
+        chunk itself (:attr:`stored`: the ranking reads the pool's text); the first
         read takes every seed with it (the hops ask for the strongest seeds' documents and
         often for other seeds', the PPR lane for the seeds' namespaces)."""
         wanted = list(dict.fromkeys(int(r) for r in rowids))
@@ -135,10 +148,22 @@ class CohortQuery:
         if missing:
             if not self.places:
                 missing = list(dict.fromkeys([*missing, *self.seeds]))
-            read = self.reads.chunk_places(missing)
+            read = self.catalog.placed_chunks(missing)  # the text with it: ranked next
             for r in missing:
-                self.places[r] = read.get(r)  # None: no such chunk (not read again)
+                chunk, place = read.get(r, (None, None))
+                self.places[r] = place  # None: no such chunk (not read again)
+                if chunk is not None:
+                    self.stored.setdefault(r, chunk)
         return {r: place for r in wanted if (place := self.places[r]) is not None}
+
+    def stored_chunks(self, rowids: Iterable[int]) -> dict[int, StoredChunk]:
+        """The chunks of ``rowids`` (absent: no such chunk), each read once per query
+        (those :meth:`chunk_places` read come with it)."""
+        wanted = list(dict.fromkeys(int(r) for r in rowids))
+        missing = [r for r in wanted if r not in self.stored]
+        if missing:
+            self.stored.update(self.catalog.chunks_by_rowid(missing))
+        return self.stored
 
     def entity_keys(self, entity_ids: Iterable[int]) -> dict[int, str]:
         """Canonical key of each entity (absent: no such entity), read once per query with
@@ -173,6 +198,23 @@ class CohortQuery:
                 self.entity_places[e] = known
                 self.counts.setdefault(e, known.mentions if known is not None else 0)
         return wanted
+
+    def documents_mentioning(self, entities: Iterable[EntityInfo]
+                             ) -> dict[str, set[tuple[str, str]]]:
+        """Per entity name, the (namespace, document) of the chunks of the query's
+        namespaces read in this query (:attr:`stored`) whose links (as :meth:`links_of`
+        read them) name one of the entities so named; a name with none read maps to an
+        empty set."""
+        docs_of: dict[int, set[tuple[str, str]]] = {}
+        for rowid, chunk in self.stored.items():
+            if chunk.namespace not in self.allowed:
+                continue
+            for entity_id, _, _ in self.links.get(rowid, ()):
+                docs_of.setdefault(entity_id, set()).add((chunk.namespace, chunk.doc_id))
+        out: dict[str, set[tuple[str, str]]] = {}
+        for entity in entities:
+            out.setdefault(entity.name, set()).update(docs_of.get(entity.id, ()))
+        return out
 
     def gated(self, rows: list[int], floor: float, budget: int) -> list[int]:
         """New row ids (not in the pool) with similarity >= floor, most similar first."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from docgraph.graph.extract import EntityExtractor
 from docgraph.graph.normalize import canonical_key
@@ -64,18 +65,18 @@ def find_query_entities(
     return kept, list(dict.fromkeys(missing))
 
 
-def cohort_query_entities(q: CohortQuery, extractor: EntityExtractor | None
+def cohort_query_entities(q: CohortQuery, extractor: EntityExtractor | None,
+                          seed_entities: Iterable[int] = ()
                           ) -> tuple[list[EntityInfo], list[str]]:
     """(entities of the namespaces the query names, extractor-found names not in the
     graph), as :func:`find_query_entities` but through the cohort query's bounded reads and
     without counting every mention of each (``chunk_count`` is capped at the hub limit + 1).
-    Longer matches win: an entity whose key is inside a longer matched key is dropped."""
+    Longer matches win: an entity whose key is inside a longer matched key is dropped.
+    ``seed_entities`` (those the strongest seeds link to) are read in the same statement."""
     keys = query_entity_keys(q.text, extractor)
     ns_ids = list(q.catalog.namespace_ids(sorted(q.allowed)).values())
     # with each one's mentions counted up to the hub limit + 1, in the same statement
-    read = q.reads.entities_in(keys, ns_ids, q.hub_limit)
-    q.know_entities((info.id, capped) for info, capped in read)
-    found = [info for info, _ in read]
+    found = q.starting_entities(keys, ns_ids, seed_entities)
     if q.settings.query_names_capitalized:
         # A heuristic proper name is found capitalized in text; a single query word
         # written in lower case only ("place of birth") is the common noun, not it.

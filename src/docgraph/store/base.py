@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkPlace:
+    """Where a chunk lives: its namespace (id), kind, document (row id) and title."""
+
+    namespace_id: int
+    kind: str
+    document: int
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentWrite:
     """Everything needed to (re)write one document and its chunks in one transaction.
 
@@ -210,6 +220,14 @@ class Catalog(Protocol):
 
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
         """Stored chunks for the given row ids (missing ids are absent from the result)."""
+        ...
+
+    def placed_chunks(self, rowids: Sequence[int]
+                      ) -> dict[int, tuple[StoredChunk, ChunkPlace]]:
+        """:meth:`chunks_by_rowid` with where each chunk lives, in the same read (the
+        cohort lanes ask where chunks live, then rank the same chunks by their text);
+        callers compare the namespace themselves (a namespace filter in SQL makes SQLite
+        scan the namespace's index instead)."""
         ...
 
     def stats(self) -> list[NamespaceStats]:

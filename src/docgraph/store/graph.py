@@ -34,16 +34,6 @@ class CappedEntity:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkPlace:
-    """Where a chunk lives: its namespace (id), kind, document (row id) and title."""
-
-    namespace_id: int
-    kind: str
-    document: int
-    title: str
-
-
-@dataclass(frozen=True, slots=True)
 class EntityInfo:
     """An entity of one namespace and how many chunks mention it."""
 
@@ -275,16 +265,12 @@ class GraphStore(Protocol):
         strongest links among its first ``scan`` (by chunk row id)."""
         ...
 
-    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
-        """Where each chunk lives (absent: no such chunk), read by id; callers compare the
-        namespace themselves (a namespace filter in SQL makes SQLite scan the namespace's
-        index instead)."""
-        ...
 
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
-                    ) -> list[tuple[EntityInfo, CappedEntity]]:
-        """Entities with one of ``keys`` in the given namespaces, each with its
-        :meth:`capped_entities` answer (``chunk_count`` is that capped count)."""
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int,
+                    ids: Sequence[int] = ()) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` in the given namespaces, and those of ``ids`` (any
+        namespace), each once with its :meth:`capped_entities` answer (``chunk_count`` is
+        that capped count): the entities a cohort query starts from, in one read."""
         ...
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from docgraph.errors import StoreError
 from docgraph.model import DocumentRecord, RowOrigin, StoredChunk
-from docgraph.store.base import DocumentWrite
+from docgraph.store.base import ChunkPlace, DocumentWrite
 from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.links import write_links
 from docgraph.text import text_hash
@@ -293,17 +293,29 @@ class SqlCatalogDocuments(SqlCatalogRecords):
 
     def chunks_by_rowid(self, rowids: Sequence[int]) -> dict[int, StoredChunk]:
         """Stored chunks (with document identity and title) for the given row ids."""
-        out: dict[int, StoredChunk] = {}
+        return {rowid: chunk for rowid, (chunk, _) in self._read_chunks(rowids, "").items()}
+
+    def placed_chunks(self, rowids: Sequence[int]
+                      ) -> dict[int, tuple[StoredChunk, ChunkPlace]]:
+        """Stored chunks with their namespace id, kind and document row id, in one read
+        (see :meth:`~docgraph.store.base.StoreCatalog.placed_chunks`)."""
+        return {rowid: (chunk, place) for rowid, (chunk, place) in self._read_chunks(
+            rowids, ", c.namespace_id, c.kind, c.document_id").items() if place is not None}
+
+    def _read_chunks(self, rowids: Sequence[int], places: str
+                     ) -> dict[int, tuple[StoredChunk, ChunkPlace | None]]:
+        """The chunks of ``rowids``; with ``places`` (its extra columns) where each lives."""
+        out: dict[int, tuple[StoredChunk, ChunkPlace | None]] = {}
         ids = list(dict.fromkeys(int(r) for r in rowids))
         db = self.connection()
         json_value = self.dialect.json_value
         for match, params in self.dialect.in_ids(ids):
             for row in db.execute(self.dialect.sql(
-                    f"SELECT {_CHUNK_COLUMNS} FROM chunks c"
+                    f"SELECT {_CHUNK_COLUMNS}{places} FROM chunks c"
                     " JOIN documents d ON d.id = c.document_id"
                     f" JOIN namespaces n ON n.id = c.namespace_id WHERE c.id{match}"),
                     params).fetchall():
-                out[int(row[0])] = StoredChunk(
+                chunk = StoredChunk(
                     rowid=int(row[0]), chunk_id=f"{row[1]}#chunk-{row[3]}", doc_id=row[1],
                     namespace=row[2], index=int(row[3]), text=row[4],
                     section_path=tuple(json_value(row[5])), title=row[6], source_path=row[7],
@@ -312,4 +324,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                     pages=None if row[16] is None else (int(row[16]), int(row[17])),
                     ocr=bool(row[18]),
                 )
+                place = ChunkPlace(int(row[19]), str(row[20]), int(row[21]), str(row[6])) \
+                    if places else None
+                out[chunk.rowid] = (chunk, place)
         return out

@@ -15,7 +15,6 @@ from docgraph.model import RowOrigin
 from docgraph.store.base import require_namespaces
 from docgraph.store.graph import (
     CappedEntity,
-    ChunkPlace,
     CommunityInfo,
     EntityInfo,
     Link,
@@ -338,29 +337,30 @@ class SqlGraphReads:
         return [(e, int(r[1]), float(r[2]), int(r[3])) for e in wanted
                 for r in sorted(kept[e], key=lambda r: (-r[2], r[3], r[1]))]
 
-    def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
-        """Where each chunk lives (namespace id, kind, document row id, title), by id: the
-        namespace is compared by the caller (a namespace filter in SQL makes SQLite scan
-        the namespace's index instead)."""
-        return {int(r): ChunkPlace(int(n), str(kind), int(d), str(t))
-                for r, n, kind, d, t in self._batched(
-                    "SELECT c.id, c.namespace_id, c.kind, c.document_id, d.title FROM chunks c"
-                    " JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
-                    list(dict.fromkeys(int(r) for r in rowids)))}
-
-    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int
-                    ) -> list[tuple[EntityInfo, CappedEntity]]:
-        """Entities with one of ``keys`` (``chunk_count`` their mentions counted up to
-        ``cap + 1``, as :meth:`capped_entities`, in the same statement)."""
-        if not keys or not namespace_ids:
+    def entities_in(self, keys: Sequence[str], namespace_ids: Sequence[int], cap: int,
+                    ids: Sequence[int] = ()) -> list[tuple[EntityInfo, CappedEntity]]:
+        """Entities with one of ``keys`` in the namespaces, and those of ``ids`` (any
+        namespace), each once (``chunk_count`` their mentions counted up to ``cap + 1``,
+        as :meth:`capped_entities`), in one statement when both fit one IN list each."""
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        named = bool(keys) and bool(namespace_ids)
+        if not named and not wanted:
             return []
-        rows = self._batched(
-            f"SELECT e.id, e.key, e.name, e.type, n.name, e.namespace_id, {_CAPPED_COUNT}"
-            " FROM entities e JOIN namespaces n ON n.id = e.namespace_id"
-            f" WHERE e.namespace_id IN ({marks(len(namespace_ids))}) AND e.key IN ({{marks}})",
-            list(keys), [cap + 1, *namespace_ids])
+        select = (f"SELECT e.id, e.key, e.name, e.type, n.name, e.namespace_id, {_CAPPED_COUNT}"
+                  " FROM entities e JOIN namespaces n ON n.id = e.namespace_id WHERE ")
+        by_key = f"(e.namespace_id IN ({marks(len(namespace_ids))}) AND e.key IN ({{marks}}))"
+        if len(keys) > _BATCH or len(wanted) > _BATCH or len(namespace_ids) > _BATCH:
+            rows = list(self._batched(select + by_key, list(keys), [cap + 1, *namespace_ids])
+                        ) if named else []
+            rows += self._batched(select + "e.id IN ({marks})", wanted, [cap + 1])
+        else:
+            where = [by_key.format(marks=marks(len(keys)))] if named else []
+            where += [f"e.id IN ({marks(len(wanted))})"] if wanted else []
+            params = [cap + 1, *((*namespace_ids, *keys) if named else ()), *wanted]
+            rows = self._rows(select + " OR ".join(where), params)
+        found = {int(r[0]): r for r in rows}
         return [(EntityInfo(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), int(r[6])),
-                 CappedEntity(str(r[1]), int(r[5]), int(r[6]))) for r in rows]
+                 CappedEntity(str(r[1]), int(r[5]), int(r[6]))) for r in found.values()]
 
     def structural_neighbours(self, rowids: Sequence[int]) -> list[tuple[int, int, str]]:
         """(chunk, neighbour, relation) for the previous, next and parent chunk of each chunk;
