@@ -59,6 +59,16 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
         yield {"root": root, "backend": backend, "token": token}
 
 
+@contextmanager
+def _client(url: str, address: str) -> Iterator[ConsoleClient]:
+    """A browser-like client whose connections come from ``address``."""
+    client = ConsoleClient(url, local_address=address)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def wrong_guess(url: str, address: str) -> httpx.Response:
     """One flood attempt from ``address``: a bare POST to the sign-in route (no form, no
     cookie: it fails, after the limiter has counted it)."""
@@ -97,15 +107,6 @@ def test_a_flood_from_many_addresses_does_not_lock_the_admin_out(database):
         # and told why.
         held = [r for r in (wrong_guess(url, address) for address in flood) if r.status_code == 429]
         assert held and "from many addresses" in held[0].text
-
-
-@contextmanager
-def _client(url: str, address: str) -> Iterator[ConsoleClient]:
-    client = ConsoleClient(url, local_address=address)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def test_servers_on_one_database_share_each_address_limit(database):
