@@ -40,10 +40,13 @@ def served_console(root: Path, backend: Backend) -> Iterator[dict[str, Any]]:
               "bob": tokens.add("bob", "support"), "root_support": tokens.add("root", "support")}
     tools = make_tools(graph)
     # Every test signs in afresh from one address: far more often than a person would, so
-    # the sign-in limit is raised here (its own tests set a tight one).
+    # the sign-in limit is raised here, and refills at once after a test that set a tight
+    # one (the buckets are rows in the database, kept across limiters).
     console = Console(tools, ConsoleAuth(tokens, tools.governance.entitlements,
                                          SessionStore(graph.console_session_store)),
-                      SignInLimiter(client_burst=10_000, global_burst=10_000))
+                      SignInLimiter(graph.signin_limit_store, client_burst=10_000,
+                                    client_per_minute=1_000_000, failing_burst=10_000,
+                                    failing_per_minute=1_000_000))
     try:
         with Running(create_app(tools, tokens, console=console)) as running:
             yield {"url": running.url, "tokens": issued, "graph": graph, "console": console,
@@ -55,9 +58,14 @@ def served_console(root: Path, backend: Backend) -> Iterator[dict[str, Any]]:
 class ConsoleClient:
     """An HTTP client with a cookie jar, as a browser on a console page would be."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, local_address: str | None = None) -> None:
+        """A client of the server at ``url``; with ``local_address`` (e.g. ``127.0.0.9``: any
+        127/8 address is the loopback's on Linux) its connections come from that address,
+        as another machine's would."""
         self.url = url
-        self.http = httpx.Client(base_url=url, timeout=60, follow_redirects=False)
+        transport = httpx.HTTPTransport(local_address=local_address) if local_address else None
+        self.http = httpx.Client(base_url=url, timeout=60, follow_redirects=False,
+                                 transport=transport)
         self.csrf = ""
 
     def close(self) -> None:

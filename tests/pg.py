@@ -300,6 +300,7 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
          "INSERT INTO terms (term, df) SELECT term, count(*) FROM postings GROUP BY term",
          "ALTER TABLE terms ADD PRIMARY KEY (term)",
          *_v1_trigger_functions()),
+    18: ("DROP TABLE signin_buckets",),
 }
 
 

@@ -55,6 +55,7 @@ from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import LeaderLock
 from docgraph.store.ports import StorePorts, open_ports
 from docgraph.store.sessions import ConsoleSessionStore
+from docgraph.store.signin import SignInLimitStore
 from docgraph.store.tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -219,6 +220,12 @@ class Root:
         """Web console sessions (in the backend's database, shared by every process serving
         it, so a session survives a restart and load balancing)."""
         return self.ports.console_sessions
+
+    @property
+    def signin_limit_store(self) -> SignInLimitStore:
+        """The web console's sign-in buckets (in the backend's database, shared by every
+        process serving it, so a limit per client address holds across the fleet)."""
+        return self.ports.signin_limits
 
     # -- the engines -------------------------------------------------------------------------
 

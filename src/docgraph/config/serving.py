@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from docgraph.config.section import Section
 
@@ -133,6 +133,16 @@ class ServeSettings(Section):
         description="Role that opens the web console (/console): a user holding it on every "
                     "domain ('*') in the role assignments. Everyone else is refused.",
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (CIDR, e.g. 10.0.0.0/8) of the reverse proxies "
+                    "in front of `docgraph serve`: only a connection from one of them has "
+                    "its X-Forwarded-For (the client address, e.g. for the console's sign-in "
+                    "limit) and X-Forwarded-Proto (https: Secure cookies) believed, the "
+                    "client being the nearest address in X-Forwarded-For that is not a "
+                    "trusted proxy. Empty (the default): no forwarded header is believed, "
+                    "not even from 127.0.0.1.",
+    )
     public_url: str | None = Field(
         default=None,
         description="Base URL people open this server at (e.g. https://docs.example, behind "
@@ -140,6 +150,23 @@ class ServeSettings(Section):
                     "none is its console page under it. Default: http://<host>:<port>, "
                     "loopback for a wildcard host; `docgraph mcp` (stdio) uses it too.",
     )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_networks(cls, value: list[str]) -> list[str]:
+        """Each entry an IP address or network (a host's bits set are allowed: 10.1.2.3/8
+        reads as 10.0.0.0/8); written back in canonical form."""
+        import ipaddress
+
+        networks = []
+        for entry in value:
+            try:
+                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"serve.trusted_proxies entry {entry!r}: not an IP address "
+                                 "or network (name each proxy by its address, e.g. "
+                                 "127.0.0.1 or 10.0.0.0/8; '*' is not accepted)") from None
+        return networks
 
     @model_validator(mode="after")
     def _public_url_is_a_base(self) -> ServeSettings:

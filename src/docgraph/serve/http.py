@@ -59,6 +59,7 @@ from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.proxies import uvicorn_forwarding
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 from docgraph.version import __version__
@@ -331,5 +332,6 @@ def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1"
 
     app = create_app(tools, tokens, host=host, refresher=refresher)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                            server_header=False, timeout_graceful_shutdown=5)
+                            server_header=False, timeout_graceful_shutdown=5,
+                            **uvicorn_forwarding(tools.graph.settings.serve.trusted_proxies))
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)

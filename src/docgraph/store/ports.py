@@ -20,6 +20,7 @@ from docgraph.store.base import (
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
 from docgraph.store.sessions import ConsoleSessionStore
+from docgraph.store.signin import SignInLimitStore
 from docgraph.store.tokens import TokenStore
 
 
@@ -59,6 +60,11 @@ class StorePorts(Protocol):
     @property
     def console_sessions(self) -> ConsoleSessionStore:
         """Sessions of the web console (digests of their ids only)."""
+        ...
+
+    @property
+    def signin_limits(self) -> SignInLimitStore:
+        """The console's sign-in buckets, shared by every process of the database."""
         ...
 
     @property

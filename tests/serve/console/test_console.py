@@ -113,7 +113,8 @@ def test_a_wrong_token_and_non_admins_get_no_session(served, client):
 def test_sign_in_attempts_are_limited_per_address(served, client):
     console = served["console"]
     default = console.limiter
-    console.limiter = SignInLimiter(client_burst=3, client_per_minute=1)
+    console.limiter = SignInLimiter(served["graph"].signin_limit_store, client_burst=3,
+                                    client_per_minute=1)
     try:
         for _ in range(3):
             assert client.login("dg_wrong-guess").status_code == 401
@@ -131,36 +132,64 @@ def test_sign_in_attempts_are_limited_per_address(served, client):
         console.limiter = default
 
 
-def test_sign_in_attempts_are_limited_in_all(served, client):
+def test_failing_addresses_share_one_more_bucket(served):
+    """Each address here is fresh (its own 127/8 source address, on this backend's database):
+    its first wrong guess is not limited by the shared bucket, its next ones are."""
     console = served["console"]
     default = console.limiter
-    console.limiter = SignInLimiter(client_burst=100, global_burst=2, global_per_minute=1)
+    console.limiter = SignInLimiter(served["graph"].signin_limit_store, client_burst=100,
+                                    failing_burst=2, failing_per_minute=1)
+    guesser = ConsoleClient(served["url"], local_address="127.0.4.1")
+    admin = ConsoleClient(served["url"], local_address="127.0.4.2")
     try:
-        assert client.login("dg_wrong-guess").status_code == 401
-        assert client.follow(client.login(served["tokens"]["root"])).status_code == 200
-        limited = client.login(served["tokens"]["root"])
-        assert limited.status_code == 429 and "on this server" in limited.text
+        for _ in range(3):  # not failing yet, then two tokens of the shared bucket
+            assert guesser.login("dg_wrong-guess").status_code == 401
+        limited = guesser.login(served["tokens"]["root"])
+        assert limited.status_code == 429 and "from many addresses" in limited.text
         assert "Retry-After" in limited.headers
+        assert admin.follow(admin.login(served["tokens"]["root"])).status_code == 200
     finally:
         console.limiter = default
+        guesser.close()
+        admin.close()
 
 
-def test_the_sign_in_buckets_refill_and_keep_addresses_apart():
-    now = [0.0]
-    limiter = SignInLimiter(client_burst=2, client_per_minute=6, global_burst=5,
-                            global_per_minute=6, clock=lambda: now[0])
-    assert limiter.attempt("a") is None and limiter.attempt("a") is None
-    refused = limiter.attempt("a")
-    assert refused is not None and refused.scope == "client" and refused.first
-    assert refused.retry_after == 10  # one attempt per 10 s
-    again = limiter.attempt("a")
-    assert again is not None and not again.first
-    assert limiter.attempt("b") is None  # another address has its own bucket
-    now[0] = 10.0
-    assert limiter.attempt("a") is None  # refilled
-    assert limiter.attempt("c") is None and limiter.attempt("c") is None
-    everyone = limiter.attempt("d")  # the 5 global tokens and the 1 refilled are spent
-    assert everyone is not None and everyone.scope == "global"
+def test_the_sign_in_buckets_refill_and_keep_addresses_apart(tmp_path: Path):
+    from docgraph.store.sql.signin import SqlSignInLimitStore
+    from docgraph.store.sqlite import SQLiteCatalog
+    from docgraph.store.sqlite.signin import create_signin_table
+
+    catalog = SQLiteCatalog(tmp_path / "index.db")
+    create_signin_table(catalog)
+    now = [1000.0]
+    limiter = SignInLimiter(SqlSignInLimitStore(catalog), client_burst=3, client_per_minute=6,
+                            failing_burst=2, failing_per_minute=6, clock=lambda: now[0])
+    try:
+        for _ in range(3):  # the 2nd and 3rd follow a failure: 2 tokens of the shared bucket
+            assert limiter.attempt("a") is None
+        refused = limiter.attempt("a")
+        assert refused is not None and refused.scope == "client" and refused.first
+        assert refused.retry_after == 10  # one attempt per 10 s
+        again = limiter.attempt("a")
+        assert again is not None and not again.first
+        assert limiter.attempt("b") is None  # another address has its own bucket
+        now[0] += 10
+        assert limiter.attempt("a") is None  # refilled: its own bucket and the shared one
+        assert limiter.attempt("c") is None  # c has not failed yet
+        failing = limiter.attempt("c")  # now it has, and the shared bucket is empty
+        assert failing is not None and failing.scope == "failing" and failing.first
+        assert limiter.attempt("d") is None  # d has not failed: not held back
+        limiter.succeeded("d")
+        assert limiter.attempt("d") is None  # its last attempt signed in
+        assert limiter.attempt("d") is None  # it failed since, but d signed in today
+        now[0] += 16 * 60  # a failure 16 minutes old is forgotten
+        assert limiter.attempt("c") is None
+        for host in ("2001:db8::1", "2001:db8::2", "2001:db8::3"):
+            assert limiter.attempt(host) is None
+        held = limiter.attempt("2001:db8::4")  # one /64: one bucket
+        assert held is not None and held.scope == "client"
+    finally:
+        catalog.close()
 
 
 def test_the_sign_in_form_needs_its_csrf_token(served, client):

@@ -102,7 +102,8 @@ class ConsoleBase:
         #: The same service for the reads behind page views: they write no audit records.
         self.reader = views.page_reader(tools.governance)
         self.auth = auth
-        self.limiter = limiter or SignInLimiter()
+        #: Sign-in buckets in the index's database, shared by every server of it.
+        self.limiter = limiter or SignInLimiter(tools.graph.signin_limit_store)
         self.refresh_job = views.RefreshJob(tools.graph)
         self.model_change = views.ModelChange(tools.graph)
         self.templates = template_environment()
@@ -218,7 +219,7 @@ class ConsoleBase:
         """Check the sign-in form: the attempt rate, same origin, CSRF, a bearer token of a
         console admin."""
         address = request.client.host if request.client else "unknown"
-        refusal = self.limiter.attempt(address)
+        refusal = await self.blocking(self.limiter.attempt, address)
         if refusal is not None:
             return await self.too_many(request, address, refusal)
         if not self.same_origin(request):
@@ -245,6 +246,7 @@ class ConsoleBase:
                                    next=safe_next(form_field(form, "next")))
             self._cookie(response, request, LOGIN_COOKIE, token, path=f"{PREFIX}/login")
             return response
+        await self.blocking(self.limiter.succeeded, address)
         await self.blocking(views.audit_change, self.governance, session.caller, "login", "ok",
                             "signed in to the console")
         back = safe_next(form_field(form, "next"))
@@ -260,8 +262,9 @@ class ConsoleBase:
             message = (f"too many sign-in attempts from your address ({address}): try again "
                        f"in {refusal.retry_after} s")
         else:
-            message = ("too many sign-in attempts on this server right now: try again in "
-                       f"{refusal.retry_after} s")
+            message = ("too many failed sign-in attempts from many addresses right now, "
+                       f"yours ({address}) among them: try again in {refusal.retry_after} s "
+                       "(an address that has not been failing is not held back)")
         if refusal.first:
             await self.blocking(self.governance.audit.write, AuditRecord(
                 user_id=ANONYMOUS, operation="console:login", outcome="denied",

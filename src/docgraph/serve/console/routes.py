@@ -9,8 +9,9 @@ script, both served from this package (``/console/static/``): no build step, no 
 console works offline. Every response carries a Content-Security-Policy that allows only
 the console's own files (no inline script), ``X-Frame-Options: DENY`` and ``no-store``.
 
-Sign-in attempts are rate-limited per client address and in all (:mod:`.ratelimit`: a 429
-page with ``Retry-After``). Every page but the sign-in form needs a live session
+Sign-in attempts are rate-limited per client address, and failing addresses share one
+more bucket, across every server of the database (:mod:`.ratelimit`: a 429 page with
+``Retry-After``). Every page but the sign-in form needs a live session
 (:mod:`.sessions`); every POST also
 needs the session's CSRF token in its ``csrf`` field and, when the browser sends an
 ``Origin``, one whose host is the request's own ``Host`` (on top of the server-wide

@@ -15,11 +15,13 @@ from docgraph.store.postgres.graph import PostgresGraphStore
 from docgraph.store.postgres.index import PostgresChunkIndex
 from docgraph.store.postgres.leader import PostgresLeaderLock
 from docgraph.store.sessions import ConsoleSessionStore
+from docgraph.store.signin import SignInLimitStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sql.sessions import SqlConsoleSessionStore
 from docgraph.store.sql.settings import SqlSettingsStore
+from docgraph.store.sql.signin import SqlSignInLimitStore
 from docgraph.store.sql.tokens import SqlTokenStore
 from docgraph.store.tokens import TokenStore
 
@@ -57,6 +59,12 @@ class PostgresPorts:
     def console_sessions(self) -> ConsoleSessionStore:
         """Console sessions, shared by every server of the database (migration 16)."""
         return SqlConsoleSessionStore(self.catalog)
+
+    @cached_property
+    def signin_limits(self) -> SignInLimitStore:
+        """Console sign-in buckets, shared by every server of the database (migration
+        18)."""
+        return SqlSignInLimitStore(self.catalog)
 
     @cached_property
     def settings(self) -> SettingsStore:

@@ -11,11 +11,13 @@ from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
 from docgraph.store.ports import milvus_index
 from docgraph.store.sessions import ConsoleSessionStore
+from docgraph.store.signin import SignInLimitStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
 from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sql.sessions import SqlConsoleSessionStore
 from docgraph.store.sql.settings import SqlSettingsStore
+from docgraph.store.sql.signin import SqlSignInLimitStore
 from docgraph.store.sql.tokens import SqlTokenStore
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.graph import SQLiteGraphStore
@@ -25,6 +27,7 @@ from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry
 from docgraph.store.sqlite.logs import create_log_tables
 from docgraph.store.sqlite.sessions import create_session_table
 from docgraph.store.sqlite.settings import create_settings_table
+from docgraph.store.sqlite.signin import create_signin_table
 from docgraph.store.sqlite.tokens import create_token_tables
 from docgraph.store.tokens import TokenStore
 
@@ -65,6 +68,12 @@ class SQLitePorts:
         """Console sessions in the catalog file."""
         create_session_table(self.catalog)
         return SqlConsoleSessionStore(self.catalog)
+
+    @cached_property
+    def signin_limits(self) -> SignInLimitStore:
+        """Console sign-in buckets in the catalog file."""
+        create_signin_table(self.catalog)
+        return SqlSignInLimitStore(self.catalog)
 
     @cached_property
     def settings(self) -> SettingsStore:
