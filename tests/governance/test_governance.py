@@ -20,6 +20,7 @@ from docgraph.governance import (
     RoleAssignment,
     SqlEntitlements,
     StaticEntitlements,
+    principal_of,
     resolve_namespaces,
     route_namespaces,
 )
@@ -192,6 +193,70 @@ def test_policy_file_entitlements(tmp_path):
         policy.assignments_for("alice")
 
 
+def test_policy_file_grants_to_groups_its_members_and_vouched_groups(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "groups:\n  finance: [alice, carol]\n  ops: [dave]\n"
+        "assignments:\n"
+        "  - {user: alice, role: support, domain: support}\n"
+        "  - {group: finance, role: analyst, domain: finance}\n"
+        "  - {group: ops, role: admin, domain: '*'}\n")
+    policy = PolicyFileEntitlements(path)
+    known = ["finance", "support", "ops"]
+    # a member by the policy holds the group's grants with its own
+    assert resolve_namespaces(Caller("alice"), policy, known) == {"support", "finance"}
+    assert resolve_namespaces(Caller("carol"), policy, known) == {"finance"}
+    assert policy.groups_of("carol") == {"finance"} and policy.groups_of("bob") == set()
+    # a non-member holds nothing of it; the same user vouched for as a member (an identity
+    # provider's groups claim) does
+    with pytest.raises(AccessDenied, match="'bob' has no domain"):
+        resolve_namespaces(Caller("bob"), policy, known)
+    assert resolve_namespaces(Caller("bob", groups=frozenset({"finance"})), policy,
+                              known) == {"finance"}
+    # a group's role can be the active one; a role of no group of the caller's cannot
+    assert resolve_namespaces(Caller("alice", "analyst"), policy, known) == {"finance"}
+    with pytest.raises(AccessDenied, match="does not hold role 'admin'"):
+        resolve_namespaces(Caller("alice", "admin"), policy, known)
+    assert resolve_namespaces(Caller("dave"), policy, known) == set(known)
+    # the principal names the user and each group
+    principal = principal_of(Caller("alice", groups=frozenset({"eu"})), policy)
+    assert principal.principals == {"user:alice", "group:eu", "group:finance"}
+
+
+@pytest.mark.parametrize("text, named", [
+    ("assignments:\n  - {user: a, group: g, role: r, domain: d}\n", "assignment 1"),
+    ("assignments:\n  - {role: r, domain: d}\n", "assignment 1"),
+    ("assignments:\n  - {user: a, role: r, domain: d}\n  - nonsense\n", "assignment 2"),
+    ("groups:\n  finance: alice\n", "groups"),
+    ("- just a list\n", "expected a mapping"),
+])
+def test_a_bad_policy_entry_is_refused_naming_the_file_and_entry(tmp_path, text, named):
+    path = tmp_path / "policy.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"policy\.yaml.*{named}|{named}.*policy\.yaml"):
+        PolicyFileEntitlements(path).assignments_for("a")
+
+
+def test_governed_requests_are_decided_and_audited_for_the_callers_groups(governed):
+    governed.entitlements = StaticEntitlements(
+        [*GRANTS.assignments_for("alice"), RoleAssignment("", "eng", "engineering", "eng")],
+        members={"eng": ["carol"]})
+    hits = governed.search(Caller("carol"), "firmware E-417", k=3)
+    assert hits and {h.namespace for h in hits} == {"engineering"}
+    record = governed.audit.recent(1)[0]
+    assert (record["user_id"], record["groups"], record["namespaces"]) == (
+        "carol", ["eng"], ["engineering"])
+    with pytest.raises(AccessDenied):
+        governed.search(Caller("dave"), "firmware E-417", k=3)
+    # a group the authenticator vouches for counts like a declared one
+    assert governed.search(Caller("dave", groups=frozenset({"eng"})), "firmware", k=3)
+
+
+def test_a_caller_group_must_be_a_name():
+    with pytest.raises(AccessDenied, match="groups must be non-empty names"):
+        Caller("alice", groups=frozenset({" "}))
+
+
 def test_sql_entitlements_bind_the_user_id(tmp_path):
     import sqlalchemy as sa
 
@@ -205,6 +270,27 @@ def test_sql_entitlements_bind_the_user_id(tmp_path):
     assert resolve_namespaces(Caller("alice"), grants, []) == {"support"}
     with pytest.raises(AccessDenied):
         resolve_namespaces(Caller("' OR '1'='1"), grants, ["support"])
+
+
+def test_sql_entitlements_grant_to_groups_named_in_the_user_column(tmp_path):
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'auth.db'}"
+    with sa.create_engine(url).begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE user_role_assignments (user_id, role, domain)")
+        conn.exec_driver_sql("INSERT INTO user_role_assignments VALUES "
+                             "('alice', 'support', 'support'),"
+                             " ('group:finance', 'analyst', 'finance'),"
+                             " ('group:x'' OR ''1''=''1', 'r', 'd')")
+    grants = SqlEntitlements(url)
+    alice = Caller("alice", groups=frozenset({"finance"}))
+    assert resolve_namespaces(alice, grants, []) == {"support", "finance"}
+    assert [a.group for a in grants.assignments_for("alice", frozenset({"finance"}))
+            if a.group] == ["finance"]
+    assert resolve_namespaces(Caller("alice"), grants, []) == {"support"}
+    # a group name is bound, never SQL: it matches the row of that exact name only
+    assert resolve_namespaces(Caller("bob", groups=frozenset({"x' OR '1'='1"})), grants,
+                              []) == {"d"}
 
 
 def test_context_and_global_reports_show_only_visible_rows(governed):

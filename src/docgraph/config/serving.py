@@ -64,20 +64,24 @@ class RagSettings(Section):
 class GovernanceSettings(Section):
     """Who may see what (MCP server and HTTP API): role assignments and the row re-check.
 
-    Role assignments come from ``policy_file`` (YAML, ``assignments: [{user, role, domain}]``)
-    or from the ``sql_url`` table (one of the two). Row documents are re-checked in their
+    Role assignments come from ``policy_file`` (YAML, ``assignments: [{user | group, role,
+    domain}]`` and ``groups: {name: [user, ...]}``) or from the ``sql_url`` table (one of the
+    two; a row whose user column is ``group:<name>`` grants to that group). A caller holds its
+    user's grants and those of its groups. Row documents are re-checked in their
     source database: ``row_source_urls`` (table source name -> SQLAlchemy URL; default: the
     registered SQL sources with their credentials) under ``row_identity``.
     """
 
     policy_file: Path | None = Field(
-        default=None, description="YAML role assignments (user, role, domain | '*')."
+        default=None,
+        description="YAML role assignments (user or group, role, domain | '*') and groups."
     )
     sql_url: str | None = Field(
         default=None, description="SQLAlchemy URL of the role-assignment table's database."
     )
     sql_table: str = Field(default="user_role_assignments",
-                           description="[schema.]table with user_id, role, domain columns.")
+                           description="[schema.]table with user_id (or group:<name>), role, "
+                                       "domain columns.")
     sql_ttl_s: float = Field(default=30.0, ge=0, le=3600,
                              description="Seconds role assignments are cached per user.")
     row_source_urls: dict[str, str] = Field(

@@ -10,6 +10,8 @@ from docgraph.governance.entitlements import (
     RoleAssignment,
     SqlEntitlements,
     StaticEntitlements,
+    assignments_of,
+    principal_of,
     resolve_namespaces,
 )
 from docgraph.governance.ports import GovernedIndex
@@ -39,6 +41,8 @@ __all__ = [
     "SqlRowAuthorizer",
     "StaticEntitlements",
     "Visibility",
+    "assignments_of",
+    "principal_of",
     "resolve_namespaces",
     "route_namespaces",
 ]

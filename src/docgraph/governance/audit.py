@@ -18,6 +18,8 @@ class AuditRecord:
     operation: str
     outcome: str = "ok"  # ok | denied | error
     role: str | None = None
+    #: The groups the request was decided for (the caller's and those the policy declares).
+    groups: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
     query_hash: str = ""
     evidence_keys: list[str] = field(default_factory=list)

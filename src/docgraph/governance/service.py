@@ -28,7 +28,7 @@ from docgraph.evidence.settings import EvidenceSettings
 from docgraph.governance import browse
 from docgraph.governance.audit import AuditLog, AuditRecord
 from docgraph.governance.caller import AccessDenied, Caller
-from docgraph.governance.entitlements import Entitlements, resolve_namespaces
+from docgraph.governance.entitlements import Entitlements, principal_of, resolve_namespaces
 from docgraph.governance.inputs import check_count, check_optional_text, check_text
 from docgraph.governance.ports import GovernedIndex
 from docgraph.governance.read import READ_SCOPES, ReadPage, ReadScope
@@ -140,6 +140,10 @@ class Governance(Generic[IndexT]):
         started = time.perf_counter()
         scope: Visibility | None = None
         try:
+            # the principal every decision of this request is made for: the caller with the
+            # groups the policy declares it a member of
+            caller = principal_of(caller, self.entitlements)
+            record.groups = sorted(caller.groups)
             # One read of the registered sources per request: the namespaces that have one
             # are resolved from it, and the request's agent-visible names and URLs
             # (:meth:`identity`) come from the same rows.

@@ -19,6 +19,7 @@ from docgraph.governance import (
     SqlEntitlements,
     SqlRowAuthorizer,
     StaticEntitlements,
+    assignments_of,
 )
 from docgraph.serve.auth import BearerTokens
 from docgraph.serve.tools import DocgraphTools
@@ -85,15 +86,21 @@ class NarrowedEntitlements:
         self.base = base
         self.domains = sorted(set(domains))
 
-    def assignments_for(self, user_id: str) -> list[RoleAssignment]:
-        """The base assignments of ``user_id`` that fall inside the domains."""
+    def assignments_for(self, user_id: str, groups: frozenset[str] = frozenset()
+                        ) -> list[RoleAssignment]:
+        """The base assignments of ``user_id`` and ``groups`` that fall inside the
+        domains."""
         out: list[RoleAssignment] = []
-        for a in self.base.assignments_for(user_id):
+        for a in self.base.assignments_for(user_id, groups):
             if a.domain == "*":
-                out += [RoleAssignment(a.user, a.role, d) for d in self.domains]
+                out += [RoleAssignment(a.user, a.role, d, a.group) for d in self.domains]
             elif a.domain in self.domains:
                 out.append(a)
         return out
+
+    def groups_of(self, user_id: str) -> frozenset[str]:
+        """The base source's memberships of ``user_id``."""
+        return self.base.groups_of(user_id)
 
 
 def local_governance(docgraph: DocGraph, user: str | None = None, role: str | None = None,
@@ -156,7 +163,7 @@ def caller_warnings(docgraph: DocGraph, governance: Governance[DocGraph],
     source = (f"governance.policy_file {settings.policy_file}" if settings.policy_file
               else f"the table {settings.sql_table} of governance.sql_url")
     try:
-        assignments = governance.entitlements.assignments_for(caller.user_id)
+        assignments = assignments_of(caller, governance.entitlements)
     except Exception as exc:  # a SQL table that cannot be read: the calls will fail closed
         return [f"cannot read the role assignments of {caller.user_id!r}: {exc}"]
     if not assignments:

@@ -25,7 +25,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from docgraph.governance import Caller, Entitlements
+from docgraph.governance import Caller, Entitlements, assignments_of
 from docgraph.governance.entitlements import WILDCARD
 from docgraph.serve.auth import BearerTokens, entry_caller
 from docgraph.store.sessions import ConsoleSessionStore, StoredSession
@@ -51,7 +51,7 @@ def is_console_admin(caller: Caller, entitlements: Entitlements,
     if caller.active_role is not None and caller.active_role != admin_role:
         return False
     return any(a.role == admin_role and a.domain == WILDCARD
-               for a in entitlements.assignments_for(caller.user_id))
+               for a in assignments_of(caller, entitlements))
 
 
 @dataclass
