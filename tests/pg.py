@@ -301,6 +301,8 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
          "ALTER TABLE terms ADD PRIMARY KEY (term)",
          *_v1_trigger_functions()),
     18: ("DROP TABLE signin_buckets",),
+    19: ("DROP TABLE community_access_sources",
+         "ALTER TABLE documents DROP COLUMN access"),
 }
 
 

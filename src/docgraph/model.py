@@ -149,6 +149,44 @@ class SourceRecord:
     public_url: str | None = None
 
 
+#: Who may read a document besides its namespace's grantees: None, everyone the namespace
+#: is granted to; else the principals (``user:<id>``, ``group:<name>``) one of which a
+#: caller must be (an empty set: nobody).
+Access = frozenset[str] | None
+
+#: How a user and a group are written wherever a principal is named (policy grants,
+#: document permissions, source tags, sidecars and tables): ``user:<id>``, ``group:<name>``.
+USER_PREFIX = "user:"
+GROUP_PREFIX = "group:"
+#: Longest principal accepted (an identity provider's ids are far shorter).
+MAX_PRINCIPAL_CHARS = 256
+
+
+def parse_principals(values: object) -> frozenset[str]:
+    """The principals a permission source names: a list of ``user:<id>`` / ``group:<name>``
+    strings (or one such string). Raises :class:`ValueError` naming the first value that is
+    not one, so the caller can say which source and document it came from."""
+    items = [values] if isinstance(values, str) else values
+    if not isinstance(items, list | tuple | set | frozenset):
+        raise ValueError(f"expected a list of user:<id> and group:<name>, got {values!r}")
+    out: set[str] = set()
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{item!r} is not user:<id> or group:<name>")
+        text = item.strip()
+        name = (text[len(USER_PREFIX):] if text.startswith(USER_PREFIX) else
+                text[len(GROUP_PREFIX):] if text.startswith(GROUP_PREFIX) else "")
+        if not name.strip() or len(text) > MAX_PRINCIPAL_CHARS or not text.isprintable():
+            raise ValueError(f"{item[:80]!r} is not user:<id> or group:<name>")
+        out.add(text)
+    return frozenset(out)
+
+
+def access_allows(access: Access, principals: frozenset[str]) -> bool:
+    """Whether a caller with ``principals`` may read a document with ``access``."""
+    return access is None or not access.isdisjoint(principals)
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentRecord:
     """A document as the catalog knows it.
@@ -173,6 +211,8 @@ class DocumentRecord:
     updated_at: float
     metadata: Mapping[str, str] = field(default_factory=dict)
     parent: str | None = None
+    #: Who may read it besides the namespace's grantees (:data:`Access`).
+    access: Access = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +225,15 @@ class RowOrigin:
     table: str
     pk_column: str
     pk_value: str
+
+
+@dataclass(frozen=True, slots=True)
+class DocGate:
+    """What decides, beyond its namespace, who may read a document: the table row it came
+    from (re-checked in its source database) and its permission set."""
+
+    origin: RowOrigin | None = None
+    access: Access = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +256,8 @@ class StoredChunk:
     origin: RowOrigin | None = None
     pages: tuple[int, int] | None = None
     ocr: bool = False
+    #: Its document's permission set (:data:`Access`).
+    access: Access = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,8 @@ def _docs(graph: Any, namespace: str) -> dict[str, Any]:
 
 
 def _origin(graph: Any, doc_id: str) -> RowOrigin | None:
-    return graph.store.origins_for([doc_id]).get(doc_id)
+    gate = graph.store.gates_for([doc_id]).get(doc_id)
+    return None if gate is None else gate.origin
 
 
 def _stored_anywhere(graph: Any, secret: str) -> bool:

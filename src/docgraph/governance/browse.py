@@ -9,7 +9,8 @@ never listed as documents.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from docgraph.governance.ports import GovernedIndex
 from docgraph.governance.reports import visible_communities
@@ -19,6 +20,9 @@ from docgraph.model import DocumentRecord, NamespaceStatus, SourceRecord, Stored
 from docgraph.retrieve.query_entities import find_query_entities
 from docgraph.store.base import FailureRecord, NamespaceStats
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
+
+#: A namespace's counts: its build status or its stats.
+C = TypeVar("C", NamespaceStatus, NamespaceStats)
 
 #: Document ids of community reports (derived from the graph, not source documents).
 REPORT_PREFIX = "community://"
@@ -131,17 +135,35 @@ def documents(root: GovernedIndex, scope: Visibility, after_id: int, limit: int,
 
 
 def status(root: GovernedIndex, scope: Visibility) -> StatusView:
-    """Builds, counts, sources and failed files of the caller's namespaces; the leader."""
+    """Builds, counts, sources and failed files of the caller's namespaces; the leader.
+    Document and chunk counts leave out the documents the caller may not read (their
+    permission sets; a table row's re-check is not run for a count)."""
     allowed = scope.namespaces
     info = root.status()
+    unreadable: dict[str, tuple[int, int]] = {}
+    for namespace, access, documents, chunks in root.store.restricted_counts(allowed):
+        if not scope.may_read(access):
+            before = unreadable.get(namespace, (0, 0))
+            unreadable[namespace] = (before[0] + documents, before[1] + chunks)
     return StatusView(
         embedding_model=info.embedding_model,
         refresh_interval_seconds=root.settings.refresh.interval_seconds,
-        builds=[b for b in info.builds if b.namespace in allowed],
-        stats={s.namespace: s for s in info.namespaces if s.namespace in allowed},
+        builds=[_less(b, unreadable) for b in info.builds if b.namespace in allowed],
+        stats={s.namespace: _less(s, unreadable)
+               for s in info.namespaces if s.namespace in allowed},
         failures=[f for f in info.failures if f.namespace in allowed],
         sources=[s for s in info.sources if s.namespace in allowed],
         refresh_leader=info.refresh_leader,
         this_process_leads=info.this_process_leads,
         refresher_running=info.refresher_running,
     )
+
+
+def _less(counts: C, unreadable: dict[str, tuple[int, int]]) -> C:
+    """``counts`` (a namespace's build status or stats) without the documents and chunks
+    the caller may not read."""
+    documents, chunks = unreadable.get(counts.namespace, (0, 0))
+    if not documents:
+        return counts
+    return replace(counts, documents=max(0, counts.documents - documents),
+                   chunks=max(0, counts.chunks - chunks))

@@ -7,11 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from docgraph.errors import DocgraphError
-
-#: How a user and a group are written wherever a principal is named (policy grants,
-#: document permissions, source tags and tables): ``user:<id>`` and ``group:<name>``.
-USER_PREFIX = "user:"
-GROUP_PREFIX = "group:"
+from docgraph.model import GROUP_PREFIX, USER_PREFIX
 
 
 class AccessDenied(DocgraphError):

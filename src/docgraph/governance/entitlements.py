@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from docgraph.errors import ConfigError
-from docgraph.governance.caller import GROUP_PREFIX, AccessDenied, Caller
+from docgraph.governance.caller import AccessDenied, Caller
+from docgraph.model import GROUP_PREFIX
 
 WILDCARD = "*"
 

@@ -1,14 +1,17 @@
-"""Community reports and titles seen through a caller's row rights.
+"""Community reports and titles seen through a caller's row rights and document permissions.
 
 A community's title and report are built over everything in its namespace: member names,
 relationships and passages all come from chunks that link a member. When the graph is built,
-every table row among those chunks is recorded with the community (complete, never
-sampled). The rule:
+every table row among those chunks, and every document with a permission set, is recorded
+with the community (complete, never sampled); a document whose permission set changes
+later updates its records, and is recorded by the communities its chunks feed, in the same
+transaction (:meth:`~docgraph.store.base.StoreCatalog.set_document_access`). The rule:
 
-- no recorded row, or every recorded row visible to the caller: the stored text is shown;
-- any recorded row hidden: the stored text is never shown; the report (and title) is
-  re-assembled at query time, extractively, from member entities and chunks the caller may
-  see, each chunk passing the same visibility check; if nothing is visible it is withheld.
+- no recorded row or restricted document, or every one readable by the caller: the stored
+  text is shown;
+- any hidden: the stored text is never shown; the report (and title) is re-assembled at
+  query time, extractively, from member entities and chunks the caller may see, each chunk
+  passing the same visibility check; if nothing is visible it is withheld.
 
 No report is rebuilt or re-embedded in the index, and no other caller's view changes.
 """
@@ -55,8 +58,9 @@ def visible_community(community_id: int, members: list[int], stored_title: str,
                       sentences: int = 4) -> VisibleCommunity | None:
     """The community as ``scope``'s caller may see it, or None (nothing visible).
     ``stored_report`` None: only the title and members are wanted."""
-    sources = graph.report_row_sources(community_id)
-    if not scope.any_hidden(sources.values()):
+    restricted = graph.report_access_sources(community_id)
+    if all(scope.may_read(access) for access in restricted.values()) and \
+            not scope.any_hidden(graph.report_row_sources(community_id).values()):
         return VisibleCommunity(stored_title, (), stored_report, rebuilt=False)
     visible: dict[int, StoredChunk] = {}
     members_of: dict[int, set[int]] = {}

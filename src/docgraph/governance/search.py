@@ -98,10 +98,10 @@ class GovernedSearch:
                                                    mode=mode))
         result = self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
                                     return_trace=True, answer=False)
-        # the origins the engine read with the chunks are the catalog's record: the row
-        # re-check of its hits and candidates starts from them (a hit's own ``origin`` is
-        # never trusted alone, see Visibility.visible)
-        self.scope.know_origins(result.doc_origins)
+        # the gates the engine read with the chunks are the catalog's record: deciding its
+        # hits and candidates starts from them (a hit's own ``origin`` is never trusted
+        # alone, see Visibility.visible)
+        self.scope.know_gates(result.doc_gates)
         return result
 
     def search(self, query_text: str, *, namespaces: Iterable[str], k: int = 10,

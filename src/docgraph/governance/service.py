@@ -109,6 +109,10 @@ class Governance(Generic[IndexT]):
         self.audit = audit if audit is not None else AuditLog(root.audit_store)
         self.evidence = evidence or EvidenceSettings()
         self.overfetch = overfetch
+        #: Whether callers read every document whatever its permission set: only the
+        #: index file's owner of a local command without ``[governance]``
+        #: (:func:`~docgraph.serve.setup.local_governance`), who reads every row too.
+        self.every_document = False
 
     @property
     def root(self) -> IndexT:
@@ -151,7 +155,7 @@ class Governance(Generic[IndexT]):
             allowed = self._namespaces(caller, query or None, {s.namespace for s in sources})
             record.namespaces = sorted(allowed)
             scope = Visibility(caller, allowed, self.row_authorizer, self._root.store,
-                               sources=sources)
+                               sources=sources, every_document=self.every_document)
             return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)

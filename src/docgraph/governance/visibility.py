@@ -2,9 +2,12 @@
 
 A :class:`Visibility` holds the caller's namespace set (the search pre-filter) and decides,
 for any document, chunk or hit, whether its text may be shown: it must lie in one of those
-namespaces and, when it comes from a table row, pass the row re-check. Every governed read
-(hits of every mode, entity mentions, listings, report sources, traces) asks this object and
-nothing else, and each row is decided at most once per request.
+namespaces, its document's permission set (if it has one) must name one of the caller's
+principals (``user:<id>``, ``group:<name>``), and, when it comes from a table row, the row
+must pass the re-check. Every governed read (hits of every mode, entity mentions, listings,
+report sources, traces) asks this object and nothing else; each document's gate (row origin
+and permission set, :class:`~docgraph.model.DocGate`) is read at most once per request, each
+row decided at most once.
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ from typing import Protocol, TypeVar
 
 from docgraph.governance.caller import Caller
 from docgraph.governance.rows import RowAuthorizer, check_rows
-from docgraph.model import RowOrigin, SourceRecord, StoredChunk
+from docgraph.model import (
+    Access,
+    DocGate,
+    RowOrigin,
+    SourceRecord,
+    StoredChunk,
+    access_allows,
+)
 from docgraph.store.base import StoreCatalog
 from docgraph.store.graph import GraphStore
 
@@ -50,10 +60,17 @@ class Visibility:
     sources: tuple[SourceRecord, ...] = ()
     dropped: int = 0
     failures: list[str] = field(default_factory=list)
+    #: The owner of the index file (local commands without ``[governance]``): every
+    #: document's permission set lets it in, as the row re-check lets it see every row.
+    every_document: bool = False
     _row_visible: dict[RowOrigin, bool] = field(default_factory=dict)
-    #: The row origin of each document looked up in this request (None: free-standing); a
-    #: document's origin is part of its identity, so it is read once per request.
-    _origins: dict[str, RowOrigin | None] = field(default_factory=dict)
+    #: The gate of each document looked up in this request (None: neither a row origin nor
+    #: a permission set), read once per request.
+    _gates: dict[str, DocGate | None] = field(default_factory=dict)
+
+    def may_read(self, access: Access) -> bool:
+        """Whether the caller's principals are let in by a permission set."""
+        return self.every_document or access_allows(access, self.caller.principals)
 
     def hidden_rows(self, origins: Iterable[RowOrigin]) -> set[RowOrigin]:
         """The table rows the caller may not see: one re-check batch per table for the rows
@@ -77,34 +94,39 @@ class Visibility:
         return any(self.hidden_rows(pending[i:i + batch])
                    for i in range(0, len(pending), batch))
 
-    def know_origins(self, origins: Mapping[str, RowOrigin | None]) -> None:
-        """Remember the row origin the catalog records for each document (None:
-        free-standing), as read by an engine in this request: later decisions about these
-        documents use them instead of reading the same rows again. Documents already
-        decided keep what was read first."""
-        for doc_id, origin in origins.items():
-            self._origins.setdefault(doc_id, origin)
+    def know_gates(self, gates: Mapping[str, DocGate | None]) -> None:
+        """Remember the gate the catalog records for each document (None: neither a row
+        origin nor a permission set), as read by an engine in this request with the
+        document's chunks: later decisions about these documents use them instead of
+        reading the same rows again. Documents already looked up keep what was read first."""
+        for doc_id, gate in gates.items():
+            self._gates.setdefault(doc_id, gate)
 
     def hidden_documents(self, doc_ids: Iterable[str]) -> set[str]:
-        """Which of the given documents the row re-check hides (free-standing documents are
-        never hidden by it: their namespace decides)."""
+        """Which of the given documents the caller may not read: its permission set names
+        none of the caller's principals, or the row re-check hides its row (a document with
+        neither is never hidden here: its namespace decides)."""
         wanted = list(dict.fromkeys(doc_ids))
-        unread = [d for d in wanted if d not in self._origins]
+        unread = [d for d in wanted if d not in self._gates]
         if unread:
-            read = self.catalog.origins_for(unread)
-            self._origins.update({d: read.get(d) for d in unread})
-        origins = {d: o for d in wanted if (o := self._origins[d]) is not None}
+            read = self.catalog.gates_for(unread)
+            self._gates.update({d: read.get(d) for d in unread})
+        gates = {d: g for d in wanted if (g := self._gates[d]) is not None}
+        denied = {d for d, g in gates.items() if not self.may_read(g.access)}
+        origins = {d: g.origin for d, g in gates.items()
+                   if d not in denied and g.origin is not None}
         hidden = self.hidden_rows(origins.values())
-        return {d for d, o in origins.items() if o in hidden}
+        return denied | {d for d, o in origins.items() if o in hidden}
 
     def visible(self, items: Iterable[T]) -> list[T]:
         """The items (chunks, hits, document records) in the caller's namespaces whose table
         row, if they come from one, passes the re-check; in their order.
 
-        An item is hidden when the origin it carries is hidden *or* the origin the catalog
-        records for its document is: a code path that forgot to carry an origin cannot
-        make a row document look free-standing."""
-        in_reach = [item for item in items if item.namespace in self.namespaces]
+        An item is hidden when the origin or permission set it carries hides it *or* the
+        gate the catalog records for its document does: a code path that forgot to carry
+        either cannot make a restricted document look free-standing."""
+        in_reach = [item for item in items if item.namespace in self.namespaces
+                    and self.may_read(getattr(item, "access", None))]
         carried = [getattr(item, "origin", None) for item in in_reach]
         hidden = self.hidden_rows(o for o in carried if isinstance(o, RowOrigin))
         hidden_docs = self.hidden_documents({item.doc_id for item in in_reach})

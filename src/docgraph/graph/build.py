@@ -29,6 +29,7 @@ from docgraph.embedding.embedders import Embedder
 from docgraph.errors import ConfigError
 from docgraph.graph.communities import Community, detect_communities
 from docgraph.graph.community_inputs import (
+    access_documents,
     central_chunks,
     hits_per_chunk,
     identity_rank,
@@ -262,7 +263,8 @@ class GraphBuilder:
         t0 = time.perf_counter()
         rows = self._community_rows(namespace, communities, graph, infos, report,
                                    row_documents(links, communities, graph),
-                                   identity_rank(links.identity_order, graph.chunk_rowids))
+                                   identity_rank(links.identity_order, graph.chunk_rowids),
+                                   access_documents(links, communities, graph))
         report.seconds["reports"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -279,6 +281,7 @@ class GraphBuilder:
         report: GraphBuildReport,
         row_sources: Sequence[Sequence[tuple[str, RowOrigin]]],
         chunk_rank: npt.NDArray[np.int64],
+        access_sources: Sequence[Sequence[tuple[str, frozenset[str]]]],
     ) -> list[CommunityRow]:
         node_ids = graph.entity_ids.tolist()
         node_info = [infos[e] for e in node_ids]
@@ -330,6 +333,7 @@ class GraphBuilder:
                 report_text=report_text.get(index),
                 report_vector=vectors.get(index),
                 row_sources=row_sources[index],
+                access_sources=access_sources[index],
                 report_hash=hashes.get(index),
             ))
             ordinals[community.level] += 1

@@ -2,13 +2,15 @@
 level at once over the co-occurrence graph's sparse matrices: how many members each chunk
 links (:func:`hits_per_chunk`), how often a member co-occurs inside its community
 (:func:`inside_counts`), the chunks mentioning the most members (:func:`central_chunks`),
-the strongest inner edges (:func:`strongest_inner_edges`), the table rows a community draws
-on (:func:`row_documents`), and the identity order that breaks ties (:func:`identity_rank`),
+the strongest inner edges (:func:`strongest_inner_edges`), the table rows and the documents
+with a permission set a community draws on (:func:`row_documents`,
+:func:`access_documents`), and the identity order that breaks ties (:func:`identity_rank`),
 so an incremental build chooses what a fresh one does."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +22,8 @@ from docgraph.graph.reports import CANDIDATE_CHUNKS
 from docgraph.model import RowOrigin
 from docgraph.store.graph import NamespaceLinks
 
+T = TypeVar("T")
+
 
 def row_documents(
     links: NamespaceLinks, communities: Sequence[Community], graph: CooccurrenceGraph
@@ -27,21 +31,37 @@ def row_documents(
     """Per community, every row document (doc id, origin) with a chunk linking one of its
     members: the complete set of table rows its title and report can draw on (member names,
     relationships and passages all come from chunks linking members)."""
-    if not links.row_chunks:
+    return _documents_behind(links.row_chunks, links, communities, graph)
+
+
+def access_documents(
+    links: NamespaceLinks, communities: Sequence[Community], graph: CooccurrenceGraph
+) -> list[list[tuple[str, frozenset[str]]]]:
+    """Per community, every document with a permission set (doc id, set) with a chunk
+    linking one of its members, as :func:`row_documents` finds the rows."""
+    return _documents_behind(links.access_chunks, links, communities, graph)
+
+
+def _documents_behind(chunks: dict[int, tuple[str, T]], links: NamespaceLinks,
+                      communities: Sequence[Community], graph: CooccurrenceGraph
+                      ) -> list[list[tuple[str, T]]]:
+    """Per community, the (doc id, value) of ``chunks`` (chunk row id -> doc id, value)
+    that link one of its members, by doc id."""
+    if not chunks:
         return [[] for _ in communities]
     node_ids = graph.entity_ids.tolist()
     member_of: dict[int, list[int]] = {}
     for index, community in enumerate(communities):
         for node in community.nodes:
             member_of.setdefault(node_ids[node], []).append(index)
-    found: list[dict[str, RowOrigin]] = [{} for _ in communities]
-    mask = np.isin(links.chunk_rowids, np.fromiter(links.row_chunks, dtype=np.int64))
+    found: list[dict[str, T]] = [{} for _ in communities]
+    mask = np.isin(links.chunk_rowids, np.fromiter(chunks, dtype=np.int64))
     for chunk, entity in zip(links.chunk_rowids[mask].tolist(),
                              links.entity_ids[mask].tolist(), strict=True):
-        doc_id, origin = links.row_chunks[chunk]
+        doc_id, value = chunks[chunk]
         for index in member_of.get(entity, ()):
-            found[index][doc_id] = origin
-    return [sorted(d.items()) for d in found]
+            found[index][doc_id] = value
+    return [sorted(d.items(), key=lambda item: item[0]) for d in found]
 
 
 def identity_rank(identity_order: npt.NDArray[np.int64], rowids: npt.NDArray[np.int64]

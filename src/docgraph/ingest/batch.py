@@ -14,7 +14,7 @@ import numpy as np
 
 from docgraph.ingest.prepare import PreparedDocument
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
-from docgraph.model import DocumentRecord, RowOrigin
+from docgraph.model import Access, DocumentRecord, RowOrigin
 from docgraph.sources.folder import FileEntry
 from docgraph.sources.urn import document_id
 from docgraph.store.base import DocumentWrite
@@ -44,6 +44,8 @@ class Pending:
     prepared: PreparedDocument
     doc_id: str | None = None
     origin: RowOrigin | None = None
+    #: Who may read it (:mod:`docgraph.ingest.access`); its attachments follow it.
+    access: Access = None
 
 
 class BatchWriter:
@@ -152,6 +154,7 @@ class BatchWriter:
                 metadata=prepared.document.metadata,
                 line_hashes=prepared.line_hashes,
                 lines_dropped=prepared.lines_dropped,
+                access=pending.access,
             ))
         writes: list[DocumentWrite] = []
         for pending in batch:  # a file's write carries its attachments' writes

@@ -16,14 +16,24 @@ as text: a file never fails for its front matter.
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from docgraph.model import parse_principals
 
 #: Front matter longer than this is not looked for (a closing delimiter further down is
 #: not front matter but a thematic break in a long document).
 MAX_FRONT_MATTER_CHARS = 64 * 1024
+#: The key whose list of principals (``user:<id>``, ``group:<name>``) says who may read the
+#: document: kept in the metadata as a sorted JSON array (:func:`front_matter_access`), or,
+#: when it names something else, :data:`ACCESS_ERROR_KEY` says why (the document is then
+#: not indexed: a permission that cannot be read fails closed).
+ACCESS_KEY = "access"
+ACCESS_ERROR_KEY = "access_error"
 #: Most keys kept as metadata, and characters per value.
 MAX_KEYS = 64
 MAX_VALUE_CHARS = 1000
@@ -72,6 +82,12 @@ def split_front_matter(text: str) -> tuple[FrontMatter | None, str]:
     metadata: dict[str, str] = {}
     for key, value in parsed.items():
         name = str(key)
+        if name.casefold() == ACCESS_KEY:  # who may read it: kept exactly, or why not
+            try:
+                metadata[ACCESS_KEY] = json.dumps(sorted(parse_principals(value)))
+            except ValueError as exc:
+                metadata[ACCESS_ERROR_KEY] = f"front matter access: {exc}"
+            continue
         rendered = _render(value, MAX_VALUE_CHARS)
         if name.casefold() == "title" and title is None and rendered.strip():
             title = " ".join(rendered.split())
@@ -124,3 +140,10 @@ def _render(value: Any, budget: int) -> str:
 
     walk(value, 0)
     return "".join(parts).strip()
+
+
+def front_matter_access(metadata: Mapping[str, str]) -> frozenset[str] | None:
+    """The principals a document's front matter lets read it (None: it says nothing), from
+    its metadata as :func:`split_front_matter` kept them."""
+    raw = metadata.get(ACCESS_KEY)
+    return None if raw is None else frozenset(json.loads(raw))

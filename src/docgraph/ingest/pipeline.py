@@ -50,6 +50,7 @@ from docgraph.errors import (
     SourceFileVanished,
 )
 from docgraph.graph.extract import EntityExtractor
+from docgraph.ingest.access import BuildAccess
 from docgraph.ingest.attachments import drop_shadowed_attachments, mails_to_read_again
 from docgraph.ingest.batch import (
     COMMIT_EVERY_CHUNKS,
@@ -78,6 +79,7 @@ from docgraph.model import (
     DocumentRecord,
     SourceRecord,
 )
+from docgraph.sources.access_rules import AccessRules, AccessUnreadable
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
 from docgraph.sources.urn import document_id
@@ -154,6 +156,7 @@ class IngestPipeline:
         self.workers = worker_count(loader.workers)
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
         self._listed: set[str] = set()  # the relative paths of the build's listed files
+        self.access = BuildAccess(AccessRules(()))  # a folder build reads its sidecars
         # How files are prepared (read by the row build and the worker processes too).
         self.spec = PrepareSpec(
             loader, embedder.count_tokens, extractor,
@@ -185,6 +188,7 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
+        self.access = BuildAccess.of_folder(crawler)
         report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
         # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.
@@ -231,6 +235,10 @@ class IngestPipeline:
         try:
             for entry in entries:
                 writer.state.current = entry.relative_path
+                if not self._permission_readable(entry.relative_path,
+                                                 existing.get(entry.relative_path), report):
+                    writer.file_done()
+                    continue
                 fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report,
                                       force=entry.relative_path in reread)
                 if fetched is None:
@@ -262,6 +270,9 @@ class IngestPipeline:
         folder, re-prepare those whose repeated lines changed, clear stale failures and
         mark the source indexed."""
         source = report.source
+        if self.access.changes:  # permissions changed at the source: stored, not re-embedded
+            report.access_changed = self.catalog.set_document_access(self.access.changes)
+            self.access.changes = {}
         gone = set(report.vanished)
         present = {e.relative_path for e in entries if e.relative_path not in gone}
         unknown = tuple(folder + "/" for folder in crawler.unlisted)  # unread: keep as is
@@ -326,6 +337,7 @@ class IngestPipeline:
         if existing is not None and existing.change_token == entry.change_token \
                 and existing.content_hash and not force:
             report.unchanged += 1
+            self.access.unchanged(existing, entry.relative_path)
             return None
         if entry.size > self.loader.max_file_bytes:
             self._fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
@@ -354,6 +366,7 @@ class IngestPipeline:
             self.catalog.touch_document(existing, entry.change_token)
             self.catalog.clear_failure(report.source, entry.relative_path)  # e.g. a past fetch
             report.unchanged += 1
+            self.access.unchanged(existing, entry.relative_path)
             return None
         return _Fetched(entry, existing, content_hash, data)
 
@@ -378,7 +391,28 @@ class IngestPipeline:
         for phase, seconds in outcome.seconds.items():
             report.seconds[phase] += seconds
         drop_shadowed_attachments(outcome, fetched.entry.relative_path, self._listed)
-        writer.add(Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome))
+        path = fetched.entry.relative_path
+        try:
+            access = self.access.of_document(path, dict(outcome.document.metadata))
+        except AccessUnreadable as exc:
+            self._fail(report, path, str(exc))
+            self.access.withhold(fetched.existing)
+            writer.file_done()
+            return
+        writer.add(Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome,
+                           access=access))
+
+    def _permission_readable(self, path: str, existing: DocumentRecord | None,
+                             report: IngestReport) -> bool:
+        """Whether the folder's sidecars can say who may read ``path``; if not, the file is
+        reported and not indexed, and an indexed version withheld (fails closed)."""
+        try:
+            self.access.of_file(path)
+        except AccessUnreadable as exc:
+            self._fail(report, path, str(exc))
+            self.access.withhold(existing)
+            return False
+        return True
 
     def index_rows(
         self,

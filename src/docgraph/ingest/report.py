@@ -29,6 +29,9 @@ class IngestReport:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: int = 0
+    #: Documents whose permission set changed at the source and was stored without
+    #: reading or embedding them again (:mod:`docgraph.ingest.access`).
+    access_changed: int = 0
     removed: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)  # listed, gone when read: deleted

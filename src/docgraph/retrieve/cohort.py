@@ -38,7 +38,7 @@ from docgraph.errors import InvalidQuery
 from docgraph.graph.extract import EntityExtractor
 from docgraph.limits import COHORT_MODES, ENGINE_MAX_K, ENGINE_MAX_QUERY_CHARS, CohortMode
 from docgraph.llm import ChatModel
-from docgraph.model import RowOrigin, SearchHit, StoredChunk
+from docgraph.model import DocGate, SearchHit, StoredChunk
 from docgraph.retrieve.cohort_settings import TUNING_KNOBS, CohortSettings
 from docgraph.retrieve.fusion import Selected, fuse_seed_lists, rank_pool
 from docgraph.retrieve.lanes.base import LANES, Lane
@@ -76,10 +76,10 @@ class CohortResult:
     trace: RetrievalTrace | None = None
     answer: str | None = None
     paths: dict[str, list[str]] = field(default_factory=dict)  # chunk id -> entity paths
-    #: The row origin the catalog records for each document whose chunks this search read
-    #: (None: free-standing), so a visibility check of its hits and candidates needs no
-    #: second read of the same rows.
-    doc_origins: dict[str, RowOrigin | None] = field(default_factory=dict)
+    #: The gate (row origin, permission set) the catalog records for each document whose
+    #: chunks this search read (None: neither), so a visibility check of its hits and
+    #: candidates needs no second read of the same rows.
+    doc_gates: dict[str, DocGate | None] = field(default_factory=dict)
     #: Per entity the query names (as found in the graph), the (namespace, document) of
     #: chunks read by this search that mention it: evidence that the entity is seen by a
     #: caller who may see one of them (a name absent here is decided by reading its
@@ -252,7 +252,9 @@ class CohortSearch:
         chunk_paths = {h.chunk_id: q.paths[h.rowid] for h in hits if h.rowid in q.paths}
         read = [*q.stored.values(), *ids.values()]
         return CohortResult(hits, paths=chunk_paths,
-                            doc_origins={c.doc_id: c.origin for c in read},
+                            doc_gates={c.doc_id: DocGate(c.origin, c.access)
+                                       if c.origin is not None or c.access is not None
+                                       else None for c in read},
                             entity_docs=q.documents_mentioning(query_entities))
 
     def _hits(self, selected: list[Selected], pool: dict[int, Candidate], dense_rows: set[int],

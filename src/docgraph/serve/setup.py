@@ -126,6 +126,7 @@ def local_governance(docgraph: DocGraph, user: str | None = None, role: str | No
         every_row = CallableRowAuthorizer(lambda caller, table, pks: set(pks))
         governance = Governance(
             docgraph, StaticEntitlements([RoleAssignment(owner, role or OWNER, "*")]), every_row)
+        governance.every_document = True  # whoever can open the file can read it
     if only:
         unknown = sorted(set(only) - set(docgraph.namespaces()))
         if unknown:

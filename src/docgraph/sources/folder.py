@@ -17,6 +17,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from docgraph.errors import SourceError, SourceFileVanished
 from docgraph.model import urn_scheme
+from docgraph.sources.access_rules import SIDECAR_NAME
 from docgraph.sources.changes import change_token
 from docgraph.sources.local import SYMLINK_REASON, file_type, read_regular, walk
 from docgraph.sources.urn import escape_name
@@ -88,6 +89,9 @@ class FolderCrawler:
         self.skipped: list[SkippedEntry] = []
         self.unlisted: list[str] = []
         self.not_included: Counter[str] = Counter()
+        #: The permission sidecars (:mod:`docgraph.sources.access_rules`) of the last
+        #: listing, complete once it is exhausted; read with :meth:`read` like a file.
+        self.sidecars: list[FileEntry] = []
         self._failures_in_a_row = 0
         self._last_failure = ""
         self._owned = self.scheme in CONNECTION_SCHEMES
@@ -154,6 +158,7 @@ class FolderCrawler:
         listed_at = time.time()
         self.skipped = []
         self.unlisted = []
+        self.sidecars = []
         self.not_included = Counter()
         try:
             if not self._owned and not self._local:
@@ -171,6 +176,9 @@ class FolderCrawler:
     def _list_local(self) -> list[tuple[str, str, dict[str, Any]]]:
         listing = walk(self.root, self._matches)
         self.not_included = listing.not_wanted
+        self.sidecars = [self._entry(relative, posixpath.join(self.root, relative),
+                                     {"size": info.st_size, "mtime": info.st_mtime}, time.time())
+                         for relative, info in listing.sidecars]
         for relative, reason in listing.skipped:
             self.skipped.append(SkippedEntry(escape_name(relative), reason))
         for relative, reason in listing.unlisted:
@@ -187,8 +195,13 @@ class FolderCrawler:
         for full_path in sorted(found):
             info = found[full_path]
             relative = full_path[len(prefix):] if full_path.startswith(prefix) else full_path
-            if any(part.startswith(".") for part in relative.split("/")):
-                continue  # hidden files and folders (.git, .DS_Store, the index itself)
+            if any(part.startswith(".") for part in relative.split("/")[:-1]):
+                continue  # hidden folders (.git) and what they hold
+            if posixpath.basename(relative) == SIDECAR_NAME:
+                self.sidecars.append(self._entry(relative, full_path, info, time.time()))
+                continue
+            if posixpath.basename(relative).startswith("."):
+                continue  # hidden files (.DS_Store, the index itself)
             kind = info.get("type")
             if not self._matches(relative):
                 if kind in (None, "file") and not info.get("islink"):
@@ -215,13 +228,18 @@ class FolderCrawler:
                 log.warning("not indexed: %s/%s: its name is not UTF-8 and its escaped form "
                             "%r is the name of another file", self.urn, shown, shown)
                 continue
-            yield FileEntry(
-                relative_path=shown,
-                full_path=full_path,
-                size=int(info.get("size") or 0),
-                change_token=_change_token(info, self.scheme, listed_at),
-                listed_path="" if shown == relative else relative,
-            )
+            yield self._entry(relative, full_path, info, listed_at)
+
+    def _entry(self, relative: str, full_path: str, info: dict[str, Any], listed_at: float
+               ) -> FileEntry:
+        shown = escape_name(relative)
+        return FileEntry(
+            relative_path=shown,
+            full_path=full_path,
+            size=int(info.get("size") or 0),
+            change_token=_change_token(info, self.scheme, listed_at),
+            listed_path="" if shown == relative else relative,
+        )
 
     def read(self, entry: FileEntry, max_bytes: int | None = None) -> bytes:
         """The bytes of one file; raises :class:`SourceError` naming the file, or

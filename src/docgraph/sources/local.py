@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from docgraph.errors import FileSkipped, SourceFileVanished
+from docgraph.sources.access_rules import SIDECAR_NAME
 
 #: Folders nested deeper than this are not descended (each level holds one open
 #: descriptor while its subfolders are walked); they are reported instead.
@@ -63,14 +64,17 @@ class LocalListing:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     unlisted: list[tuple[str, str]] = field(default_factory=list)
     not_wanted: Counter[str] = field(default_factory=Counter)
+    #: The permission sidecars (hidden files named :data:`SIDECAR_NAME`) met on the way.
+    sidecars: list[tuple[str, os.stat_result]] = field(default_factory=list)
 
 
 def walk(root: str, wanted: Callable[[str], bool]) -> LocalListing:
     """Every regular file below ``root`` whose name is ``wanted``, in path order.
 
     Hidden names (a leading dot: ``.git``, the index itself) are neither listed nor
-    reported nor counted. Non-regular entries are reported when a regular file of that name would
-    have been indexed, and symlinks to folders always (a folder would have been walked).
+    reported nor counted, except permission sidecars (:attr:`LocalListing.sidecars`).
+    Non-regular entries are reported when a regular file of that name would have been
+    indexed, and symlinks to folders always (a folder would have been walked).
     Raises :class:`OSError` when ``root`` itself cannot be opened.
     """
     listing = LocalListing()
@@ -92,6 +96,8 @@ def _walk(dir_fd: int, prefix: str, depth: int, wanted: Callable[[str], bool],
     for entry in entries:
         name = entry.name
         if name.startswith("."):
+            if name == SIDECAR_NAME:
+                _note_sidecar(entry, prefix + name, listing)
             continue
         relative = prefix + name
         try:
@@ -111,6 +117,19 @@ def _walk(dir_fd: int, prefix: str, depth: int, wanted: Callable[[str], bool],
             _walk_child(dir_fd, name, relative, depth, wanted, listing)
         elif wanted(name) or (stat.S_ISLNK(mode) and _is_folder(name, dir_fd)):
             listing.skipped.append((relative, skip_reason(mode)))
+
+
+def _note_sidecar(entry: os.DirEntry[str], relative: str, listing: LocalListing) -> None:
+    """Keep a permission sidecar met while walking (a regular file only, like a
+    document)."""
+    try:
+        info = entry.stat(follow_symlinks=False)
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        listing.sidecars.append((relative, info))
+    else:  # a link or a folder of that name: the rules it would hold cannot be read
+        listing.sidecars.append((relative, os.stat_result((0,) * 10)))
 
 
 def _walk_child(dir_fd: int, name: str, relative: str, depth: int,

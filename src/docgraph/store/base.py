@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from docgraph.errors import InvalidQuery
 from docgraph.model import (
+    Access,
     ChunkDraft,
     ChunkKind,
+    DocGate,
     DocumentRecord,
     EntityLink,
     RowOrigin,
@@ -81,6 +83,9 @@ class DocumentWrite:
     embed_hashes: Sequence[str] | None = None
     line_hashes: Sequence[str] | None = None
     lines_dropped: Sequence[str] = ()
+    #: Who may read it besides the namespace's grantees (:data:`~docgraph.model.Access`;
+    #: an attachment's is its mail's).
+    access: Access = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,9 +298,23 @@ class StoreCatalog(Catalog, Protocol):
         ordered by namespace, document and chunk index: what a governed read pages over."""
         ...
 
-    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
-        """Row origins of the given documents (documents without one are absent): what the
-        governed row re-check asks about."""
+    def gates_for(self, doc_ids: Iterable[str]) -> dict[str, DocGate]:
+        """The row origin and permission set of the given documents (documents with
+        neither are absent): what the governed visibility decision asks about."""
+        ...
+
+    def restricted_counts(self, namespaces: Iterable[str]
+                          ) -> list[tuple[str, frozenset[str], int, int]]:
+        """(namespace, permission set, documents, text chunks) of the source documents with
+        a permission set in the given namespaces, one row per distinct set: what a caller's
+        counts leave out of the namespace's when it is not among a set's readers."""
+        ...
+
+    def set_document_access(self, changes: Mapping[int, Access]) -> int:
+        """Store new permission sets (document row id -> access) without touching text or
+        vectors, for each document and the documents carried inside it (a mail's
+        attachments), and for the communities that draw on them; one transaction. Returns
+        the documents changed."""
         ...
 
     def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:

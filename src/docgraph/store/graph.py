@@ -72,12 +72,15 @@ class CommunityInfo:
 @dataclass(frozen=True, slots=True)
 class NamespaceLinks:
     """All chunk-entity links of a namespace as parallel arrays (text chunks only), and the
-    table row behind each linked chunk of a row document, read in the same snapshot."""
+    table row (or permission set) behind each linked chunk of a row document (of a document
+    with one), read in the same snapshot."""
 
     chunk_rowids: npt.NDArray[np.int64]
     entity_ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
     row_chunks: dict[int, tuple[str, RowOrigin]] = field(default_factory=dict)
+    #: The permission set behind each linked chunk of a document that has one.
+    access_chunks: dict[int, tuple[str, frozenset[str]]] = field(default_factory=dict)
     #: Row ids of the namespace's text chunks in identity order (document id, chunk index):
     #: ties broken by this order do not depend on when a chunk was written.
     identity_order: npt.NDArray[np.int64] = field(
@@ -111,6 +114,8 @@ class CommunityRow:
     #: Every row document (doc id, origin) whose chunks link a member: all the table rows
     #: the title and report may draw on (names, relationships, passages).
     row_sources: Sequence[tuple[str, RowOrigin]] = ()
+    #: Every document with a permission set (doc id, set) whose chunks link a member.
+    access_sources: Sequence[tuple[str, frozenset[str]]] = ()
     #: What the report chunk's ``embed_hash`` records (None: the hash of its text, i.e. the
     #: vector embeds that text; a mean of member vectors records another key, so switching
     #: back to embedded reports never reuses a mean vector as an embedding).
@@ -238,6 +243,12 @@ class GraphStore(Protocol):
 
     def report_row_sources(self, community_id: int) -> dict[str, RowOrigin]:
         """Every table row (doc id -> origin) the community's title and report drew on."""
+        ...
+
+    def report_access_sources(self, community_id: int) -> dict[str, frozenset[str]]:
+        """Every document with a permission set (doc id -> the set) the community's title
+        and report may draw on: recorded when the graph was built and kept current when a
+        document's set changes (complete, never sampled)."""
         ...
 
     def community_signature(self, namespace: str) -> list[tuple[int, int, tuple[str, ...]]]:

@@ -18,7 +18,14 @@ from functools import cached_property
 from typing import Any
 
 from docgraph.errors import StoreError
-from docgraph.model import DocumentRecord, RowOrigin, SourceRecord, StoredChunk, urn_scheme
+from docgraph.model import (
+    DocGate,
+    DocumentRecord,
+    RowOrigin,
+    SourceRecord,
+    StoredChunk,
+    urn_scheme,
+)
 from docgraph.store.base import (
     FailureRecord,
     NamespaceStats,
@@ -37,7 +44,7 @@ class SqlCatalogRecords:
     _DOC_COLUMNS = (
         "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
         " d.change_token, d.media_type, d.chunk_count, d.updated_at, d.metadata,"
-        " (SELECT p.path FROM documents p WHERE p.id = d.parent_id)"
+        " (SELECT p.path FROM documents p WHERE p.id = d.parent_id), d.access"
     )
 
     def connection(self) -> Any:
@@ -188,6 +195,8 @@ class SqlCatalogRecords:
             str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
             float(row[10]), {str(k): str(v) for k, v in dict(metadata).items()},
             None if row[12] is None else str(row[12]),
+            None if row[13] is None else frozenset(
+                str(p) for p in self.dialect.json_value(row[13])),
         )
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
@@ -252,17 +261,22 @@ class SqlCatalogRecords:
                 "UPDATE documents SET change_token = ? WHERE id = ? OR parent_id = ?"),
                 (change_token, document.id, document.id))
 
-    def origins_for(self, doc_ids: Iterable[str]) -> dict[str, RowOrigin]:
-        """Row origins of the given documents (documents without one are absent)."""
+    def gates_for(self, doc_ids: Iterable[str]) -> dict[str, DocGate]:
+        """Row origins and permission sets of the given documents (documents with neither
+        are absent)."""
         ids = list(dict.fromkeys(doc_ids))
-        out: dict[str, RowOrigin] = {}
+        out: dict[str, DocGate] = {}
+        value = self.dialect.json_value
         for start in range(0, len(ids), _IN_BATCH):
             part = ids[start:start + _IN_BATCH]
             for row in self._run(
                 "SELECT doc_id, origin_source, origin_schema, origin_table, origin_pk_column,"
-                " origin_pk_value FROM documents WHERE origin_source IS NOT NULL"
+                " origin_pk_value, access FROM documents"
+                " WHERE (origin_source IS NOT NULL OR access IS NOT NULL)"
                 f" AND doc_id IN ({marks(len(part))})", part):
-                out[str(row[0])] = RowOrigin(*(str(v) for v in row[1:6]))
+                out[str(row[0])] = DocGate(
+                    None if row[1] is None else RowOrigin(*(str(v) for v in row[1:6])),
+                    None if row[6] is None else frozenset(str(p) for p in value(row[6])))
         return out
 
     def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:
@@ -322,6 +336,28 @@ class SqlCatalogRecords:
                 for n, u, p, r, a in rows]
 
     # -- counts --------------------------------------------------------------
+
+    def restricted_counts(self, namespaces: Iterable[str]
+                          ) -> list[tuple[str, frozenset[str], int, int]]:
+        """Per namespace and permission set, the documents and text chunks that have it
+        (see the port)."""
+        names = sorted(set(namespaces))
+        if not names:
+            return []
+        value = self.dialect.json_value
+        counted: dict[tuple[str, frozenset[str]], list[int]] = {}
+        for name, access, chunks in self._run(
+                "SELECT n.name, d.access, d.chunk_count FROM documents d"
+                " JOIN namespaces n ON n.id = d.namespace_id"
+                f" WHERE d.access IS NOT NULL AND d.kind = 'document'"
+                f" AND n.name IN ({marks(len(names))})", names):
+            key = (str(name), frozenset(str(p) for p in value(access)))
+            totals = counted.setdefault(key, [0, 0])
+            totals[0] += 1
+            totals[1] += int(chunks)
+        return [(name, access, documents, chunks)
+                for (name, access), (documents, chunks) in sorted(
+                    counted.items(), key=lambda item: (item[0][0], sorted(item[0][1])))]
 
     def stats(self) -> list[NamespaceStats]:
         """Sources, documents, chunks, failures, entities and communities per namespace."""

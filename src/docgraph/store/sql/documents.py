@@ -14,14 +14,14 @@ the vector index dropped with every chunk. Placeholders, JSON and id lists are t
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.model import DocumentRecord, RowOrigin, StoredChunk
+from docgraph.model import Access, DocumentRecord, RowOrigin, StoredChunk
 from docgraph.store.base import ChunkPlace, DocumentWrite
 from docgraph.store.sql.catalog import SqlCatalogRecords
 from docgraph.store.sql.links import write_links
@@ -30,7 +30,8 @@ from docgraph.text import text_hash
 _CHUNK_COLUMNS = (
     "c.id, d.doc_id, n.name, c.chunk_index, c.text, c.section_path, d.title, d.path,"
     " c.prev_index, c.next_index, c.parent_index, d.origin_source, d.origin_schema,"
-    " d.origin_table, d.origin_pk_column, d.origin_pk_value, c.page_first, c.page_last, c.ocr"
+    " d.origin_table, d.origin_pk_column, d.origin_pk_value, c.page_first, c.page_last, c.ocr,"
+    " d.access"
 )
 
 
@@ -202,6 +203,8 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         chunks = list(write.chunks)
         sql = self.dialect.sql
         document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
+        # the communities its old chunks fed know its new permission set before they go
+        self._record_community_access(db, document_id, write.doc_id, write.access)
         db.execute(sql("DELETE FROM chunks WHERE document_id = ?"), (document_id,))
         rows.insert(db, position, document_id, ns_id, write, hashes)
         if any(write.entity_links):
@@ -213,10 +216,11 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                 for chunk, links in zip(chunks, write.entity_links, strict=True)
                 for link in links
             ])
+        self._record_community_access(db, document_id, write.doc_id, write.access)
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
-            now, dict(write.metadata),
+            now, dict(write.metadata), access=write.access,
         )
 
     def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
@@ -236,8 +240,8 @@ class SqlCatalogDocuments(SqlCatalogRecords):
             "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
             " change_token, media_type, chunk_count, updated_at, origin_source,"
             " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
-            " parent_id, line_hashes, lines_dropped)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " parent_id, line_hashes, lines_dropped, access)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
             " content_hash = excluded.content_hash, change_token = excluded.change_token,"
             " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
@@ -246,7 +250,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
             " origin_pk_column = excluded.origin_pk_column,"
             " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata,"
             " parent_id = excluded.parent_id, line_hashes = excluded.line_hashes,"
-            " lines_dropped = excluded.lines_dropped"
+            " lines_dropped = excluded.lines_dropped, access = excluded.access"
             " WHERE excluded.parent_id IS NULL OR documents.parent_id = excluded.parent_id"
             " RETURNING id"),
             (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
@@ -254,12 +258,63 @@ class SqlCatalogDocuments(SqlCatalogRecords):
              self.dialect.json_param(dict(write.metadata)), parent_id,
              None if write.line_hashes is None else self.dialect.json_param(
                  list(write.line_hashes)),
-             self.dialect.json_param(list(write.lines_dropped))),
+             self.dialect.json_param(list(write.lines_dropped)),
+             self._access_param(write.access)),
         ).fetchone()
         if row is None:
             raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "
                              "the document of a file or of another mail's attachment")
         return int(row[0])
+
+    def _access_param(self, access: Access) -> Any:
+        """A permission set as stored: NULL, or a sorted JSON array of principals."""
+        return None if access is None else self.dialect.json_param(sorted(access))
+
+    def _access(self, raw: Any) -> Access:
+        """A stored permission set (:meth:`_access_param`) read back."""
+        return None if raw is None else frozenset(str(p) for p in self.dialect.json_value(raw))
+
+    def _record_community_access(self, db: Any, document_id: int, doc_id: str,
+                                 access: Access) -> None:
+        """Keep ``community_access_sources`` true for one document (inside the caller's
+        transaction): every community already recording it gets its new set (none: the row
+        goes, the document is open to the namespace now), and with a set, every community
+        with a member its chunks link records it. Called before a rewrite drops the old
+        chunks and after the new links are written, so a report drawing on either version
+        is guarded; the graph build records the rest (:meth:`SqlGraphStore.replace_graph`)."""
+        sql = self.dialect.sql
+        if access is None:
+            db.execute(sql("DELETE FROM community_access_sources WHERE doc_id = ?"), (doc_id,))
+            return
+        stored = self._access_param(access)
+        db.execute(sql("UPDATE community_access_sources SET access = ? WHERE doc_id = ?"),
+                   (stored, doc_id))
+        db.execute(sql(
+            "INSERT INTO community_access_sources(community_id, doc_id, access)"
+            " SELECT DISTINCT cm.community_id, ?, ? FROM chunks c"
+            " JOIN chunk_entities ce ON ce.chunk_id = c.id"
+            " JOIN community_members cm ON cm.entity_id = ce.entity_id"
+            " WHERE c.document_id = ?"
+            " ON CONFLICT (community_id, doc_id) DO UPDATE SET access = excluded.access"),
+            (doc_id, stored, document_id))
+
+    def set_document_access(self, changes: Mapping[int, Access]) -> int:
+        """Store new permission sets without touching text or vectors (see the port)."""
+        if not changes:
+            return 0
+        sql = self.dialect.sql
+        changed = 0
+        with self.transaction() as db:
+            for document_id, access in changes.items():
+                rows = db.execute(sql(
+                    "SELECT id, doc_id FROM documents WHERE id = ? OR parent_id = ?"),
+                    (int(document_id), int(document_id))).fetchall()
+                for row_id, doc_id in rows:
+                    db.execute(sql("UPDATE documents SET access = ? WHERE id = ?"),
+                               (self._access_param(access), int(row_id)))
+                    self._record_community_access(db, int(row_id), str(doc_id), access)
+                    changed += 1
+        return changed
 
     def _stale_attachments(self, db: Any, parent_id: int, kept: Sequence[str]) -> list[int]:
         """Row ids of the attachments of document ``parent_id`` whose paths are not in
@@ -322,9 +377,9 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                     prev_index=row[8], next_index=row[9], parent_index=row[10],
                     origin=None if row[11] is None else RowOrigin(*row[11:16]),
                     pages=None if row[16] is None else (int(row[16]), int(row[17])),
-                    ocr=bool(row[18]),
+                    ocr=bool(row[18]), access=self._access(row[19]),
                 )
-                place = ChunkPlace(int(row[19]), str(row[20]), int(row[21]), str(row[6])) \
+                place = ChunkPlace(int(row[20]), str(row[21]), int(row[22]), str(row[6])) \
                     if places else None
                 out[chunk.rowid] = (chunk, place)
         return out

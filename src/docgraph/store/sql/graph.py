@@ -176,6 +176,16 @@ class SqlGraphStore(SqlGraphReads):
                     " WHERE n.name = ? AND c.kind = 'text' AND d.origin_source IS NOT NULL"),
                     (namespace,))
             }
+            value = self.dialect.json_value
+            access_chunks = {
+                int(r[0]): (str(r[1]), frozenset(str(p) for p in value(r[2])))
+                for r in db.execute(sql(
+                    "SELECT c.id, d.doc_id, d.access FROM chunks c"
+                    " JOIN documents d ON d.id = c.document_id"
+                    " JOIN namespaces n ON n.id = c.namespace_id"
+                    " WHERE n.name = ? AND c.kind = 'text' AND d.access IS NOT NULL"),
+                    (namespace,))
+            }
             identity = np.fromiter(chain.from_iterable(db.execute(sql(
                 "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
                 " JOIN namespaces n ON n.id = c.namespace_id WHERE n.name = ? AND c.kind = 'text'"
@@ -184,7 +194,8 @@ class SqlGraphStore(SqlGraphReads):
         chunk_ids, entity_ids = data[:, 0].astype(np.int64), data[:, 1].astype(np.int64)
         order = np.lexsort((entity_ids, chunk_ids))
         return NamespaceLinks(chunk_ids[order], entity_ids[order],
-                              data[order, 2].astype(np.float32), row_chunks, identity)
+                              data[order, 2].astype(np.float32), row_chunks, access_chunks,
+                              identity)
 
     def chunk_texts(self, namespace: str) -> list[tuple[int, str]]:
         """(row id, text) of every text chunk of the namespace, for re-extraction."""
@@ -295,6 +306,11 @@ class SqlGraphStore(SqlGraphReads):
                  " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                  [(ids[i], doc_id, o.source, o.schema, o.table, o.pk_column, o.pk_value)
                   for i, c in enumerate(communities) for doc_id, o in c.row_sources])
+            many(db,
+                 "INSERT INTO community_access_sources(community_id, doc_id, access)"
+                 " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                 [(ids[i], doc_id, self.dialect.json_param(sorted(access)))
+                  for i, c in enumerate(communities) for doc_id, access in c.access_sources])
             now = time.time()
             reports = [ReportDraft(doc_id, c.title, c.report_text, c.report_vector,
                                    c.report_hash)

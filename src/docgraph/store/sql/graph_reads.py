@@ -252,6 +252,14 @@ class SqlGraphReads:
             " origin_pk_value FROM community_row_sources WHERE community_id = ?",
             (community_id,))}
 
+    def report_access_sources(self, community_id: int) -> dict[str, frozenset[str]]:
+        """Every document with a permission set the community's title and report may draw
+        on, with its set (see the port)."""
+        value = self.dialect.json_value
+        return {str(doc_id): frozenset(str(p) for p in value(access)) for doc_id, access
+                in self._rows("SELECT doc_id, access FROM community_access_sources"
+                              " WHERE community_id = ?", (community_id,))}
+
     def community_signature(self, namespace: str) -> list[tuple[int, int, tuple[str, ...]]]:
         """(level, ordinal, sorted member keys) of every community: equal for equal graphs,
         whatever the internal ids (used to compare incremental and fresh builds)."""

@@ -12,7 +12,7 @@ from docgraph.errors import StoreError
 from docgraph.store.lexical import TermDictionary
 from docgraph.store.sqlite.vectors import STORED, float32_to_stored
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS documents (
     parent_id INTEGER REFERENCES documents(id) ON DELETE CASCADE,
     line_hashes TEXT,
     lines_dropped TEXT NOT NULL DEFAULT '[]',
+    access TEXT,
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -145,6 +146,13 @@ CREATE TABLE IF NOT EXISTS community_row_sources (
     origin_pk_value TEXT NOT NULL,
     PRIMARY KEY (community_id, doc_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS community_access_sources (
+    community_id INTEGER NOT NULL REFERENCES communities(id) ON DELETE CASCADE,
+    doc_id TEXT NOT NULL,
+    access TEXT NOT NULL,
+    PRIMARY KEY (community_id, doc_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS community_access_sources_doc ON community_access_sources(doc_id);
 CREATE TABLE IF NOT EXISTS failures (
     source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
     path TEXT NOT NULL,
@@ -165,7 +173,7 @@ def prepare(db: sqlite3.Connection, terms: TermDictionary, path: Path) -> None:
             "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
         db.execute("INSERT INTO meta VALUES ('vector_dtype', ?)", (STORED.str,))
-    elif int(row[0]) in (1, 2, 3, 4, 5):
+    elif int(row[0]) in (1, 2, 3, 4, 5, 6):
         if int(row[0]) == 1:
             _migrate_1_to_2(db, terms)
         if int(row[0]) <= 2:
@@ -174,7 +182,9 @@ def prepare(db: sqlite3.Connection, terms: TermDictionary, path: Path) -> None:
             _migrate_3_to_4(db)
         if int(row[0]) <= 4:
             _migrate_4_to_5(db)
-        _migrate_5_to_6(db)
+        if int(row[0]) <= 5:
+            _migrate_5_to_6(db)
+        _migrate_6_to_7(db)
     elif int(row[0]) != SCHEMA_VERSION:
         raise StoreError(
             f"{path}: index schema version {row[0]} is not supported "
@@ -304,6 +314,19 @@ def _migrate_5_to_6(db: sqlite3.Connection) -> None:
         # Rows rewritten in place: a new identity, so no sidecar of the old rows is used.
         db.execute("DELETE FROM meta WHERE key = 'catalog_id'")
     db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+
+
+def _migrate_6_to_7(db: sqlite3.Connection) -> None:
+    """Schema 6 -> 7 (inside the caller's transaction): documents carry who may read them
+    (``access``, NULL for every document written before: everyone the namespace is granted
+    to), and communities the permission sets of the documents they draw on
+    (``community_access_sources``, created with the other tables). A version step, not a
+    column added quietly: a docgraph that does not know permissions must refuse the file
+    rather than show a restricted document to everyone."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
+    if "access" not in columns:
+        db.execute("ALTER TABLE documents ADD COLUMN access TEXT")
+    db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
 
 
 def _add_line_fingerprints(db: sqlite3.Connection) -> None:
