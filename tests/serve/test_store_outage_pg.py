@@ -8,6 +8,10 @@ one warning for the whole outage and no traceback. After PostgreSQL restarts, th
 requests succeed without restarting the server, ``/readyz`` is 200 again, and the log says
 once that the store is back.
 
+A store lost between the token check and the tool (the tokens elsewhere, here) is the same
+503 on the JSON API, and on ``/mcp``, where the SDK's session already answers, a tool error
+that says the store is unavailable (an agent retries) without the database's address.
+
 The server gets a PostgreSQL of its own (stopping the session's shared one would break the
 other tests).
 """
@@ -22,10 +26,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from docgraph.serve.auth import BearerTokens
 from docgraph.serve.console.sessions import SESSION_COOKIE
+from docgraph.serve.http import create_app
 from tests.deployment import Deployment, postgres_store
 from tests.helpers import write_files
 from tests.pg import PostgresServer, find_pgvector_bindir
+from tests.serve.test_http_server import Running, mcp_calls
+from tests.serve.test_mcp_tools import build_corpus, error_text, make_tools, open_isolated_graph
 
 pytestmark = pytest.mark.postgres
 
@@ -147,3 +155,36 @@ def test_a_stopped_store_answers_503_logs_once_and_recovers(own_postgres: Postgr
     assert after.count(WARNING) == 1, after[-3000:]
     assert after.count(BACK) == 1, after[-3000:]
     assert "Traceback" not in after
+
+
+def test_a_store_lost_during_a_call_is_a_503_and_an_mcp_tool_error(own_postgres: PostgresServer,
+                                                                  tmp_path: Path):
+    url = own_postgres.create_database("lost_mid_call")
+    graph = build_corpus(open_isolated_graph(tmp_path / "pg", {"backend": "postgres",
+                                                                 "url": url}),
+                         tmp_path, rows=False)
+    token_graph = open_isolated_graph(tmp_path / "tokens.db")  # tokens readable throughout
+    tokens = BearerTokens(token_graph.token_store)
+    token = tokens.add("alice")
+    address = f"127.0.0.1:{own_postgres.port}"
+    calls = [("search_documents", {"query_text": "E-417", "k": 3})]
+    try:
+        with Running(create_app(make_tools(graph), tokens)) as running:
+            assert search(running.url, token).status_code == 200
+            own_postgres.halt()
+            answer = search(running.url, token)
+            assert_unavailable(answer, address)
+            assert "unavailable" in answer.json()["error"]
+            [result] = mcp_calls(running.url, token, calls)[1]
+            message = error_text(result)
+            assert "unavailable" in message and address not in message, message
+            own_postgres.resume()
+            deadline = time.monotonic() + 30
+            while search(running.url, token).status_code != 200:
+                assert time.monotonic() < deadline, "the server did not recover"
+                time.sleep(0.1)
+            [result] = mcp_calls(running.url, token, calls)[1]
+            assert not result.is_error
+    finally:
+        graph.close()
+        token_graph.close()

@@ -69,8 +69,8 @@ class StoreOutage:
             if self._down_since is not None:
                 return
             self._down_since = time.monotonic()
-        log.warning("the index store is unavailable: %s; answering 503 with Retry-After "
-                    "until it is back (logged once per outage)", outage)
+        log.warning("the index store is unavailable; answering 503 with Retry-After until "
+                    "it is back (logged once per outage): %s", outage)
 
     def recovered(self) -> None:
         """A store read succeeded: say so if it ends an outage."""
