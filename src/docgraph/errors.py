@@ -46,6 +46,13 @@ class StoreError(DocgraphError):
     """The catalog or chunk index rejected an operation."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached right now (its server is down, restarting or refuses
+    connections): nothing is wrong with the request, and the same request succeeds once the
+    store is back. The server answers 503 with ``Retry-After`` instead of a 500
+    (:func:`docgraph.store.outages.store_unavailable` recognises the driver's errors)."""
+
+
 class InvalidQuery(DocgraphError):
     """A search request is malformed (empty query, bad k, unknown mode, no namespaces)."""
 
