@@ -5,12 +5,13 @@ storage ports, embedder and engines once."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from docgraph.config import Settings, load_settings
 from docgraph.embedding.embedders import Embedder
-from docgraph.errors import BuildInterrupted, UnknownNamespace
+from docgraph.errors import BuildInterrupted, StoreFull, UnknownNamespace
 from docgraph.graph.build import GraphBuilder, GraphBuildReport
 from docgraph.ingest.pipeline import (
     IngestPipeline,
@@ -155,7 +156,8 @@ class DocGraph(Root):
                                                              message, {}))
                 else:  # the graph build failed
                     build.phases.append(PhaseOutcome(NAMESPACE_WIDE, "graph", "error", message))
-                history.finish(build, keep=self.settings.refresh.keep_builds)
+                with suppress(StoreFull):  # a full disk cannot take the record either
+                    history.finish(build, keep=self.settings.refresh.keep_builds)
                 raise
             history.finish(build, keep=self.settings.refresh.keep_builds)
             return report
