@@ -62,18 +62,25 @@ class TempTables:
 
 
 def _apply_script(db: sqlite3.Connection, script: str) -> None:
+    """Make ``script``'s missing tables in ``temp`` (``query_only`` is lifted for that:
+    the connection is ``mode=ro``, so the file stays out of reach all the same)."""
     existing = {str(r[0]) for r in db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}
     made: set[str] = set()
-    for statement in (s.strip() for s in script.split(";")):
-        create = _CREATE_TABLE.match(statement)
-        if create and create.group(1) not in existing:
-            db.execute(_CREATE_TABLE.sub(r"CREATE TEMP TABLE IF NOT EXISTS \1", statement, 1))
-            made.add(create.group(1))
-            continue
-        on_table = _ON_TABLE.match(statement)
-        if on_table and on_table.group(1) in made:
-            db.execute(statement)
+    db.execute("PRAGMA query_only=OFF")
+    try:
+        for statement in (s.strip() for s in script.split(";")):
+            create = _CREATE_TABLE.match(statement)
+            if create and create.group(1) not in existing:
+                db.execute(_CREATE_TABLE.sub(r"CREATE TEMP TABLE IF NOT EXISTS \1",
+                                             statement, count=1))
+                made.add(create.group(1))
+                continue
+            on_table = _ON_TABLE.match(statement)
+            if on_table and on_table.group(1) in made:
+                db.execute(statement)
+    finally:
+        db.execute("PRAGMA query_only=ON")
 
 
 class UnrecordedTraces(SqlTraceLog):
