@@ -12,6 +12,13 @@ from typing import Any
 from docgraph.config import Settings, load_settings
 from docgraph.embedding.embedders import Embedder
 from docgraph.errors import BuildInterrupted, StoreFull, UnknownNamespace
+from docgraph.governance.inputs import (
+    InvalidArgument,
+    check_encodable,
+    check_optional_text,
+    check_string,
+    check_text,
+)
 from docgraph.graph.build import GraphBuilder, GraphBuildReport
 from docgraph.ingest.pipeline import (
     IngestPipeline,
@@ -25,7 +32,13 @@ from docgraph.lifecycle.history import (
     NamespaceBuild,
 )
 from docgraph.lifecycle.outcomes import describe_error, phases_after_failure, phases_of_report
-from docgraph.limits import COHORT_MODES, CohortMode, SearchMode
+from docgraph.limits import (
+    COHORT_MODES,
+    ENGINE_MAX_QUERY_CHARS,
+    MAX_NAME_CHARS,
+    CohortMode,
+    SearchMode,
+)
 from docgraph.llm import ChatModel
 from docgraph.model import (
     DocumentRecord,
@@ -96,7 +109,7 @@ class DocGraph(Root):
 
     def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
         """Register a folder (local path or URN) in ``namespace`` without indexing it."""
-        return self.sources.add_folder(folder, namespace)
+        return self.sources.add_folder(_folder(folder), _new_namespace(namespace))
 
     def index(
         self,
@@ -112,6 +125,7 @@ class DocGraph(Root):
         ``refresh --watch`` refreshing it), waits up to ``wait_seconds`` for it to stop,
         then raises :class:`~docgraph.errors.RefreshBusy` naming it, having registered
         nothing."""
+        folder, namespace = _folder(folder), _new_namespace(namespace)
         check_embedding_model(self.store, self.embedder)
         hint = (f"register the folder with `docgraph sources add {folder} --domain "
                 f"{namespace}` and the leader indexes it at its next refresh, or wait with "
@@ -174,6 +188,8 @@ class DocGraph(Root):
         """Unregister a folder and delete everything indexed from it, then rebuild the
         namespace's graph; returns documents removed. Runs as the index's leader, like
         :meth:`index` (``wait_seconds`` the same)."""
+        folder = _folder(folder)
+        namespace = check_encodable(check_string(namespace, "namespace"), "namespace")
         hint = "wait with `--wait SECONDS` (wait_seconds=), or stop that process"
         with self.leadership.elected(f"removing {normalize_urn(folder)}", wait_seconds, hint):
             removed = self.sources.remove_folder(folder, namespace)
@@ -230,6 +246,7 @@ class DocGraph(Root):
         raises :class:`~docgraph.errors.UnknownNamespace` for a namespace the index does
         not hold (a typo would otherwise answer nothing); the governed service passes
         False, since a caller's domains may hold nothing yet."""
+        query = _query(query, "query")
         namespaces = self._namespaces(namespaces, strict)
         if mode in COHORT_MODES:
             return self.retrieve(query, namespaces=namespaces, k=k, mode=mode,
@@ -248,6 +265,7 @@ class DocGraph(Root):
     ) -> CohortResult:
         """Cohort search: lanes, composite ranking, modes, optional trace (``strict``: as
         in :meth:`search`)."""
+        query_text = _query(query_text, "query_text")
         namespaces = self._namespaces(namespaces, strict)
         return self.cohort_engine().search(
             query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
@@ -259,6 +277,7 @@ class DocGraph(Root):
     ) -> GraphContext:
         """Entities | Relationships | Community Reports | Source Text within a token budget
         (``strict``: as in :meth:`search`)."""
+        query = _query(query, "query")
         namespaces = self._namespaces(namespaces, strict)
         return assemble_context(
             self.cohort_engine(), query, namespaces=namespaces, token_budget=token_budget
@@ -274,6 +293,8 @@ class DocGraph(Root):
     ) -> list[EntityInfo]:
         """Entities of ``namespaces``, most mentioned first, filtered by name and type
         (``strict``: as in :meth:`search`)."""
+        query = check_optional_text(query, "query", max_chars=MAX_NAME_CHARS)
+        entity_type = check_optional_text(entity_type, "entity_type", max_chars=MAX_NAME_CHARS)
         namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.find_entities(namespaces, query, entity_type, limit)
 
@@ -283,6 +304,7 @@ class DocGraph(Root):
         (``strict``: as in :meth:`search`)."""
         from docgraph.graph.normalize import canonical_key
 
+        entity = check_text(entity, "entity", max_chars=MAX_NAME_CHARS)
         allowed = self._namespaces(namespaces, strict)
         keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
         found = self.graph_store.entities_by_key(keys, allowed)
@@ -308,7 +330,8 @@ class DocGraph(Root):
         self.sync_settings()
         if namespaces is None or isinstance(namespaces, str):
             require_namespaces(namespaces)  # raises, naming the mistake
-        wanted = frozenset(namespaces)
+        wanted = frozenset(check_encodable(check_string(name, "namespaces"), "namespaces")
+                           for name in namespaces)
         if strict and wanted:
             held = self.store.namespaces()
             unknown = sorted(wanted.difference(held))
@@ -333,6 +356,28 @@ class DocGraph(Root):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _query(value: object, name: str) -> str:
+    """A query text the engines can take, else :class:`InvalidArgument` naming ``name``
+    (the governed entry's checks with the engine's wider bound: the owner's API meets the
+    same refusals as an agent, never a raw encoder or SQLite error)."""
+    return check_text(value, name, max_chars=ENGINE_MAX_QUERY_CHARS)
+
+
+def _new_namespace(value: object) -> str:
+    """A namespace name a build may create: text of at most ``MAX_NAME_CHARS``."""
+    return check_text(value, "namespace", max_chars=MAX_NAME_CHARS)
+
+
+def _folder(value: str | Path) -> str | Path:
+    """A folder path or URN that can be stored and opened (text with no lone surrogate and
+    no NUL), else :class:`InvalidArgument` naming ``folder``."""
+    text = str(value) if isinstance(value, Path) else check_string(value, "folder")
+    check_encodable(text, "folder")
+    if "\x00" in text:
+        raise InvalidArgument("folder", "contains a NUL character")
+    return value
 
 
 def _count_report(build: NamespaceBuild, report: IngestReport) -> None:
