@@ -1,7 +1,8 @@
 """The owner's engine API (:class:`docgraph.DocGraph`) refuses unusable text at its door.
 
 Every public method taking free text refuses what the governed entry refuses (too long for
-the engine's bound, an unpaired UTF-16 surrogate, a NUL character) with the project's
+the engine's bound, an unpaired UTF-16 surrogate; a NUL character only in a folder or a new
+namespace name, since the engines take it as data in a query) with the project's
 :class:`~docgraph.governance.inputs.InvalidArgument` naming the argument, instead of a raw
 ``sqlite3.OperationalError: LIKE or GLOB pattern too complex`` or ``UnicodeEncodeError``
 from below. Namespace lists are names already held, so only text that cannot be encoded is
@@ -31,19 +32,19 @@ Call = Callable[[DocGraph, Any, Path], object]
 #: (method and argument, the call with the value in that argument, refused kinds of text)
 CASES: list[tuple[str, Call, str, tuple[str, ...]]] = [
     ("search.query", lambda g, v, _: g.search(v, namespaces=["ops"]), "query",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("search.query dense", lambda g, v, _: g.search(v, namespaces=["ops"], mode="dense"),
-     "query", ("long", "surrogate", "nul")),
+     "query", ("long", "surrogate")),
     ("retrieve.query_text", lambda g, v, _: g.retrieve(v, namespaces=["ops"]), "query_text",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("context.query", lambda g, v, _: g.context(v, namespaces=["ops"]), "query",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("entities.query", lambda g, v, _: g.entities(["ops"], v), "query",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("entities.entity_type", lambda g, v, _: g.entities(["ops"], None, v), "entity_type",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("neighbors.entity", lambda g, v, _: g.neighbors(v, ["ops"]), "entity",
-     ("long", "surrogate", "nul")),
+     ("long", "surrogate")),
     ("search.namespaces", lambda g, v, _: g.search("lidar", namespaces=[v], strict=False),
      "namespaces", ("surrogate",)),
     ("entities.namespaces", lambda g, v, _: g.entities([v], strict=False), "namespaces",

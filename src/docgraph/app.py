@@ -15,7 +15,6 @@ from docgraph.errors import BuildInterrupted, StoreFull, UnknownNamespace
 from docgraph.governance.inputs import (
     InvalidArgument,
     check_encodable,
-    check_optional_text,
     check_string,
     check_text,
 )
@@ -293,8 +292,8 @@ class DocGraph(Root):
     ) -> list[EntityInfo]:
         """Entities of ``namespaces``, most mentioned first, filtered by name and type
         (``strict``: as in :meth:`search`)."""
-        query = check_optional_text(query, "query", max_chars=MAX_NAME_CHARS)
-        entity_type = check_optional_text(entity_type, "entity_type", max_chars=MAX_NAME_CHARS)
+        query = _optional_text(query, "query", MAX_NAME_CHARS)
+        entity_type = _optional_text(entity_type, "entity_type", MAX_NAME_CHARS)
         namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.find_entities(namespaces, query, entity_type, limit)
 
@@ -304,7 +303,7 @@ class DocGraph(Root):
         (``strict``: as in :meth:`search`)."""
         from docgraph.graph.normalize import canonical_key
 
-        entity = check_text(entity, "entity", max_chars=MAX_NAME_CHARS)
+        entity = _text(entity, "entity", MAX_NAME_CHARS)
         allowed = self._namespaces(namespaces, strict)
         keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
         found = self.graph_store.entities_by_key(keys, allowed)
@@ -359,10 +358,29 @@ class DocGraph(Root):
 
 
 def _query(value: object, name: str) -> str:
-    """A query text the engines can take, else :class:`InvalidArgument` naming ``name``
-    (the governed entry's checks with the engine's wider bound: the owner's API meets the
-    same refusals as an agent, never a raw encoder or SQLite error)."""
-    return check_text(value, name, max_chars=ENGINE_MAX_QUERY_CHARS)
+    """A query text the engines can take: :func:`_text` with the engine's bound."""
+    return _text(value, name, ENGINE_MAX_QUERY_CHARS)
+
+
+def _text(value: object, name: str, max_chars: int) -> str:
+    """``value`` if the engines can take it, else :class:`InvalidArgument` naming ``name``:
+    the governed entry's refusals (not a string, blank, over ``max_chars``, an unpaired
+    surrogate), so the owner's API never meets a raw encoder or SQLite error (e.g. "LIKE or
+    GLOB pattern too complex"). A NUL character stays allowed here: the engines take it as
+    data (the governed entry refuses it for its transports)."""
+    text = check_string(value, name)
+    if not text.strip():
+        raise InvalidArgument(name, "must contain more than whitespace")
+    if len(text) > max_chars:
+        raise InvalidArgument(name, f"{len(text)} characters; the limit is {max_chars}")
+    return check_encodable(text, name)
+
+
+def _optional_text(value: object, name: str, max_chars: int) -> str | None:
+    """None for a missing or blank filter, else :func:`_text`'s result."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _text(value, name, max_chars)
 
 
 def _new_namespace(value: object) -> str:

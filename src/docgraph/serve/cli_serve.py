@@ -66,8 +66,7 @@ def serve_http(
                   f"console at {base}/console; Ctrl-C stops")
         refreshing = refresh.in_serve and not dg.ports.read_only
         if dg.ports.read_only:
-            err.print(f"[yellow]read-only index[/] ({escape(dg.ports.read_only)}): serving "
-                      "searches and reads; no refresh, and traces and audit are not recorded")
+            err.print("[yellow]read-only index[/]: this server does not refresh it")
         elif refresh.in_serve:
             err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
                       "leads the index's builds (one process does; refresh.in_serve = false "

@@ -59,8 +59,7 @@ def open_mode(path: Path, declared: bool = False) -> OpenMode:
     if declared:
         return OpenMode("store.read_only = true", immutable)
     if os.statvfs(folder).f_flag & os.ST_RDONLY:
-        return OpenMode(f"the file system mounted at {mount_point(path)} is read-only",
-                        immutable)
+        return OpenMode(f"its folder {folder} is on a read-only mount", immutable)
     if not _writable(path):
         return OpenMode("the file is not writable", immutable)
     if not folder_writable:

@@ -36,6 +36,11 @@ from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 
 log = logging.getLogger(__name__)
 
+#: Why the ``-wal`` of an index opened immutable is not read (and what to do).
+UNREAD_WAL = ("SQLite cannot read in a read-only folder without the -shm file beside it, so "
+              "those changes are not seen: copy or mount the index after its writers closed "
+              "(closing checkpoints them into the file), or with its -shm file")
+
 
 class SQLiteCatalog(SqlCatalogDocuments):
     """The catalog in one SQLite file (WAL mode), safe to share between threads.
@@ -66,6 +71,9 @@ class SQLiteCatalog(SqlCatalogDocuments):
             log.warning("index %s opened read-only (%s): searches and reads work; traces "
                         "and audit are not recorded, and builds and admin changes are "
                         "refused", self.path, self.mode.reason)
+            if self._unread_wal():
+                log.warning("%s-wal holds changes a writer never checkpointed: %s", self.path,
+                            UNREAD_WAL)
             return
         db = self.connection()
         try:
@@ -86,6 +94,9 @@ class SQLiteCatalog(SqlCatalogDocuments):
             row = self.connection().execute(
                 "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as exc:
+            if self._unread_wal():
+                raise StoreError(f"{self.path}: the index is in its -wal file, which "
+                                 f"{UNREAD_WAL}") from exc
             raise cannot_open(self.path, exc) from exc
         if row is None or int(row[0]) != SCHEMA_VERSION:
             found = "none" if row is None else row[0]
@@ -93,6 +104,11 @@ class SQLiteCatalog(SqlCatalogDocuments):
                 f"{self.path}: index schema version {found}, this docgraph reads version "
                 f"{SCHEMA_VERSION}; the index is read-only ({self.mode.reason}), so it "
                 "cannot be upgraded in place: open it once where it is writable")
+
+    def _unread_wal(self) -> bool:
+        """Opened immutable beside a non-empty ``-wal``: SQLite does not read that file."""
+        wal = Path(f"{self.path}-wal")
+        return self.mode.immutable and wal.is_file() and wal.stat().st_size > 0
 
     @property
     def read_only(self) -> str:
