@@ -76,6 +76,10 @@ def read_only_uri(path: Path, mode: OpenMode) -> str:
 def cannot_open(path: Path, exc: sqlite3.Error) -> StoreError:
     """The error for a catalog file SQLite could not open or read, saying why: permission
     denied (with the file's mode and owner), a missing folder, or not a docgraph index."""
+    if not path.exists() and path.parent.is_dir() and not _writable(path.parent):
+        return StoreError(f"{path}: cannot create the index: its folder {path.parent} is not "
+                          f"writable by this process (uid {os.geteuid()}) or is on a "
+                          f"read-only mount ({exc})")
     reason = _unreadable(path)
     if reason:
         return StoreError(f"{path}: cannot read the index: {reason} ({exc})")

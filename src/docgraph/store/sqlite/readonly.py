@@ -36,7 +36,9 @@ class TempTables:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._scripts: list[str] = []
-        self._applied: dict[int, int] = {}  # id(connection) -> scripts applied to it
+        # id(connection) -> (that connection, scripts applied to it); holding the connection
+        # keeps its id from being reused by a new one before forget()
+        self._applied: dict[int, tuple[sqlite3.Connection, int]] = {}
 
     def register(self, script: str) -> None:
         """Add a table script (the same text a writable catalog runs)."""
@@ -46,12 +48,13 @@ class TempTables:
 
     def apply(self, db: sqlite3.Connection) -> None:
         """Apply the scripts ``db`` has not had yet (one dict look-up when none is new)."""
-        key = id(db)
         with self._lock:
-            done, scripts = self._applied.get(key, 0), list(self._scripts)
-            if done == len(scripts):
+            held = self._applied.get(id(db))
+            done = held[1] if held is not None and held[0] is db else 0
+            if done == len(self._scripts):
                 return
-            self._applied[key] = len(scripts)
+            scripts = list(self._scripts)
+            self._applied[id(db)] = (db, len(scripts))
         for script in scripts[done:]:
             _apply_script(db, script)
 
