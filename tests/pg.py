@@ -150,12 +150,8 @@ class PostgresServer:
         last_error: Exception | None = None
         for _ in range(3):
             self.port = _free_port()
-            options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                       f"-c max_connections=50 {self.options}")
             try:
-                self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
-                          "-w", "-t", str(_START_TIMEOUT_S), "start")
+                self._pg_ctl_start()
             except RuntimeError as exc:
                 last_error = exc
                 continue
@@ -164,6 +160,23 @@ class PostgresServer:
             self._wait_ready()
             return
         raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+
+    def _pg_ctl_start(self) -> None:
+        options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                   f"-c max_connections=50 {self.options}")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options,
+                  "-w", "-t", str(_START_TIMEOUT_S), "start")
+
+    def halt(self) -> None:
+        """Stop the server as an operator would (``pg_ctl stop -m fast``: sessions are
+        terminated with ``57P01``), keeping its data for :meth:`resume`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "30", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port, with the same data."""
+        self._pg_ctl_start()
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT_S

@@ -5,12 +5,19 @@ storage ports, embedder and engines once."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from docgraph.config import Settings, load_settings
 from docgraph.embedding.embedders import Embedder
-from docgraph.errors import BuildInterrupted, UnknownNamespace
+from docgraph.errors import BuildInterrupted, StoreFull, UnknownNamespace
+from docgraph.governance.inputs import (
+    InvalidArgument,
+    check_encodable,
+    check_string,
+    check_text,
+)
 from docgraph.graph.build import GraphBuilder, GraphBuildReport
 from docgraph.ingest.pipeline import (
     IngestPipeline,
@@ -24,7 +31,13 @@ from docgraph.lifecycle.history import (
     NamespaceBuild,
 )
 from docgraph.lifecycle.outcomes import describe_error, phases_after_failure, phases_of_report
-from docgraph.limits import COHORT_MODES, CohortMode, SearchMode
+from docgraph.limits import (
+    COHORT_MODES,
+    ENGINE_MAX_QUERY_CHARS,
+    MAX_NAME_CHARS,
+    CohortMode,
+    SearchMode,
+)
 from docgraph.llm import ChatModel
 from docgraph.model import (
     DocumentRecord,
@@ -95,7 +108,7 @@ class DocGraph(Root):
 
     def add_folder(self, folder: str | Path, namespace: str = "default") -> SourceRecord:
         """Register a folder (local path or URN) in ``namespace`` without indexing it."""
-        return self.sources.add_folder(folder, namespace)
+        return self.sources.add_folder(_folder(folder), _new_namespace(namespace))
 
     def index(
         self,
@@ -111,6 +124,7 @@ class DocGraph(Root):
         ``refresh --watch`` refreshing it), waits up to ``wait_seconds`` for it to stop,
         then raises :class:`~docgraph.errors.RefreshBusy` naming it, having registered
         nothing."""
+        folder, namespace = _folder(folder), _new_namespace(namespace)
         check_embedding_model(self.store, self.embedder)
         hint = (f"register the folder with `docgraph sources add {folder} --domain "
                 f"{namespace}` and the leader indexes it at its next refresh, or wait with "
@@ -155,7 +169,8 @@ class DocGraph(Root):
                                                              message, {}))
                 else:  # the graph build failed
                     build.phases.append(PhaseOutcome(NAMESPACE_WIDE, "graph", "error", message))
-                history.finish(build, keep=self.settings.refresh.keep_builds)
+                with suppress(StoreFull):  # a full disk cannot take the record either
+                    history.finish(build, keep=self.settings.refresh.keep_builds)
                 raise
             history.finish(build, keep=self.settings.refresh.keep_builds)
             return report
@@ -172,6 +187,8 @@ class DocGraph(Root):
         """Unregister a folder and delete everything indexed from it, then rebuild the
         namespace's graph; returns documents removed. Runs as the index's leader, like
         :meth:`index` (``wait_seconds`` the same)."""
+        folder = _folder(folder)
+        namespace = check_encodable(check_string(namespace, "namespace"), "namespace")
         hint = "wait with `--wait SECONDS` (wait_seconds=), or stop that process"
         with self.leadership.elected(f"removing {normalize_urn(folder)}", wait_seconds, hint):
             removed = self.sources.remove_folder(folder, namespace)
@@ -228,6 +245,7 @@ class DocGraph(Root):
         raises :class:`~docgraph.errors.UnknownNamespace` for a namespace the index does
         not hold (a typo would otherwise answer nothing); the governed service passes
         False, since a caller's domains may hold nothing yet."""
+        query = _query(query, "query")
         namespaces = self._namespaces(namespaces, strict)
         if mode in COHORT_MODES:
             return self.retrieve(query, namespaces=namespaces, k=k, mode=mode,
@@ -246,6 +264,7 @@ class DocGraph(Root):
     ) -> CohortResult:
         """Cohort search: lanes, composite ranking, modes, optional trace (``strict``: as
         in :meth:`search`)."""
+        query_text = _query(query_text, "query_text")
         namespaces = self._namespaces(namespaces, strict)
         return self.cohort_engine().search(
             query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
@@ -257,6 +276,7 @@ class DocGraph(Root):
     ) -> GraphContext:
         """Entities | Relationships | Community Reports | Source Text within a token budget
         (``strict``: as in :meth:`search`)."""
+        query = _query(query, "query")
         namespaces = self._namespaces(namespaces, strict)
         return assemble_context(
             self.cohort_engine(), query, namespaces=namespaces, token_budget=token_budget
@@ -272,6 +292,8 @@ class DocGraph(Root):
     ) -> list[EntityInfo]:
         """Entities of ``namespaces``, most mentioned first, filtered by name and type
         (``strict``: as in :meth:`search`)."""
+        query = _optional_text(query, "query", MAX_NAME_CHARS)
+        entity_type = _optional_text(entity_type, "entity_type", MAX_NAME_CHARS)
         namespaces = self._namespaces(namespaces, strict)
         return self.graph_store.find_entities(namespaces, query, entity_type, limit)
 
@@ -281,6 +303,7 @@ class DocGraph(Root):
         (``strict``: as in :meth:`search`)."""
         from docgraph.graph.normalize import canonical_key
 
+        entity = _text(entity, "entity", MAX_NAME_CHARS)
         allowed = self._namespaces(namespaces, strict)
         keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
         found = self.graph_store.entities_by_key(keys, allowed)
@@ -306,7 +329,8 @@ class DocGraph(Root):
         self.sync_settings()
         if namespaces is None or isinstance(namespaces, str):
             require_namespaces(namespaces)  # raises, naming the mistake
-        wanted = frozenset(namespaces)
+        wanted = frozenset(check_encodable(check_string(name, "namespaces"), "namespaces")
+                           for name in namespaces)
         if strict and wanted:
             held = self.store.namespaces()
             unknown = sorted(wanted.difference(held))
@@ -331,6 +355,47 @@ class DocGraph(Root):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _query(value: object, name: str) -> str:
+    """A query text the engines can take: :func:`_text` with the engine's bound."""
+    return _text(value, name, ENGINE_MAX_QUERY_CHARS)
+
+
+def _text(value: object, name: str, max_chars: int) -> str:
+    """``value`` if the engines can take it, else :class:`InvalidArgument` naming ``name``:
+    the governed entry's refusals (not a string, blank, over ``max_chars``, an unpaired
+    surrogate), so the owner's API never meets a raw encoder or SQLite error (e.g. "LIKE or
+    GLOB pattern too complex"). A NUL character stays allowed here: the engines take it as
+    data (the governed entry refuses it for its transports)."""
+    text = check_string(value, name)
+    if not text.strip():
+        raise InvalidArgument(name, "must contain more than whitespace")
+    if len(text) > max_chars:
+        raise InvalidArgument(name, f"{len(text)} characters; the limit is {max_chars}")
+    return check_encodable(text, name)
+
+
+def _optional_text(value: object, name: str, max_chars: int) -> str | None:
+    """None for a missing or blank filter, else :func:`_text`'s result."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _text(value, name, max_chars)
+
+
+def _new_namespace(value: object) -> str:
+    """A namespace name a build may create: text of at most ``MAX_NAME_CHARS``."""
+    return check_text(value, "namespace", max_chars=MAX_NAME_CHARS)
+
+
+def _folder(value: str | Path) -> str | Path:
+    """A folder path or URN that can be stored and opened (text with no lone surrogate and
+    no NUL), else :class:`InvalidArgument` naming ``folder``."""
+    text = str(value) if isinstance(value, Path) else check_string(value, "folder")
+    check_encodable(text, "folder")
+    if "\x00" in text:
+        raise InvalidArgument("folder", "contains a NUL character")
+    return value
 
 
 def _count_report(build: NamespaceBuild, report: IngestReport) -> None:

@@ -46,6 +46,25 @@ class StoreError(DocgraphError):
     """The catalog or chunk index rejected an operation."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot be reached right now (its server is down, restarting or refuses
+    connections): nothing is wrong with the request, and the same request succeeds once the
+    store is back. The server answers 503 with ``Retry-After`` instead of a 500
+    (:func:`docgraph.store.outages.store_unavailable` recognises the driver's errors)."""
+
+
+class StoreFull(StoreError):
+    """The disk (or the database's size limit) was full during a write. The write was rolled
+    back, so the index holds what was committed before it; the message names the index
+    file, the file system holding it and its free space, and (for a build) the documents
+    kept."""
+
+
+class ReadOnlyIndex(StoreError):
+    """A change was asked of an index opened read-only (a read-only mount, a replica copy,
+    or ``store.read_only``); the message names the index and why it is read-only."""
+
+
 class InvalidQuery(DocgraphError):
     """A search request is malformed (empty query, bad k, unknown mode, no namespaces)."""
 

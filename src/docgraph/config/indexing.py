@@ -33,6 +33,19 @@ class StoreSettings(Section):
         "chunk index in PostgreSQL with pgvector; needs the 'postgres' extra and store.url).",
     )
     path: Path = Field(default=Path(".docgraph/index.db"), description="SQLite catalog file.")
+    read_only: bool = Field(
+        default=False,
+        description="Embedded: open the index file read-only (a replica or a read-only "
+        "deployment). A file or folder this process cannot write is opened read-only "
+        "anyway. Searches, reads and `serve` work; traces and audit records are not "
+        "recorded (said once at start, see require_audit); builds, refreshes and admin "
+        "changes are refused, naming the index.",
+    )
+    require_audit: bool = Field(
+        default=False,
+        description="Embedded: refuse governed reads (search, serve) on a read-only index, "
+        "which cannot record its audit log, instead of serving with traces and audit off.",
+    )
     index: Literal["embedded", "milvus"] = Field(
         default="embedded",
         description="Chunk index: 'embedded' (the backend's own: in-memory dense + BM25 "

@@ -48,6 +48,7 @@ from docgraph.errors import (
     FileSkipped,
     SourceError,
     SourceFileVanished,
+    StoreFull,
 )
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.access import BuildAccess
@@ -222,6 +223,11 @@ class IngestPipeline:
             kept = len(report.added) + len(report.updated)
             raise BuildInterrupted(kept, writer.state.done_files, writer.state.total_files,
                                    self.phase) from exc
+        except StoreFull as exc:  # the batch was rolled back; the committed ones stay
+            kept = len(report.added) + len(report.updated)
+            raise StoreFull(f"{exc}. This build committed {kept} documents, which are "
+                            "kept; the batch being written was rolled back. Free space and "
+                            "run the same build again: it continues where it stopped") from exc
         report.wall_seconds = time.perf_counter() - started
         return report
 

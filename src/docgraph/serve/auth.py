@@ -27,18 +27,23 @@ import logging
 import secrets
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthCredentials, BaseUser
+from starlette.requests import HTTPConnection
 
 from docgraph.errors import ConfigError
 from docgraph.governance import Caller
+from docgraph.serve.outage import StoreOutage
 from docgraph.store.tokens import MIN_TOKEN_ID_CHARS, TokenEntry, TokenStore
 
-__all__ = ["MAX_TOKEN_CHARS", "BearerTokens", "StoreTokenVerifier", "TokenEntry",
+__all__ = ["MAX_TOKEN_CHARS", "BearerTokens", "RouteBearerBackend", "StoreTokenVerifier",
+           "TokenEntry",
            "caller_from_access_token", "entry_caller", "hash_token", "new_token",
            "parse_tokens_file"]
 
@@ -188,20 +193,42 @@ class StoreTokenVerifier:
 
     The access token's ``client_id`` is the token id (so an MCP session stays bound to the
     token that opened it), ``subject`` the user, and ``claims`` carry user and role. The
-    store is read in a worker thread (it may be a PostgreSQL round trip).
+    store is read in a worker thread (it may be a PostgreSQL round trip). A store that
+    cannot be reached raises (the server's outage guard answers 503); a read that succeeds
+    tells ``outage`` the store is back.
     """
 
-    def __init__(self, tokens: BearerTokens) -> None:
+    def __init__(self, tokens: BearerTokens, outage: StoreOutage | None = None) -> None:
         self.tokens = tokens
+        self.outage = outage
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The access info of a valid token, else None."""
         entry = await anyio.to_thread.run_sync(self.tokens.verify, token)
+        if self.outage is not None and token and len(token) <= MAX_TOKEN_CHARS:
+            self.outage.recovered()  # verify read the store (shorter paths read nothing)
         if entry is None:
             return None
         return AccessToken(token=entry.token_id, client_id=f"token:{entry.token_id}",
                            scopes=[], subject=entry.user,
                            claims={"user": entry.user, "role": entry.role})
+
+
+class RouteBearerBackend(BearerAuthBackend):
+    """The SDK's bearer backend, except on ``public`` paths (``/healthz``, ``/readyz``):
+    they take no token, so a probe that sends one anyway is answered without a token
+    check, and liveness stays 200 while the token store is down."""
+
+    def __init__(self, verifier: StoreTokenVerifier, public: Collection[str]) -> None:
+        super().__init__(verifier)
+        self.public = frozenset(public)
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        """No credentials on a public path; else the SDK's bearer check."""
+        if conn.scope["path"] in self.public:
+            return None
+        found: tuple[AuthCredentials, BaseUser] | None = await super().authenticate(conn)
+        return found
 
 
 def caller_from_access_token(access: AccessToken) -> Caller:

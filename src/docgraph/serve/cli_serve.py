@@ -64,12 +64,15 @@ def serve_http(
         base = f"http://{escape(f'[{bind}]' if ':' in bind else bind)}:{bind_port}"
         err.print(f"MCP at {base}/mcp, JSON API at {base}/api/v1 (OpenAPI: /openapi.json), "
                   f"console at {base}/console; Ctrl-C stops")
-        if refresh.in_serve:
+        refreshing = refresh.in_serve and not dg.ports.read_only
+        if dg.ports.read_only:
+            err.print("[yellow]read-only index[/]: this server does not refresh it")
+        elif refresh.in_serve:
             err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
                       "leads the index's builds (one process does; refresh.in_serve = false "
                       "turns this off)")
         serve(tools, tokens, host=bind, port=bind_port, sock=sock,
-              refresher=dg.refresher if refresh.in_serve else None)
+              refresher=dg.refresher if refreshing else None)
 
 
 def _log_to_stderr() -> None:

@@ -1,10 +1,10 @@
 """ASGI guards in front of ``docgraph serve``'s routes.
 
 - :class:`HostOriginGuard`: one DNS-rebinding policy (:func:`host_policy`, from the bind
-  address) for every route except ``/healthz``, so ``/api/v1`` refuses a foreign ``Host``
-  or ``Origin`` exactly as ``/mcp`` does. It runs before authentication. ``/healthz`` is
-  exempt because it returns no data and has no effect, while probes and proxies often
-  address it by a name of their own.
+  address) for every route except ``/healthz`` and ``/readyz``, so ``/api/v1`` refuses a
+  foreign ``Host`` or ``Origin`` exactly as ``/mcp`` does. It runs before authentication.
+  The two probes are exempt because they return no data and have no effect, while probes
+  and proxies often address them by a name of their own.
 - :class:`MCPBodyScreen`: a ``/mcp`` POST whose body the SDK would refuse with a vague
   message or pass on half-checked (a lone surrogate escape; invalid JSON; deep nesting)
   is answered with HTTP 400 and the JSON-RPC error that names the problem and, for a tool
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 #: Bind addresses that make the server reachable from this machine only.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-#: Routes the Host/Origin policy does not apply to.
-UNGUARDED_PATHS = ("/healthz",)
+#: Routes the Host/Origin policy (and the bearer-token check) does not apply to: the probes.
+UNGUARDED_PATHS = ("/healthz", "/readyz")
 
 
 def host_policy(bind_host: str) -> TransportSecuritySettings:

@@ -6,7 +6,9 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 - ``POST /api/v1/<tool>``  the tool with a JSON object of arguments (bearer token required);
   ``GET`` also works for ``list_documents`` and ``index_status`` (query parameters)
 - ``GET /openapi.json``    the OpenAPI 3.1 document of the JSON API
-- ``GET /healthz``         liveness (no token, no data)
+- ``GET /healthz``         liveness (no token, no data): 200 while the process runs
+- ``GET /readyz``          readiness (no token, no data): 200 when the store can be read,
+  503 naming the failing component when not (:mod:`docgraph.serve.readiness`)
 - ``/console``             the web console for admins (:mod:`docgraph.serve.console`:
   sign-in with an admin's bearer token, then a session cookie and CSRF tokens)
 
@@ -16,12 +18,16 @@ the lifespan starts it and, on SIGTERM or Ctrl-C, stops it after the namespace b
 (waiting up to :data:`REFRESHER_STOP_SECONDS`; a longer build is cut off like a crash and
 redone by the next leader) and before the process exits, so leadership is released.
 
-Every route but ``/healthz`` first passes one Host/Origin (DNS-rebinding) policy derived from
-the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign ``Host``, 403 for a
-foreign ``Origin``). Every request without a valid ``Authorization: Bearer <token>`` then
-gets 401. Tokens map to callers (:mod:`docgraph.serve.auth`); the caller is never taken
-from the request body. Bodies are parsed with bounded nesting and refused (400, naming the
-argument) when they hold text that is not valid Unicode (:mod:`docgraph.serve.json_checks`).
+Every route but ``/healthz`` and ``/readyz`` first passes one Host/Origin (DNS-rebinding)
+policy derived from the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign
+``Host``, 403 for a foreign ``Origin``). Every request without a valid ``Authorization:
+Bearer <token>`` then gets 401. A request that fails because the store cannot be reached
+(PostgreSQL stopped or restarting) gets 503 with ``Retry-After``, in the route's error shape,
+and the outage is logged once (:mod:`docgraph.serve.outage`); the server reconnects by
+itself when the store is back. Tokens map to callers (:mod:`docgraph.serve.auth`); the
+caller is never taken from the request body. Bodies are parsed with bounded nesting and
+refused (400, naming the argument) when they hold text that is not valid Unicode
+(:mod:`docgraph.serve.json_checks`).
 """
 
 from __future__ import annotations
@@ -36,11 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import (
-    AuthenticatedUser,
-    BearerAuthBackend,
-    RequireAuthMiddleware,
-)
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -52,16 +54,30 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from docgraph.errors import DocgraphError, InvalidQuery, NotFound
-from docgraph.governance import AccessDenied, Caller
+from docgraph.governance import AccessDenied, Caller, SqlRowAuthorizer
 from docgraph.limits import MAX_BODY_BYTES
-from docgraph.serve.auth import BearerTokens, StoreTokenVerifier, caller_from_access_token
+from docgraph.serve.auth import (
+    BearerTokens,
+    RouteBearerBackend,
+    StoreTokenVerifier,
+    caller_from_access_token,
+)
+from docgraph.serve.console import PREFIX as CONSOLE_PREFIX
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
-from docgraph.serve.guards import HostOriginGuard, MCPBodyScreen, host_policy
+from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.outage import (
+    RETRY_AFTER_SECONDS,
+    StoreOutage,
+    StoreOutageGuard,
+    mcp_unavailable,
+)
 from docgraph.serve.proxies import uvicorn_forwarding
+from docgraph.serve.readiness import Readiness
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
+from docgraph.store.outages import store_unavailable
 from docgraph.version import __version__
 
 if TYPE_CHECKING:
@@ -141,6 +157,8 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
                                    stateless_http=stateless, transport_security=policy)
     session_manager = mcp_server.session_manager
+    outage = StoreOutage()
+    readiness = readiness_of(tools, tokens, outage, refresher)
     mcp_endpoint = RequireAuthMiddleware(
         MCPBodyScreen(StreamableHTTPASGIApp(session_manager),
                       session_manager.max_request_body_size), [], None)
@@ -170,10 +188,12 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             return _error(400, str(exc))
         except NotFound as exc:
             return _error(404, str(exc))
-        except DocgraphError as exc:
-            log.warning("%s failed: %s", name, exc)
-            return _error(500, str(exc))
-        except Exception:
+        except Exception as exc:
+            if store_unavailable(exc) is not None:
+                raise  # the outage guard answers 503 and logs the outage once
+            if isinstance(exc, DocgraphError):
+                log.warning("%s failed: %s", name, exc)
+                return _error(500, str(exc))
             log.exception("%s crashed", name)
             return _error(500, "internal error (logged on the server)")
         return JSONResponse(result)
@@ -184,31 +204,57 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "version": __version__})
 
+    async def readyz(request: Request) -> Response:
+        report = await readiness.report()
+        headers = None if report.ready else {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        return JSONResponse(report.body, status_code=200 if report.ready else 503,
+                            headers=headers)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with session_manager.run():
-            if refresher is None:
-                yield
-                return
-            refresher.start()
             try:
-                yield
+                if refresher is None:
+                    yield
+                    return
+                refresher.start()
+                try:
+                    yield
+                finally:
+                    await anyio.to_thread.run_sync(_stop_refresher, refresher)
             finally:
-                await anyio.to_thread.run_sync(_stop_refresher, refresher)
+                readiness.close()
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint),
         Route(API_PREFIX + "/{tool}", endpoint=call_api, methods=["GET", "POST"]),
         Route("/openapi.json", endpoint=openapi, methods=["GET"]),
         Route("/healthz", endpoint=healthz, methods=["GET"]),
+        Route("/readyz", endpoint=readyz, methods=["GET"]),
         *console.routes(),
     ]
     middleware = [
         Middleware(HostOriginGuard, policy=policy),
-        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StoreTokenVerifier(tokens))),
+        # Outside authentication: the token check is where an outage shows first.
+        Middleware(StoreOutageGuard, outage=outage,
+                   pages={"/mcp": mcp_unavailable, CONSOLE_PREFIX: console.unavailable}),
+        Middleware(AuthenticationMiddleware, backend=RouteBearerBackend(
+            StoreTokenVerifier(tokens, outage), UNGUARDED_PATHS)),
         Middleware(AuthContextMiddleware),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def readiness_of(tools: DocgraphTools, tokens: BearerTokens, outage: StoreOutage,
+                 refresher: Refresher | None) -> Readiness:
+    """The readiness check of a server over ``tools``: the store probed through the token
+    store's change counter (the read every request makes first), the index's leadership,
+    and the row authorizer's databases when row documents are re-checked in SQL."""
+    authorizer = tools.governance.row_authorizer
+    rows = authorizer.urls if isinstance(authorizer, SqlRowAuthorizer) else {}
+    return Readiness(store_probe=tokens.store.version, leadership=tools.graph.leadership,
+                     outage=outage, row_databases=rows,
+                     refresher_running=lambda: refresher is not None and refresher.running)
 
 
 def _stop_refresher(refresher: Refresher) -> None:
@@ -237,6 +283,8 @@ def openapi_document() -> dict[str, Any]:
                "answer whether it never existed or is outside the caller's reach).",
         "421": "The Host header is not allowed (DNS-rebinding protection).",
         "500": "Server-side failure (the message says which).",
+        "503": "The index store cannot be reached (e.g. PostgreSQL is restarting); retry "
+               "after the seconds in the Retry-After header. /readyz says when it is back.",
     }
     error_responses = {
         code: {"description": text, "content": {"application/json": {
@@ -283,6 +331,32 @@ def openapi_document() -> dict[str, Any]:
     paths["/healthz"] = {"get": {"operationId": "healthz", "summary": "Liveness",
                                  "security": [],
                                  "responses": {"200": {"description": "The server is up."}}}}
+    readiness = {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}
+    paths["/readyz"] = {"get": {
+        "operationId": "readyz", "summary": "Readiness",
+        "description": "Whether this server can serve requests now: the index store answers "
+                       "a read and the refresh leader can be read (checked at most once a "
+                       "second). A row database that is down leaves it ready but degraded "
+                       "(its row documents are left out of answers). No token, no data.",
+        "security": [],
+        "responses": {
+            "200": {"description": "Ready (status 'ready' or 'degraded').",
+                    "content": readiness},
+            "503": {"description": "Not ready: 'failing' names the component.",
+                    "content": readiness},
+        }}}
+    state = {"type": "object", "properties": {"status": {"type": "string"}},
+             "required": ["status"], "additionalProperties": True}
+    schemas["Readiness"] = {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["ready", "degraded", "not ready"]},
+            "failing": {"type": "array", "items": {"type": "string"}},
+            "components": {"type": "object", "properties": {
+                "store": state, "leader": state, "row_databases": state}},
+        },
+        "required": ["status", "failing", "components"],
+    }
     return {
         "openapi": "3.1.0",
         "info": {

@@ -38,6 +38,7 @@ from docgraph.serve.agent_tools import (
     SearchQuery,
     research_prompt,
 )
+from docgraph.serve.outage import UNAVAILABLE_MESSAGE
 from docgraph.serve.stdio import screened_stdio_server
 from docgraph.serve.tool_args import (
     GUIDANCE,
@@ -57,6 +58,7 @@ from docgraph.serve.tools import (
     unexpected_arguments,
     unexpected_arguments_message,
 )
+from docgraph.store.outages import store_unavailable
 from docgraph.version import __version__
 
 log = logging.getLogger(__name__)
@@ -142,8 +144,14 @@ def build_mcp_server(
             raise ToolError(str(exc)) from exc
         except AccessDenied as exc:
             raise ToolError(f"access denied: {exc}") from exc
-        except DocgraphError as exc:
-            raise ToolError(str(exc)) from exc
+        except Exception as exc:
+            # The store went away during the call (its token was checked before): say so,
+            # without the database's address, so the agent retries instead of giving up.
+            if store_unavailable(exc) is not None:
+                raise ToolError(UNAVAILABLE_MESSAGE) from exc
+            if isinstance(exc, DocgraphError):
+                raise ToolError(str(exc)) from exc
+            raise
         return result
 
     async def lookup_knowledge(query: QueryText, ctx: Context[Any, Any]) -> dict[str, Any]:

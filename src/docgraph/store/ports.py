@@ -38,6 +38,12 @@ class StorePorts(Protocol):
         ...
 
     @property
+    def read_only(self) -> str:
+        """Why the index was opened read-only (empty when writable): no builds, refresher,
+        traces or audit records then."""
+        ...
+
+    @property
     def graph(self) -> GraphStore:
         """Entities, links, edges, communities and their reports."""
         ...

@@ -30,6 +30,7 @@ from docgraph.serve.console.sessions import (
     ConsoleAuth,
     ConsoleSession,
 )
+from docgraph.serve.outage import RETRY_HEADERS, UNAVAILABLE_MESSAGE
 from docgraph.serve.tools import DocgraphTools
 from docgraph.version import __version__
 
@@ -154,6 +155,14 @@ class ConsoleBase:
         """An error page."""
         return self.render(request, "error.html", status=status, session=session,
                            title="Refused", message=message)
+
+    def unavailable(self, request: Request) -> HTMLResponse:
+        """The 503 page while the index store cannot be reached (the server's outage guard
+        renders it for any console request that failed on the store, signed in or not)."""
+        response = self.render(request, "error.html", status=503, title="Unavailable",
+                               label="Unavailable", message=UNAVAILABLE_MESSAGE)
+        response.headers.update(RETRY_HEADERS)
+        return response
 
     def page(self, handler: Handler,
              post: bool = False) -> Callable[[Request], Awaitable[Response]]:

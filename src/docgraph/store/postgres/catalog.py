@@ -8,6 +8,7 @@ bound parameter; the only interpolated values are integers and fixed identifiers
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from docgraph.errors import StoreError
+from docgraph.errors import StoreError, StoreUnavailable
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.schema import (
@@ -31,6 +32,7 @@ from docgraph.store.sql.dialect import POSTGRES, Dialect
 from docgraph.store.sql.documents import ChunkRows, SqlCatalogDocuments
 
 _INSERT_BATCH = 400  # chunk rows per INSERT statement (15 parameters each)
+_MAX_UNASKED_READS = 4  # reads of what an idle connection's server sent before giving up
 
 
 def hnsw_build_memory_mb(rows: int, dimension: int) -> int:
@@ -59,6 +61,32 @@ def redacted(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, *parts[2:]))
+
+
+def _closed_by_server(conn: Any) -> bool:
+    """Whether idle connection ``conn`` was closed by its server.
+
+    An idle autocommit connection has nothing to read; when its socket is readable the
+    server sent something unasked: usually the error and end of a terminated session
+    (``57P01`` on shutdown), else a notice. Reading it tells the two apart (a notice leaves
+    the connection usable). A ``select`` of a socket, no round trip; a connection inside
+    a transaction is never looked at (replacing it would lose the transaction)."""
+    import psycopg
+    from psycopg.pq import ConnStatus, TransactionStatus
+
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    for _ in range(_MAX_UNASKED_READS):  # the error, then the end of the stream
+        try:
+            readable, _, _ = select.select([conn.fileno()], [], [], 0)
+            if not readable:
+                return False
+            conn.pgconn.consume_input()
+        except (OSError, ValueError, psycopg.Error):
+            return True
+        if conn.pgconn.status != ConnStatus.OK:
+            return True
+    return False
 
 
 class PostgresCatalog(SqlCatalogDocuments):
@@ -93,6 +121,9 @@ class PostgresCatalog(SqlCatalogDocuments):
 
         try:
             conn = psycopg.connect(self.url, autocommit=True)
+        except psycopg.OperationalError as exc:  # down, restarting, unreachable: retry later
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self.display_url}: "
+                                   f"{exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.display_url}: {exc}") from exc
         # Before the first migration the extension does not exist; _migrate registers then.
@@ -101,8 +132,16 @@ class PostgresCatalog(SqlCatalogDocuments):
         return conn
 
     def connection(self) -> Any:
-        """This thread's connection (autocommit; use :meth:`transaction` to write)."""
+        """This thread's connection (autocommit; use :meth:`transaction` to write).
+
+        An idle connection the server has closed meanwhile (a restart, an administrator's
+        shutdown) is replaced here, before a statement fails on it: after PostgreSQL comes
+        back, each thread's first request succeeds instead of failing once on the stale
+        connection it kept through the outage."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and not conn.closed and _closed_by_server(conn):
+            with contextlib.suppress(Exception):
+                conn.close()
         if conn is None or conn.closed:
             conn = self._connect()
             self._local.conn = conn

@@ -24,7 +24,7 @@ import contextlib
 import threading
 from typing import Any
 
-from docgraph.errors import StoreError
+from docgraph.errors import StoreError, StoreUnavailable
 from docgraph.store.lifecycle import process_identity
 from docgraph.store.postgres.catalog import connection_url, redacted
 from docgraph.store.postgres.schema import LEADER_LOCK_KEYS
@@ -55,6 +55,9 @@ class PostgresLeaderLock:
         try:
             conn = psycopg.connect(self.url, autocommit=True,
                                    application_name=_APPLICATION + self.identity)
+        except psycopg.OperationalError as exc:  # down, restarting, unreachable
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {self.display_url} for "
+                                   f"the refresh leader lock: {exc}") from exc
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.display_url} for the "
                              f"refresh leader lock: {exc}") from exc

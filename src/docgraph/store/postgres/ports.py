@@ -29,6 +29,9 @@ from docgraph.store.tokens import TokenStore
 class PostgresPorts:
     """Every store of an index kept in one PostgreSQL database."""
 
+    #: Never read-only here (the database's own permissions govern writes).
+    read_only = ""
+
     def __init__(self, settings: StoreSettings) -> None:
         assert settings.url is not None  # checked by StoreSettings
         self.store_settings = settings

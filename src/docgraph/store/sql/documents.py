@@ -102,6 +102,13 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         """The width every written vector must have (None: any, as the backend stores any)."""
         return None
 
+    def _ends_batch(self, db: Any, exc: Exception) -> bool:
+        """Whether ``exc``, raised while writing a document, ends the whole batch (rolled
+        back, no document of it written) instead of that document alone: the database
+        already rolled the transaction back, or it cannot take more (a full disk). None
+        does by default."""
+        return False
+
     def _drop_vector_index(self, db: Any) -> None:
         """Drop what indexes the chunks' vectors, inside :meth:`clear_all_chunks`'
         transaction before the chunks go (nothing by default)."""
@@ -159,6 +166,8 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                     record = self._write_one(db, ns_ids[namespace], write, position, hashes,
                                              rows, now)
                 except Exception as exc:  # this document keeps its old version
+                    if self._ends_batch(db, exc):  # so does every document of the batch
+                        raise
                     db.execute("ROLLBACK TO SAVEPOINT document")
                     db.execute("RELEASE SAVEPOINT document")
                     failure = exc

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,15 +15,31 @@ from pathlib import Path
 
 import numpy as np
 
-from docgraph.errors import StoreError
+from docgraph.errors import ReadOnlyIndex, StoreError
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import CountedTerms, EncodedTerms, TermDictionary, count_terms
 from docgraph.store.sql.dialect import SQLITE, Dialect
 from docgraph.store.sql.documents import ChunkRows, SqlCatalogDocuments
+from docgraph.store.sqlite.access import (
+    OpenMode,
+    cannot_open,
+    disk_full,
+    is_full,
+    open_mode,
+    read_only_uri,
+)
 from docgraph.store.sqlite.connections import ConnectionPool
-from docgraph.store.sqlite.schema import SCHEMA, prepare
+from docgraph.store.sqlite.readonly import TempTables
+from docgraph.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, prepare
 from docgraph.store.sqlite.vectors import decode_vector, encode_vector
+
+log = logging.getLogger(__name__)
+
+#: Why the ``-wal`` of an index opened immutable is not read (and what to do).
+UNREAD_WAL = ("SQLite cannot read in a read-only folder without the -shm file beside it, so "
+              "those changes are not seen: copy or mount the index after its writers closed "
+              "(closing checkpoints them into the file), or with its -shm file")
 
 
 class SQLiteCatalog(SqlCatalogDocuments):
@@ -38,23 +55,65 @@ class SQLiteCatalog(SqlCatalogDocuments):
     dialect: Dialect = SQLITE
     stores_bm25_terms = True  # writes want DocumentWrite.lexical_terms (counted if absent)
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create index directory {self.path.parent}: {exc}") from exc
         self.terms = TermDictionary()
-        self._connections = ConnectionPool(functools.partial(_connect, self.path))
+        #: Writable, or read-only and why (``read_only``: ``store.read_only``).
+        self.mode = open_mode(self.path, read_only)
+        self._temp_tables = TempTables() if self.mode.read_only else None
+        self._connections = ConnectionPool(functools.partial(_connect, self.path, self.mode))
+        if self.mode.read_only:
+            self._check_read_only()
+            log.warning("index %s opened read-only (%s): searches and reads work; traces "
+                        "and audit are not recorded, and builds and admin changes are "
+                        "refused", self.path, self.mode.reason)
+            if self._unread_wal():
+                log.warning("%s-wal holds changes a writer never checkpointed: %s", self.path,
+                            UNREAD_WAL)
+            return
         db = self.connection()
         try:
             db.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
         except sqlite3.DatabaseError as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: not a docgraph index ({exc})") from exc
+            if is_full(exc):
+                raise disk_full(self.path, db, exc) from exc
+            raise cannot_open(self.path, exc) from exc
         with self.transaction() as db:
             prepare(db, self.terms, self.path)
+
+    def _check_read_only(self) -> None:
+        """A read-only file must be a docgraph index of this schema version already (it
+        cannot be created or upgraded in place)."""
+        try:
+            row = self.connection().execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if self._unread_wal():
+                raise StoreError(f"{self.path}: the index is in its -wal file, which "
+                                 f"{UNREAD_WAL}") from exc
+            raise cannot_open(self.path, exc) from exc
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            found = "none" if row is None else row[0]
+            raise StoreError(
+                f"{self.path}: index schema version {found}, this docgraph reads version "
+                f"{SCHEMA_VERSION}; the index is read-only ({self.mode.reason}), so it "
+                "cannot be upgraded in place: open it once where it is writable")
+
+    def _unread_wal(self) -> bool:
+        """Opened immutable beside a non-empty ``-wal``: SQLite does not read that file."""
+        wal = Path(f"{self.path}-wal")
+        return self.mode.immutable and wal.is_file() and wal.stat().st_size > 0
+
+    @property
+    def read_only(self) -> str:
+        """Why the index is read-only (empty when it is writable)."""
+        return self.mode.reason
 
     def catalog_id(self) -> str:
         """A random identity written once into this file (files copied from it share it);
@@ -67,25 +126,57 @@ class SQLiteCatalog(SqlCatalogDocuments):
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection to the catalog file (reused after its thread ends:
-        :mod:`docgraph.store.sqlite.connections`)."""
-        return self._connections.get()
+        :mod:`docgraph.store.sqlite.connections`); on a read-only index, with empty
+        ``TEMP`` tables standing in for those the file lacks
+        (:mod:`docgraph.store.sqlite.readonly`)."""
+        db = self._connections.get()
+        if self._temp_tables is not None:
+            self._temp_tables.apply(db)
+        return db
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: commits on success, rolls back on any exception."""
+        """A write transaction: commits on success, rolls back on any exception. A full
+        disk raises :class:`~docgraph.errors.StoreFull` (after the rollback) naming the
+        file system; a read-only index refuses with :class:`~docgraph.errors.ReadOnlyIndex`."""
+        if self.mode.read_only:
+            raise ReadOnlyIndex(
+                f"{self.path} is opened read-only ({self.mode.reason}): this changes the "
+                "index, which needs it writable (searches and reads work)")
         db = self.connection()
-        db.execute("BEGIN IMMEDIATE")
         try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        else:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
             db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if not is_full(exc):
+                raise
+            if db.in_transaction:  # a failed COMMIT may leave the transaction open
+                db.execute("ROLLBACK")
+            raise disk_full(self.path, db, exc) from exc
+
+    def ensure_tables(self, script: str) -> None:
+        """Create the tables of ``script`` (``CREATE ... IF NOT EXISTS`` statements) if
+        missing. A read-only index cannot: its connections get empty ``TEMP`` tables for
+        those the file lacks, so reading them finds nothing instead of failing."""
+        if self._temp_tables is not None:
+            self._temp_tables.register(script)
+            return
+        with self.transaction() as db:
+            for statement in script.split(";"):
+                if statement.strip():
+                    db.execute(statement)
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
         self._connections.close()
+        if self._temp_tables is not None:
+            self._temp_tables.forget()
 
     # -- model -------------------------------------------------------------
 
@@ -115,6 +206,13 @@ class SQLiteCatalog(SqlCatalogDocuments):
             str(h): decode_vector(v) for h, v in rows if h in wanted
         }
 
+
+    def _ends_batch(self, db: sqlite3.Connection, exc: Exception) -> bool:
+        """SQLite may roll the whole transaction back on some errors (a full disk among
+        them: https://sqlite.org/lang_transaction.html, "Response To Errors Within A
+        Transaction"); a full disk ends the batch even where it did not, as no commit
+        could succeed."""
+        return not db.in_transaction or is_full(exc)
 
     def _chunk_rows(self, units: Sequence[Sequence[DocumentWrite]]) -> ChunkRows:
         """A batch's chunk rows: their BM25 terms are counted now, before the write lock is
@@ -186,8 +284,11 @@ class _ChunkRows:
         self.terms.committed(self.learnt)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    """A new connection to the catalog file, in autocommit mode (transactions are explicit)."""
+def _connect(path: Path, mode: OpenMode) -> sqlite3.Connection:
+    """A new connection to the catalog file, in autocommit mode (transactions are explicit);
+    read-only (``mode=ro``, and ``query_only``) when ``mode`` says so."""
+    if mode.read_only:
+        return _connect_read_only(path, mode)
     try:
         db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
                              timeout=30)
@@ -199,7 +300,22 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=30000")
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a docgraph index ({exc})") from exc
+        raise cannot_open(path, exc) from exc
+    return db
+
+
+def _connect_read_only(path: Path, mode: OpenMode) -> sqlite3.Connection:
+    """A read-only connection: SQLite's ``mode=ro`` URI (``immutable=1`` where the folder
+    cannot hold the WAL's shared-memory file), no journal or page-size pragmas (they would
+    write), and ``query_only`` as a second guard."""
+    try:
+        db = sqlite3.connect(read_only_uri(path, mode), uri=True, isolation_level=None,
+                             check_same_thread=False, timeout=30)
+        db.execute("PRAGMA query_only=ON")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=30000")
+    except sqlite3.DatabaseError as exc:
+        raise cannot_open(path, exc) from exc
     return db
 
 

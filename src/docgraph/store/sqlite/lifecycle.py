@@ -52,18 +52,11 @@ CREATE TABLE IF NOT EXISTS build_phases (
 """
 
 
-def _create(catalog: SQLiteCatalog, script: str) -> None:
-    with catalog.transaction() as db:
-        for statement in script.split(";"):
-            if statement.strip():
-                db.execute(statement)
-
-
 def create_registry_tables(catalog: SQLiteCatalog) -> None:
     """Create the ``sql_sources`` and ``column_tags`` tables if missing."""
-    _create(catalog, _REGISTRY_TABLES)
+    catalog.ensure_tables(_REGISTRY_TABLES)
 
 
 def create_build_tables(catalog: SQLiteCatalog) -> None:
     """Create the ``build_runs`` and ``build_phases`` tables if missing."""
-    _create(catalog, _BUILD_TABLES)
+    catalog.ensure_tables(_BUILD_TABLES)

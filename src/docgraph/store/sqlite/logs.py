@@ -28,10 +28,10 @@ CREATE INDEX IF NOT EXISTS audit_log_at ON audit_log(at);
 def create_log_tables(catalog: SQLiteCatalog) -> None:
     """Create the trace and audit tables if missing; a traces table from before callers
     were recorded per row gets its ``user_id`` column, filled from the payloads."""
+    catalog.ensure_tables(_LOG_TABLES)
+    if catalog.read_only:
+        return  # an older traces table is read as it is
     with catalog.transaction() as db:
-        for statement in _LOG_TABLES.split(";"):
-            if statement.strip():
-                db.execute(statement)
         columns = {str(r[1]) for r in db.execute("PRAGMA table_info(traces)")}
         if "user_id" not in columns:
             db.execute("ALTER TABLE traces ADD COLUMN user_id TEXT NOT NULL DEFAULT ''")

@@ -3,9 +3,11 @@ store needs are created when the store is first used)."""
 
 from __future__ import annotations
 
+import sys
 from functools import cached_property
 
 from docgraph.config import StoreSettings
+from docgraph.errors import ReadOnlyIndex
 from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
@@ -25,6 +27,11 @@ from docgraph.store.sqlite.index import EmbeddedChunkIndex
 from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
 from docgraph.store.sqlite.lifecycle import create_build_tables, create_registry_tables
 from docgraph.store.sqlite.logs import create_log_tables
+from docgraph.store.sqlite.readonly import (
+    ReadOnlyLeaderLock,
+    UnrecordedAudit,
+    UnrecordedTraces,
+)
 from docgraph.store.sqlite.sessions import create_session_table
 from docgraph.store.sqlite.settings import create_settings_table
 from docgraph.store.sqlite.signin import create_signin_table
@@ -37,8 +44,14 @@ class SQLitePorts:
 
     def __init__(self, settings: StoreSettings) -> None:
         self.store_settings = settings
-        self.catalog: SQLiteCatalog = SQLiteCatalog(settings.path)
+        self.catalog: SQLiteCatalog = SQLiteCatalog(settings.path, settings.read_only)
         self.location = str(settings.path)
+
+    @property
+    def read_only(self) -> str:
+        """Why the index is read-only (empty when writable): builds and the refresher are
+        not started on it, and its traces and audit are not recorded."""
+        return self.catalog.read_only
 
     @cached_property
     def graph(self) -> GraphStore:
@@ -47,15 +60,26 @@ class SQLitePorts:
 
     @cached_property
     def traces(self) -> TraceLog:
-        """Retrieval traces in the catalog file."""
+        """Retrieval traces in the catalog file (read-only index: those there are read,
+        none recorded)."""
         create_log_tables(self.catalog)
+        if self.catalog.read_only:
+            return UnrecordedTraces(self.catalog)
         return SqlTraceLog(self.catalog)
 
     @cached_property
     def audit(self) -> AuditStore:
-        """The audit log in the catalog file."""
+        """The audit log in the catalog file. A read-only index records none (it said so
+        when it opened), or refuses here with ``store.require_audit``."""
         create_log_tables(self.catalog)
-        return SqlAuditStore(self.catalog)
+        if not self.catalog.read_only:
+            return SqlAuditStore(self.catalog)
+        if self.store_settings.require_audit:
+            raise ReadOnlyIndex(
+                f"{self.catalog.path} is opened read-only ({self.catalog.read_only}) and "
+                "cannot record the audit log, which store.require_audit = true requires: "
+                "open it writable, or set store.require_audit = false to serve without audit")
+        return UnrecordedAudit(self.catalog)
 
     @cached_property
     def tokens(self) -> TokenStore:
@@ -95,13 +119,20 @@ class SQLitePorts:
 
     @cached_property
     def leader(self) -> LeaderLock:
-        """A file lock beside the catalog file (every process on this machine sees it)."""
+        """A file lock beside the catalog file (every process on this machine sees it). A
+        read-only index has no builds to elect a leader for: it refuses, naming itself."""
+        if self.catalog.read_only:
+            return ReadOnlyLeaderLock(
+                f"{self.catalog.path} is opened read-only ({self.catalog.read_only}): builds "
+                "and refreshes need it writable (searches and reads work)")
         return FileLeaderLock(leader_lock_path(self.catalog.path))
 
     def chunk_index(self, dimension: int) -> ChunkIndex:
         """The in-memory index following the file, or Milvus (``[store] index``)."""
         if self.store_settings.index == "milvus":
             return milvus_index(self.catalog, dimension, self.store_settings)
+        if self.catalog.read_only:  # reads a sidecar there, never writes one
+            return EmbeddedChunkIndex(self.catalog, dimension, sidecar_after_rows=sys.maxsize)
         return EmbeddedChunkIndex(self.catalog, dimension)
 
     def close(self) -> None:

@@ -23,7 +23,4 @@ CREATE INDEX IF NOT EXISTS console_sessions_last_seen ON console_sessions (last_
 
 def create_session_table(catalog: SQLiteCatalog) -> None:
     """Create the console-session table if missing (idempotent)."""
-    with catalog.transaction() as db:
-        for statement in _SESSION_TABLE.split(";"):
-            if statement.strip():
-                db.execute(statement)
+    catalog.ensure_tables(_SESSION_TABLE)

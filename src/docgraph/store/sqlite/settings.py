@@ -8,8 +8,7 @@ from docgraph.store.sqlite.catalog import SQLiteCatalog
 
 def create_settings_table(catalog: SQLiteCatalog) -> None:
     """Create ``admin_settings`` if missing."""
-    with catalog.transaction() as db:
-        db.execute("CREATE TABLE IF NOT EXISTS admin_settings ("
-                   " section TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
-                   " revision INTEGER NOT NULL, changed_at REAL NOT NULL,"
-                   " PRIMARY KEY (section, key))")
+    catalog.ensure_tables("CREATE TABLE IF NOT EXISTS admin_settings ("
+                          " section TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
+                          " revision INTEGER NOT NULL, changed_at REAL NOT NULL,"
+                          " PRIMARY KEY (section, key))")

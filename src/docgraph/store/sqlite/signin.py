@@ -24,8 +24,6 @@ CREATE INDEX IF NOT EXISTS signin_buckets_attempted ON signin_buckets (attempted
 
 
 def create_signin_table(catalog: SQLiteCatalog) -> None:
-    """Create the sign-in bucket table if missing (idempotent)."""
-    with catalog.transaction() as db:
-        for statement in _SIGNIN_TABLE.split(";"):
-            if statement.strip():
-                db.execute(statement)
+    """Create the sign-in bucket table if missing (idempotent; a read-only index stands a
+    ``TEMP`` table in for it, see :meth:`SQLiteCatalog.ensure_tables`)."""
+    catalog.ensure_tables(_SIGNIN_TABLE)

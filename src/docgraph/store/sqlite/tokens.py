@@ -23,7 +23,4 @@ INSERT INTO bearer_token_version(id, n) VALUES (1, 0) ON CONFLICT (id) DO NOTHIN
 
 def create_token_tables(catalog: SQLiteCatalog) -> None:
     """Create the bearer-token tables and their change counter if missing (idempotent)."""
-    with catalog.transaction() as db:
-        for statement in _TOKEN_TABLES.split(";"):
-            if statement.strip():
-                db.execute(statement)
+    catalog.ensure_tables(_TOKEN_TABLES)
