@@ -234,3 +234,26 @@ def test_a_remote_file_deleted_after_listing_is_vanished_not_a_failed_fetch(remo
         # The server answered every time: the next read is tried (and succeeds), never
         # "not tried, the server stopped answering".
         assert crawler.read(kept)
+
+
+def test_a_remote_folders_permission_sidecar_is_read_and_followed(remote, make_graph,
+                                                                   embedder):
+    # the sidecar is a hidden file: listed and read as rules on every scheme, never indexed
+    remote.write(".docgraph-access.yaml", "files:\n  notes.md: [group:finance]\n")
+    graph = make_graph()
+    graph.sources.add_folder(remote.urn, "remote")
+    (report,) = graph.refresher.run_once().reports
+    assert sorted(report.added) == sorted(FILES) and not report.failed
+
+    def access() -> dict[str, Any]:
+        return {d.path: d.access for s in graph.catalog.list_sources()
+                for d in graph.catalog.documents_for_source(s).values()}
+
+    assert access() == {"leave.md": None, "robots/kestrel.txt": None,
+                        "notes.md": frozenset({"group:finance"})}
+    embedded = embedder.embedded
+    remote.write(".docgraph-access.yaml", "access: [user:alice]\n")
+    (report,) = graph.refresher.run_once().reports
+    assert report.access_changed == 3 and report.unchanged == 3
+    assert embedder.embedded == embedded  # nothing read as a document, nothing embedded
+    assert set(access().values()) == {frozenset({"user:alice"})}
