@@ -389,10 +389,15 @@ def _new_namespace(value: object) -> str:
 
 
 def _folder(value: str | Path) -> str | Path:
-    """A folder path or URN that can be stored and opened (text with no lone surrogate and
-    no NUL), else :class:`InvalidArgument` naming ``folder``."""
+    """A folder path or URN that can be stored and opened, else :class:`InvalidArgument`
+    naming ``folder``: no NUL, and no lone surrogate except those that stand for the bytes
+    of a name that is not UTF-8 (Python's ``surrogateescape``, U+DC80 to U+DCFF, as
+    ``os.fsdecode`` gives them: such a folder is indexed, its name escaped in ids)."""
     text = str(value) if isinstance(value, Path) else check_string(value, "folder")
-    check_encodable(text, "folder")
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        check_encodable(text, "folder")  # names the offending surrogate
     if "\x00" in text:
         raise InvalidArgument("folder", "contains a NUL character")
     return value

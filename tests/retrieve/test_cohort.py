@@ -167,7 +167,7 @@ def test_context_sections_fit_their_budget(graph):
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"k": 0}, "k must be"), ({"mode": "everything"}, "mode must be"),
-    ({"query_text": " "}, "non-empty"),
+    ({"query_text": " "}, "more than whitespace"),
 ])
 def test_bad_arguments_are_rejected(graph, kwargs, message):
     args = {"query_text": "outage", "k": 3, "mode": "vector_first", **kwargs}

@@ -100,8 +100,8 @@ def test_hostile_query_text_is_only_ever_data(graph, query):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"query": ""}, "non-empty"),
-        ({"query": "   "}, "non-empty"),
+        ({"query": ""}, "more than whitespace"),
+        ({"query": "   "}, "more than whitespace"),
         ({"query": "x", "k": 0}, "k must be"),
         ({"query": "x", "k": 100_000}, "k must be"),
         ({"query": "x", "mode": "fuzzy"}, "mode must be"),
