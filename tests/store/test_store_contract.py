@@ -568,6 +568,9 @@ def test_capped_reads_answer_per_entity_in_one_statement_per_batch(
         assert chunk == plain[rowid]
         assert (place.namespace_id, place.kind, place.title) == (ns_id, "text", chunk.title)
     assert placed[rowids[0]][1].document == placed[rowids[5]][1].document
+    # without the text: the same places
+    assert store.catalog.chunk_places([rowids[0], rowids[5], 10**9]) == {
+        rowid: place for rowid, (_, place) in placed.items()}
 
 
 def test_namespace_ids_are_kept_once_committed_and_misses_read_again(

@@ -139,21 +139,28 @@ class CohortQuery:
         return self.links
 
     def chunk_places(self, rowids: Iterable[int]) -> dict[int, ChunkPlace]:
-        """Where each chunk lives (absent: no such chunk), read once per query with the
-        chunk itself (:attr:`stored`: the ranking reads the pool's text); the first
+        """Where each chunk lives (absent: no such chunk), read once per query; the first
         read takes every seed with it (the hops ask for the strongest seeds' documents and
-        often for other seeds', the PPR lane for the seeds' namespaces)."""
+        often for other seeds', the PPR lane for the seeds' namespaces). Chunks of the pool
+        (the seeds among them) are read with their text (:attr:`stored`: the ranking reads
+        it next, so it costs no second read); the others, candidates most of which are
+        never admitted, without it."""
         wanted = list(dict.fromkeys(int(r) for r in rowids))
         missing = [r for r in wanted if r not in self.places]
         if missing:
             if not self.places:
                 missing = list(dict.fromkeys([*missing, *self.seeds]))
-            read = self.catalog.placed_chunks(missing)  # the text with it: ranked next
-            for r in missing:
-                chunk, place = read.get(r, (None, None))
-                self.places[r] = place  # None: no such chunk (not read again)
-                if chunk is not None:
+            ranked = [r for r in missing if r in self.pool]
+            rest = [r for r in missing if r not in self.pool]
+            places: dict[int, ChunkPlace] = {}
+            if ranked:
+                for r, (chunk, where) in self.catalog.placed_chunks(ranked).items():
+                    places[r] = where
                     self.stored.setdefault(r, chunk)
+            if rest:
+                places.update(self.catalog.chunk_places(rest))
+            for r in missing:
+                self.places[r] = places.get(r)  # None: no such chunk (not read again)
         return {r: place for r in wanted if (place := self.places[r]) is not None}
 
     def stored_chunks(self, rowids: Iterable[int]) -> dict[int, StoredChunk]:
@@ -205,14 +212,19 @@ class CohortQuery:
         namespaces read in this query (:attr:`stored`) whose links (as :meth:`links_of`
         read them) name one of the entities so named; a name with none read maps to an
         empty set."""
+        named = list(entities)
+        ids = {e.id for e in named}
         docs_of: dict[int, set[tuple[str, str]]] = {}
-        for rowid, chunk in self.stored.items():
-            if chunk.namespace not in self.allowed:
-                continue
-            for entity_id, _, _ in self.links.get(rowid, ()):
-                docs_of.setdefault(entity_id, set()).add((chunk.namespace, chunk.doc_id))
+        if ids:
+            for rowid, chunk in self.stored.items():
+                if chunk.namespace not in self.allowed:
+                    continue
+                for entity_id, _, _ in self.links.get(rowid, ()):
+                    if entity_id in ids:
+                        docs_of.setdefault(entity_id, set()).add(
+                            (chunk.namespace, chunk.doc_id))
         out: dict[str, set[tuple[str, str]]] = {}
-        for entity in entities:
+        for entity in named:
             out.setdefault(entity.name, set()).update(docs_of.get(entity.id, ()))
         return out
 

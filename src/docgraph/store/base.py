@@ -227,6 +227,11 @@ class Catalog(Protocol):
         """Stored chunks for the given row ids (missing ids are absent from the result)."""
         ...
 
+    def chunk_places(self, rowids: Sequence[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives (absent: no such chunk), without its text: for chunks
+        the cohort lanes consider but may not rank (callers compare the namespace)."""
+        ...
+
     def placed_chunks(self, rowids: Sequence[int]
                       ) -> dict[int, tuple[StoredChunk, ChunkPlace]]:
         """:meth:`chunks_by_rowid` with where each chunk lives, in the same read (the

@@ -359,6 +359,19 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         """Stored chunks (with document identity and title) for the given row ids."""
         return {rowid: chunk for rowid, (chunk, _) in self._read_chunks(rowids, "").items()}
 
+    def chunk_places(self, rowids: Sequence[int]) -> dict[int, ChunkPlace]:
+        """Where each chunk lives, without its text (see the port)."""
+        out: dict[int, ChunkPlace] = {}
+        ids = list(dict.fromkeys(int(r) for r in rowids))
+        db = self.connection()
+        for match, params in self.dialect.in_ids(ids):
+            for r, n, kind, d, t in db.execute(self.dialect.sql(
+                    "SELECT c.id, c.namespace_id, c.kind, c.document_id, d.title FROM chunks c"
+                    f" JOIN documents d ON d.id = c.document_id WHERE c.id{match}"),
+                    params).fetchall():
+                out[int(r)] = ChunkPlace(int(n), str(kind), int(d), str(t))
+        return out
+
     def placed_chunks(self, rowids: Sequence[int]
                       ) -> dict[int, tuple[StoredChunk, ChunkPlace]]:
         """Stored chunks with their namespace id, kind and document row id, in one read
