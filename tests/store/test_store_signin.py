@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,17 +15,11 @@ from docgraph.config import StoreSettings
 from docgraph.errors import StoreError
 from docgraph.store.ports import StorePorts, open_ports
 from docgraph.store.signin import SignInLimitStore
+from tests import store_backends
 from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
-from tests.store_backends import BACKENDS, Backend
+from tests.store_backends import Backend
 
-
-@pytest.fixture(params=["embedded", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = BACKENDS[request.param](request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+backend = store_backends.product_backend
 
 
 @pytest.fixture
