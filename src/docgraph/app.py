@@ -197,7 +197,8 @@ class DocGraph(Root):
 
     def _pipeline(self) -> IngestPipeline:
         return IngestPipeline(
-            self.store, self.embedder, self.settings.loader, extractor=self.extractor
+            self.store, self.embedder, self.settings.loader, extractor=self.extractor,
+            sources=self.settings.sources,
         )
 
     def _build_graphs(self, force: bool = False) -> list[GraphBuildReport]:

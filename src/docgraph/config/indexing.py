@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from docgraph.config.section import Section
+from docgraph.model import parse_principals
 
 # pgvector hnsw.ef_search of the PostgreSQL dense search (store.pg_ef_search).
 DEFAULT_PG_EF_SEARCH = 400
@@ -317,5 +318,31 @@ class SourcesSettings(Section):
     max_vocabulary_terms: int = Field(
         default=100_000, ge=1, description="Most distinct values an entity:<type> column may have."
     )
+    posix_permissions: list[str] = Field(
+        default_factory=list,
+        description="Local folders (URNs or paths, '*' for every local folder) whose files' "
+        "owner, group, mode bits and POSIX ACLs say who may read them (a sidecar or front "
+        "matter still wins; see docs/permissions.md).",
+    )
+    principal_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="Owners and groups as principals: uid:<n> or user:<name> -> user:<id>, "
+        "gid:<n> or group:<name> -> group:<name> (default: the names on this machine).",
+    )
+
+    @field_validator("principal_map")
+    @classmethod
+    def _principals(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, principal in value.items():
+            kind, _, name = key.partition(":")
+            if kind not in ("uid", "gid", "user", "group") or not name or (
+                    kind in ("uid", "gid") and not name.isdigit()):
+                raise ValueError(f"principal_map key {key!r}: expected uid:<n>, gid:<n>, "
+                                 "user:<name> or group:<name>")
+            try:
+                parse_principals([principal])
+            except ValueError as exc:
+                raise ValueError(f"principal_map[{key!r}]: {exc}") from exc
+        return value
 
 

@@ -3,7 +3,9 @@
 A document's permission set (:data:`~docgraph.model.Access`) comes from the most specific
 source that speaks of it: its own front matter (``access:``, kept by
 :func:`~docgraph.ingest.front_matter.split_front_matter`), else the folder's sidecars
-(:mod:`docgraph.sources.access_rules`), else none (everyone the namespace is granted to).
+(:mod:`docgraph.sources.access_rules`), else, for a local folder listed in ``[sources]
+posix_permissions``, the file's owner, group, mode and ACL
+(:mod:`docgraph.sources.posix_access`), else none (everyone the namespace is granted to).
 
 A build decides it for every listed file, changed or not: a file whose content did not change
 but whose permission did (a sidecar edited) gets its new set stored without being read or
@@ -28,7 +30,8 @@ from docgraph.sources.access_rules import (
     Sidecar,
     parse_sidecar,
 )
-from docgraph.sources.folder import FolderCrawler
+from docgraph.sources.folder import FileEntry, FolderCrawler
+from docgraph.sources.posix_access import PermissionsUnreadable, PosixReaders
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +42,19 @@ NOBODY: frozenset[str] = frozenset()
 class BuildAccess:
     """The permission decisions of one folder build (see the module docstring)."""
 
-    def __init__(self, rules: AccessRules) -> None:
+    def __init__(self, rules: AccessRules, posix: PosixReaders | None = None) -> None:
         self.rules = rules
+        self.posix = posix
         #: Documents (row id -> set) whose stored set this build changes without a write.
         self.changes: dict[int, Access] = {}
 
     @classmethod
-    def of_folder(cls, crawler: FolderCrawler) -> BuildAccess:
+    def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None
+                  ) -> BuildAccess:
         """Read and parse every sidecar the crawler's listing met (after ``list_files``);
-        one that cannot be read counts as broken (its files fail closed)."""
+        one that cannot be read counts as broken (its files fail closed). ``posix``: the
+        folder's files' owners, groups, modes and ACLs say who may read them where no
+        sidecar rule does."""
         sidecars: list[Sidecar] = []
         for entry in crawler.sidecars:
             folder = entry.relative_path.rpartition("/")[0]
@@ -60,30 +67,50 @@ class BuildAccess:
                 sidecars.append(Sidecar(folder, error=f"over {MAX_SIDECAR_BYTES} bytes"))
                 continue
             sidecars.append(parse_sidecar(folder, data))
-        return cls(AccessRules(sidecars))
+        return cls(AccessRules(sidecars), posix)
 
-    def of_file(self, path: str) -> Access:
-        """The set the folder's sidecars give ``path``; raises :class:`AccessUnreadable`."""
-        return self.rules.access_for(path)
+    def of_file(self, entry: FileEntry) -> Access:
+        """The set the folder gives a listed file: a sidecar rule's, else its POSIX
+        readers' (where the folder's are used), else None. Raises
+        :class:`AccessUnreadable`."""
+        path = entry.relative_path
+        ruled = self.rules.access_for(path)
+        if ruled is not None or self.posix is None or entry.owner is None:
+            return ruled
+        try:
+            return self.posix.readers(entry.full_path, *entry.owner)
+        except PermissionsUnreadable as exc:
+            raise AccessUnreadable(f"{path}: {exc}") from exc
 
-    def of_document(self, path: str, metadata: dict[str, str] | None) -> Access:
-        """The set of a prepared document at ``path``: its front matter's, else the
-        sidecars'. Raises :class:`AccessUnreadable` (its front matter names something
-        other than principals, or a sidecar above it is broken)."""
-        folder_access = self.of_file(path)
+    def unreadable(self, entry: FileEntry, existing: DocumentRecord | None) -> str | None:
+        """Why the folder cannot say who may read ``entry`` (None: it can); then an
+        indexed version is withheld from everyone (fails closed)."""
+        try:
+            self.of_file(entry)
+        except AccessUnreadable as exc:
+            self.withhold(existing)
+            return str(exc)
+        return None
+
+    def of_document(self, entry: FileEntry, metadata: dict[str, str] | None) -> Access:
+        """The set of a prepared document: its front matter's, else the folder's. Raises
+        :class:`AccessUnreadable` (its front matter names something other than
+        principals, or a permission source above it cannot be read)."""
+        folder_access = self.of_file(entry)
         if metadata and ACCESS_ERROR_KEY in metadata:
-            raise AccessUnreadable(f"{path}: {metadata[ACCESS_ERROR_KEY]}")
+            raise AccessUnreadable(f"{entry.relative_path}: {metadata[ACCESS_ERROR_KEY]}")
         if metadata and ACCESS_KEY in metadata:
             return front_matter_access(metadata)
         return folder_access
 
-    def unchanged(self, document: DocumentRecord, path: str) -> None:
-        """A file not read again: store its new set if the sidecars changed it (a set its
-        own front matter gives is the file's, unchanged with it)."""
+    def unchanged(self, document: DocumentRecord, entry: FileEntry) -> None:
+        """A file not read again: store its new set if the folder changed it (a sidecar
+        edited, a chmod; a set its own front matter gives is the file's, unchanged with
+        it)."""
         if ACCESS_KEY in document.metadata:
             return
         try:
-            wanted = self.of_file(path)
+            wanted = self.of_file(entry)
         except AccessUnreadable:
             wanted = NOBODY  # the caller reports it; the old set must not stand
         if wanted != document.access:
@@ -94,3 +121,17 @@ class BuildAccess:
         everyone until it can be read again."""
         if document is not None and document.access != NOBODY:
             self.changes[document.id] = NOBODY
+
+
+def posix_readers_for(urn: str, folders: list[str], principal_map: dict[str, str]
+                      ) -> PosixReaders | None:
+    """The POSIX readers of a local folder listed in ``[sources] posix_permissions``
+    (``folders``: URNs or paths, ``*`` for every local folder), else None."""
+    from docgraph.model import urn_scheme
+    from docgraph.sources.urn import normalize_urn
+
+    if urn_scheme(urn) != "file":
+        return None
+    if "*" in folders or any(normalize_urn(f) == urn for f in folders if f != "*"):
+        return PosixReaders(principal_map)
+    return None

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from docgraph.config import LoaderSettings
+from docgraph.config import LoaderSettings, SourcesSettings
 from docgraph.embedding.embedders import Embedder
 from docgraph.errors import (
     BuildInterrupted,
@@ -51,7 +51,7 @@ from docgraph.errors import (
     StoreFull,
 )
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.access import BuildAccess
+from docgraph.ingest.access import BuildAccess, posix_readers_for
 from docgraph.ingest.attachments import drop_shadowed_attachments, mails_to_read_again
 from docgraph.ingest.batch import (
     COMMIT_EVERY_CHUNKS,
@@ -148,6 +148,7 @@ class IngestPipeline:
         loader: LoaderSettings,
         embed_batch_chunks: int = COMMIT_EVERY_CHUNKS,
         extractor: EntityExtractor | None = None,
+        sources: SourcesSettings | None = None,
     ) -> None:
         self.catalog = catalog
         self.embedder = embedder
@@ -158,6 +159,9 @@ class IngestPipeline:
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
         self._listed: set[str] = set()  # the relative paths of the build's listed files
         self.access = BuildAccess(AccessRules(()))  # a folder build reads its sidecars
+        # local folders whose files' POSIX permissions say who may read them
+        self.posix_permissions = list(sources.posix_permissions) if sources else []
+        self.principal_map = dict(sources.principal_map) if sources else {}
         # How files are prepared (read by the row build and the worker processes too).
         self.spec = PrepareSpec(
             loader, embedder.count_tokens, extractor,
@@ -189,7 +193,8 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
-        self.access = BuildAccess.of_folder(crawler)
+        self.access = BuildAccess.of_folder(crawler, posix_readers_for(
+            source.urn, self.posix_permissions, self.principal_map))
         report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
         # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.
@@ -241,8 +246,9 @@ class IngestPipeline:
         try:
             for entry in entries:
                 writer.state.current = entry.relative_path
-                if not self._permission_readable(entry.relative_path,
-                                                 existing.get(entry.relative_path), report):
+                refused = self.access.unreadable(entry, existing.get(entry.relative_path))
+                if refused is not None:  # fails closed: not indexed, reported
+                    self._fail(report, entry.relative_path, refused)
                     writer.file_done()
                     continue
                 fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report,
@@ -343,7 +349,7 @@ class IngestPipeline:
         if existing is not None and existing.change_token == entry.change_token \
                 and existing.content_hash and not force:
             report.unchanged += 1
-            self.access.unchanged(existing, entry.relative_path)
+            self.access.unchanged(existing, entry)
             return None
         if entry.size > self.loader.max_file_bytes:
             self._fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
@@ -372,7 +378,7 @@ class IngestPipeline:
             self.catalog.touch_document(existing, entry.change_token)
             self.catalog.clear_failure(report.source, entry.relative_path)  # e.g. a past fetch
             report.unchanged += 1
-            self.access.unchanged(existing, entry.relative_path)
+            self.access.unchanged(existing, entry)
             return None
         return _Fetched(entry, existing, content_hash, data)
 
@@ -399,7 +405,7 @@ class IngestPipeline:
         drop_shadowed_attachments(outcome, fetched.entry.relative_path, self._listed)
         path = fetched.entry.relative_path
         try:
-            access = self.access.of_document(path, dict(outcome.document.metadata))
+            access = self.access.of_document(fetched.entry, dict(outcome.document.metadata))
         except AccessUnreadable as exc:
             self._fail(report, path, str(exc))
             self.access.withhold(fetched.existing)
@@ -407,18 +413,6 @@ class IngestPipeline:
             return
         writer.add(Pending(fetched.entry, fetched.existing, fetched.content_hash, outcome,
                            access=access))
-
-    def _permission_readable(self, path: str, existing: DocumentRecord | None,
-                             report: IngestReport) -> bool:
-        """Whether the folder's sidecars can say who may read ``path``; if not, the file is
-        reported and not indexed, and an indexed version withheld (fails closed)."""
-        try:
-            self.access.of_file(path)
-        except AccessUnreadable as exc:
-            self._fail(report, path, str(exc))
-            self.access.withhold(existing)
-            return False
-        return True
 
     def index_rows(
         self,

@@ -289,7 +289,7 @@ class Refresher:
     def _pipeline(self) -> IngestPipeline:
         root = self.root
         return IngestPipeline(root.store, root.embedder, root.settings.loader,
-                              extractor=root.extractor)
+                              extractor=root.extractor, sources=root.settings.sources)
 
     def _ingest_folder(
         self, source: SourceRecord, progress: ProgressCallback | None

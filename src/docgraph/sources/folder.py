@@ -49,6 +49,9 @@ class FileEntry:
     size: int
     change_token: str
     listed_path: str = ""
+    #: (mode, uid, gid) as listed, where the listing gives them (local folders): what
+    #: :mod:`docgraph.sources.posix_access` decides readers by.
+    owner: tuple[int, int, int] | None = None
 
     @property
     def name_path(self) -> str:
@@ -185,7 +188,8 @@ class FolderCrawler:
             self.skipped.append(SkippedEntry(escape_name(relative), reason))
             self.unlisted.append(escape_name(relative))
         return [(relative, posixpath.join(self.root, relative),
-                 {"size": info.st_size, "mtime": info.st_mtime})
+                 {"size": info.st_size, "mtime": info.st_mtime,
+                  "owner": (info.st_mode, info.st_uid, info.st_gid)})
                 for relative, info in listing.files]
 
     def _list_remote(self) -> list[tuple[str, str, dict[str, Any]]]:
@@ -239,6 +243,7 @@ class FolderCrawler:
             size=int(info.get("size") or 0),
             change_token=_change_token(info, self.scheme, listed_at),
             listed_path="" if shown == relative else relative,
+            owner=info.get("owner"),
         )
 
     def read(self, entry: FileEntry, max_bytes: int | None = None) -> bytes:
