@@ -322,7 +322,7 @@ class SourcesSettings(Section):
         default_factory=list,
         description="Local folders (URNs or paths, '*' for every local folder) whose files' "
         "owner, group, mode bits and POSIX ACLs say who may read them (a sidecar or front "
-        "matter still wins; see docs/permissions.md).",
+        "matter still wins; the README's 'Who may read each document').",
     )
     principal_map: dict[str, str] = Field(
         default_factory=dict,
