@@ -279,3 +279,41 @@ def test_an_unreadable_permission_source_fails_closed_and_is_reported(tmp_path, 
         "search_documents", Caller("alice"), {"query_text": "Tern T3 codeword", "k": 5}))
     assert "Zephyrquartz" not in json.dumps(tools.call(
         "search_documents", Caller("dave"), {"query_text": "Tern T3 codeword", "k": 5}))
+
+
+def _mail(sender: str, to: str, cc: str, body: str) -> bytes:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Cc"] = sender, to, cc
+    message["Subject"] = "Dock D-14 plan"
+    message.set_content(body)
+    message.add_attachment(b"The Zephyrquartz budget is 9,999 EUR.\n", maintype="text",
+                           subtype="plain", filename="budget.txt")
+    return bytes(message)
+
+
+def test_a_mail_and_its_attachments_are_readable_by_its_participants_only(tmp_path,
+                                                                          make_graph):
+    folder = write_files(tmp_path / "mail", {
+        "plan.eml": _mail("Alice <alice@example.com>", "Bob <Bob@Example.com>",
+                          "carol@example.com", "The Marblewisp plan for dock D-14.\n"),
+        "public.eml": _mail("ops@example.com", "all@example.com", "",
+                            "The dock D-14 reopens on Monday.\n"),
+        SIDECAR: "files:\n  public.eml: [group:ops]\n",  # a sidecar rule still wins
+    })
+    graph = make_graph(sources={"mail_participants": ["*"],
+                                "principal_map": {"user:bob@example.com": "user:bob"}})
+    graph.index(folder, namespace="ops")
+    stored = {d.path: d.access for d in graph.store.documents_for_source(
+        graph.store.list_sources()[0]).values()}
+    participants = {"user:alice@example.com", "user:bob", "user:carol@example.com"}
+    assert stored == {"plan.eml": participants, "plan.eml/budget.txt": participants,
+                      "public.eml": {"group:ops"}, "public.eml/budget.txt": {"group:ops"}}
+    tools = _governance(graph)
+    for user, sees in (("bob", True), ("dave", False)):
+        shown = " ".join(h.text for query in ("Marblewisp plan", "Zephyrquartz")
+                         for h in tools.governance.search(Caller(user), query, k=10))
+        assert ("Marblewisp" in shown, "Zephyrquartz budget" in shown) == (sees, sees), user
+    report = graph.index(folder, namespace="ops")  # unchanged: the participants stand
+    assert report.access_changed == 0 and report.unchanged == 2

@@ -78,6 +78,9 @@ def test_eml_headers_are_metadata_and_a_heading_not_body_text():
         "date": "2025-03-28T10:00:00+01:00",
         "subject": "RE: Dock D-14 at Daventry",
         "message_id": "<reply-1@halyard.example>",
+        # every address of every message, for folders whose mails only they may read
+        "participants": '["joost@nordhaven.example", "priya.raman@halyard.example", '
+                        '"support@halyard.example"]',
     }
     assert [(b.kind, b.text) for b in document.blocks] == [
         (H, "Priya Raman, 28 Mar 2025 10:00"),

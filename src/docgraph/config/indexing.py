@@ -324,6 +324,12 @@ class SourcesSettings(Section):
         "owner, group, mode bits and POSIX ACLs say who may read them (a sidecar or front "
         "matter still wins; the README's 'Who may read each document').",
     )
+    mail_participants: list[str] = Field(
+        default_factory=list,
+        description="Folders (URNs or paths, '*' for every folder) whose mails (and their "
+        "attachments) only their senders and recipients may read: user:<address>, or "
+        "principal_map's user:<address> entry (a sidecar rule still wins).",
+    )
     principal_map: dict[str, str] = Field(
         default_factory=dict,
         description="Owners and groups as principals: uid:<n> or user:<name> -> user:<id>, "

@@ -3,8 +3,9 @@
 A document's permission set (:data:`~docgraph.model.Access`) comes from the most specific
 source that speaks of it: its own front matter (``access:``, kept by
 :func:`~docgraph.ingest.front_matter.split_front_matter`), else the folder's sidecars
-(:mod:`docgraph.sources.access_rules`), else, for a local folder listed in ``[sources]
-posix_permissions``, the file's owner, group, mode and ACL
+(:mod:`docgraph.sources.access_rules`), else, for a mail of a folder listed in ``[sources]
+mail_participants``, its senders and recipients, else, for a local folder listed in
+``[sources] posix_permissions``, the file's owner, group, mode and ACL
 (:mod:`docgraph.sources.posix_access`), else none (everyone the namespace is granted to).
 
 A build decides it for every listed file, changed or not: a file whose content did not change
@@ -18,11 +19,15 @@ than it may be.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 
+from docgraph.config import SourcesSettings
 from docgraph.errors import SourceError
+from docgraph.ingest.formats.mail import PARTICIPANTS_KEY
 from docgraph.ingest.front_matter import ACCESS_ERROR_KEY, ACCESS_KEY, front_matter_access
-from docgraph.model import Access, DocumentRecord
+from docgraph.model import USER_PREFIX, Access, DocumentRecord, urn_scheme
 from docgraph.sources.access_rules import (
     MAX_SIDECAR_BYTES,
     AccessRules,
@@ -32,6 +37,7 @@ from docgraph.sources.access_rules import (
 )
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.posix_access import PermissionsUnreadable, PosixReaders
+from docgraph.sources.urn import normalize_urn
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +48,19 @@ NOBODY: frozenset[str] = frozenset()
 class BuildAccess:
     """The permission decisions of one folder build (see the module docstring)."""
 
-    def __init__(self, rules: AccessRules, posix: PosixReaders | None = None) -> None:
+    def __init__(self, rules: AccessRules, posix: PosixReaders | None = None,
+                 mail: dict[str, str] | None = None) -> None:
         self.rules = rules
         self.posix = posix
+        #: For a folder whose mails only their participants may read: principal_map
+        #: (None: the folder's mails follow its other rules).
+        self.mail = mail
         #: Documents (row id -> set) whose stored set this build changes without a write.
         self.changes: dict[int, Access] = {}
 
     @classmethod
-    def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None
-                  ) -> BuildAccess:
+    def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None,
+                  mail: dict[str, str] | None = None) -> BuildAccess:
         """Read and parse every sidecar the crawler's listing met (after ``list_files``);
         one that cannot be read counts as broken (its files fail closed). ``posix``: the
         folder's files' owners, groups, modes and ACLs say who may read them where no
@@ -67,7 +77,7 @@ class BuildAccess:
                 sidecars.append(Sidecar(folder, error=f"over {MAX_SIDECAR_BYTES} bytes"))
                 continue
             sidecars.append(parse_sidecar(folder, data))
-        return cls(AccessRules(sidecars), posix)
+        return cls(AccessRules(sidecars), posix, mail)
 
     def of_file(self, entry: FileEntry) -> Access:
         """The set the folder gives a listed file: a sidecar rule's, else its POSIX
@@ -101,7 +111,18 @@ class BuildAccess:
             raise AccessUnreadable(f"{entry.relative_path}: {metadata[ACCESS_ERROR_KEY]}")
         if metadata and ACCESS_KEY in metadata:
             return front_matter_access(metadata)
-        return folder_access
+        participants = self._participants(entry, metadata)
+        return folder_access if participants is None else participants
+
+    def _participants(self, entry: FileEntry, metadata: Mapping[str, str] | None
+                      ) -> Access:
+        """A mail's participants as its readers, where its folder says so and no sidecar
+        rule names it (None: not a mail, or not such a folder)."""
+        if self.mail is None or not metadata or PARTICIPANTS_KEY not in metadata \
+                or self.rules.access_for(entry.relative_path) is not None:
+            return None
+        return frozenset(self.mail.get(USER_PREFIX + a, USER_PREFIX + a)
+                         for a in json.loads(metadata[PARTICIPANTS_KEY]))
 
     def unchanged(self, document: DocumentRecord, entry: FileEntry) -> None:
         """A file not read again: store its new set if the folder changed it (a sidecar
@@ -110,7 +131,9 @@ class BuildAccess:
         if ACCESS_KEY in document.metadata:
             return
         try:
-            wanted = self.of_file(entry)
+            wanted = self._participants(entry, document.metadata)
+            if wanted is None:
+                wanted = self.of_file(entry)
         except AccessUnreadable:
             wanted = NOBODY  # the caller reports it; the old set must not stand
         if wanted != document.access:
@@ -123,15 +146,19 @@ class BuildAccess:
             self.changes[document.id] = NOBODY
 
 
-def posix_readers_for(urn: str, folders: list[str], principal_map: dict[str, str]
-                      ) -> PosixReaders | None:
-    """The POSIX readers of a local folder listed in ``[sources] posix_permissions``
-    (``folders``: URNs or paths, ``*`` for every local folder), else None."""
-    from docgraph.model import urn_scheme
-    from docgraph.sources.urn import normalize_urn
+def listed(urn: str, folders: list[str]) -> bool:
+    """Whether a folder is among ``folders`` (URNs or paths, ``*`` for every one)."""
+    return "*" in folders or any(normalize_urn(f) == urn for f in folders if f != "*")
 
-    if urn_scheme(urn) != "file":
-        return None
-    if "*" in folders or any(normalize_urn(f) == urn for f in folders if f != "*"):
-        return PosixReaders(principal_map)
-    return None
+
+def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | None
+                  ) -> BuildAccess:
+    """The permission decisions of one folder's build: its sidecars, and the folder's own
+    permission sources as ``[sources]`` lists them (POSIX permissions for local folders,
+    mail participants)."""
+    if settings is None:
+        return BuildAccess.of_folder(crawler)
+    posix = PosixReaders(settings.principal_map) if urn_scheme(urn) == "file" and listed(
+        urn, settings.posix_permissions) else None
+    mail = dict(settings.principal_map) if listed(urn, settings.mail_participants) else None
+    return BuildAccess.of_folder(crawler, posix, mail)

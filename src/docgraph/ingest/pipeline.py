@@ -51,7 +51,7 @@ from docgraph.errors import (
     StoreFull,
 )
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.access import BuildAccess, posix_readers_for
+from docgraph.ingest.access import BuildAccess, folder_access
 from docgraph.ingest.attachments import drop_shadowed_attachments, mails_to_read_again
 from docgraph.ingest.batch import (
     COMMIT_EVERY_CHUNKS,
@@ -159,9 +159,7 @@ class IngestPipeline:
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
         self._listed: set[str] = set()  # the relative paths of the build's listed files
         self.access = BuildAccess(AccessRules(()))  # a folder build reads its sidecars
-        # local folders whose files' POSIX permissions say who may read them
-        self.posix_permissions = list(sources.posix_permissions) if sources else []
-        self.principal_map = dict(sources.principal_map) if sources else {}
+        self.sources = sources  # the folders' own permission sources, [sources]
         # How files are prepared (read by the row build and the worker processes too).
         self.spec = PrepareSpec(
             loader, embedder.count_tokens, extractor,
@@ -193,8 +191,7 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
-        self.access = BuildAccess.of_folder(crawler, posix_readers_for(
-            source.urn, self.posix_permissions, self.principal_map))
+        self.access = folder_access(crawler, source.urn, self.sources)
         report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
         # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.

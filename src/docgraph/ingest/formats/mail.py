@@ -18,6 +18,7 @@ import email
 import email.policy
 import email.utils
 import hashlib
+import json
 import mailbox
 import os
 import re
@@ -39,6 +40,9 @@ MSG_MEDIA_TYPE = "application/vnd.ms-outlook"
 _PID_RECIPIENT_TYPE = 0x0C15
 _PID_INTERNET_MESSAGE_ID = 0x1035
 
+#: The metadata key listing a mail's participants' addresses (a JSON array, see
+#: :func:`participants`).
+PARTICIPANTS_KEY = "participants"
 #: Headers kept as document metadata, by their metadata key.
 MAIL_HEADERS = {"from": "from", "to": "to", "cc": "cc", "date": "date", "subject": "subject",
                 "message-id": "message_id"}
@@ -61,6 +65,18 @@ class MailMessage:
         """The sender's display name, else address."""
         name, address = email.utils.parseaddr(self.headers.get("from", ""))
         return clean(name or address)
+
+
+def participants(messages: list[MailMessage]) -> list[str]:
+    """Every address the messages were from, to or copied to (lower case, sorted): who may
+    read a mail when its source makes each mail readable by its participants only."""
+    found: set[str] = set()
+    for message in messages:
+        for key in ("from", "to", "cc"):
+            for _, address in email.utils.getaddresses([message.headers.get(key, "")]):
+                if "@" in address:
+                    found.add(address.strip().lower())
+    return sorted(found)
 
 
 def thread_subject(subject: str) -> str:
@@ -247,6 +263,9 @@ def mail_document(messages: list[MailMessage], name: str, limits: ExtractLimits,
         metadata["date"] = _iso_date(metadata["date"])
     if len(messages) > 1:
         metadata["messages"] = str(len(messages))
+    found = participants(messages)
+    if found:
+        metadata[PARTICIPANTS_KEY] = json.dumps(found)
     blocks: list[Block] = []
     attached: list[AttachedDocument] = []
     taken: set[str] = set()
