@@ -257,3 +257,38 @@ def test_a_remote_folders_permission_sidecar_is_read_and_followed(remote, make_g
     assert report.access_changed == 3 and report.unchanged == 3
     assert embedder.embedded == embedded  # nothing read as a document, nothing embedded
     assert set(access().values()) == {frozenset({"user:alice"})}
+
+
+@pytest.mark.parametrize("remote", ["s3"], indirect=True)
+def test_s3_object_tags_and_metadata_name_who_may_read_them(remote, make_graph, embedder):
+    client, bucket = remote.server.client(), remote.bucket
+    client.put_object_tagging(Bucket=bucket, Key="docs/notes.md", Tagging={"TagSet": [
+        {"Key": "docgraph-readers", "Value": "group:finance user:alice"}]})
+    client.put_object(Bucket=bucket, Key="docs/leave.md", Body=FILES["leave.md"].encode(),
+                      Metadata={"docgraph-readers": "group:hr"})
+    graph = make_graph(sources={"s3_permissions": [remote.urn]})
+    graph.sources.add_folder(remote.urn, "remote")
+    (report,) = graph.refresher.run_once().reports
+    assert not report.failed
+
+    def access() -> dict[str, Any]:
+        return {d.path: d.access for s in graph.catalog.list_sources()
+                for d in graph.catalog.documents_for_source(s).values()}
+
+    assert access() == {"notes.md": {"group:finance", "user:alice"},
+                        "leave.md": {"group:hr"}, "robots/kestrel.txt": None}
+    # a tag changed at the source: the next refresh stores it, no object read again
+    embedded = embedder.embedded
+    client.put_object_tagging(Bucket=bucket, Key="docs/notes.md", Tagging={"TagSet": [
+        {"Key": "docgraph-readers", "Value": "user:alice"}]})
+    (report,) = graph.refresher.run_once().reports
+    assert report.access_changed == 1 and report.bodies_read == 0  # tags read, not bodies
+    assert embedder.embedded == embedded
+    assert access()["notes.md"] == {"user:alice"}
+    # a value naming something else fails closed: withheld, reported naming the key
+    client.put_object_tagging(Bucket=bucket, Key="docs/notes.md", Tagging={"TagSet": [
+        {"Key": "docgraph-readers", "Value": "alice"}]})
+    (report,) = graph.refresher.run_once().reports
+    failed = dict(report.failed)
+    assert "docgraph-readers: 'alice' is not user:<id> or group:<name>" in failed["notes.md"]
+    assert access()["notes.md"] == frozenset()

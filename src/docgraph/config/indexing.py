@@ -324,6 +324,16 @@ class SourcesSettings(Section):
         "owner, group, mode bits and POSIX ACLs say who may read them (a sidecar or front "
         "matter still wins; the README's 'Who may read each document').",
     )
+    s3_permissions: list[str] = Field(
+        default_factory=list,
+        description="S3 folders (URNs, '*' for every S3 folder) whose objects' tag, else user "
+        "metadata, s3_readers_key names who may read them ('group:finance user:alice'); "
+        "read at every build (a sidecar rule still wins).",
+    )
+    s3_readers_key: str = Field(
+        default="docgraph-readers", min_length=1, max_length=128,
+        description="The S3 tag / user-metadata key naming an object's readers.",
+    )
     mail_participants: list[str] = Field(
         default_factory=list,
         description="Folders (URNs or paths, '*' for every folder) whose mails (and their "

@@ -6,7 +6,9 @@ source that speaks of it: its own front matter (``access:``, kept by
 (:mod:`docgraph.sources.access_rules`), else, for a mail of a folder listed in ``[sources]
 mail_participants``, its senders and recipients, else, for a local folder listed in
 ``[sources] posix_permissions``, the file's owner, group, mode and ACL
-(:mod:`docgraph.sources.posix_access`), else none (everyone the namespace is granted to).
+(:mod:`docgraph.sources.posix_access`), or, for an S3 folder listed in ``[sources]
+s3_permissions``, the object's readers tag or metadata (:mod:`docgraph.sources.s3_access`),
+else none (everyone the namespace is granted to).
 
 A build decides it for every listed file, changed or not: a file whose content did not change
 but whose permission did (a sidecar edited) gets its new set stored without being read or
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from docgraph.config import SourcesSettings
 from docgraph.errors import SourceError
@@ -37,6 +40,7 @@ from docgraph.sources.access_rules import (
 )
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.posix_access import PermissionsUnreadable, PosixReaders
+from docgraph.sources.s3_access import S3Readers
 from docgraph.sources.urn import normalize_urn
 
 log = logging.getLogger(__name__)
@@ -49,9 +53,13 @@ class BuildAccess:
     """The permission decisions of one folder build (see the module docstring)."""
 
     def __init__(self, rules: AccessRules, posix: PosixReaders | None = None,
-                 mail: dict[str, str] | None = None) -> None:
+                 mail: dict[str, str] | None = None,
+                 s3: tuple[S3Readers, Any] | None = None) -> None:
         self.rules = rules
         self.posix = posix
+        #: For a bucket folder whose objects' tags name their readers: the reader and the
+        #: crawler's file system.
+        self.s3 = s3
         #: For a folder whose mails only their participants may read: principal_map
         #: (None: the folder's mails follow its other rules).
         self.mail = mail
@@ -60,7 +68,8 @@ class BuildAccess:
 
     @classmethod
     def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None,
-                  mail: dict[str, str] | None = None) -> BuildAccess:
+                  mail: dict[str, str] | None = None, s3: S3Readers | None = None
+                  ) -> BuildAccess:
         """Read and parse every sidecar the crawler's listing met (after ``list_files``);
         one that cannot be read counts as broken (its files fail closed). ``posix``: the
         folder's files' owners, groups, modes and ACLs say who may read them where no
@@ -77,7 +86,8 @@ class BuildAccess:
                 sidecars.append(Sidecar(folder, error=f"over {MAX_SIDECAR_BYTES} bytes"))
                 continue
             sidecars.append(parse_sidecar(folder, data))
-        return cls(AccessRules(sidecars), posix, mail)
+        return cls(AccessRules(sidecars), posix, mail,
+                   None if s3 is None else (s3, crawler.fs))
 
     def of_file(self, entry: FileEntry) -> Access:
         """The set the folder gives a listed file: a sidecar rule's, else its POSIX
@@ -85,12 +95,17 @@ class BuildAccess:
         :class:`AccessUnreadable`."""
         path = entry.relative_path
         ruled = self.rules.access_for(path)
-        if ruled is not None or self.posix is None or entry.owner is None:
+        if ruled is not None:
             return ruled
         try:
-            return self.posix.readers(entry.full_path, *entry.owner)
+            if self.s3 is not None:
+                readers, fs = self.s3
+                return readers.readers(fs, entry.full_path)
+            if self.posix is not None and entry.owner is not None:
+                return self.posix.readers(entry.full_path, *entry.owner)
         except PermissionsUnreadable as exc:
             raise AccessUnreadable(f"{path}: {exc}") from exc
+        return None
 
     def unreadable(self, entry: FileEntry, existing: DocumentRecord | None) -> str | None:
         """Why the folder cannot say who may read ``entry`` (None: it can); then an
@@ -161,4 +176,6 @@ def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | 
     posix = PosixReaders(settings.principal_map) if urn_scheme(urn) == "file" and listed(
         urn, settings.posix_permissions) else None
     mail = dict(settings.principal_map) if listed(urn, settings.mail_participants) else None
-    return BuildAccess.of_folder(crawler, posix, mail)
+    s3 = S3Readers(settings.s3_readers_key) if urn_scheme(urn) == "s3" and listed(
+        urn, settings.s3_permissions) else None
+    return BuildAccess.of_folder(crawler, posix, mail, s3)
