@@ -317,3 +317,55 @@ def test_a_mail_and_its_attachments_are_readable_by_its_participants_only(tmp_pa
         assert ("Marblewisp" in shown, "Zephyrquartz budget" in shown) == (sees, sees), user
     report = graph.index(folder, namespace="ops")  # unchanged: the participants stand
     assert report.access_changed == 0 and report.unchanged == 2
+
+
+def test_a_permissions_table_exported_from_elsewhere_names_documents_readers(
+        tmp_path, make_graph, embedder):
+    import sqlite3
+
+    from docgraph.sources.urn import document_id, normalize_urn
+
+    folder = write_files(tmp_path / "share", {
+        "plan.md": "# Plan\n\nThe Tern T3 codeword is Zephyrquartz.\n",
+        "memo.md": "# Memo\n\nMarblewisp is the memo word.\n",
+        "open.md": "# Open\n\nThe Tern T3 ships in May.\n",
+        "ruled.md": "# Ruled\n\nObsidianfjord is the ruled word.\n",
+        SIDECAR: "files:\n  ruled.md: [group:ops]\n",  # a sidecar rule still wins
+    })
+    urn = normalize_urn(folder)
+    acl = tmp_path / "acl.db"
+    with sqlite3.connect(acl) as db:
+        db.execute("CREATE TABLE document_permissions (document TEXT, principal TEXT)")
+        db.executemany("INSERT INTO document_permissions VALUES (?, ?)", [
+            (document_id(urn, "plan.md"), "user:alice"),
+            (document_id(urn, "plan.md"), "group:finance"),
+            (document_id(urn, "memo.md"), "bob"),  # not a principal: fails closed
+            (document_id(urn, "ruled.md"), "user:alice"),
+            ("file:///elsewhere/plan.md", "user:dave")])  # another folder's: not read
+    graph = make_graph(sources={"permissions_table": {"url": f"sqlite:///{acl}"}})
+    report = graph.index(folder, namespace="ops")
+    assert dict(report.failed)["memo.md"] == (
+        "memo.md: permissions table document_permissions: 'bob' is not user:<id> or "
+        "group:<name>")
+
+    def stored() -> dict[str, Any]:
+        return {d.path: d.access for d in graph.store.documents_for_source(
+            graph.store.list_sources()[0]).values()}
+
+    assert stored() == {"plan.md": {"user:alice", "group:finance"}, "open.md": None,
+                        "ruled.md": {"group:ops"}}
+    # an exported change: stored at the next build, nothing embedded
+    with sqlite3.connect(acl) as db:
+        db.execute("DELETE FROM document_permissions WHERE principal = 'group:finance'")
+    embedded = embedder.embedded
+    report = graph.index(folder, namespace="ops")
+    assert report.access_changed == 1 and embedder.embedded == embedded
+    assert stored()["plan.md"] == {"user:alice"}
+    # a table that cannot be read fails every document of the folder closed, named
+    with sqlite3.connect(acl) as db:
+        db.execute("DROP TABLE document_permissions")
+    report = graph.index(folder, namespace="ops")
+    assert {p for p, _ in report.failed} == {"plan.md", "memo.md", "open.md"}
+    assert "permissions table document_permissions of sqlite:///" in dict(report.failed)[
+        "open.md"]
+    assert set(stored().values()) == {frozenset(), frozenset({"group:ops"})}

@@ -307,6 +307,20 @@ class RefreshSettings(Section):
     )
 
 
+class PermissionsTable(Section):
+    """A table of document permissions exported from a system docgraph does not crawl: one
+    row per (document, principal)."""
+
+    url: str = Field(description="SQLAlchemy URL of the database holding the table.")
+    table: str = Field(default="document_permissions",
+                       description="[schema.]table with a document and a principal column.")
+    document_column: str = Field(
+        default="document", description="The document: its id as docgraph stores it (the "
+        "folder URN and the file's path, e.g. file:///srv/share/plan.md).")
+    principal_column: str = Field(default="principal",
+                                  description="A principal: user:<id> or group:<name>.")
+
+
 class SourcesSettings(Section):
     """How sources are reached. Credentials never live here: see ``secrets_file``."""
 
@@ -333,6 +347,12 @@ class SourcesSettings(Section):
     s3_readers_key: str = Field(
         default="docgraph-readers", min_length=1, max_length=128,
         description="The S3 tag / user-metadata key naming an object's readers.",
+    )
+    permissions_table: PermissionsTable | None = Field(
+        default=None,
+        description="A table naming who may read documents (document id -> principal), for "
+        "permissions exported from elsewhere; a document it names gets exactly those "
+        "readers (a sidecar rule or front matter still wins).",
     )
     mail_participants: list[str] = Field(
         default_factory=list,

@@ -3,7 +3,8 @@
 A document's permission set (:data:`~docgraph.model.Access`) comes from the most specific
 source that speaks of it: its own front matter (``access:``, kept by
 :func:`~docgraph.ingest.front_matter.split_front_matter`), else the folder's sidecars
-(:mod:`docgraph.sources.access_rules`), else, for a mail of a folder listed in ``[sources]
+(:mod:`docgraph.sources.access_rules`), else the permissions table's rows for it
+(:mod:`docgraph.sources.permission_table`), else, for a mail of a folder listed in ``[sources]
 mail_participants``, its senders and recipients, else, for a local folder listed in
 ``[sources] posix_permissions``, the file's owner, group, mode and ACL
 (:mod:`docgraph.sources.posix_access`), or, for an S3 folder listed in ``[sources]
@@ -39,9 +40,10 @@ from docgraph.sources.access_rules import (
     parse_sidecar,
 )
 from docgraph.sources.folder import FileEntry, FolderCrawler
+from docgraph.sources.permission_table import PermissionTableUnreadable, TableReaders
 from docgraph.sources.posix_access import PermissionsUnreadable, PosixReaders
 from docgraph.sources.s3_access import S3Readers
-from docgraph.sources.urn import normalize_urn
+from docgraph.sources.urn import document_id, normalize_urn
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +56,13 @@ class BuildAccess:
 
     def __init__(self, rules: AccessRules, posix: PosixReaders | None = None,
                  mail: dict[str, str] | None = None,
-                 s3: tuple[S3Readers, Any] | None = None) -> None:
+                 s3: tuple[S3Readers, Any] | None = None,
+                 table: tuple[str, TableReaders | str] | None = None) -> None:
         self.rules = rules
         self.posix = posix
+        #: (the folder's URN, its rows of the permissions table, or why they cannot be
+        #: read) where a permissions table is configured.
+        self.table = table
         #: For a bucket folder whose objects' tags name their readers: the reader and the
         #: crawler's file system.
         self.s3 = s3
@@ -68,8 +74,8 @@ class BuildAccess:
 
     @classmethod
     def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None,
-                  mail: dict[str, str] | None = None, s3: S3Readers | None = None
-                  ) -> BuildAccess:
+                  mail: dict[str, str] | None = None, s3: S3Readers | None = None,
+                  table: tuple[str, TableReaders | str] | None = None) -> BuildAccess:
         """Read and parse every sidecar the crawler's listing met (after ``list_files``);
         one that cannot be read counts as broken (its files fail closed). ``posix``: the
         folder's files' owners, groups, modes and ACLs say who may read them where no
@@ -87,7 +93,7 @@ class BuildAccess:
                 continue
             sidecars.append(parse_sidecar(folder, data))
         return cls(AccessRules(sidecars), posix, mail,
-                   None if s3 is None else (s3, crawler.fs))
+                   None if s3 is None else (s3, crawler.fs), table)
 
     def of_file(self, entry: FileEntry) -> Access:
         """The set the folder gives a listed file: a sidecar rule's, else its POSIX
@@ -97,6 +103,9 @@ class BuildAccess:
         ruled = self.rules.access_for(path)
         if ruled is not None:
             return ruled
+        exported = self._exported(entry)
+        if exported is not None:
+            return exported
         try:
             if self.s3 is not None:
                 readers, fs = self.s3
@@ -106,6 +115,19 @@ class BuildAccess:
         except PermissionsUnreadable as exc:
             raise AccessUnreadable(f"{path}: {exc}") from exc
         return None
+
+    def _exported(self, entry: FileEntry) -> Access:
+        """The readers the permissions table names for the file (None: it names none);
+        raises :class:`AccessUnreadable` when the table or its row cannot be read."""
+        if self.table is None:
+            return None
+        urn, rows = self.table
+        if isinstance(rows, str):
+            raise AccessUnreadable(f"{entry.relative_path}: {rows}")
+        doc_id = document_id(urn, entry.name_path)
+        if doc_id in rows.errors:
+            raise AccessUnreadable(f"{entry.relative_path}: {rows.errors[doc_id]}")
+        return rows.readers.get(doc_id)
 
     def unreadable(self, entry: FileEntry, existing: DocumentRecord | None) -> str | None:
         """Why the folder cannot say who may read ``entry`` (None: it can); then an
@@ -178,4 +200,10 @@ def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | 
     mail = dict(settings.principal_map) if listed(urn, settings.mail_participants) else None
     s3 = S3Readers(settings.s3_readers_key) if urn_scheme(urn) == "s3" and listed(
         urn, settings.s3_permissions) else None
-    return BuildAccess.of_folder(crawler, posix, mail, s3)
+    table: tuple[str, TableReaders | str] | None = None
+    if settings.permissions_table is not None:
+        try:
+            table = (urn, TableReaders.read(settings.permissions_table, urn))
+        except PermissionTableUnreadable as exc:
+            table = (urn, str(exc))  # every file of the folder fails closed
+    return BuildAccess.of_folder(crawler, posix, mail, s3, table)
