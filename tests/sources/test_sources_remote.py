@@ -292,3 +292,32 @@ def test_s3_object_tags_and_metadata_name_who_may_read_them(remote, make_graph, 
     failed = dict(report.failed)
     assert "docgraph-readers: 'alice' is not user:<id> or group:<name>" in failed["notes.md"]
     assert access()["notes.md"] == frozenset()
+
+
+@pytest.mark.parametrize("remote", ["sftp"], indirect=True)
+def test_an_sftp_folders_posix_modes_name_who_may_read_its_files(remote, make_graph,
+                                                                 embedder):
+    import os
+
+    assert remote.root is not None
+    (remote.root / "docs" / "notes.md").chmod(0o640)
+    (remote.root / "docs" / "leave.md").chmod(0o600)
+    me, group = os.getuid(), os.getgid()
+    graph = make_graph(sources={"posix_permissions": [remote.urn], "principal_map": {
+        f"uid:{me}": "user:alice", f"gid:{group}": "group:finance"}})
+    graph.sources.add_folder(remote.urn, "remote")
+    (report,) = graph.refresher.run_once().reports
+    assert not report.failed
+
+    def access() -> dict[str, Any]:
+        return {d.path: d.access for s in graph.catalog.list_sources()
+                for d in graph.catalog.documents_for_source(s).values()}
+
+    # the server's ids, mapped; others-readable stays open; no ACL over SFTP
+    assert access() == {"notes.md": {"user:alice", "group:finance"},
+                        "leave.md": {"user:alice"}, "robots/kestrel.txt": None}
+    embedded = embedder.embedded
+    (remote.root / "docs" / "leave.md").chmod(0o644)  # a chmod on the server
+    (report,) = graph.refresher.run_once().reports
+    assert report.access_changed == 1 and report.bodies_read == 0
+    assert embedder.embedded == embedded and access()["leave.md"] is None

@@ -334,9 +334,9 @@ class SourcesSettings(Section):
     )
     posix_permissions: list[str] = Field(
         default_factory=list,
-        description="Local folders (URNs or paths, '*' for every local folder) whose files' "
-        "owner, group, mode bits and POSIX ACLs say who may read them (a sidecar or front "
-        "matter still wins; the README's 'Who may read each document').",
+        description="Local and SFTP folders (URNs or paths, '*' for every one) whose files' "
+        "owner, group, mode bits (and, locally, POSIX ACLs) say who may read them (a sidecar "
+        "or front matter still wins; the README's 'Who may read each document').",
     )
     s3_permissions: list[str] = Field(
         default_factory=list,

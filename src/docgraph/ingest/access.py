@@ -60,6 +60,8 @@ class BuildAccess:
                  table: tuple[str, TableReaders | str] | None = None) -> None:
         self.rules = rules
         self.posix = posix
+        #: (mode, uid, gid) of remote files by path, where the listing did not carry them.
+        self.owners: dict[str, tuple[int, int, int]] = {}
         #: (the folder's URN, its rows of the permissions table, or why they cannot be
         #: read) where a permissions table is configured.
         self.table = table
@@ -110,8 +112,9 @@ class BuildAccess:
             if self.s3 is not None:
                 readers, fs = self.s3
                 return readers.readers(fs, entry.full_path)
-            if self.posix is not None and entry.owner is not None:
-                return self.posix.readers(entry.full_path, *entry.owner)
+            owner = entry.owner or self.owners.get(entry.relative_path)
+            if self.posix is not None and owner is not None:
+                return self.posix.readers(entry.full_path, *owner)
         except PermissionsUnreadable as exc:
             raise AccessUnreadable(f"{path}: {exc}") from exc
         return None
@@ -188,15 +191,16 @@ def listed(urn: str, folders: list[str]) -> bool:
     return "*" in folders or any(normalize_urn(f) == urn for f in folders if f != "*")
 
 
-def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | None
-                  ) -> BuildAccess:
+def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | None,
+                  entries: list[FileEntry]) -> BuildAccess:
     """The permission decisions of one folder's build: its sidecars, and the folder's own
     permission sources as ``[sources]`` lists them (POSIX permissions for local folders,
     mail participants)."""
     if settings is None:
         return BuildAccess.of_folder(crawler)
-    posix = PosixReaders(settings.principal_map) if urn_scheme(urn) == "file" and listed(
-        urn, settings.posix_permissions) else None
+    scheme = urn_scheme(urn)
+    posix = PosixReaders(settings.principal_map, local=scheme == "file") if scheme in (
+        "file", "sftp") and listed(urn, settings.posix_permissions) else None
     mail = dict(settings.principal_map) if listed(urn, settings.mail_participants) else None
     s3 = S3Readers(settings.s3_readers_key) if urn_scheme(urn) == "s3" and listed(
         urn, settings.s3_permissions) else None
@@ -206,4 +210,7 @@ def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | 
             table = (urn, TableReaders.read(settings.permissions_table, urn))
         except PermissionTableUnreadable as exc:
             table = (urn, str(exc))  # every file of the folder fails closed
-    return BuildAccess.of_folder(crawler, posix, mail, s3, table)
+    access = BuildAccess.of_folder(crawler, posix, mail, s3, table)
+    if posix is not None and scheme == "sftp":
+        access.owners = crawler.remote_owners(entries)
+    return access

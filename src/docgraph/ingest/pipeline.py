@@ -191,7 +191,7 @@ class IngestPipeline:
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
         entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
-        self.access = folder_access(crawler, source.urn, self.sources)
+        self.access = folder_access(crawler, source.urn, self.sources, entries)
         report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
         # Attachments (a mail's, path <mail>/<name>) are written and deleted with their mail.

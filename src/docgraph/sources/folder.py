@@ -246,6 +246,32 @@ class FolderCrawler:
             owner=info.get("owner"),
         )
 
+    def remote_owners(self, entries: list[FileEntry]) -> dict[str, tuple[int, int, int]]:
+        """(mode, uid, gid) of listed SFTP files, by relative path: one attribute listing
+        per folder holding them (fsspec's listing drops the mode). Other remote schemes
+        keep no POSIX owner: empty. Raises :class:`SourceError` naming the folder."""
+        ftp = getattr(self.fs, "ftp", None)
+        if self._local or self.scheme not in ("sftp", "ssh") or ftp is None:
+            return {}
+        wanted: dict[str, dict[str, FileEntry]] = {}
+        for entry in entries:
+            folder, _, name = entry.full_path.rpartition("/")
+            wanted.setdefault(folder, {})[name] = entry
+        owners: dict[str, tuple[int, int, int]] = {}
+        for folder, names in wanted.items():
+            try:
+                found = ftp.listdir_attr(folder)
+            except Exception as exc:
+                raise SourceError(f"cannot read the permissions of {self.urn} folder "
+                                  f"{folder}: {_describe(exc)}") from exc
+            for attributes in found:
+                listed = names.get(attributes.filename)
+                if listed is not None and attributes.st_mode is not None:
+                    owners[listed.relative_path] = (int(attributes.st_mode),
+                                                    int(attributes.st_uid or 0),
+                                                    int(attributes.st_gid or 0))
+        return owners
+
     def read(self, entry: FileEntry, max_bytes: int | None = None) -> bytes:
         """The bytes of one file; raises :class:`SourceError` naming the file, or
         :class:`SourceFileVanished` when it is gone since the listing.

@@ -1,4 +1,6 @@
-"""Who may read a local file by its POSIX owner, group, mode bits and access control list.
+"""Who may read a file by its POSIX owner, group, mode bits and access control list (a
+local folder's files; an SFTP folder's by owner, group and mode, the protocol carrying no
+ACL, its owners named by number unless ``principal_map`` names them).
 
 For a folder listed in ``[sources] posix_permissions``, a file readable by others
 (``o+r``) is readable by everyone the namespace is granted to; otherwise its readers are its
@@ -71,8 +73,12 @@ class PosixReaders:
     """Readers of local files by their owner, group, mode and ACL (see the module
     docstring), principals named through ``principal_map``."""
 
-    def __init__(self, principal_map: Mapping[str, str] | None = None) -> None:
+    def __init__(self, principal_map: Mapping[str, str] | None = None, *,
+                 local: bool = True) -> None:
         self.principal_map = dict(principal_map or {})
+        #: Whether owners are this machine's (a local folder): their names here then name
+        #: them; a remote server's ids mean nothing here and are named by number.
+        self.local = local
         self._users: dict[int, str] = {}
         self._groups: dict[int, str] = {}
 
@@ -81,7 +87,7 @@ class PosixReaders:
         found = self._users.get(uid)
         if found is None:
             try:
-                name: str | None = pwd.getpwuid(uid).pw_name
+                name: str | None = pwd.getpwuid(uid).pw_name if self.local else None
             except KeyError:
                 name = None
             found = (self.principal_map.get(f"uid:{uid}")
@@ -95,7 +101,7 @@ class PosixReaders:
         found = self._groups.get(gid)
         if found is None:
             try:
-                name: str | None = grp.getgrgid(gid).gr_name
+                name: str | None = grp.getgrgid(gid).gr_name if self.local else None
             except KeyError:
                 name = None
             found = (self.principal_map.get(f"gid:{gid}")
@@ -109,7 +115,7 @@ class PosixReaders:
         listed); raises :class:`PermissionsUnreadable` when its ACL cannot be read."""
         if mode & stat.S_IROTH:
             return None
-        acl = self._acl(path)
+        acl = self._acl(path) if self.local else []  # SFTP carries no ACLs
         if not acl:
             readers = ({self.user(uid)} if mode & stat.S_IRUSR else set()) | \
                 ({self.group(gid)} if mode & stat.S_IRGRP else set())
