@@ -259,6 +259,13 @@ def test_an_unreadable_permission_source_fails_closed_and_is_reported(tmp_path, 
     failed = dict(report.failed)
     assert "team/memo.md" in failed and "'alice' is not user:<id> or group:<name>" in \
         failed["team/memo.md"]
+    # front matter that cannot be parsed but names access fails closed too
+    broken = "---\naccess: [group:finance\n---\n# Broken\n\nQuartzmire is its word.\n"
+    (folder / "team" / "broken.md").write_text(broken)
+    report = graph.index(folder, namespace="ops")
+    assert dict(report.failed)["team/broken.md"].startswith(
+        "team/broken.md: front matter access: unreadable YAML")
+    (folder / "team" / "broken.md").unlink()
     tools = _governance(graph)
     assert "Zephyrquartz" in json.dumps(tools.call(
         "search_documents", Caller("dave"), {"query_text": "Tern T3 codeword", "k": 5}))

@@ -98,7 +98,8 @@ def _with_front_matter(document: ExtractedDocument, front: FrontMatter) -> Extra
         raw = clean(front.raw.strip())
         blocks = (Block(BlockKind.PARAGRAPH, raw), *document.blocks) if raw else document.blocks
         return replace(document, blocks=blocks,
-                       metadata={**document.metadata, "front_matter": front.error})
+                       metadata={**document.metadata, **front.metadata,
+                                 "front_matter": front.error})
     title = clean(front.title) if front.title else document.title
     blocks = document.blocks
     if not any(b.text.strip() for b in blocks):

@@ -34,6 +34,7 @@ MAX_FRONT_MATTER_CHARS = 64 * 1024
 #: not indexed: a permission that cannot be read fails closed).
 ACCESS_KEY = "access"
 ACCESS_ERROR_KEY = "access_error"
+_MENTIONS_ACCESS = re.compile(r"^\s*[\"']?access[\"']?\s*[:=]", re.IGNORECASE | re.MULTILINE)
 #: Most keys kept as metadata, and characters per value.
 MAX_KEYS = 64
 MAX_VALUE_CHARS = 1000
@@ -73,7 +74,10 @@ def split_front_matter(text: str) -> tuple[FrontMatter | None, str]:
     except Exception as exc:  # any parser failure leaves the block as text
         kind = "YAML" if fence == "---" else "TOML"
         reason = " ".join(str(exc).split())[:200]
-        return FrontMatter(None, raw=raw, error=f"unreadable {kind} ({reason})"), body
+        # a block that may say who may read the document, unreadable: fails closed
+        refused = {ACCESS_ERROR_KEY: f"front matter access: unreadable {kind} ({reason})"} \
+            if _MENTIONS_ACCESS.search(raw) else {}
+        return FrontMatter(None, refused, raw=raw, error=f"unreadable {kind} ({reason})"), body
     if not isinstance(parsed, dict):
         if parsed is None and not raw.strip():
             return FrontMatter(None), body  # an empty block: nothing to say
