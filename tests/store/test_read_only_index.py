@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,17 +45,32 @@ def _as_other_user() -> Iterator[None]:
     if os.geteuid() != 0:
         yield
         return
+    # The block imports lazily (and reads package data) as that user: a clone in a 0700
+    # folder (``mktemp -d``) would hide this Python installation and the sources from it, so
+    # the folders above them are opened for passing through (not reading) while it runs.
+    import docgraph
+
+    closed = {folder: folder.stat().st_mode for place in (sys.prefix, docgraph.__file__)
+              for folder in Path(place).resolve().parents
+              if not folder.stat().st_mode & stat.S_IXOTH}
+    for folder, mode in closed.items():
+        folder.chmod(mode | stat.S_IXOTH)
     try:
-        os.setegid(NOBODY)
-        os.seteuid(NOBODY)
-    except PermissionError as exc:  # root without CAP_SETUID (a locked-down container)
-        os.setegid(0)
-        pytest.skip(f"root cannot act as another user here, so file modes do not bind: {exc}")
-    try:
-        yield
+        try:
+            os.setegid(NOBODY)
+            os.seteuid(NOBODY)
+        except PermissionError as exc:  # root without CAP_SETUID (a locked-down container)
+            os.setegid(0)
+            pytest.skip(f"root cannot act as another user here, so file modes do not bind: "
+                        f"{exc}")
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
     finally:
-        os.seteuid(0)
-        os.setegid(0)
+        for folder, mode in closed.items():
+            folder.chmod(stat.S_IMODE(mode))
 
 
 @pytest.fixture

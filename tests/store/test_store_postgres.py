@@ -84,9 +84,12 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
                      ("chunks", "ocr boolean NOT NULL DEFAULT false"),
                      ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"),
                      ("documents", "parent_id bigint"), ("documents", "line_hashes jsonb"),
-                     ("documents", "lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb"))
+                     ("documents", "lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb"),
+                     ("documents", "access jsonb"))
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+    old.connection().execute("CREATE TABLE community_access_sources (community_id integer,"
+                             " doc_id text, access jsonb, PRIMARY KEY (community_id, doc_id))")
     old.set_embedding_model("m", 8)
     urn = normalize_urn(tmp_path)
     with old.transaction() as db:  # the source row as the code of schema 3 wrote it
@@ -100,6 +103,7 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
                  breadcrumb="[a]")
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} DROP COLUMN {column.split()[0]}")
+    old.connection().execute("DROP TABLE community_access_sources")
     old.close()
     monkeypatch.undo()
 

@@ -294,7 +294,7 @@ def test_a_schema_5_file_is_upgraded_in_place_to_float16_vectors(tmp_path: Path)
 
     catalog = SQLiteCatalog(db)  # the upgrade: no re-embedding, vectors converted
     meta = dict(catalog.connection().execute("SELECT key, value FROM meta").fetchall())
-    assert meta["schema_version"] == str(SCHEMA_VERSION) == "6"
+    assert meta["schema_version"] == str(SCHEMA_VERSION) == "7"  # through 6 (float16) to 7
     widths = {w for (w,) in catalog.connection().execute(
         "SELECT DISTINCT length(vector) FROM chunks")}
     assert widths == {2 * DIM}
