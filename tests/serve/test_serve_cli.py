@@ -82,3 +82,16 @@ def test_a_second_server_on_a_used_port_says_so_before_announcing(
     assert "in use" in said, said
     assert said.count("error") == 1, said  # one message, not the server's log lines twice
     assert httpx.get(url + "/healthz", timeout=10).status_code == 200  # the first one serves
+
+
+def test_the_build_line_says_how_many_documents_got_new_permissions():
+    from docgraph.ingest.report import IngestReport
+    from docgraph.model import SourceRecord
+    from docgraph.serve.cli_build import _report_line
+
+    report = IngestReport(SourceRecord(1, "file:///srv/share", "ops", "file"), unchanged=4,
+                          access_changed=3)
+    assert "4 unchanged, 0 removed, 0 failed, 3 with new permissions (not re-embedded);" in \
+        _report_line(report, 1.0)
+    report.access_changed = 0
+    assert "permissions" not in _report_line(report, 1.0)

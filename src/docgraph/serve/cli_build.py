@@ -40,6 +40,8 @@ def _report_line(report: IngestReport, seconds: float) -> str:
         f"{len(report.added)} added, {len(report.updated)} updated, {report.unchanged} unchanged, "
         f"{len(report.removed)} removed, {len(report.failed)} failed"
         + (f", {len(report.vanished)} vanished during the crawl" if report.vanished else "")
+        + (f", {report.access_changed} with new permissions (not re-embedded)"
+           if report.access_changed else "")
         + "; "
         f"{report.chunks_written} chunks written ({report.chunks_embedded} embedded, "
         f"{report.chunks_reused} reused) in {seconds:.1f}s ({rate:.0f} chunks/s)"
