@@ -102,6 +102,12 @@ def remote(request: pytest.FixtureRequest, tmp_path: Path,
         server.stop()
 
 
+def _access(graph: Any) -> dict[str, Any]:
+    """Each document's stored permission set, by path."""
+    return {d.path: d.access for s in graph.catalog.list_sources()
+            for d in graph.catalog.documents_for_source(s).values()}
+
+
 def _paths(graph: Any, namespace: str) -> set[str]:
     """Paths of the documents (not community reports) of a namespace."""
     return {d.path for s in graph.catalog.list_sources() if s.namespace == namespace
@@ -245,18 +251,14 @@ def test_a_remote_folders_permission_sidecar_is_read_and_followed(remote, make_g
     (report,) = graph.refresher.run_once().reports
     assert sorted(report.added) == sorted(FILES) and not report.failed
 
-    def access() -> dict[str, Any]:
-        return {d.path: d.access for s in graph.catalog.list_sources()
-                for d in graph.catalog.documents_for_source(s).values()}
-
-    assert access() == {"leave.md": None, "robots/kestrel.txt": None,
+    assert _access(graph) == {"leave.md": None, "robots/kestrel.txt": None,
                         "notes.md": frozenset({"group:finance"})}
     embedded = embedder.embedded
     remote.write(".docgraph-access.yaml", "access: [user:alice]\n")
     (report,) = graph.refresher.run_once().reports
     assert report.access_changed == 3 and report.unchanged == 3
     assert embedder.embedded == embedded  # nothing read as a document, nothing embedded
-    assert set(access().values()) == {frozenset({"user:alice"})}
+    assert set(_access(graph).values()) == {frozenset({"user:alice"})}
 
 
 @pytest.mark.parametrize("remote", ["s3"], indirect=True)
@@ -271,11 +273,7 @@ def test_s3_object_tags_and_metadata_name_who_may_read_them(remote, make_graph, 
     (report,) = graph.refresher.run_once().reports
     assert not report.failed
 
-    def access() -> dict[str, Any]:
-        return {d.path: d.access for s in graph.catalog.list_sources()
-                for d in graph.catalog.documents_for_source(s).values()}
-
-    assert access() == {"notes.md": {"group:finance", "user:alice"},
+    assert _access(graph) == {"notes.md": {"group:finance", "user:alice"},
                         "leave.md": {"group:hr"}, "robots/kestrel.txt": None}
     # a tag changed at the source: the next refresh stores it, no object read again
     embedded = embedder.embedded
@@ -284,14 +282,14 @@ def test_s3_object_tags_and_metadata_name_who_may_read_them(remote, make_graph, 
     (report,) = graph.refresher.run_once().reports
     assert report.access_changed == 1 and report.bodies_read == 0  # tags read, not bodies
     assert embedder.embedded == embedded
-    assert access()["notes.md"] == {"user:alice"}
+    assert _access(graph)["notes.md"] == {"user:alice"}
     # a value naming something else fails closed: withheld, reported naming the key
     client.put_object_tagging(Bucket=bucket, Key="docs/notes.md", Tagging={"TagSet": [
         {"Key": "docgraph-readers", "Value": "alice"}]})
     (report,) = graph.refresher.run_once().reports
     failed = dict(report.failed)
     assert "docgraph-readers: 'alice' is not user:<id> or group:<name>" in failed["notes.md"]
-    assert access()["notes.md"] == frozenset()
+    assert _access(graph)["notes.md"] == frozenset()
 
 
 @pytest.mark.parametrize("remote", ["sftp"], indirect=True)
@@ -309,15 +307,11 @@ def test_an_sftp_folders_posix_modes_name_who_may_read_its_files(remote, make_gr
     (report,) = graph.refresher.run_once().reports
     assert not report.failed
 
-    def access() -> dict[str, Any]:
-        return {d.path: d.access for s in graph.catalog.list_sources()
-                for d in graph.catalog.documents_for_source(s).values()}
-
     # the server's ids, mapped; others-readable stays open; no ACL over SFTP
-    assert access() == {"notes.md": {"user:alice", "group:finance"},
+    assert _access(graph) == {"notes.md": {"user:alice", "group:finance"},
                         "leave.md": {"user:alice"}, "robots/kestrel.txt": None}
     embedded = embedder.embedded
     (remote.root / "docs" / "leave.md").chmod(0o644)  # a chmod on the server
     (report,) = graph.refresher.run_once().reports
     assert report.access_changed == 1 and report.bodies_read == 0
-    assert embedder.embedded == embedded and access()["leave.md"] is None
+    assert embedder.embedded == embedded and _access(graph)["leave.md"] is None

@@ -28,7 +28,7 @@ import os
 import pwd
 import stat
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from docgraph.errors import DocgraphError
@@ -84,30 +84,28 @@ class PosixReaders:
 
     def user(self, uid: int) -> str:
         """The principal of a user id."""
-        found = self._users.get(uid)
-        if found is None:
-            try:
-                name: str | None = pwd.getpwuid(uid).pw_name if self.local else None
-            except KeyError:
-                name = None
-            found = (self.principal_map.get(f"uid:{uid}")
-                     or (name is not None and self.principal_map.get(USER_PREFIX + name))
-                     or USER_PREFIX + (name if name is not None else str(uid)))
-            self._users[uid] = found
-        return found
+        return self._principal(uid, "uid", USER_PREFIX, self._users,
+                               lambda n: pwd.getpwuid(n).pw_name)
 
     def group(self, gid: int) -> str:
         """The principal of a group id."""
-        found = self._groups.get(gid)
+        return self._principal(gid, "gid", GROUP_PREFIX, self._groups,
+                               lambda n: grp.getgrgid(n).gr_name)
+
+    def _principal(self, number: int, kind: str, prefix: str, known: dict[int, str],
+                   name_of: Callable[[int], str]) -> str:
+        """``principal_map``'s entry for the id (``uid:<n>``/``gid:<n>``) or for its name
+        here, else ``<prefix><name>``, else ``<prefix><number>``; each id looked up once."""
+        found = known.get(number)
         if found is None:
             try:
-                name: str | None = grp.getgrgid(gid).gr_name if self.local else None
+                name: str | None = name_of(number) if self.local else None
             except KeyError:
                 name = None
-            found = (self.principal_map.get(f"gid:{gid}")
-                     or (name is not None and self.principal_map.get(GROUP_PREFIX + name))
-                     or GROUP_PREFIX + (name if name is not None else str(gid)))
-            self._groups[gid] = found
+            found = (self.principal_map.get(f"{kind}:{number}")
+                     or (name is not None and self.principal_map.get(prefix + name))
+                     or prefix + (name if name is not None else str(number)))
+            known[number] = found
         return found
 
     def readers(self, path: str, mode: int, uid: int, gid: int) -> Access:
