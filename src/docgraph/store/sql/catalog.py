@@ -195,8 +195,7 @@ class SqlCatalogRecords:
             str(row[4]), str(row[5]), str(row[6]), str(row[7]), str(row[8]), int(row[9]),
             float(row[10]), {str(k): str(v) for k, v in dict(metadata).items()},
             None if row[12] is None else str(row[12]),
-            None if row[13] is None else frozenset(
-                str(p) for p in self.dialect.json_value(row[13])),
+            self.dialect.access_value(row[13]),
         )
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:
@@ -266,7 +265,6 @@ class SqlCatalogRecords:
         are absent)."""
         ids = list(dict.fromkeys(doc_ids))
         out: dict[str, DocGate] = {}
-        value = self.dialect.json_value
         for start in range(0, len(ids), _IN_BATCH):
             part = ids[start:start + _IN_BATCH]
             for row in self._run(
@@ -276,7 +274,7 @@ class SqlCatalogRecords:
                 f" AND doc_id IN ({marks(len(part))})", part):
                 out[str(row[0])] = DocGate(
                     None if row[1] is None else RowOrigin(*(str(v) for v in row[1:6])),
-                    None if row[6] is None else frozenset(str(p) for p in value(row[6])))
+                    self.dialect.access_value(row[6]))
         return out
 
     def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:
@@ -344,14 +342,13 @@ class SqlCatalogRecords:
         names = sorted(set(namespaces))
         if not names:
             return []
-        value = self.dialect.json_value
         counted: dict[tuple[str, frozenset[str]], list[int]] = {}
         for name, access, chunks in self._run(
                 "SELECT n.name, d.access, d.chunk_count FROM documents d"
                 " JOIN namespaces n ON n.id = d.namespace_id"
                 f" WHERE d.access IS NOT NULL AND d.kind = 'document'"
                 f" AND n.name IN ({marks(len(names))})", names):
-            key = (str(name), frozenset(str(p) for p in value(access)))
+            key = (str(name), self.dialect.principals_value(access))
             totals = counted.setdefault(key, [0, 0])
             totals[0] += 1
             totals[1] += int(chunks)

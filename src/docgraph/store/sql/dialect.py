@@ -9,6 +9,8 @@ from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Protocol
 
+from docgraph.model import Access
+
 
 class Cursor(Protocol):
     """The part of a DB-API cursor shared code uses."""
@@ -54,6 +56,19 @@ class Dialect:
     def json_value(self, raw: Any) -> Any:
         """A JSON column value as Python data."""
         return json.loads(raw) if isinstance(raw, str | bytes) else raw
+
+    def access_param(self, access: Access) -> Any:
+        """A document's permission set as stored: NULL, or a sorted JSON array of its
+        principals (``documents.access``, ``community_access_sources.access``)."""
+        return None if access is None else self.json_param(sorted(access))
+
+    def access_value(self, raw: Any) -> Access:
+        """A stored permission set (:meth:`access_param`) read back."""
+        return None if raw is None else self.principals_value(raw)
+
+    def principals_value(self, raw: Any) -> frozenset[str]:
+        """The principals of a stored permission set that is not NULL."""
+        return frozenset(str(p) for p in self.json_value(raw))
 
     def executemany(self, db: Any, text: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement for many parameter rows."""

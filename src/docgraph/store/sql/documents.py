@@ -268,20 +268,12 @@ class SqlCatalogDocuments(SqlCatalogRecords):
              None if write.line_hashes is None else self.dialect.json_param(
                  list(write.line_hashes)),
              self.dialect.json_param(list(write.lines_dropped)),
-             self._access_param(write.access)),
+             self.dialect.access_param(write.access)),
         ).fetchone()
         if row is None:
             raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "
                              "the document of a file or of another mail's attachment")
         return int(row[0])
-
-    def _access_param(self, access: Access) -> Any:
-        """A permission set as stored: NULL, or a sorted JSON array of principals."""
-        return None if access is None else self.dialect.json_param(sorted(access))
-
-    def _access(self, raw: Any) -> Access:
-        """A stored permission set (:meth:`_access_param`) read back."""
-        return None if raw is None else frozenset(str(p) for p in self.dialect.json_value(raw))
 
     def _record_community_access(self, db: Any, document_id: int, doc_id: str,
                                  access: Access) -> None:
@@ -295,7 +287,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         if access is None:
             db.execute(sql("DELETE FROM community_access_sources WHERE doc_id = ?"), (doc_id,))
             return
-        stored = self._access_param(access)
+        stored = self.dialect.access_param(access)
         db.execute(sql("UPDATE community_access_sources SET access = ? WHERE doc_id = ?"),
                    (stored, doc_id))
         db.execute(sql(
@@ -320,7 +312,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                     (int(document_id), int(document_id))).fetchall()
                 for row_id, doc_id in rows:
                     db.execute(sql("UPDATE documents SET access = ? WHERE id = ?"),
-                               (self._access_param(access), int(row_id)))
+                               (self.dialect.access_param(access), int(row_id)))
                     self._record_community_access(db, int(row_id), str(doc_id), access)
                     changed += 1
         return changed
@@ -399,7 +391,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                     prev_index=row[8], next_index=row[9], parent_index=row[10],
                     origin=None if row[11] is None else RowOrigin(*row[11:16]),
                     pages=None if row[16] is None else (int(row[16]), int(row[17])),
-                    ocr=bool(row[18]), access=self._access(row[19]),
+                    ocr=bool(row[18]), access=self.dialect.access_value(row[19]),
                 )
                 place = ChunkPlace(int(row[20]), str(row[21]), int(row[22]), str(row[6])) \
                     if places else None

@@ -176,9 +176,8 @@ class SqlGraphStore(SqlGraphReads):
                     " WHERE n.name = ? AND c.kind = 'text' AND d.origin_source IS NOT NULL"),
                     (namespace,))
             }
-            value = self.dialect.json_value
             access_chunks = {
-                int(r[0]): (str(r[1]), frozenset(str(p) for p in value(r[2])))
+                int(r[0]): (str(r[1]), self.dialect.principals_value(r[2]))
                 for r in db.execute(sql(
                     "SELECT c.id, d.doc_id, d.access FROM chunks c"
                     " JOIN documents d ON d.id = c.document_id"
@@ -309,7 +308,7 @@ class SqlGraphStore(SqlGraphReads):
             many(db,
                  "INSERT INTO community_access_sources(community_id, doc_id, access)"
                  " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                 [(ids[i], doc_id, self.dialect.json_param(sorted(access)))
+                 [(ids[i], doc_id, self.dialect.access_param(access))
                   for i, c in enumerate(communities) for doc_id, access in c.access_sources])
             now = time.time()
             reports = [ReportDraft(doc_id, c.title, c.report_text, c.report_vector,

@@ -255,8 +255,7 @@ class SqlGraphReads:
     def report_access_sources(self, community_id: int) -> dict[str, frozenset[str]]:
         """Every document with a permission set the community's title and report may draw
         on, with its set (see the port)."""
-        value = self.dialect.json_value
-        return {str(doc_id): frozenset(str(p) for p in value(access)) for doc_id, access
+        return {str(doc_id): self.dialect.principals_value(access) for doc_id, access
                 in self._rows("SELECT doc_id, access FROM community_access_sources"
                               " WHERE community_id = ?", (community_id,))}
 
