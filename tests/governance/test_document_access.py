@@ -376,3 +376,28 @@ def test_a_permissions_table_exported_from_elsewhere_names_documents_readers(
     assert "permissions table document_permissions of sqlite:///" in dict(report.failed)[
         "open.md"]
     assert set(stored().values()) == {frozenset(), frozenset({"group:ops"})}
+
+
+def test_the_permissions_table_comes_before_a_mails_participants(tmp_path, make_graph):
+    # the documented order: front matter, sidecar, table, participants, tags/POSIX bits
+    import sqlite3
+
+    from docgraph.sources.urn import document_id, normalize_urn
+
+    folder = write_files(tmp_path / "mail", {
+        "plan.eml": _mail("alice@example.com", "bob@example.com", "", "Marblewisp.\n"),
+        "memo.eml": _mail("alice@example.com", "carol@example.com", "", "Quartzmire.\n")})
+    acl = tmp_path / "acl.db"
+    with sqlite3.connect(acl) as db:
+        db.execute("CREATE TABLE document_permissions (document TEXT, principal TEXT)")
+        db.execute("INSERT INTO document_permissions VALUES (?, 'group:legal')",
+                   (document_id(normalize_urn(folder), "plan.eml"),))
+    graph = make_graph(sources={"mail_participants": ["*"],
+                                "permissions_table": {"url": f"sqlite:///{acl}"}})
+    graph.index(folder, namespace="ops")
+    stored = {d.path: d.access for d in graph.store.documents_for_source(
+        graph.store.list_sources()[0]).values() if "/" not in d.path}
+    assert stored == {"plan.eml": {"group:legal"},
+                      "memo.eml": {"user:alice@example.com", "user:carol@example.com"}}
+    report = graph.index(folder, namespace="ops")  # unchanged: each keeps its set
+    assert report.access_changed == 0 and report.unchanged == 2

@@ -23,7 +23,6 @@ than it may be.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,8 +43,6 @@ from docgraph.sources.permission_table import PermissionTableUnreadable, TableRe
 from docgraph.sources.posix_access import PermissionsUnreadable, PosixReaders
 from docgraph.sources.s3_access import S3Readers
 from docgraph.sources.urn import document_id, normalize_urn
-
-log = logging.getLogger(__name__)
 
 #: The permission set of a document withheld because its permission source cannot be read.
 NOBODY: frozenset[str] = frozenset()
@@ -97,10 +94,12 @@ class BuildAccess:
         return cls(AccessRules(sidecars), posix, mail,
                    None if s3 is None else (s3, crawler.fs), table)
 
-    def of_file(self, entry: FileEntry) -> Access:
-        """The set the folder gives a listed file: a sidecar rule's, else its POSIX
-        readers' (where the folder's are used), else None. Raises
-        :class:`AccessUnreadable`."""
+    def of_file(self, entry: FileEntry, metadata: Mapping[str, str] | None = None
+                ) -> Access:
+        """The set the folder gives a listed file, in the module docstring's order after
+        the front matter: a sidecar rule's, the permissions table's, a mail's participants'
+        (with ``metadata``, what its extraction found), the object's tag or the file's
+        POSIX readers, else None. Raises :class:`AccessUnreadable`."""
         path = entry.relative_path
         ruled = self.rules.access_for(path)
         if ruled is not None:
@@ -108,6 +107,9 @@ class BuildAccess:
         exported = self._exported(entry)
         if exported is not None:
             return exported
+        if self.mail is not None and metadata and PARTICIPANTS_KEY in metadata:
+            return frozenset(self.mail.get(USER_PREFIX + a, USER_PREFIX + a)
+                             for a in json.loads(metadata[PARTICIPANTS_KEY]))
         try:
             if self.s3 is not None:
                 readers, fs = self.s3
@@ -146,34 +148,21 @@ class BuildAccess:
         """The set of a prepared document: its front matter's, else the folder's. Raises
         :class:`AccessUnreadable` (its front matter names something other than
         principals, or a permission source above it cannot be read)."""
-        folder_access = self.of_file(entry)
+        folder_access = self.of_file(entry, metadata)
         if metadata and ACCESS_ERROR_KEY in metadata:
             raise AccessUnreadable(f"{entry.relative_path}: {metadata[ACCESS_ERROR_KEY]}")
         if metadata and ACCESS_KEY in metadata:
             return front_matter_access(metadata)
-        participants = self._participants(entry, metadata)
-        return folder_access if participants is None else participants
-
-    def _participants(self, entry: FileEntry, metadata: Mapping[str, str] | None
-                      ) -> Access:
-        """A mail's participants as its readers, where its folder says so and no sidecar
-        rule names it (None: not a mail, or not such a folder)."""
-        if self.mail is None or not metadata or PARTICIPANTS_KEY not in metadata \
-                or self.rules.access_for(entry.relative_path) is not None:
-            return None
-        return frozenset(self.mail.get(USER_PREFIX + a, USER_PREFIX + a)
-                         for a in json.loads(metadata[PARTICIPANTS_KEY]))
+        return folder_access
 
     def unchanged(self, document: DocumentRecord, entry: FileEntry) -> None:
         """A file not read again: store its new set if the folder changed it (a sidecar
         edited, a chmod; a set its own front matter gives is the file's, unchanged with
-        it)."""
+        it; a mail's participants are those its extraction stored)."""
         if ACCESS_KEY in document.metadata:
             return
         try:
-            wanted = self._participants(entry, document.metadata)
-            if wanted is None:
-                wanted = self.of_file(entry)
+            wanted = self.of_file(entry, document.metadata)
         except AccessUnreadable:
             wanted = NOBODY  # the caller reports it; the old set must not stand
         if wanted != document.access:
@@ -193,16 +182,16 @@ def listed(urn: str, folders: list[str]) -> bool:
 
 def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | None,
                   entries: list[FileEntry]) -> BuildAccess:
-    """The permission decisions of one folder's build: its sidecars, and the folder's own
-    permission sources as ``[sources]`` lists them (POSIX permissions for local folders,
-    mail participants)."""
+    """The permission decisions of one folder's build: its sidecars, and the permission
+    sources ``[sources]`` gives the folder (the permissions table; POSIX permissions for
+    local and SFTP folders; object tags for S3 folders; mail participants)."""
     if settings is None:
         return BuildAccess.of_folder(crawler)
     scheme = urn_scheme(urn)
     posix = PosixReaders(settings.principal_map, local=scheme == "file") if scheme in (
         "file", "sftp") and listed(urn, settings.posix_permissions) else None
     mail = dict(settings.principal_map) if listed(urn, settings.mail_participants) else None
-    s3 = S3Readers(settings.s3_readers_key) if urn_scheme(urn) == "s3" and listed(
+    s3 = S3Readers(settings.s3_readers_key) if scheme == "s3" and listed(
         urn, settings.s3_permissions) else None
     table: tuple[str, TableReaders | str] | None = None
     if settings.permissions_table is not None:
