@@ -10,8 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +18,7 @@ from docgraph import DocGraph
 from docgraph.config import load_settings
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
 from docgraph.serve.tools import DocgraphTools
-from tests.backend_graphs import BACKEND_NAMES
+from tests import store_backends
 from tests.conftest import SAMPLE_CORPUS
 from tests.example_queries import example_questions
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
@@ -31,7 +29,6 @@ from tests.programs import (
     needs_ocr_for,
     sample_corpus_failures,
 )
-from tests.store_backends import BACKENDS, Backend
 
 pytestmark = pytest.mark.e2e
 
@@ -162,14 +159,8 @@ def test_unchanged_rerun_embeds_nothing_with_the_real_model(real):
     assert graph.last_graph_reports == []
 
 
-@pytest.fixture(params=BACKEND_NAMES)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The CLI's index on the embedded file or on PostgreSQL (the CLI test runs on both)."""
-    made = BACKENDS[request.param](request, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+#: The CLI's index on the embedded file or on PostgreSQL (the CLI test runs on both).
+backend = store_backends.product_backend
 
 
 def test_cli_index_and_search_json(backend, tmp_path):
