@@ -322,6 +322,7 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
     18: ("DROP TABLE signin_buckets",),
     19: ("DROP TABLE community_access_sources",
          "ALTER TABLE documents DROP COLUMN access"),
+    20: ("DROP INDEX documents_restricted",),
 }
 
 

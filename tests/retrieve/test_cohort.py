@@ -237,7 +237,7 @@ class _NotesLexicalStart:
         self.started.set()
         return self.inner.lexical_search(*args, **kwargs)
 
-    def for_query(self) -> Any:
+    def for_query(self, readers: frozenset[str] | None = None) -> Any:
         return self  # its searches go through this wrapper
 
     def __len__(self) -> int:

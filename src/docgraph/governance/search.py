@@ -7,6 +7,11 @@ lets through (community reports re-assembled where a hidden row contributed), wi
 asks again while fewer than ``k`` survive, and only then filters the trace and hands it to
 ``record_trace`` (the request stores it with its audit record, in one write). Context
 assembly calls the same ``search``, so its sections come from the same filtered hits.
+
+The engines get the caller's principals: their index lanes rank only documents the caller
+may read (filtered before ranking, :mod:`docgraph.store.restricted`), so a caller who may
+read 1% of a namespace still gets ``k`` hits; the refill is left for table rows the re-check
+hides and for an index that cannot filter (Milvus).
 """
 
 from __future__ import annotations
@@ -91,13 +96,22 @@ class GovernedSearch:
             kept.append(hit)
         return kept
 
+    @property
+    def readers(self) -> frozenset[str] | None:
+        """The principals the engines rank for (None: the owner, who reads every
+        document)."""
+        return None if self.scope.every_document else self.scope.caller.principals
+
     def _once(self, query_text: str, allowed: frozenset[str], k: int, mode: SearchMode
               ) -> CohortResult:
+        # The caller's principals go down to the index lanes: a document the caller may
+        # not read is filtered out before ranking, so k is filled from what it may read
+        # (the hits are still decided one by one below).
         if mode == "hybrid" or mode == "dense":
             return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
-                                                   mode=mode))
+                                                   mode=mode, readers=self.readers))
         result = self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
-                                    return_trace=True, answer=False)
+                                    return_trace=True, answer=False, readers=self.readers)
         # the gates the engine read with the chunks are the catalog's record: deciding its
         # hits and candidates starts from them (a hit's own ``origin`` is never trusted
         # alone, see Visibility.visible)

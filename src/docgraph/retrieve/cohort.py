@@ -144,12 +144,16 @@ class CohortSearch:
         return_trace: bool = False,
         settings: CohortSettings | None = None,
         answer: bool = True,
+        readers: frozenset[str] | None = None,
     ) -> CohortResult:
         """The top ``k`` chunks for ``query_text`` within ``namespaces`` (required).
 
         The engine stores nothing: the trace is returned when asked for, and the governed
         service stores it after its row filter. ``answer=False`` skips global mode's
-        map-reduce (a governed caller's answer is reduced from the visible reports only)."""
+        map-reduce (a governed caller's answer is reduced from the visible reports only).
+        ``readers``: every index lane ranks only the chunks these principals may read (see
+        :meth:`~docgraph.store.base.ChunkIndex.for_query`); the governed path passes the
+        caller's and still decides every hit itself."""
         allowed = require_namespaces(namespaces)
         if not isinstance(query_text, str) or not query_text.strip():
             raise InvalidQuery("query_text must be a non-empty string")
@@ -168,7 +172,7 @@ class CohortSearch:
         started = time.perf_counter()
         # The index as this query reads it: synced with the catalog once, now (a build of
         # another process is seen), not again by each lane's search.
-        index = self.index.for_query()
+        index = self.index.for_query(readers)
         if mode == "global":
             hits, reduced = search_reports(
                 self.catalog, index, self.embedder, query_text, allowed, k, s, trace,

@@ -46,12 +46,14 @@ class HybridSearcher:
         namespaces: Iterable[str],
         k: int = 10,
         mode: HybridMode = "hybrid",
+        readers: frozenset[str] | None = None,
     ) -> list[SearchHit]:
         """Top ``k`` chunks for ``query`` within ``namespaces`` (required, non-empty).
 
         ``hybrid`` fuses the dense and BM25 lists (RRF, ``index.rrf_k``) and weighs link
         lists as navigation (``index.navigation_weight``); ``dense`` ranks by cosine only
-        and reports the L2 distance as the score.
+        and reports the L2 distance as the score. ``readers``: rank only the chunks these
+        principals may read (see :meth:`~docgraph.store.base.ChunkIndex.for_query`).
         """
         allowed = require_namespaces(namespaces)
         if not isinstance(query, str) or not query.strip():
@@ -65,7 +67,8 @@ class HybridSearcher:
             raise InvalidQuery(f"mode must be 'hybrid' or 'dense', got {mode!r}")
 
         depth = max(self.settings.candidates, k)
-        index = self.index.for_query()  # synced with the catalog once for both lists
+        # synced with the catalog once for both lists
+        index = self.index.for_query(readers)
         # The BM25 lane needs no vector: it runs while the query is embedded and scanned.
         pending: Future[list[ScoredRow]] | None = None
         if mode == "hybrid":

@@ -272,11 +272,17 @@ class ChunkIndex(Protocol):
         """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
         ...
 
-    def for_query(self) -> ChunkIndex:
+    def for_query(self, readers: frozenset[str] | None = None) -> ChunkIndex:
         """The index as one query reads it: up to date with the catalog as of now, and not
         checked again by its searches (an index that follows the catalog checks it once per
         query instead of once per search); the searcher takes one at the start of a query
-        and its lanes search through it. An index that needs no following returns itself."""
+        and its lanes search through it. An index that needs no following returns itself.
+
+        ``readers``: the caller's principals (``user:<id>``, ``group:<name>``); every
+        search of the returned index then ranks only chunks whose document has no
+        permission set or one naming a reader (filtered before ranking, so ``k`` is
+        filled from what the caller may read). None: no such filter (the owner, and
+        engine calls outside the governed path)."""
         ...
 
 class StoreCatalog(Catalog, Protocol):

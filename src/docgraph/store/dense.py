@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.parallel import LazyThreadPool, core_count
+from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowMatrix, in_namespaces
 
 # Matrices at least this large are scored in parallel row ranges.
@@ -110,9 +111,11 @@ class DenseMatrix(RowMatrix[_Snapshot]):
         return rowids[ok], s.vectors[pos[ok]]
 
     def search(
-        self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0
+        self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0,
+        keep: RowFilter | None = None,
     ) -> list[ScoredRow]:
-        """Top ``k`` live rows of the given namespaces and chunk kind by cosine similarity."""
+        """Top ``k`` live rows of the given namespaces and chunk kind by cosine similarity,
+        among the rows ``keep`` lets through (all when None)."""
         s = self._snap
         if s.n == 0 or k <= 0 or not namespace_ids:
             return []
@@ -122,6 +125,8 @@ class DenseMatrix(RowMatrix[_Snapshot]):
             & (s.kinds[: s.n] == kind)
             & in_namespaces(s.namespaces[: s.n], namespace_ids)
         )
+        if keep is not None:
+            allowed &= keep(s.rowids, s.n)
         candidates = np.flatnonzero(allowed)
         if len(candidates) == 0:
             return []

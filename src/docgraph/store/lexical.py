@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse
 
+from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
 from docgraph.text import index_terms
@@ -374,18 +375,21 @@ class PostingIndex(RowIndex[_Snapshot]):
         return s, total, matched
 
     def search(
-        self, term_ids: Sequence[int], k: int, namespace_ids: list[int], kind: int = 0
+        self, term_ids: Sequence[int], k: int, namespace_ids: list[int], kind: int = 0,
+        keep: RowFilter | None = None,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` live rows of the given namespaces and kind: (row id, BM25 score),
-        best first, ties by row id."""
+        """Top ``k`` live rows of the given namespaces and kind among those ``keep`` lets
+        through (all when None): (row id, BM25 score), best first, ties by row id."""
         if k <= 0 or not namespace_ids:
             return []
         s, total, matched = self.scores(term_ids, kind)
         candidates = np.flatnonzero(matched)
         if len(candidates) == 0:
             return []
-        keep = np.isin(s.namespaces[candidates], namespace_ids)
-        candidates = candidates[keep]
+        inside = np.isin(s.namespaces[candidates], namespace_ids)
+        if keep is not None:
+            inside &= keep(s.rowids, s.n)[candidates]
+        candidates = candidates[inside]
         sub = total[candidates]
         if len(candidates) > k:
             top = np.argpartition(-sub, k - 1)[:k]
@@ -396,15 +400,17 @@ class PostingIndex(RowIndex[_Snapshot]):
 
     def scores_for(
         self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int],
-        kind: int = 0,
+        kind: int = 0, keep: RowFilter | None = None,
     ) -> dict[int, float]:
-        """BM25 scores (``kind``'s statistics) of the given rows of ``kind`` that match a term
-        and are in the namespaces."""
+        """BM25 scores (``kind``'s statistics) of the given rows of ``kind`` that match a term,
+        are in the namespaces and pass ``keep`` (all when None)."""
         s, total, matched = self.scores(term_ids, kind)
         if s.n == 0 or len(rowids) == 0:
             return {}
         pos = np.clip(np.searchsorted(s.rowids[: s.n], rowids), 0, s.n - 1)
         ok = (s.rowids[pos] == rowids) & matched[pos] & np.isin(s.namespaces[pos], namespace_ids)
+        if keep is not None:
+            ok &= keep(s.rowids, s.n)[pos]
         return {int(r): float(total[p]) for r, p in zip(rowids[ok], pos[ok], strict=True)}
 
 

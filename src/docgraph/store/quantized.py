@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL
+from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowMatrix, in_namespaces
 
 # Reads the exact float32 vectors of row ids: (row ids found, (len(found), dim) matrix).
@@ -186,11 +187,12 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
 
     def search(
         self, query: Vector, k: int, namespace_ids: list[int], kind: int = 0,
-        fetch: VectorFetch | None = None,
+        fetch: VectorFetch | None = None, keep: RowFilter | None = None,
     ) -> list[ScoredRow]:
         """Top ``k`` live rows of the given namespaces and chunk kind by cosine similarity
         (candidates by signs and int8 codes, scores exact from ``fetch``, by default the
-        reader the matrix was made with)."""
+        reader the matrix was made with), among the rows ``keep`` lets through (all when
+        None)."""
         s = self._snap
         if s.n == 0 or k <= 0 or not namespace_ids:
             return []
@@ -200,6 +202,8 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
             & (s.kinds[: s.n] == kind)
             & in_namespaces(s.namespaces[: s.n], namespace_ids)
         )
+        if keep is not None:
+            allowed &= keep(s.rowids, s.n)
         allowed_count = int(np.count_nonzero(allowed))
         if allowed_count == 0:
             return []

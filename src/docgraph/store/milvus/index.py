@@ -219,8 +219,11 @@ class MilvusChunkIndex:
                 ])
         self._milvus(write)
 
-    def for_query(self) -> MilvusChunkIndex:
-        """This index (each search follows the catalog's feed itself)."""
+    def for_query(self, readers: frozenset[str] | None = None) -> MilvusChunkIndex:
+        """This index (each search follows the catalog's feed itself). ``readers`` is not
+        applied here: Milvus holds no permission sets, so a governed caller's hits are
+        filtered after ranking (the governed search widens and asks again while fewer than
+        ``k`` remain)."""
         return self
 
     def __len__(self) -> int:

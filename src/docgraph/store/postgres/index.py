@@ -65,13 +65,29 @@ _BM25_TERM = ("w.idf * p.tf * (%(k1)s + 1)"
 _QUERY_TERMS = ("SELECT * FROM unnest(%(terms)s::text[], %(idf)s::float8[])"
                 " AS w(term, idf)")
 
-# Every chunk that holds a query term, scored.
+# A caller's permission filter, applied before ranking (None as ``readers``: no filter). Its
+# first test runs once per statement (an InitPlan on the small index of restricted
+# documents, migration 20): namespaces without one skip the per-chunk check.
+_NO_RESTRICTED = ("NOT EXISTS (SELECT 1 FROM documents rd0 WHERE rd0.access IS NOT NULL"
+                  " AND rd0.namespace_id = ANY(%(ns)s))")
+_READABLE_DOCUMENT = ("NOT EXISTS (SELECT 1 FROM documents rd WHERE rd.id = {document}"
+                      " AND rd.access IS NOT NULL AND NOT rd.access ?| %(readers)s::text[])")
+# ... of a chunk row (``chunks`` in the statement) and of a chunk id (the postings).
+_READABLE_ROW = (f" AND (%(readers)s::text[] IS NULL OR {_NO_RESTRICTED}"
+                 f" OR {_READABLE_DOCUMENT.format(document='chunks.document_id')})")
+_READABLE_ID = (f"%(readers)s::text[] IS NULL OR {_NO_RESTRICTED}"
+                " OR NOT EXISTS (SELECT 1 FROM chunks rc JOIN documents rd"
+                " ON rd.id = rc.document_id WHERE rc.id = p.chunk_id AND rd.access IS NOT NULL"
+                " AND NOT rd.access ?| %(readers)s::text[])")
+
+# Every chunk that holds a query term (and that the caller may read), scored.
 _BM25_ALL_SQL = (
     f"WITH w AS ({_QUERY_TERMS})"
     f" SELECT p.chunk_id, sum({_BM25_TERM}) AS score"
     " FROM w JOIN postings p ON p.term = w.term"
     " WHERE p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
-    " GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s")
+    f" GROUP BY p.chunk_id HAVING {_READABLE_ID}"
+    " ORDER BY score DESC, p.chunk_id LIMIT %(k)s")
 
 # MaxScore: candidates are the chunks with an essential term (partial score ``ps``); the k
 # best of them by ``ps``, fully scored, give a lower bound ``theta`` on the k-th best score;
@@ -90,7 +106,7 @@ _BM25_MAXSCORE_SQL = (
     f" part AS MATERIALIZED (SELECT p.chunk_id, p.namespace_id, sum({_BM25_TERM}) AS ps"
     "   FROM w JOIN postings p ON p.term = w.term"
     "   WHERE w.essential AND p.namespace_id = ANY(%(ns)s) AND p.kind = %(kind)s"
-    "   GROUP BY p.chunk_id, p.namespace_id),"
+    f"   GROUP BY p.chunk_id, p.namespace_id HAVING {_READABLE_ID}),"
     " lead AS (SELECT c.ps + coalesce(o.s, 0) AS score"
     "   FROM (SELECT * FROM part ORDER BY ps DESC, chunk_id LIMIT %(k)s) c"
     f"   LEFT JOIN LATERAL ({_BM25_OTHER_TERMS}) o ON true),"
@@ -174,17 +190,28 @@ class PostgresChunkIndex:
     :class:`PostgresCatalog`. Stateless: every write is visible to the next query."""
 
     def __init__(self, catalog: PostgresCatalog, dimension: int,
-                 ef_search: int = DEFAULT_PG_EF_SEARCH) -> None:
+                 ef_search: int = DEFAULT_PG_EF_SEARCH,
+                 readers: frozenset[str] | None = None) -> None:
         self.catalog = catalog
         self.dimension = int(dimension)
         self.ef_search = ef_search
+        #: The principals whose readable chunks every search ranks (None: all chunks).
+        self.readers = readers
 
     def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
         return sorted(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
 
-    def for_query(self) -> PostgresChunkIndex:
-        """This index (it answers every search from the database as it is then)."""
-        return self
+    def for_query(self, readers: frozenset[str] | None = None) -> PostgresChunkIndex:
+        """This index (it answers every search from the database as it is then), or, with
+        ``readers``, one whose searches rank only the chunks they may read (the permission
+        check is part of each statement, before its ``ORDER BY ... LIMIT``)."""
+        if readers is None:
+            return self
+        return PostgresChunkIndex(self.catalog, self.dimension, self.ef_search,
+                                  frozenset(readers))
+
+    def _readers(self) -> list[str] | None:
+        return None if self.readers is None else sorted(self.readers)
 
     def __len__(self) -> int:
         """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
@@ -219,20 +246,22 @@ class PostgresChunkIndex:
                 rows = db.execute(
                     "WITH hits AS MATERIALIZED ("
                     " SELECT id, embedding FROM chunks"
-                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    f" WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s{_READABLE_ROW}"
                     f" ORDER BY embedding::halfvec({d}) <=> %(q)s::halfvec({d}) LIMIT %(k)s)"
                     " SELECT id, embedding <=> %(q)s::vector AS distance FROM hits"
                     " ORDER BY distance, id",
-                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k,
+                     "readers": self._readers()},
                 ).fetchall()
             if len(rows) < k:
                 # A selective filter, or the HNSW scan stopped short: exact. (Ordering by the
                 # bare column does not match the HNSW expression index.)
                 rows = db.execute(
                     "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks"
-                    " WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s"
+                    f" WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s{_READABLE_ROW}"
                     " ORDER BY distance, id LIMIT %(k)s",
-                    {"q": query, "ns": ns_ids, "kind": kind, "k": k},
+                    {"q": query, "ns": ns_ids, "kind": kind, "k": k,
+                     "readers": self._readers()},
                 ).fetchall()
         return [ScoredRow(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
@@ -268,7 +297,7 @@ class PostgresChunkIndex:
             params: dict[str, Any] = {
                 "terms": [w.term for w in weights], "idf": [w.idf for w in weights],
                 "ns": ns_ids, "kind": kind, "k": k, "k1": BM25_K1, "b": BM25_B,
-                "avgdl": float(avgdl)}
+                "avgdl": float(avgdl), "readers": self._readers()}
             if sum(w.df for w in weights) <= FULL_SCORE_POSTINGS:
                 return _scored_rows(db.execute(_BM25_ALL_SQL, params).fetchall())
             theta = float("-inf")

@@ -1,6 +1,6 @@
 """Versioned schema migrations of the PostgreSQL store: their order, the version, the lock keys
 and the HNSW index statements (the migrations' statements are in ``migrations_1_7``,
-``migrations_8_17`` and ``migrations_18_19``).
+``migrations_8_17`` and ``migrations_18_20``).
 
 Each migration is a list of statements applied in one transaction, in order, and recorded in
 ``schema_migrations``; a database at a newer version than this code knows is refused.
@@ -34,7 +34,7 @@ from typing import Final
 
 from docgraph.store.postgres.migrations_1_7 import MIGRATIONS_1_7, TS_CONFIG
 from docgraph.store.postgres.migrations_8_17 import MIGRATIONS_8_17
-from docgraph.store.postgres.migrations_18_19 import MIGRATIONS_18_19
+from docgraph.store.postgres.migrations_18_20 import MIGRATIONS_18_20
 
 __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSION", "TS_CONFIG",
            "drop_hnsw_index_statements", "hnsw_index_statements"]
@@ -42,9 +42,9 @@ __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSI
 #: Every migration, in order: migration ``n`` is ``MIGRATIONS[n - 1]`` (the statements live in
 #: :mod:`~docgraph.store.postgres.migrations_1_7`,
 #: :mod:`~docgraph.store.postgres.migrations_8_17` and
-#: :mod:`~docgraph.store.postgres.migrations_18_19`).
+#: :mod:`~docgraph.store.postgres.migrations_18_20`).
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (*MIGRATIONS_1_7, *MIGRATIONS_8_17,
-                                                  *MIGRATIONS_18_19)
+                                                  *MIGRATIONS_18_20)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -315,7 +315,14 @@ class SqlCatalogDocuments(SqlCatalogRecords):
                                (self.dialect.access_param(access), int(row_id)))
                     self._record_community_access(db, int(row_id), str(doc_id), access)
                     changed += 1
+            if changed:
+                self._access_changed(db)
         return changed
+
+    def _access_changed(self, db: Any) -> None:
+        """Note, in the write transaction, that permission sets changed without any chunk
+        changing (an index that keeps the restricted rows in memory re-reads them); nothing
+        by default: an index that reads permissions with each query needs no note."""
 
     def _stale_attachments(self, db: Any, parent_id: int, kept: Sequence[str]) -> list[int]:
         """Row ids of the attachments of document ``parent_id`` whose paths are not in

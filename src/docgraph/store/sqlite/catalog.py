@@ -188,6 +188,12 @@ class SQLiteCatalog(SqlCatalogDocuments):
                 "INSERT OR REPLACE INTO meta VALUES ('embed_dimension', ?)", (str(dimension),)
             )
 
+    def _access_changed(self, db: sqlite3.Connection) -> None:
+        """Move the ``access_changes`` sequence, which the chunk index reads with its other
+        marks (one row kept)."""
+        db.execute("INSERT INTO access_changes DEFAULT VALUES")
+        db.execute("DELETE FROM access_changes WHERE seq < last_insert_rowid()")
+
     # -- documents ---------------------------------------------------------
 
     def reusable_vectors(

@@ -23,6 +23,7 @@ from docgraph.store.dense import DenseMatrix
 from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
+from docgraph.store.restricted import RestrictedRows
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.query_view import EmbeddedQueryView
@@ -103,7 +104,9 @@ class EmbeddedChunkIndex:
         self.postings = PostingIndex()
         self._tombstone_seq = 0
         self._sync_lock = threading.Lock()
-        self._synced_marks: tuple[int, int] | None = None
+        self._synced_marks: tuple[int, int, int] | None = None
+        # The restricted rows as of the marks they were read at (see restricted()).
+        self._restricted: tuple[tuple[int, int, int] | None, RestrictedRows] | None = None
         # Chunk rows read from the catalog by sync (all of them, and since the last sidecar).
         self.rows_read = 0
         self._rows_unsaved = 0
@@ -144,7 +147,7 @@ class EmbeddedChunkIndex:
             return "foreign"
         db.execute("BEGIN")
         try:
-            chunk_seq, tomb_seq = self._marks(db)
+            chunk_seq, tomb_seq, _ = self._marks(db)
             oldest = db.execute("SELECT min(seq) FROM chunk_tombstones").fetchone()[0]
         finally:
             db.execute("COMMIT")
@@ -232,11 +235,26 @@ class EmbeddedChunkIndex:
         if self._sidecar_writer is not None:
             self._sidecar_writer.join(timeout)
 
-    def _marks(self, db: sqlite3.Connection) -> tuple[int, int]:
+    def _marks(self, db: sqlite3.Connection) -> tuple[int, int, int]:
+        """(chunks added, chunks deleted, permission changes) so far: the catalog's
+        sequences, read in one statement; the index is current while they stand still."""
         rows = dict(db.execute(
-            "SELECT name, seq FROM sqlite_sequence WHERE name IN ('chunks', 'chunk_tombstones')"
+            "SELECT name, seq FROM sqlite_sequence"
+            " WHERE name IN ('chunks', 'chunk_tombstones', 'access_changes')"
         ).fetchall())
-        return int(rows.get("chunks", 0)), int(rows.get("chunk_tombstones", 0))
+        return (int(rows.get("chunks", 0)), int(rows.get("chunk_tombstones", 0)),
+                int(rows.get("access_changes", 0)))
+
+    def restricted(self) -> RestrictedRows:
+        """The chunk rows of documents with a permission set, as of the last sync: read
+        from the catalog again only when a chunk or a permission set changed since."""
+        marks = self._synced_marks
+        kept = self._restricted
+        if kept is not None and kept[0] == marks:
+            return kept[1]
+        rows = RestrictedRows(self.catalog.restricted_chunk_rows())
+        self._restricted = (marks, rows)
+        return rows
 
     def sync(self) -> None:
         """Apply catalog changes since the last sync to the dense matrix and posting lists."""
@@ -381,12 +399,15 @@ class EmbeddedChunkIndex:
         found = stored_term_ids(self.catalog.connection(), terms)
         return [found[t] for t in terms if t in found]
 
-    def for_query(self) -> EmbeddedQueryView:
+    def for_query(self, readers: frozenset[str] | None = None) -> EmbeddedQueryView:
         """The index as one query reads it: brought up to date with the catalog now (a
         CLI build's rows become visible to a server's next query), then searched without
-        checking again, and each stored vector it reads read once for the query."""
+        checking again, and each stored vector it reads read once for the query. With
+        ``readers`` (a caller's principals), the chunks of documents whose permission set
+        names none of them are left out of every search before ranking."""
         self.sync()
-        return EmbeddedQueryView(self)
+        keep = None if readers is None else self.restricted().row_filter(readers)
+        return EmbeddedQueryView(self, keep)
 
     def lexical_scores(
         self, text: str, rowids: Sequence[int], namespaces: frozenset[str],

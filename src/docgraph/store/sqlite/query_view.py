@@ -12,6 +12,7 @@ import numpy.typing as npt
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.quantized import QuantizedDenseMatrix
+from docgraph.store.restricted import RowFilter
 
 if TYPE_CHECKING:
     from docgraph.store.sqlite.index import EmbeddedChunkIndex
@@ -22,14 +23,18 @@ class EmbeddedQueryView:
     the catalog when made, once, where each search used to check it again (three times a
     cohort query); and the stored vectors it reads, for the dense search's exact re-scoring
     and for :meth:`vectors`, are kept, so the lanes and the ranking do not read the same
-    rows again. Lives as long as its query; shared by its threads (the BM25 lane)."""
+    rows again. Lives as long as its query; shared by its threads (the BM25 lane).
 
-    def __init__(self, index: EmbeddedChunkIndex) -> None:
+    ``keep`` filters rows before ranking in every search (a caller's readable rows, see
+    :mod:`docgraph.store.restricted`); None: every row of the namespaces."""
+
+    def __init__(self, index: EmbeddedChunkIndex, keep: RowFilter | None = None) -> None:
         self.index = index
+        self.keep = keep
         self._vectors: dict[int, Vector] = {}
 
-    def for_query(self) -> EmbeddedQueryView:
-        """This view (already the query's)."""
+    def for_query(self, readers: frozenset[str] | None = None) -> EmbeddedQueryView:
+        """This view (already the query's, with the readers it was made for)."""
         return self
 
     def __len__(self) -> int:
@@ -69,8 +74,8 @@ class EmbeddedQueryView:
         dense = self.index.dense
         if isinstance(dense, QuantizedDenseMatrix):
             return dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind),
-                                fetch=self._stored_vectors)
-        return dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind))
+                                fetch=self._stored_vectors, keep=self.keep)
+        return dense.search(vector, k, ns_ids, CHUNK_KINDS.index(kind), keep=self.keep)
 
     def lexical_search(
         self, text: str, k: int, namespaces: frozenset[str], kind: ChunkKind = "text"
@@ -83,7 +88,8 @@ class EmbeddedQueryView:
         if not term_ids:
             return []
         return [ScoredRow(rowid, score) for rowid, score in
-                self.index.postings.search(term_ids, k, ns_ids, CHUNK_KINDS.index(kind))]
+                self.index.postings.search(term_ids, k, ns_ids, CHUNK_KINDS.index(kind),
+                                           keep=self.keep)]
 
     def lexical_scores(
         self, text: str, rowids: Sequence[int], namespaces: frozenset[str],
@@ -97,4 +103,5 @@ class EmbeddedQueryView:
         term_ids = self.index._term_ids(text)
         if not term_ids:
             return {}
-        return self.index.postings.scores_for(term_ids, ids, ns_ids, CHUNK_KINDS.index(kind))
+        return self.index.postings.scores_for(term_ids, ids, ns_ids, CHUNK_KINDS.index(kind),
+                                              keep=self.keep)

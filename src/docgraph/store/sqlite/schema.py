@@ -91,6 +91,10 @@ CREATE TABLE IF NOT EXISTS chunk_tombstones (
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
     INSERT INTO chunk_tombstones(chunk_id) VALUES (old.id);
 END;
+-- Its sequence counts permission changes made without touching chunks (the chunk index
+-- re-reads the restricted rows when it moves); one row is kept. A table an older docgraph
+-- ignores safely: the governed path decides every hit on its own.
+CREATE TABLE IF NOT EXISTS access_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT);
 CREATE TABLE IF NOT EXISTS entities (
     id INTEGER PRIMARY KEY,
     namespace_id INTEGER NOT NULL REFERENCES namespaces(id),

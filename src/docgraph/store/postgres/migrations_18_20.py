@@ -1,6 +1,6 @@
-"""PostgreSQL migrations 18 and 19 (:mod:`docgraph.store.postgres.schema` applies them after
-:mod:`~docgraph.store.postgres.migrations_8_17`): the console's sign-in buckets (18) and
-per-document permissions (19)."""
+"""PostgreSQL migrations 18 to 20 (:mod:`docgraph.store.postgres.schema` applies them after
+:mod:`~docgraph.store.postgres.migrations_8_17`): the console's sign-in buckets (18),
+per-document permissions (19) and the index of restricted documents (20)."""
 
 from __future__ import annotations
 
@@ -41,5 +41,13 @@ _DOCUMENT_ACCESS: Final = (
     "CREATE INDEX community_access_sources_doc ON community_access_sources (doc_id)",
 )
 
-#: Migrations 18 and 19.
-MIGRATIONS_18_19: Final[tuple[tuple[str, ...], ...]] = (_SIGNIN_BUCKETS, _DOCUMENT_ACCESS)
+# The documents with a permission set, by namespace (migration 20): a search of namespaces
+# without one answers "no restricted document here" from this (small) index once per query
+# and skips the per-chunk permission check (docgraph.store.postgres.index).
+_RESTRICTED_DOCUMENTS: Final = (
+    "CREATE INDEX documents_restricted ON documents (namespace_id) WHERE access IS NOT NULL",
+)
+
+#: Migrations 18 to 20.
+MIGRATIONS_18_20: Final[tuple[tuple[str, ...], ...]] = (_SIGNIN_BUCKETS, _DOCUMENT_ACCESS,
+                                                        _RESTRICTED_DOCUMENTS)
