@@ -139,3 +139,40 @@ def test_a_page_of_front_matter_only_is_indexed_by_its_title_and_description(mak
     (only,) = _chunks(tools, "docs/cli/_index.md")
     assert "CLI commands" in only["text"] and "Every npm command" in only["text"]
     assert "weight" not in only["text"]
+
+
+def test_an_html_page_says_who_may_read_it_in_a_meta_tag_or_front_matter():
+    meta = extract(b'<html><head><title>Plan</title><meta name="docgraph-access"'
+                   b' content="group:finance, user:alice"></head><body><p>Budget.</p>'
+                   b'</body></html>', "plan.html")
+    assert json.loads(meta.metadata["access"]) == ["group:finance", "user:alice"]
+    assert meta.title == "Plan" and [b.text for b in meta.blocks] == ["Budget."]
+    jekyll = extract(b"---\ntitle: Roadmap\naccess: [group:ops]\nlayout: page\n---\n"
+                     b"<h2>Q3</h2><p>Ship it.</p>\n", "roadmap.html")
+    assert jekyll.title == "Roadmap" and jekyll.metadata["layout"] == "page"
+    assert json.loads(jekyll.metadata["access"]) == ["group:ops"]
+    assert [b.text for b in jekyll.blocks] == ["Q3", "Ship it."]  # no YAML in the text
+    # both at once must agree; a value that is not a principal fails closed
+    both = extract(b'---\naccess: [group:ops]\n---\n<meta name="DocGraph-Access"'
+                   b' content="group:finance"><p>Text.</p>', "both.html")
+    assert "differ" in both.metadata["access_error"]
+    bad = extract(b'<meta name="docgraph-access" content="finance"><p>Text.</p>', "bad.html")
+    assert "'finance' is not user:<id> or group:<name>" in bad.metadata["access_error"]
+    assert "access" not in extract(b"<p>Open page.</p>", "open.html").metadata
+
+
+def test_a_restricted_html_page_is_hidden_from_others_and_a_bad_one_not_indexed(make_graph,
+                                                                                 tmp_path):
+    graph = make_graph()
+    report = graph.index(write_files(tmp_path / "docs", {
+        "plan.html": '<meta name="docgraph-access" content="user:alice"><h1>Plan</h1>'
+                     "<p>The Zephyrquartz budget.</p>",
+        "bad.html": '<meta name="docgraph-access" content="alice"><p>Zephyrquartz too.</p>',
+        "open.html": "<h1>Open</h1><p>The public Zephyrquartz note.</p>",
+    }), namespace="support")
+    assert sorted(report.added) == ["open.html", "plan.html"]
+    assert [f for f, _ in report.failed] == ["bad.html"]
+    tools = make_tools(graph)
+    seen = {user: {d["path"] for d in tools.call("list_documents", Caller(user), {})[
+        "documents"]} for user in ("alice", "bob")}
+    assert seen == {"alice": {"plan.html", "open.html"}, "bob": {"open.html"}}

@@ -1,5 +1,12 @@
 """HTML: headings, paragraphs, list items, table rows and code, without the page's
-navigation, footers and cookie banners (:mod:`docgraph.ingest.boilerplate`)."""
+navigation, footers and cookie banners (:mod:`docgraph.ingest.boilerplate`).
+
+Who may read a page can be said in the page: ``<meta name="docgraph-access"
+content="user:alice, group:finance">`` (several such tags add up), or an ``access:`` list
+in front matter above the markup, as Jekyll and other site generators allow in HTML files
+(its ``title`` and other keys are kept as for Markdown). Both at once must agree; a value
+that is not a principal, or two that differ, fails closed (the page is not indexed and the
+reason is reported), as for Markdown front matter."""
 
 from __future__ import annotations
 
@@ -8,6 +15,13 @@ from typing import Any
 from docgraph.ingest.blocks import clean, row_text, title_from_name
 from docgraph.ingest.boilerplate import strip_html_boilerplate
 from docgraph.ingest.decode import check_not_binary
+from docgraph.ingest.front_matter import (
+    ACCESS_ERROR_KEY,
+    ACCESS_KEY,
+    FrontMatter,
+    access_metadata,
+    split_front_matter,
+)
 from docgraph.ingest.limits import ExtractLimits
 from docgraph.model import Block, BlockKind, ExtractedDocument
 
@@ -31,9 +45,11 @@ def extract_html(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocu
     from bs4 import BeautifulSoup
 
     check_not_binary(data, name)  # the parser would make text of any bytes
+    front, data = _front_matter(data)
     soup = BeautifulSoup(data, "lxml")
     title_tag = soup.find("title")  # before <head> goes with the junk
     page_title = clean(title_tag.get_text()) if title_tag else ""
+    metadata = _access_of(soup, front)
     strip_html_boilerplate(soup)  # navigation, footers, cookie banners, scripts, <head>
     body = soup.body or soup
     blocks: list[Block] = []
@@ -43,8 +59,36 @@ def extract_html(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocu
         if text:
             blocks.append(Block(BlockKind.PARAGRAPH, text))
     h1 = next((b.text for b in blocks if b.kind is BlockKind.HEADING and b.level == 1), None)
-    title = h1 or page_title or title_from_name(name)
-    return ExtractedDocument(title, tuple(blocks), "text/html")
+    own = clean(front.title) if front is not None and front.title else None
+    title = own or h1 or page_title or title_from_name(name)
+    return ExtractedDocument(title, tuple(blocks), "text/html", metadata=metadata)
+
+
+def _front_matter(data: bytes) -> tuple[FrontMatter | None, bytes]:
+    """Front matter above the markup (None when there is none) and the markup after it."""
+    if data.lstrip(b"\xef\xbb\xbf")[:3] not in (b"---", b"+++"):
+        return None, data
+    front, rest = split_front_matter(data.decode("utf-8", errors="replace"))
+    return (None, data) if front is None else (front, rest.encode("utf-8"))
+
+
+def _access_of(soup: Any, front: FrontMatter | None) -> dict[str, str]:
+    """The page's metadata from its front matter and who may read it (see the module)."""
+    metadata = dict(front.metadata) if front is not None else {}
+    tags = soup.find_all("meta", attrs={"name": lambda v: bool(v) and
+                                        v.strip().casefold() == "docgraph-access"})
+    if not tags:
+        return metadata
+    named = [str(t.get("content") or "") for t in tags]
+    said = access_metadata(",".join(named), 'page <meta name="docgraph-access">')
+    if ACCESS_ERROR_KEY in metadata or ACCESS_ERROR_KEY in said:
+        return {**metadata, ACCESS_ERROR_KEY: metadata.get(ACCESS_ERROR_KEY)
+                or said[ACCESS_ERROR_KEY]}
+    if ACCESS_KEY in metadata and metadata[ACCESS_KEY] != said[ACCESS_KEY]:
+        return {**metadata, ACCESS_ERROR_KEY: (
+            "the front matter's access and the page's <meta name=\"docgraph-access\"> differ"
+            f" ({metadata[ACCESS_KEY]} vs {said[ACCESS_KEY]})")}
+    return {**metadata, **said}
 
 
 def _html_walk(element: Any, kind: BlockKind, level: int, blocks: list[Block]) -> None:

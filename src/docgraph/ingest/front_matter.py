@@ -1,4 +1,5 @@
-"""Front matter of Markdown files: a YAML (``---``) or TOML (``+++``) block at the very top.
+"""Front matter of Markdown (and HTML) files: a YAML (``---``) or TOML (``+++``) block at the
+very top.
 
 Static site generators (Jekyll, Hugo, Docusaurus, MkDocs, Astro) keep a page's title and
 metadata there. Read as Markdown it is a thematic break followed by a setext heading, so
@@ -144,6 +145,19 @@ def _render(value: Any, budget: int) -> str:
 
     walk(value, 0)
     return "".join(parts).strip()
+
+
+def access_metadata(values: object, origin: str) -> dict[str, str]:
+    """The metadata entry that records who may read a document from ``values`` (a list of
+    principals, or one comma-separated string of them): :data:`ACCESS_KEY`, or
+    :data:`ACCESS_ERROR_KEY` naming ``origin`` when a value is not a principal (fails
+    closed)."""
+    if isinstance(values, str):
+        values = [v for v in (p.strip() for p in values.split(",")) if v]
+    try:
+        return {ACCESS_KEY: json.dumps(sorted(parse_principals(values)))}
+    except ValueError as exc:
+        return {ACCESS_ERROR_KEY: f"{origin}: {exc}"}
 
 
 def front_matter_access(metadata: Mapping[str, str]) -> frozenset[str] | None:

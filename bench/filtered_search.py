@@ -1,0 +1,219 @@
+"""Filtering before ranking (issue 32): a caller who may read 100 %, 10 % or 1 % of the chunks.
+
+    python bench/filtered_search.py [--n 100000] [--queries 200] [--db PATH]
+
+The synthetic store of ``bench/store_scale.py`` (built once into ``--db`` when missing; the
+default is its own cache, since this benchmark writes permission sets into it), with every
+document given a permission set through the catalog's ``set_document_access``: a hash of
+the document number puts 1 % of the documents in ``{group:one, group:ten}``, 9 % in
+``{group:ten}`` and the rest in ``{group:rest}``. Three callers then search the whole
+store: ``all`` (every group: no filter), ``ten`` (``group:ten``: 10 % of the chunks) and
+``one`` (``group:one``: 1 %).
+
+For each caller and query (the store's query vectors and texts), in rotating order so
+that every caller sees the same machine: the hybrid search of the product
+(:class:`HybridSearcher`, k = 10, the caller's principals as ``readers``) timed, the dense
+lane's top 10 compared with the exact top 10 over the chunks the caller may read (exact
+cosine over the stored vectors, computed here by a scan of the catalog), and the BM25 lane's
+top 10 compared with the unfiltered ranking cut to the readable chunks (the same scores, and
+readable rows only: BM25 is exact; rows tied at the cut may differ). Also: the seconds to
+read the restricted rows after a change (once per build) and to place them in the lanes'
+arrays (once per snapshot).
+
+Reports p50/p95 hybrid latency per caller, the ratio of ``one`` and ``ten`` to ``all``, dense
+recall@10 and whether BM25 was exact; the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from backends import CHUNKS_PER_DOC, DIM, FixedQueries, K  # noqa: E402
+from common import log, write_result  # noqa: E402
+from docgraph.config import IndexSettings  # noqa: E402
+from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
+from docgraph.store.sqlite.vectors import decode_vectors  # noqa: E402
+from store_scale import build, truth_path  # noqa: E402
+
+NAMESPACES = frozenset({"bench", "side"})
+ONE, TEN, REST = "group:one", "group:ten", "group:rest"
+CALLERS: dict[str, frozenset[str]] = {
+    "all": frozenset({ONE, TEN, REST}), "ten": frozenset({TEN}), "one": frozenset({ONE})}
+SCAN_ROWS = 50_000
+
+
+def share(document: int) -> int:
+    """The document's bucket of 100 (a multiplicative hash: spread over the whole store)."""
+    return (document * 2_654_435_761) % 2**32 % 100
+
+
+def access_of(document: int) -> frozenset[str]:
+    bucket = share(document)
+    return frozenset({ONE, TEN}) if bucket == 0 else (
+        frozenset({TEN}) if bucket < 10 else frozenset({REST}))
+
+
+def document_number(path: str) -> int:
+    return int(path.removeprefix("doc-").removesuffix(".md"))
+
+
+def assign_access(catalog: SQLiteCatalog) -> dict[str, Any]:
+    """Give every document its permission set (idempotent); seconds and counts."""
+    rows = catalog.connection().execute("SELECT id, path, access FROM documents").fetchall()
+    changes = {int(i): access_of(document_number(p)) for i, p, a in rows
+               if catalog.dialect.access_value(a) != access_of(document_number(p))}
+    t0 = time.perf_counter()
+    for start in range(0, len(changes), 2000):
+        part = dict(list(changes.items())[start:start + 2000])
+        catalog.set_document_access(part)
+    return {"documents": len(rows), "changed": len(changes),
+            "set_access_s": round(time.perf_counter() - t0, 1)}
+
+
+def exact_truth(catalog: SQLiteCatalog, qvectors: np.ndarray
+                ) -> dict[str, list[set[int]]]:
+    """Per caller and query, the row ids of the exact cosine top ``K`` over the chunks the
+    caller may read (the stored vectors, every row scanned)."""
+    best = {name: (np.full((len(qvectors), K), -np.inf, np.float32),
+                   np.full((len(qvectors), K), -1, np.int64)) for name in CALLERS}
+    cursor = catalog.connection().execute(
+        "SELECT c.id, c.vector, d.path FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE c.kind = 'text' ORDER BY c.id")
+    while batch := cursor.fetchmany(SCAN_ROWS):
+        ids = np.array([r[0] for r in batch], np.int64)
+        vectors = decode_vectors([r[1] for r in batch], DIM, catalog.path)
+        buckets = np.array([share(document_number(r[2])) for r in batch])
+        readable = {"all": np.ones(len(batch), bool), "ten": buckets < 10, "one": buckets == 0}
+        sims = qvectors @ vectors.T
+        for name, mask in readable.items():
+            if not mask.any():
+                continue
+            part = sims[:, mask]
+            take = min(K, part.shape[1])
+            top = np.argpartition(-part, take - 1, axis=1)[:, :take]
+            scores, where = best[name]
+            scores = np.concatenate([scores, np.take_along_axis(part, top, 1)], axis=1)
+            where = np.concatenate([where, ids[mask][top]], axis=1)
+            keep = np.argsort(-scores, axis=1, kind="stable")[:, :K]
+            best[name] = (np.take_along_axis(scores, keep, 1), np.take_along_axis(where, keep, 1))
+    return {name: [set(row.tolist()) for row in where] for name, (_, where) in best.items()}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1000, 2)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--db", type=Path, default=None)
+    args = parser.parse_args(argv)
+    db = args.db or BENCH_DIR / ".cache" / f"filtered_{args.n}" / "catalog.db"
+    built: dict[str, Any] = {}
+    if not db.exists():
+        log(f"building {args.n} synthetic chunks into {db}")
+        built = build(db, args.n, args.queries)
+    truth = np.load(truth_path(db))
+    qtexts = [str(t) for t in truth["qtexts"]][: args.queries]
+    qvectors = truth["qvectors"][: args.queries]
+    catalog = SQLiteCatalog(db)
+    assigned = assign_access(catalog)
+    log(f"permission sets: {assigned}")
+    load_before = os.getloadavg()
+
+    t0 = time.perf_counter()
+    index = EmbeddedChunkIndex(catalog, DIM)
+    open_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    restricted = index.restricted()
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    filters = {name: restricted.row_filter(p) for name, p in CALLERS.items()}
+    for keep in filters.values():
+        if keep is not None:  # place the rows in each lane's arrays once
+            keep(index.dense._snap.rowids, index.dense._snap.n)
+            keep(index.postings._snap.rowids, index.postings._snap.n)
+    place_s = time.perf_counter() - t0
+    readable_share = {
+        name: (1.0 if keep is None else round(float(keep(
+            index.dense._snap.rowids, index.dense._snap.n).mean()), 4))
+        for name, keep in filters.items()}
+    log(f"restricted rows: {len(restricted)} read in {read_s:.2f} s, placed in {place_s:.2f} s;"
+        f" readable shares {readable_share}")
+
+    log("exact filtered truth (scan of the stored vectors)")
+    exact = exact_truth(catalog, qvectors)
+
+    searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(qtexts, qvectors,
+                                                                     strict=True))),
+                              IndexSettings())
+    for text in qtexts[:10]:  # warm-up
+        for principals in CALLERS.values():
+            searcher.search(text, namespaces=NAMESPACES, k=K, readers=principals)
+    times: dict[str, list[float]] = {name: [] for name in CALLERS}
+    found: dict[str, int] = dict.fromkeys(CALLERS, 0)
+    bm25_exact: dict[str, int] = dict.fromkeys(CALLERS, 0)
+    filled: dict[str, int] = dict.fromkeys(CALLERS, 0)
+    names = list(CALLERS)
+    snap = index.postings._snap  # no write happens during the run: one snapshot
+    position = dict(zip(snap.rowids[: snap.n].tolist(), range(snap.n), strict=True))
+    masks = {name: np.ones(snap.n, bool) if keep is None else keep(snap.rowids, snap.n)
+             for name, keep in filters.items()}
+    for i, (text, vector) in enumerate(zip(qtexts, qvectors, strict=True)):
+        for name in names[i % 3:] + names[: i % 3]:  # rotate who goes first
+            principals = CALLERS[name]
+            t0 = time.perf_counter()
+            hits = searcher.search(text, namespaces=NAMESPACES, k=K, readers=principals)
+            times[name].append(time.perf_counter() - t0)
+            filled[name] += len(hits) == K
+            view = index.for_query(principals)
+            dense = {r.rowid for r in view.dense_search(vector, K, NAMESPACES)}
+            found[name] += len(dense & exact[name][i])
+            lexical = view.lexical_search(text, K, NAMESPACES)
+            everything = index.for_query().lexical_search(text, len(index), NAMESPACES)
+            mask = masks[name]
+            allowed = [r.score for r in everything if mask[position[r.rowid]]][:K]
+            # exact: the same scores as the unfiltered ranking cut to the readable rows
+            # (rows tied at the cut may differ), and only readable rows
+            same = (np.allclose([r.score for r in lexical], allowed, rtol=1e-9)
+                    if len(lexical) == len(allowed) else False)
+            same = same and all(mask[position[r.rowid]] for r in lexical)
+            bm25_exact[name] += same
+    load_after = os.getloadavg()
+    rows = []
+    p50_all = float(np.median(times["all"]))
+    for name in names:
+        rows.append({
+            "caller": name, "readable_share": readable_share[name],
+            "hybrid_p50_ms": percentile(times[name], 50),
+            "hybrid_p95_ms": percentile(times[name], 95),
+            "p50_vs_all": round(float(np.median(times[name])) / p50_all, 3),
+            "k_filled": round(filled[name] / len(qtexts), 3),
+            "dense_recall_at_10": round(found[name] / (K * len(qtexts)), 4),
+            "bm25_exact": round(bm25_exact[name] / len(qtexts), 3)})
+    path = write_result(f"filtered_search_{args.n}", {
+        "n": args.n, "chunks_per_document": CHUNKS_PER_DOC, "queries": len(qtexts),
+        "build": built, "access": assigned, "open_s": round(open_s, 2),
+        "restricted_rows": len(restricted), "restricted_read_s": round(read_s, 2),
+        "restricted_place_s": round(place_s, 2),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in load_after], "results": rows})
+    log(f"wrote {path}")
+    catalog.close()
+
+
+if __name__ == "__main__":
+    main()
