@@ -6,6 +6,7 @@ reaches a chunk."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -300,3 +301,21 @@ def test_community_reports_of_the_sample_support_folder_hold_no_mail_headers_or_
                         "Field Service Engineer, Halyard Robotics UK", "+44 1908 555 0177",
                         "Kind regards", "Best regards", "wrote:"):
         assert boilerplate not in everything
+
+
+@pytest.mark.parametrize("form", ["eml", "msg"])
+def test_a_blind_copied_recipient_is_a_participant_but_never_shown(form):
+    """The sender's copy of a mail keeps its Bcc recipients: they received it, so a folder
+    whose mails only their participants may read lets them read it; the other recipients
+    were not told of them, so no metadata names them."""
+    message = office_fixtures.mail_message(
+        "Priya Raman <priya.raman@halyard.example>", "joost@nordhaven.example",
+        "Dock D-14", "Fri, 28 Mar 2025 10:00:00 +0100", "The kit is fitted.", "<b-1@h.example>")
+    message["Bcc"] = "Auditor <audit@halyard.example>"
+    data = bytes(message) if form == "eml" else office_fixtures.outlook_msg(message)
+    document = extract(data, f"dock.{form}")
+    assert json.loads(document.metadata["participants"]) == [
+        "audit@halyard.example", "joost@nordhaven.example", "priya.raman@halyard.example"]
+    assert "audit@" not in json.dumps({k: v for k, v in document.metadata.items()
+                                       if k != "participants"})
+    assert all("audit@" not in b.text for b in document.blocks)

@@ -59,6 +59,9 @@ class MailMessage:
     body: str
     attachments: list[tuple[str, bytes]] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)  # attachments not read, with why
+    #: Blind-copied recipients (the sender's copy keeps them): participants, never
+    #: metadata, since the other recipients were not told of them.
+    bcc: str = ""
 
     @property
     def sender(self) -> str:
@@ -68,12 +71,14 @@ class MailMessage:
 
 
 def participants(messages: list[MailMessage]) -> list[str]:
-    """Every address the messages were from, to or copied to (lower case, sorted): who may
-    read a mail when its source makes each mail readable by its participants only."""
+    """Every address the messages were from, to, copied or blind-copied to (lower case,
+    sorted): who may read a mail when its source makes each mail readable by its
+    participants only."""
     found: set[str] = set()
     for message in messages:
-        for key in ("from", "to", "cc"):
-            for _, address in email.utils.getaddresses([message.headers.get(key, "")]):
+        for value in (*(message.headers.get(k, "") for k in ("from", "to", "cc")),
+                      message.bcc):
+            for _, address in email.utils.getaddresses([value]):
                 if "@" in address:
                     found.add(address.strip().lower())
     return sorted(found)
@@ -126,7 +131,8 @@ def _from_email(message: EmailMessage) -> MailMessage:
                         filename += ".eml"
             if filename and isinstance(payload, bytes):
                 attachments.append((filename, payload))
-    return MailMessage(headers, body, attachments)
+    bcc = clean(str(message["bcc"])) if message["bcc"] is not None else ""
+    return MailMessage(headers, body, attachments, bcc=bcc)
 
 
 def _html_text(html: str) -> str:
@@ -190,7 +196,10 @@ def extract_msg(data: bytes, name: str, limits: ExtractLimits) -> ExtractedDocum
         body = message.body or ""
         if not body.strip() and message.html_body:
             body = _html_text(message.html_body)
-        read = MailMessage(headers, body)
+        blind = [r.email_address for r in message.recipients
+                 if r.properties.int_prop_value(_PID_RECIPIENT_TYPE) == 3 and r.email_address]
+        read = MailMessage(headers, body, bcc=clean(str(transport.get("bcc") or ""))
+                           or ", ".join(blind))
         for attachment in message.attachments:
             filename = attachment.file_name or ""
             payload = attachment.file_bytes
