@@ -117,6 +117,19 @@ def test_the_sign_in_page_offers_the_provider(client: ConsoleClient,
     assert 'name="token"' in page.text  # token sign-in stays for local use
 
 
+def test_serve_offers_the_provider_when_auth_configures_it(served: dict[str, Any]) -> None:
+    """``create_app``'s own console (what ``docgraph serve`` runs) reads ``[auth]``."""
+    graph = served["graph"]
+    tools = DocgraphTools(Governance(graph, StaticEntitlements(ASSIGNMENTS),
+                                     CallableRowAuthorizer(row_rights)))
+    with Running(create_app(tools, BearerTokens(graph.token_store))) as running:
+        login = httpx.get(running.url + "/console/login")
+        started = httpx.get(running.url + "/console/oidc/start")
+    assert f"Sign in with {served['idp'].issuer}" in login.text
+    assert started.status_code == 303
+    assert started.headers["location"].startswith(served["idp"].issuer + "/auth?")
+
+
 def test_an_admin_signs_in_through_the_provider(client: ConsoleClient,
                                                 served: dict[str, Any]) -> None:
     idp: OidcProvider = served["idp"]
