@@ -174,6 +174,7 @@ class OidcConsoleClient:
         self._metadata = (now, data)
         return data
 
+    # merge: use discovery.py (its JWKS cache)
     async def keys(self, refresh: bool = False) -> jwt.PyJWKSet:
         """The issuer's signing keys (cached; ``refresh`` reads them again)."""
         now = time.monotonic()
