@@ -203,3 +203,87 @@ class ServeSettings(Section):
             bind = f"[{bind}]"
         return f"http://{bind}:{self.port if port is None else port}"
 
+
+
+class AuthSettings(Section):
+    """Identities from the organisation's identity provider (``[auth]``): the OpenID Connect
+    issuer, which claims name the user and the groups, and the web console's sign-in
+    through it (an OIDC client of the issuer; admin by group)."""
+
+    issuer: str | None = Field(
+        default=None,
+        description="Issuer URL of the identity provider (OpenID Connect / OAuth 2.0 "
+                    "authorization server), e.g. https://login.example/realms/acme: its "
+                    "metadata is read from <issuer>/.well-known/openid-configuration.",
+    )
+    user_claim: str = Field(
+        default="sub",
+        description="Claim naming the user (sub, email, preferred_username, oid).",
+    )
+    groups_claim: str = Field(
+        default="groups",
+        description="Claim holding the user's groups (a list, or one name); a dotted path "
+                    "reads a nested claim, e.g. realm_access.roles.",
+    )
+    algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256", "ES256"],
+        description="Signature algorithms accepted on the issuer's tokens (pinned; none "
+                    "and the HS* family are refused).",
+    )
+    clock_skew_s: int = Field(
+        default=60, ge=0, le=600,
+        description="Seconds of clock difference allowed when checking a token's exp, nbf "
+                    "and iat.",
+    )
+    console_client_id: str | None = Field(
+        default=None,
+        description="Client id of the web console at the issuer (console sign-in through "
+                    "the identity provider: authorization code + PKCE). The console's "
+                    "redirect URI to register is <public URL>/console/oidc/callback.",
+    )
+    console_client_secret: str | None = Field(
+        default=None,
+        description="Client secret of the console's client (a confidential client); unset "
+                    "for a public client (PKCE only).",
+    )
+    admin_group: str | None = Field(
+        default=None,
+        description="Group whose members may sign in to the console through the identity "
+                    "provider (read from groups_claim of the id_token); a user in no such "
+                    "group gets nothing.",
+    )
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        """Only asymmetric signatures: a shared-secret (HS*) or unsigned (none) token could
+        be made by anyone who read the issuer's public key or nothing at all."""
+        allowed = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                   "ES512", "EdDSA"}
+        bad = [a for a in value if a not in allowed]
+        if bad or not value:
+            raise ValueError(f"auth.algorithms {value!r}: each must be one of "
+                             f"{', '.join(sorted(allowed))} (none and HS* are refused)")
+        return value
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_is_a_url(cls, value: str | None) -> str | None:
+        """An http(s) URL without query or fragment (RFC 8414 §2); http only on loopback
+        is the identity provider's own affair, not checked here."""
+        if value is None:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+                or parts.fragment:
+            raise ValueError(f"auth.issuer {value!r}: must be an https:// (or http://) URL "
+                             "with a host and without query or fragment")
+        return value.strip()
+
+    @property
+    def console_sign_in(self) -> bool:
+        """Whether the console offers sign-in through the identity provider: issuer,
+        console client id and admin group all set."""
+        return bool(self.issuer and self.console_client_id and self.admin_group)

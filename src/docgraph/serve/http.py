@@ -64,6 +64,7 @@ from docgraph.serve.auth import (
 )
 from docgraph.serve.console import PREFIX as CONSOLE_PREFIX
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
+from docgraph.serve.console.sessions import idp_admins
 from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
@@ -144,13 +145,15 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                console: Console | None = None) -> Starlette:
     """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json`` and
     the console under ``/console`` (``console``, or one built over ``tools`` and ``tokens``
-    with the admin role of ``[serve] console_admin_role``); ``refresher``'s background loop
+    with the admin role of ``[serve] console_admin_role`` and, when ``[auth]`` configures
+    it, sign-in through the identity provider); ``refresher``'s background loop
     runs while the app does (see the module docstring)."""
     if console is None:
         console = Console(tools, ConsoleAuth(
             tokens, tools.governance.entitlements,
             SessionStore(tools.graph.console_session_store),
-            tools.graph.settings.serve.console_admin_role))
+            tools.graph.settings.serve.console_admin_role,
+            idp=idp_admins(tools.graph.settings.auth)))
     mcp_server = build_mcp_server(tools, http_caller)
     policy = host_policy(host)
     # Builds the session manager; its own Host/Origin check gets the same policy.

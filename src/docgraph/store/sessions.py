@@ -20,7 +20,9 @@ from typing import Protocol
 @dataclass(frozen=True, slots=True)
 class StoredSession:
     """One console session as stored: the sha256 hex digest of its id, its caller (user and
-    optional role), the digest of the bearer token it was signed in with, its CSRF token,
+    optional role), the digest of the bearer token it was signed in with (or, signed in
+    through the identity provider, ``idp:`` and the digest of the issuer and admin group
+    that admitted it), its CSRF token,
     when it began and was last used (Unix seconds), and the messages to show once on its next
     page (``(kind, message)`` pairs)."""
 

@@ -30,6 +30,7 @@ from docgraph.serve.console.sessions import (
     ConsoleAuth,
     ConsoleSession,
 )
+from docgraph.serve.idp.console_signin import OidcConsoleClient
 from docgraph.serve.outage import RETRY_HEADERS, UNAVAILABLE_MESSAGE
 from docgraph.serve.tools import DocgraphTools
 from docgraph.version import __version__
@@ -97,7 +98,8 @@ class ConsoleBase:
     sign-in every page relies on (:class:`~docgraph.serve.console.routes.Console` adds the
     pages and their routes)."""
     def __init__(self, tools: DocgraphTools, auth: ConsoleAuth,
-                 limiter: SignInLimiter | None = None) -> None:
+                 limiter: SignInLimiter | None = None,
+                 oidc: OidcConsoleClient | None = None) -> None:
         self.tools = tools
         self.governance = tools.governance
         #: The same service for the reads behind page views: they write no audit records.
@@ -108,6 +110,12 @@ class ConsoleBase:
         self.refresh_job = views.RefreshJob(tools.graph)
         self.model_change = views.ModelChange(tools.graph)
         self.templates = template_environment()
+        #: Sign-in through the identity provider: ``oidc``, else one made from ``[auth]``
+        #: when ``auth`` admits its members (None: bearer tokens only).
+        settings = tools.graph.settings.auth
+        if oidc is None and auth.idp is not None and settings.console_sign_in:
+            oidc = OidcConsoleClient(settings)
+        self.oidc = oidc if auth.idp is not None else None
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -119,7 +127,8 @@ class ConsoleBase:
             admin=session.caller if session else None,
             csrf=session.csrf if session else "",
             flash=session.take_flash() if session else [],
-            path=request.url.path, **context)
+            path=request.url.path,
+            idp_issuer=self.oidc.issuer if self.oidc is not None else None, **context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     async def blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

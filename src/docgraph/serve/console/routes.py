@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 
 from docgraph.errors import DocgraphError, NotFound
 from docgraph.serve.console import views
+from docgraph.serve.console.idp_pages import IdpSignIn
 from docgraph.serve.console.plumbing import (
     PREFIX,
     SECURITY_HEADERS,
@@ -337,6 +338,7 @@ class Console(ConsoleBase):
             Route(p + "/playground", self.page(self.run_playground, post=True),
                   methods=["POST"]),
             Route(p + "/static/{name}", self.static, methods=["GET"]),
+            *(IdpSignIn(self, self.oidc).routes() if self.oidc is not None else []),
         ]
 
 

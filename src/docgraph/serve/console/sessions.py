@@ -15,6 +15,10 @@ it, and it survives a restart. It ends at logout (in every process at once), aft
 every read, by wall-clock time, so the servers' clocks should agree to a minute), or as soon
 as its token is revoked or its user loses the admin role (both are re-checked on every
 request). Expired rows are deleted when read and at every sign-in.
+
+With ``[auth]`` configured, a person may instead sign in through the organisation's identity
+provider (:mod:`docgraph.serve.idp.console_signin`); the admin is then a member of ``[auth]
+admin_group`` (:class:`IdpAdmins`), and anyone else gets no session.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from docgraph.config import AuthSettings
 from docgraph.governance import Caller, Entitlements, assignments_of
 from docgraph.governance.entitlements import WILDCARD
 from docgraph.serve.auth import BearerTokens, entry_caller
@@ -150,15 +155,66 @@ class SessionStore:
         self.store.remove(session_digest(session_id))
 
 
+#: The token digest of a session signed in through the identity provider begins with this.
+IDP_DIGEST_PREFIX = "idp:"
+
+
+@dataclass(frozen=True, slots=True)
+class IdpAdmins:
+    """Who may hold a console session signed in through the identity provider: the members
+    of ``admin_group`` (in the groups claim of ``issuer``'s id_token at sign-in).
+
+    Such a session is stored with :attr:`digest` in place of a bearer token's, so it ends in
+    every process as soon as the issuer or the admin group is configured otherwise; its
+    caller is the user as a member of the admin group (what the policy grants that group is
+    what the console's pages show). A group removed at the provider takes effect at the next
+    sign-in: within :data:`IDLE_SECONDS` idle, :data:`MAX_SECONDS` at most."""
+
+    issuer: str
+    admin_group: str
+
+    @property
+    def digest(self) -> str:
+        """The marker stored as the session's token digest."""
+        key = f"{self.issuer}\n{self.admin_group}".encode()
+        return IDP_DIGEST_PREFIX + hashlib.sha256(key).hexdigest()
+
+    def caller(self, user: str) -> Caller:
+        """The console caller of ``user``: a member of the admin group."""
+        return Caller(user, groups=frozenset({self.admin_group}))
+
+    def admits(self, groups: frozenset[str]) -> bool:
+        """Whether a user of ``groups`` is a console admin."""
+        return self.admin_group in groups
+
+
+def idp_admins(settings: AuthSettings) -> IdpAdmins | None:
+    """The console admins of ``[auth]``, when sign-in through the identity provider is
+    configured (issuer, console client id and admin group), else None."""
+    if not settings.console_sign_in or not settings.issuer or not settings.admin_group:
+        return None
+    return IdpAdmins(settings.issuer, settings.admin_group)
+
+
 class ConsoleAuth:
     """Signs console users in and re-checks them on every request."""
 
     def __init__(self, tokens: BearerTokens, entitlements: Entitlements,
-                 sessions: SessionStore, admin_role: str = DEFAULT_ADMIN_ROLE) -> None:
+                 sessions: SessionStore, admin_role: str = DEFAULT_ADMIN_ROLE,
+                 idp: IdpAdmins | None = None) -> None:
         self.tokens = tokens
         self.entitlements = entitlements
         self.admin_role = admin_role
         self.sessions = sessions
+        #: Sign-in through the identity provider (None: bearer tokens only).
+        self.idp = idp
+
+    def sign_in_idp(self, user: str, groups: frozenset[str]) -> ConsoleSession | None:
+        """A session for ``user``, whom the identity provider vouches for with ``groups``,
+        if they make a console admin; else None (no session at all). Blocking."""
+        if self.idp is None or not self.idp.admits(groups):
+            return None
+        return self.sessions.open(self.idp.caller(user), self.idp.digest)
 
     def sign_in(self, token: str) -> tuple[Caller | None, ConsoleSession | None]:
         """``(caller, session)`` for an admin's token; ``(caller, None)`` for a valid token
@@ -177,6 +233,13 @@ class ConsoleAuth:
         session = self.sessions.get(session_id)
         if session is None:
             return None
+        if session.token_digest.startswith(IDP_DIGEST_PREFIX):
+            if self.idp is None or not hmac.compare_digest(session.token_digest,
+                                                           self.idp.digest):
+                self.sessions.close(session.id)
+                return None
+            session.caller = self.idp.caller(session.caller.user_id)
+            return session
         live = any(e.digest == session.token_digest and e.revoked_at is None
                    for e in self.tokens.entries())
         if not live or not is_console_admin(session.caller, self.entitlements,
