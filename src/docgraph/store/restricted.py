@@ -44,19 +44,23 @@ _KEPT_SNAPSHOTS = 3
 class RestrictedRows:
     """The chunk rows of documents with a permission set, by set (see the module)."""
 
-    def __init__(self, rows: Iterable[tuple[frozenset[str], int]]) -> None:
+    def __init__(self, documents: Iterable[tuple[frozenset[str], npt.ArrayLike]]) -> None:
+        """``documents``: (permission set, its chunk row ids) per restricted document."""
         class_of: dict[frozenset[str], int] = {}
-        rowids: list[int] = []
+        parts: list[npt.NDArray[np.int64]] = []
         labels: list[int] = []
-        for access, rowid in rows:
-            label = class_of.setdefault(access, len(class_of) + 1)
-            rowids.append(int(rowid))
-            labels.append(label)
-        order = np.argsort(np.asarray(rowids, dtype=np.int64), kind="stable")
-        #: Restricted row ids, ascending, and the class (1..) of each.
-        self.rowids = np.asarray(rowids, dtype=np.int64)[order]
+        for access, ids in documents:
+            part = np.asarray(ids, dtype=np.int64).reshape(-1)
+            parts.append(part)
+            labels.append(class_of.setdefault(access, len(class_of) + 1))
+        rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         dtype = np.int16 if len(class_of) < np.iinfo(np.int16).max else np.int32
-        self.labels = np.asarray(labels, dtype=dtype)[order]
+        per_row = np.repeat(np.asarray(labels, dtype=dtype),
+                            [len(p) for p in parts]) if parts else np.zeros(0, dtype)
+        order = np.argsort(rowids, kind="stable")
+        #: Restricted row ids, ascending, and the class (1..) of each.
+        self.rowids = rowids[order]
+        self.labels = per_row[order]
         self.classes = len(class_of)
         self._by_principal: dict[str, list[int]] = {}
         for access, label in class_of.items():

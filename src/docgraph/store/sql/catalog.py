@@ -356,22 +356,6 @@ class SqlCatalogRecords:
                 for (name, access), (documents, chunks) in sorted(
                     counted.items(), key=lambda item: (item[0][0], sorted(item[0][1])))]
 
-    def restricted_chunk_rows(self) -> list[tuple[frozenset[str], int]]:
-        """(permission set, chunk row id) of every chunk whose document has a permission
-        set, read through the documents (only restricted ones) and the chunks' document
-        index, never the chunk rows themselves: what the in-memory lanes filter by
-        (:class:`~docgraph.store.restricted.RestrictedRows`)."""
-        rows: list[tuple[frozenset[str], int]] = []
-        document, access = None, frozenset[str]()
-        for doc_row, raw, rowid in self._run(
-                "SELECT d.id, d.access, c.id FROM documents d"
-                " JOIN chunks c ON c.document_id = d.id"
-                " WHERE d.access IS NOT NULL ORDER BY d.id"):
-            if doc_row != document:
-                document, access = doc_row, self.dialect.principals_value(raw)
-            rows.append((access, int(rowid)))
-        return rows
-
     def stats(self) -> list[NamespaceStats]:
         """Sources, documents, chunks, failures, entities and communities per namespace."""
         rows = self._run(

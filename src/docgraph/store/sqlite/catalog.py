@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from docgraph.errors import ReadOnlyIndex, StoreError
 from docgraph.model import Vector
@@ -193,6 +194,23 @@ class SQLiteCatalog(SqlCatalogDocuments):
         marks (one row kept)."""
         db.execute("INSERT INTO access_changes DEFAULT VALUES")
         db.execute("DELETE FROM access_changes WHERE seq < last_insert_rowid()")
+
+    def restricted_chunk_rows(self) -> list[tuple[frozenset[str], npt.NDArray[np.int64]]]:
+        """(permission set, chunk row ids) of every document with a permission set, read
+        through the restricted documents and the chunks' document index (never the chunk
+        rows themselves), one row per document: what the in-memory lanes filter by
+        (:class:`~docgraph.store.restricted.RestrictedRows`)."""
+        rows = self.connection().execute(
+            "SELECT d.access, group_concat(c.id) FROM documents d"
+            " JOIN chunks c ON c.document_id = d.id"
+            " WHERE d.access IS NOT NULL GROUP BY d.id").fetchall()
+        parsed: dict[str, frozenset[str]] = {}  # documents share a few sets: parse each once
+        found: list[tuple[frozenset[str], npt.NDArray[np.int64]]] = []
+        for raw, ids in rows:
+            if raw not in parsed:
+                parsed[raw] = self.dialect.principals_value(raw)
+            found.append((parsed[raw], np.array(ids.split(","), dtype=np.int64)))
+        return found
 
     # -- documents ---------------------------------------------------------
 
