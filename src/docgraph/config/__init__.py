@@ -41,7 +41,13 @@ from docgraph.config.paths import (
     resolve_file_paths,
 )
 from docgraph.config.retrieval import RetrievalSettings
-from docgraph.config.serving import GovernanceSettings, LlmSettings, RagSettings, ServeSettings
+from docgraph.config.serving import (
+    AuthSettings,
+    GovernanceSettings,
+    LlmSettings,
+    RagSettings,
+    ServeSettings,
+)
 from docgraph.config.settings import (
     DEFAULT_CONFIG_FILE,
     Settings,
@@ -58,6 +64,7 @@ __all__ = [
     "DEFAULT_PG_EF_SEARCH",
     "PATH_SETTINGS",
     "SQL_URL_SETTINGS",
+    "AuthSettings",
     "EmbedSettings",
     "FileRelativeTomlSource",
     "GovernanceSettings",

@@ -203,3 +203,96 @@ class ServeSettings(Section):
             bind = f"[{bind}]"
         return f"http://{bind}:{self.port if port is None else port}"
 
+
+
+#: JWS algorithms an access token may be signed with: asymmetric only (a symmetric ``HS*``
+#: key would have to be shared with the server, and a public key passed as an HMAC secret
+#: is the classic forgery; ``none`` is no signature at all).
+ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+                                   "ES256", "ES384", "ES512", "EdDSA"})
+
+
+class AuthSettings(Section):
+    """``docgraph serve`` as an OAuth 2.1 resource server (the MCP authorization spec): access
+    tokens issued by the organisation's identity provider, beside the static bearer tokens
+    of service accounts."""
+
+    issuer: str | None = Field(
+        default=None,
+        description="Issuer URL of the authorization server / OIDC provider whose access "
+                    "tokens `docgraph serve` accepts (its metadata is read from "
+                    "/.well-known/oauth-authorization-server or openid-configuration under "
+                    "it). Unset: only static bearer tokens.",
+    )
+    audience: str | None = Field(
+        default=None,
+        description="The `aud` a token must carry; default: the server's MCP URL "
+                    "(<serve.public_url or http://host:port>/mcp), the RFC 8707 resource "
+                    "indicator hosts ask for.",
+    )
+    scopes: list[str] = Field(
+        default_factory=list,
+        description="Scopes every identity-provider token must hold (403 insufficient_scope "
+                    "otherwise); empty: none required.",
+    )
+    user_claim: str = Field(default="sub", description="Claim naming the user (sub, email, "
+                            "preferred_username, oid, ...).")
+    groups_claim: str = Field(
+        default="groups",
+        description="Claim holding the user's groups (a list, or one name); a dotted path "
+                    "reaches into nested objects, e.g. realm_access.roles. A token without "
+                    "it is refused.",
+    )
+    algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256", "ES256"],
+        description="Signature algorithms accepted (pinned; asymmetric only: never none or "
+                    "HS*).",
+    )
+    clock_skew_s: int = Field(default=60, ge=0, le=600,
+                              description="Seconds of clock difference allowed on exp/nbf/iat.")
+    jwks_cache_s: int = Field(
+        default=300, ge=0, le=86400,
+        description="Seconds the issuer's signing keys (JWKS) are kept before being read "
+                    "again; a token naming an unknown key id re-reads them at once (at most "
+                    "every 10 s), so a key rotation is followed.",
+    )
+    introspection_url: str | None = Field(
+        default=None,
+        description="RFC 7662 introspection endpoint for opaque (non-JWT) access tokens; "
+                    "unset: the issuer's metadata `introspection_endpoint` is not used "
+                    "either, and opaque tokens are refused.",
+    )
+    introspection_client_id: str | None = Field(
+        default=None, description="Client id the introspection endpoint authenticates "
+                                  "(HTTP Basic).")
+    introspection_client_secret: str | None = Field(
+        default=None, description="Client secret for the introspection endpoint.")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        bad = [a for a in value if a not in ASYMMETRIC_ALGORITHMS]
+        if bad or not value:
+            accepted = ", ".join(sorted(ASYMMETRIC_ALGORITHMS))
+            raise ValueError(f"auth.algorithms {bad or value!r}: only asymmetric signature "
+                             f"algorithms are accepted ({accepted})")
+        return value
+
+    @field_validator("issuer", "introspection_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(value.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"{value!r}: must be an http:// or https:// URL")
+            return value.strip()
+        return value
+
+    @field_validator("user_claim", "groups_claim")
+    @classmethod
+    def _claim_named(cls, value: str) -> str:
+        if not value.strip() or any(not part for part in value.strip().split(".")):
+            raise ValueError(f"{value!r}: name a claim (a dotted path for a nested one)")
+        return value.strip()

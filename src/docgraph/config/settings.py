@@ -25,7 +25,13 @@ from docgraph.config.indexing import (
 )
 from docgraph.config.paths import FileRelativeTomlSource
 from docgraph.config.retrieval import RetrievalSettings
-from docgraph.config.serving import GovernanceSettings, LlmSettings, RagSettings, ServeSettings
+from docgraph.config.serving import (
+    AuthSettings,
+    GovernanceSettings,
+    LlmSettings,
+    RagSettings,
+    ServeSettings,
+)
 from docgraph.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "docgraph.toml"
@@ -52,6 +58,7 @@ class Settings(BaseSettings):
     sources: SourcesSettings = Field(default_factory=SourcesSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
 
     @classmethod
