@@ -58,8 +58,8 @@ def free_port() -> int:
 class Running:
     """A server running in a background thread on a loopback port."""
 
-    def __init__(self, app: Any) -> None:
-        self.port = free_port()
+    def __init__(self, app: Any, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # idle keep-alive connections of the tests' clients must not hold the shutdown up
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -65,6 +65,7 @@ from docgraph.serve.auth import (
 from docgraph.serve.console import PREFIX as CONSOLE_PREFIX
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScreen, host_policy
+from docgraph.serve.idp.resource import Challenge, RequireBearer, ResourceServer
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
 from docgraph.serve.outage import (
@@ -90,8 +91,6 @@ REFRESHER_STOP_SECONDS = 120.0
 API_PREFIX = "/api/v1"
 #: Tools that may also be called with GET and query parameters (no free text involved).
 GET_TOOLS = ("list_documents", "index_status")
-_UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer error="invalid_token", '
-                                             'error_description="Authentication required"'}
 
 
 def http_caller(ctx: Context[Any, Any]) -> Caller:
@@ -141,11 +140,14 @@ def _screen_surrogates(arguments: dict[str, Any]) -> None:
 
 def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
                stateless: bool = False, refresher: Refresher | None = None,
-               console: Console | None = None) -> Starlette:
+               console: Console | None = None,
+               resource: ResourceServer | None = None) -> Starlette:
     """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json`` and
     the console under ``/console`` (``console``, or one built over ``tools`` and ``tokens``
     with the admin role of ``[serve] console_admin_role``); ``refresher``'s background loop
-    runs while the app does (see the module docstring)."""
+    runs while the app does (see the module docstring). With ``resource`` (``[auth]
+    issuer``) the identity provider's access tokens are accepted beside the static ones,
+    and the Protected Resource Metadata is served (:mod:`docgraph.serve.idp.resource`)."""
     if console is None:
         console = Console(tools, ConsoleAuth(
             tokens, tools.governance.entitlements,
@@ -159,9 +161,10 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     session_manager = mcp_server.session_manager
     outage = StoreOutage()
     readiness = readiness_of(tools, tokens, outage, refresher)
-    mcp_endpoint = RequireAuthMiddleware(
+    challenge = resource.challenge if resource is not None else Challenge()
+    mcp_endpoint = RequireBearer(
         MCPBodyScreen(StreamableHTTPASGIApp(session_manager),
-                      session_manager.max_request_body_size), [], None)
+                      session_manager.max_request_body_size), challenge)
 
     async def call_api(request: Request) -> Response:
         name = request.path_params["tool"]
@@ -170,9 +173,11 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                                f"{', '.join(TOOLS)}")
         if request.method == "GET" and name not in GET_TOOLS:
             return _error(405, f"{name} takes POST with a JSON body", {"Allow": "POST"})
+        refusal = challenge.refusal(request.scope)
         user = request.scope.get("user")
-        if not isinstance(user, AuthenticatedUser):
-            return _error(401, "a valid bearer token is required", _UNAUTHORIZED_HEADERS)
+        if refusal is not None or not isinstance(user, AuthenticatedUser):
+            status, _, description, headers = refusal or (401, "", "", {})
+            return _error(status, description, headers)
         try:
             caller = caller_from_access_token(user.access_token)
             if request.method == "GET":
@@ -232,14 +237,17 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Route("/healthz", endpoint=healthz, methods=["GET"]),
         Route("/readyz", endpoint=readyz, methods=["GET"]),
         *console.routes(),
+        *(resource.routes() if resource is not None else []),
     ]
+    static = StoreTokenVerifier(tokens, outage)
     middleware = [
         Middleware(HostOriginGuard, policy=policy),
         # Outside authentication: the token check is where an outage shows first.
         Middleware(StoreOutageGuard, outage=outage,
                    pages={"/mcp": mcp_unavailable, CONSOLE_PREFIX: console.unavailable}),
-        Middleware(AuthenticationMiddleware, backend=RouteBearerBackend(
-            StoreTokenVerifier(tokens, outage), UNGUARDED_PATHS)),
+        Middleware(AuthenticationMiddleware, backend=(
+            resource.backend(static, UNGUARDED_PATHS) if resource is not None
+            else RouteBearerBackend(static, UNGUARDED_PATHS))),
         Middleware(AuthContextMiddleware),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -398,13 +406,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
           port: int = 8765, log_level: str = "warning",
-          refresher: Refresher | None = None, sock: socket.socket | None = None) -> None:
+          refresher: Refresher | None = None, sock: socket.socket | None = None,
+          resource: ResourceServer | None = None) -> None:
     """Run the HTTP server until interrupted (blocking); with ``refresher``, its loop runs
     as long as the server does. ``sock`` is a socket :func:`bind_socket` bound already
-    (else ``host``:``port`` is bound here)."""
+    (else ``host``:``port`` is bound here); ``resource`` accepts the identity provider's
+    tokens too (:func:`create_app`)."""
     import uvicorn
 
-    app = create_app(tools, tokens, host=host, refresher=refresher)
+    app = create_app(tools, tokens, host=host, refresher=refresher, resource=resource)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             server_header=False, timeout_graceful_shutdown=5,
                             **uvicorn_forwarding(tools.graph.settings.serve.trusted_proxies))
