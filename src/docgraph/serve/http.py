@@ -21,7 +21,10 @@ redone by the next leader) and before the process exits, so leadership is releas
 Every route but ``/healthz`` and ``/readyz`` first passes one Host/Origin (DNS-rebinding)
 policy derived from the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign
 ``Host``, 403 for a foreign ``Origin``). Every request without a valid ``Authorization:
-Bearer <token>`` then gets 401. A request that fails because the store cannot be reached
+Bearer <token>`` then gets 401 (with ``[auth] issuer`` the token may also be the identity
+provider's, the 401 names the Protected Resource Metadata served under
+``/.well-known/oauth-protected-resource``, and a missing required scope is a 403:
+:mod:`docgraph.serve.idp.resource`). A request that fails because the store cannot be reached
 (PostgreSQL stopped or restarting) gets 503 with ``Retry-After``, in the route's error shape,
 and the outage is logged once (:mod:`docgraph.serve.outage`); the server reconnects by
 itself when the store is back. Tokens map to callers (:mod:`docgraph.serve.auth`); the
@@ -284,9 +287,11 @@ def openapi_document() -> dict[str, Any]:
         "400": "Invalid arguments (the message names each bad argument), or a body that is "
                f"not JSON, nests deeper than {MAX_BODY_DEPTH} levels or holds text that is not "
                "valid Unicode.",
-        "401": "Missing or invalid bearer token.",
+        "401": "Missing or invalid bearer token (WWW-Authenticate says why, and with an "
+               "identity provider configured where its resource metadata is).",
         "403": "The caller is denied (no entitled namespace, or a role it does not hold), "
-               "or the Origin header is not allowed.",
+               "the token lacks a required scope (insufficient_scope), or the Origin header "
+               "is not allowed.",
         "404": "read_document / fetch: no readable document or chunk has this id (the same "
                "answer whether it never existed or is outside the caller's reach).",
         "421": "The Host header is not allowed (DNS-rebinding protection).",
