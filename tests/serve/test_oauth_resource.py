@@ -24,7 +24,7 @@ from docgraph.governance.entitlements import StaticEntitlements
 from docgraph.serve.auth import STATIC_ISSUER, BearerTokens, hash_token
 from docgraph.serve.http import create_app
 from docgraph.serve.idp.claims import TokenRefused, groups_from
-from docgraph.serve.idp.discovery import JwksCache, metadata_urls
+from docgraph.serve.idp.discovery import DiscoveryError, JwksCache, metadata_urls
 from docgraph.serve.idp.resource import ResourceServer
 from docgraph.serve.tools import DocgraphTools
 from tests.deployment import Deployment, embedded_store
@@ -224,6 +224,18 @@ def test_an_unknown_kid_refetches_the_keys_at_most_once_per_interval(served):
     reads = issuer.jwks_reads
     assert anyio.run(main) == [True] + [False] * 5
     assert issuer.jwks_reads == reads + 1 and cache.fetches == 1  # made-up kids: no refetch
+
+
+def test_an_unreachable_issuer_is_asked_again_only_after_the_interval():
+    cache = JwksCache(f"http://127.0.0.1:{free_port()}", cache_s=300, refetch_s=60)
+
+    async def main() -> None:
+        with pytest.raises(DiscoveryError, match="no metadata for issuer"):
+            await cache.key("k1")
+        assert await cache.key("k1") is None  # no second attempt within refetch_s
+
+    anyio.run(main)
+    assert cache.fetches == 1
 
 
 # -- callers: users and groups from the claims --------------------------------------------

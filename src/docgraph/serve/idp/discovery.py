@@ -137,21 +137,29 @@ class JwksCache:
         return keys.get(kid)
 
     async def refresh(self) -> None:
-        """Read the metadata (first time) and the key set now, replacing the cached set."""
-        if self.metadata is None:
-            self.metadata = await fetch_metadata(self.issuer)
-        url = str(self.metadata["jwks_uri"])
+        """Read the metadata (first time) and the key set now, replacing the cached set.
+
+        A failure raises :class:`DiscoveryError` and still counts as a read for the rate
+        limits: while the issuer cannot be reached, the keys already held keep serving
+        (until the next ``cache_s``) and a missing key is asked for at most every
+        ``refetch_s``, so an outage of the issuer is not answered with a storm of
+        requests, each waiting out the timeout."""
         try:
-            async with httpx.AsyncClient(timeout=FETCH_TIMEOUT_S) as client:
-                data = await _get_json(client, url)
-            keys = jwt.PyJWKSet.from_dict(data).keys
-        except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
-            self._fetched_at = time.monotonic()  # an unreachable issuer is asked again later
+            if self.metadata is None:
+                self.metadata = await fetch_metadata(self.issuer)
+            url = str(self.metadata["jwks_uri"])
+            try:
+                async with httpx.AsyncClient(timeout=FETCH_TIMEOUT_S) as client:
+                    data = await _get_json(client, url)
+                keys = jwt.PyJWKSet.from_dict(data).keys
+            except (httpx.HTTPError, ValueError, jwt.PyJWTError) as exc:
+                raise DiscoveryError(f"the signing keys at {url} cannot be read: {exc}") \
+                    from exc
+        finally:
+            self._fetched_at = time.monotonic()
             self.fetches += 1
-            raise DiscoveryError(f"the signing keys at {url} cannot be read: {exc}") from exc
-        self._keys = {str(k.key_id): k for k in keys if k.key_id is not None and
-                      (k.public_key_use in (None, "sig"))} or \
-            ({"": keys[0]} if len(keys) == 1 else {})
-        self._fetched_at = time.monotonic()
-        self.fetches += 1
+        signing = [k for k in keys if k.public_key_use in (None, "sig")]
+        by_kid = {str(k.key_id): k for k in signing if k.key_id is not None}
+        # one key without a kid: tokens without a kid use it (a lone key needs no name)
+        self._keys = by_kid or ({"": signing[0]} if len(signing) == 1 else {})
         log.info("read %d signing key(s) of %s", len(self._keys), self.issuer)

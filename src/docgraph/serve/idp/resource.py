@@ -153,13 +153,25 @@ class CallerBackend(AuthenticationBackend):
         if not token or len(token) > 16 * MAX_TOKEN_CHARS:
             raise TokenRefused("the bearer token is empty or too long")
         if looks_like_jwt(token):
-            return await self.identity.check(token)
-        static = await self.static.verify_token(token)
+            try:
+                return await self.identity.check(token)
+            except TokenRefused:
+                static = await self._static(token)  # a legacy static token with two dots
+                if static is None:
+                    raise
+                return static
+        static = await self._static(token)
         if static is not None:
-            return static.model_copy(update={"scopes": list(self.scopes)})
+            return static
         if self.identity.settings.introspection_url:
             return await self.identity.check(token)
         raise TokenRefused("unknown bearer token")
+
+    async def _static(self, token: str) -> AccessToken | None:
+        """The static token's access info, granted the required scopes, or None."""
+        static = await self.static.verify_token(token)
+        return None if static is None else static.model_copy(
+            update={"scopes": list(self.scopes)})
 
 
 class ResourceServer:
