@@ -266,7 +266,9 @@ class AuthSettings(Section):
         default=None, description="Client id the introspection endpoint authenticates "
                                   "(HTTP Basic).")
     introspection_client_secret: str | None = Field(
-        default=None, description="Client secret for the introspection endpoint.")
+        default=None, description="Client secret for the introspection endpoint; give it "
+                                  "in the environment (DOCGRAPH_AUTH__INTROSPECTION_CLIENT_"
+                                  "SECRET) rather than in the settings file.")
 
     @field_validator("algorithms")
     @classmethod

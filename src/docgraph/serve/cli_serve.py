@@ -67,6 +67,11 @@ def serve_http(
             from docgraph.serve.idp.resource import ResourceServer
 
             resource = ResourceServer(auth, tools.governance.base_url + "/mcp")
+            if not settings.public_url and not auth.audience and bind not in (
+                    "127.0.0.1", "localhost", "::1"):
+                err.print("[yellow]warning:[/] hosts will ask for tokens for the URL they "
+                          "reach this server at; set serve.public_url to it (the audience "
+                          f"is now {escape(resource.audience)})")
             err.print(f"accepting access tokens of {escape(auth.issuer)} for audience "
                       f"{escape(resource.audience)} (metadata: {escape(resource.metadata_url)})")
         if bind not in ("127.0.0.1", "localhost", "::1"):
