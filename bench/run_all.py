@@ -1,6 +1,6 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
 ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
-serve_backends, quality_backends, graph_backends, agent_loop and crash.
+serve_backends, quality_backends, graph_backends, agent_loop, crash and jwt_auth.
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -22,7 +22,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
-         "graph_backends", "agent_loop", "crash")
+         "graph_backends", "agent_loop", "crash", "jwt_auth")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -43,6 +43,7 @@ QUICK_ARGS = {
     "graph_backends": ["--chunks", "3000", "--repeats", "1", "--name", "graph_backends_quick"],
     "agent_loop": ["--limit", "20", "--name", "agent_loop_quick"],
     "crash": ["--kills", "10", "--name", "crash_quick"],
+    "jwt_auth": ["--quick"],
 }
 
 

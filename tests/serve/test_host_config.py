@@ -125,3 +125,26 @@ def test_the_printed_stdio_snippet_starts_a_working_server(deployment):
     assert "read_document" in seen["tools"] and "fetch" in seen["tools"]
     results = json.loads(seen["search"].content[0].text)["results"]
     assert results and results[0]["id"] == "notes/a.md#chunk-0"
+
+
+
+def test_oauth_snippets_hold_the_url_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A host that speaks the MCP authorization spec signs in itself: no token, no header;
+    without --http the URL is the server's own (serve.public_url + /mcp)."""
+    for key in ("DOCGRAPH_CONFIG", "DOCGRAPH_SERVE__PUBLIC_URL"):
+        monkeypatch.delenv(key, raising=False)
+    config_file = tmp_path / "docgraph.toml"
+    config_file.write_text('[serve]\npublic_url = "https://docs.example"\n'
+                           '[auth]\nissuer = "https://login.example"\n', encoding="utf-8")
+    url = "https://docs.example/mcp"
+    for host in HOSTS:
+        config = _printed("--config", str(config_file), "mcp-config", host, "--oauth")
+        text = json.dumps(config)
+        assert "Authorization" not in text and "token" not in text.lower()
+        assert "inputs" not in config
+        entry = config["servers" if host == "vscode" else "mcpServers"]["docgraph"]
+        assert entry == {"claude-desktop": {"command": "npx",
+                                            "args": ["-y", "mcp-remote", url]},
+                         "cursor": {"url": url}}.get(host, {"type": "http", "url": url})
+        other = _printed("mcp-config", host, "--oauth", "--http", "https://x.example/mcp")
+        assert "https://x.example/mcp" in json.dumps(other) and url not in json.dumps(other)

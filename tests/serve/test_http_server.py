@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from docgraph import DocGraph
-from docgraph.serve.auth import BearerTokens, hash_token
+from docgraph.serve.auth import STATIC_ISSUER, BearerTokens, hash_token
 from docgraph.serve.http import create_app
 from tests.backend_graphs import BACKEND_NAMES
 from tests.pg import pgvector_server  # noqa: F401  (fixture of the postgres backend)
@@ -442,6 +442,10 @@ def test_the_audit_log_records_http_callers(served):
     api(served, "index_status", {}, user="bob")
     records = served["graph"].audit_store.recent(5)  # the audit log in the index database
     assert ("bob", "index_status") in [(r["user_id"], r["operation"]) for r in records]
+    # and the token behind the request: a static token's issuer and id (never the token)
+    record = next(r for r in records if r["user_id"] == "bob")
+    assert (record["issuer"], record["subject"]) == (
+        STATIC_ISSUER, "token:" + hash_token(served["tokens"]["bob"])[:12])
 
 
 def test_the_index_database_holds_only_token_hashes(served):

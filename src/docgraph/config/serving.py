@@ -205,36 +205,72 @@ class ServeSettings(Section):
 
 
 
+#: JWS algorithms an access token may be signed with: asymmetric only (a symmetric ``HS*``
+#: key would have to be shared with the server, and a public key passed as an HMAC secret
+#: is the classic forgery; ``none`` is no signature at all).
+ASYMMETRIC_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+                                   "ES256", "ES384", "ES512", "EdDSA"})
+
+
 class AuthSettings(Section):
-    """Identities from the organisation's identity provider (``[auth]``): the OpenID Connect
-    issuer, which claims name the user and the groups, and the web console's sign-in
-    through it (an OIDC client of the issuer; admin by group)."""
+    """Identities from the organisation's identity provider (``[auth]``): ``docgraph serve``
+    as an OAuth 2.1 resource server (the MCP authorization spec: access tokens issued by
+    the provider, beside the static bearer tokens of service accounts), which claims name
+    the user and the groups, and the web console's sign-in through the provider (an OIDC
+    client of the issuer; admin by group)."""
 
     issuer: str | None = Field(
         default=None,
-        description="Issuer URL of the identity provider (OpenID Connect / OAuth 2.0 "
-                    "authorization server), e.g. https://login.example/realms/acme: its "
-                    "metadata is read from <issuer>/.well-known/openid-configuration.",
+        description="Issuer URL of the authorization server / OIDC provider whose access "
+                    "tokens `docgraph serve` accepts (its metadata is read from "
+                    "/.well-known/oauth-authorization-server or openid-configuration under "
+                    "it). Unset: only static bearer tokens.",
     )
-    user_claim: str = Field(
-        default="sub",
-        description="Claim naming the user (sub, email, preferred_username, oid).",
+    audience: str | None = Field(
+        default=None,
+        description="The `aud` a token must carry; default: the server's MCP URL "
+                    "(<serve.public_url or http://host:port>/mcp), the RFC 8707 resource "
+                    "indicator hosts ask for.",
     )
+    scopes: list[str] = Field(
+        default_factory=list,
+        description="Scopes every identity-provider token must hold (403 insufficient_scope "
+                    "otherwise); empty: none required.",
+    )
+    user_claim: str = Field(default="sub", description="Claim naming the user (sub, email, "
+                            "preferred_username, oid, ...).")
     groups_claim: str = Field(
         default="groups",
         description="Claim holding the user's groups (a list, or one name); a dotted path "
-                    "reads a nested claim, e.g. realm_access.roles.",
+                    "reaches into nested objects, e.g. realm_access.roles. A token without "
+                    "it is refused.",
     )
     algorithms: list[str] = Field(
         default_factory=lambda: ["RS256", "ES256"],
-        description="Signature algorithms accepted on the issuer's tokens (pinned; none "
-                    "and the HS* family are refused).",
+        description="Signature algorithms accepted (pinned; asymmetric only: never none or "
+                    "HS*).",
     )
-    clock_skew_s: int = Field(
-        default=60, ge=0, le=600,
-        description="Seconds of clock difference allowed when checking a token's exp, nbf "
-                    "and iat.",
+    clock_skew_s: int = Field(default=60, ge=0, le=600,
+                              description="Seconds of clock difference allowed on exp/nbf/iat.")
+    jwks_cache_s: int = Field(
+        default=300, ge=0, le=86400,
+        description="Seconds the issuer's signing keys (JWKS) are kept before being read "
+                    "again; a token naming an unknown key id re-reads them at once (at most "
+                    "every 10 s), so a key rotation is followed.",
     )
+    introspection_url: str | None = Field(
+        default=None,
+        description="RFC 7662 introspection endpoint for opaque (non-JWT) access tokens; "
+                    "unset: the issuer's metadata `introspection_endpoint` is not used "
+                    "either, and opaque tokens are refused.",
+    )
+    introspection_client_id: str | None = Field(
+        default=None, description="Client id the introspection endpoint authenticates "
+                                  "(HTTP Basic).")
+    introspection_client_secret: str | None = Field(
+        default=None, description="Client secret for the introspection endpoint; give it "
+                                  "in the environment (DOCGRAPH_AUTH__INTROSPECTION_CLIENT_"
+                                  "SECRET) rather than in the settings file.")
     console_client_id: str | None = Field(
         default=None,
         description="Client id of the web console at the issuer (console sign-in through "
@@ -256,30 +292,32 @@ class AuthSettings(Section):
     @field_validator("algorithms")
     @classmethod
     def _asymmetric_only(cls, value: list[str]) -> list[str]:
-        """Only asymmetric signatures: a shared-secret (HS*) or unsigned (none) token could
-        be made by anyone who read the issuer's public key or nothing at all."""
-        allowed = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
-                   "ES512", "EdDSA"}
-        bad = [a for a in value if a not in allowed]
+        bad = [a for a in value if a not in ASYMMETRIC_ALGORITHMS]
         if bad or not value:
-            raise ValueError(f"auth.algorithms {value!r}: each must be one of "
-                             f"{', '.join(sorted(allowed))} (none and HS* are refused)")
+            accepted = ", ".join(sorted(ASYMMETRIC_ALGORITHMS))
+            raise ValueError(f"auth.algorithms {bad or value!r}: only asymmetric signature "
+                             f"algorithms are accepted ({accepted})")
         return value
 
-    @field_validator("issuer")
+    @field_validator("issuer", "introspection_url")
     @classmethod
-    def _issuer_is_a_url(cls, value: str | None) -> str | None:
-        """An http(s) URL without query or fragment (RFC 8414 §2); http only on loopback
-        is the identity provider's own affair, not checked here."""
-        if value is None:
-            return None
-        from urllib.parse import urlsplit
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            from urllib.parse import urlsplit
 
-        parts = urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
-                or parts.fragment:
-            raise ValueError(f"auth.issuer {value!r}: must be an https:// (or http://) URL "
-                             "with a host and without query or fragment")
+            parts = urlsplit(value.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.query \
+                    or parts.fragment:
+                raise ValueError(f"{value!r}: must be an http:// or https:// URL with a "
+                                 "host and without query or fragment (RFC 8414)")
+            return value.strip()
+        return value
+
+    @field_validator("user_claim", "groups_claim")
+    @classmethod
+    def _claim_named(cls, value: str) -> str:
+        if not value.strip() or any(not part for part in value.strip().split(".")):
+            raise ValueError(f"{value!r}: name a claim (a dotted path for a nested one)")
         return value.strip()
 
     @property

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from docgraph.governance.caller import Caller
 from docgraph.store.base import AuditStore, TraceEntry, TraceLog
 
 
@@ -18,6 +19,9 @@ class AuditRecord:
     operation: str
     outcome: str = "ok"  # ok | denied | error
     role: str | None = None
+    #: The issuer and subject of the token behind the request (None for a local caller).
+    issuer: str | None = None
+    subject: str | None = None
     #: The groups the request was decided for (the caller's and those the policy declares).
     groups: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
@@ -76,3 +80,10 @@ class UnrecordedAuditLog(AuditLog):
         """Keep no record; store the request's traces."""
         for trace in record.traces:
             self.traces.save(trace.trace_id, trace.created_at, trace.payload)
+
+
+def stamp_token(trace: TraceEntry, caller: Caller) -> TraceEntry:
+    """``trace`` with the issuer and subject of the token behind ``caller`` in its payload,
+    so a stored trace says which identity asked, as its audit row does."""
+    return TraceEntry(trace.trace_id, trace.created_at,
+                      {**trace.payload, "issuer": caller.issuer, "subject": caller.subject})

@@ -23,11 +23,17 @@ class Caller:
     caller holds (asserting another one is refused, never trusted). ``groups`` are those
     the authenticator vouches for (an identity provider's claim); the governed service adds
     the memberships its policy declares (:meth:`with_groups`) before deciding anything.
+    ``issuer`` and ``subject`` name the token behind the caller, for the record.
     """
 
     user_id: str
     active_role: str | None = None
     groups: frozenset[str] = field(default_factory=frozenset)
+    #: Who vouched for the caller and as whom (a token's ``iss`` and ``sub``): recorded in
+    #: the audit log and the traces of its requests, never used to decide anything (nor
+    #: to compare callers: the same user and groups are the same principal).
+    issuer: str | None = field(default=None, kw_only=True, compare=False)
+    subject: str | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.user_id, str) or not self.user_id.strip():

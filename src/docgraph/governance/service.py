@@ -26,7 +26,7 @@ from docgraph.evidence.port import KnowledgeSearchHit, hit_from_search_hit
 from docgraph.evidence.project import publish
 from docgraph.evidence.settings import EvidenceSettings
 from docgraph.governance import browse
-from docgraph.governance.audit import AuditLog, AuditRecord
+from docgraph.governance.audit import AuditLog, AuditRecord, stamp_token
 from docgraph.governance.caller import AccessDenied, Caller
 from docgraph.governance.entitlements import Entitlements, principal_of, resolve_namespaces
 from docgraph.governance.inputs import check_count, check_optional_text, check_text
@@ -140,7 +140,8 @@ class Governance(Generic[IndexT]):
         here (:meth:`GovernedIndex.sync_settings`), once."""
         self._root.sync_settings()
         record = AuditRecord(user_id=caller.user_id, operation=operation,
-                             role=caller.active_role, query_hash=AuditRecord.hash_query(query))
+                             role=caller.active_role, query_hash=AuditRecord.hash_query(query),
+                             issuer=caller.issuer, subject=caller.subject)
         started = time.perf_counter()
         scope: Visibility | None = None
         try:
@@ -168,6 +169,8 @@ class Governance(Generic[IndexT]):
                 record.row_drops = scope.dropped
                 record.authorizer_failures = list(scope.failures)
             record.duration_ms = (time.perf_counter() - started) * 1000
+            if caller.issuer is not None:
+                record.traces = [stamp_token(trace, caller) for trace in record.traces]
             self.audit.write(record)
 
     def _search(self, scope: Visibility, record: AuditRecord) -> GovernedSearch:

@@ -42,13 +42,15 @@ from docgraph.governance import Caller
 from docgraph.serve.outage import StoreOutage
 from docgraph.store.tokens import MIN_TOKEN_ID_CHARS, TokenEntry, TokenStore
 
-__all__ = ["MAX_TOKEN_CHARS", "BearerTokens", "RouteBearerBackend", "StoreTokenVerifier",
-           "TokenEntry",
+__all__ = ["MAX_TOKEN_CHARS", "STATIC_ISSUER", "BearerTokens", "RouteBearerBackend",
+           "StoreTokenVerifier", "TokenEntry",
            "caller_from_access_token", "entry_caller", "hash_token", "new_token",
            "parse_tokens_file"]
 
 log = logging.getLogger(__name__)
 
+#: The issuer audit rows and traces name for a static bearer token (the index database).
+STATIC_ISSUER = "docgraph:tokens"
 #: Longest token accepted from a request (anything longer is rejected before hashing).
 MAX_TOKEN_CHARS = 512
 _HEX = frozenset("0123456789abcdef")
@@ -211,7 +213,8 @@ class StoreTokenVerifier:
             return None
         return AccessToken(token=entry.token_id, client_id=f"token:{entry.token_id}",
                            scopes=[], subject=entry.user,
-                           claims={"user": entry.user, "role": entry.role})
+                           claims={"user": entry.user, "role": entry.role,
+                                   "iss": STATIC_ISSUER, "sub": f"token:{entry.token_id}"})
 
 
 class RouteBearerBackend(BearerAuthBackend):
@@ -232,10 +235,19 @@ class RouteBearerBackend(BearerAuthBackend):
 
 
 def caller_from_access_token(access: AccessToken) -> Caller:
-    """The caller an access token made by :class:`StoreTokenVerifier` stands for."""
+    """The caller an access token stands for: its user, role and groups, and the token's
+    issuer and subject (what audit rows and traces record; a static token's issuer is
+    :data:`STATIC_ISSUER`, its subject ``token:<token id>``). Made by
+    :class:`StoreTokenVerifier` or the identity provider's checks
+    (:mod:`docgraph.serve.idp.tokens`)."""
     claims = access.claims or {}
     user = claims.get("user")
     role = claims.get("role")
     if not isinstance(user, str) or not user:
         raise ConfigError("access token carries no docgraph user")
-    return Caller(user, role if isinstance(role, str) and role else None)
+    groups = claims.get("groups") or []
+    issuer, subject = claims.get("iss"), claims.get("sub")
+    return Caller(user, role if isinstance(role, str) and role else None,
+                  frozenset(str(g) for g in groups),
+                  issuer=issuer if isinstance(issuer, str) else None,
+                  subject=subject if isinstance(subject, str) else None)

@@ -44,11 +44,18 @@ def mcp_config(
     write: Annotated[bool, typer.Option("--write", help="Merge into the host's config file "
                                                         "instead of printing.")] = False,
     name: Annotated[str, typer.Option("--name", help="Server name in the host.")] = "docgraph",
+    oauth: Annotated[bool, typer.Option("--oauth", help="The host signs in through the "
+                                                        "identity provider (auth.issuer): "
+                                                        "the URL only, no token (default "
+                                                        "URL: serve.public_url + /mcp).")
+                     ] = False,
     file: Annotated[Path | None, typer.Option("--file", help="Config file to merge into "
                                                              "(default: the host's).")] = None,
 ) -> None:
     """Print (or merge into the host's file with --write) the configuration that connects
-    an agent host to this index: stdio (this executable, --config, --index) or --http.
+    an agent host to this index: stdio (this executable, --config, --index), --http with
+    a bearer token from the environment, or --oauth (the URL only: hosts that speak the MCP
+    authorization spec sign the user in at the identity provider).
 
     A stdio snippet is checked first by running the server's start-up as the host will
     (settings file, index, governance, caller); when it would not start, nothing is printed
@@ -61,6 +68,10 @@ def mcp_config(
     )
 
     command, runs_as = None, ""
+    if oauth and http is None:
+        from docgraph.config import load_settings
+
+        http = load_settings(state.get("config")).serve.base_url() + "/mcp"
     if http is None:
         host_file(host)  # an unknown host is refused before anything is opened
         check = check_stdio_launch(state.get("config"), state.get("index"),
@@ -74,7 +85,7 @@ def mcp_config(
                       f"{'written' if write else 'printed'}")
             raise typer.Exit(1)
         command, runs_as = check.command, check.runs_as
-    snippet = host_snippet(host, name, command=command, http_url=http)
+    snippet = host_snippet(host, name, command=command, http_url=http, oauth=oauth)
     note = escape(snippet.note) + (f"; it runs as {escape(runs_as)}" if runs_as else "")
     if not write:
         sys.stdout.write(json.dumps(snippet.config, indent=2) + "\n")

@@ -26,8 +26,10 @@ def serve_http(
     """Serve MCP (streamable HTTP at /mcp), the JSON API (/api/v1, /openapi.json) and the
     web console (/console).
 
-    Every request needs a bearer token (`docgraph token add USER`); callers see only their
-    entitled namespaces (governance.policy_file or governance.sql_url). With
+    Every request needs a bearer token (`docgraph token add USER`), or, with auth.issuer
+    set, an access token of that identity provider (users and groups from its claims);
+    callers see only their entitled namespaces (governance.policy_file or
+    governance.sql_url). With
     refresh.in_serve (the default) it also refreshes every namespace each
     refresh.interval_seconds while it leads: of several servers on one index exactly one
     does, and another takes over when it stops or dies."""
@@ -38,9 +40,11 @@ def serve_http(
     with open_index() as dg:
         settings = dg.settings.serve
         tokens = open_bearer_tokens(dg, notice)
-        if not tokens.entries():
+        auth = dg.settings.auth
+        if not tokens.entries() and auth.issuer is None:
             err.print("no bearer tokens in the index database: create one with "
-                      "[bold]docgraph token add USER[/]")
+                      "[bold]docgraph token add USER[/], or set auth.issuer to accept your "
+                      "identity provider's access tokens")
             raise typer.Exit(1)
         refresh = dg.settings.refresh
         bind = host or settings.host
@@ -58,6 +62,18 @@ def serve_http(
         tools = build_tools(dg)
         # console links in results (search/fetch `url`): [serve] public_url, else this bind
         tools.governance.base_url = settings.base_url(bind, bind_port)
+        resource = None
+        if auth.issuer is not None:
+            from docgraph.serve.idp.resource import ResourceServer
+
+            resource = ResourceServer(auth, tools.governance.base_url + "/mcp")
+            if not settings.public_url and not auth.audience and bind not in (
+                    "127.0.0.1", "localhost", "::1"):
+                err.print("[yellow]warning:[/] hosts will ask for tokens for the URL they "
+                          "reach this server at; set serve.public_url to it (the audience "
+                          f"is now {escape(resource.audience)})")
+            err.print(f"accepting access tokens of {escape(auth.issuer)} for audience "
+                      f"{escape(resource.audience)} (metadata: {escape(resource.metadata_url)})")
         if bind not in ("127.0.0.1", "localhost", "::1"):
             err.print(f"[yellow]warning:[/] binding {escape(bind)} makes the server reachable "
                       "from the network; put TLS in front of it")
@@ -72,7 +88,7 @@ def serve_http(
                       "leads the index's builds (one process does; refresh.in_serve = false "
                       "turns this off)")
         serve(tools, tokens, host=bind, port=bind_port, sock=sock,
-              refresher=dg.refresher if refreshing else None)
+              refresher=dg.refresher if refreshing else None, resource=resource)
 
 
 def _log_to_stderr() -> None:

@@ -215,16 +215,21 @@ def _check_host(host: str) -> str:
 
 
 def host_snippet(host: str, name: str, *, command: list[str] | None = None,
-                 http_url: str | None = None) -> HostSnippet:
+                 http_url: str | None = None, oauth: bool = False) -> HostSnippet:
     """The configuration of ``host`` for a server called ``name``: stdio running
     ``command``, or streamable HTTP at ``http_url`` with a bearer token from the
-    environment."""
+    environment, or (``oauth``) at ``http_url`` alone: the host finds the identity provider
+    through the server's 401 and signs the user in (:func:`oauth_snippet`)."""
     _check_host(host)
     if (command is None) == (http_url is None):
         raise ConfigError("give either a stdio command or --http URL")
     if http_url is not None and not http_url.startswith(("http://", "https://")):
         raise ConfigError(f"--http {http_url!r}: must be an http:// or https:// URL")
     path = host_file(host)
+    if oauth:
+        if http_url is None:
+            raise ConfigError("an OAuth snippet needs the server's URL (--http)")
+        return oauth_snippet(host, name, http_url, path)
     token_note = (f"set {TOKEN_ENV} to a token from `docgraph token add USER` in the "
                   "environment the host starts in")
     if command is not None:
@@ -258,6 +263,21 @@ def host_snippet(host: str, name: str, *, command: list[str] | None = None,
                "password": True}]
     return HostSnippet(host, {"inputs": inputs, "servers": {name: entry}}, path,
                        f"{path}: VS Code asks for the token once and keeps it as a secret")
+
+
+def oauth_snippet(host: str, name: str, http_url: str, path: Path) -> HostSnippet:
+    """The entry of a host that speaks the MCP authorization spec: the URL only, no token
+    and no header. The host meets the 401, reads the server's Protected Resource Metadata,
+    signs the user in at the identity provider and sends its access tokens (Claude
+    Desktop through ``mcp-remote``, which does the same sign-in in the browser)."""
+    note = (f"{path}: the host signs you in through your identity provider the first "
+            "time it connects; no token to set")
+    if host == "claude-desktop":
+        entry: dict[str, Any] = {"command": "npx", "args": ["-y", "mcp-remote", http_url]}
+        return HostSnippet(host, {"mcpServers": {name: entry}}, path, note)
+    entry = {"url": http_url} if host == "cursor" else {"type": "http", "url": http_url}
+    return HostSnippet(host, {"servers" if host == "vscode" else "mcpServers": {name: entry}},
+                       path, note)
 
 
 def merge_into(snippet: HostSnippet, name: str, path: Path | None = None) -> Path:

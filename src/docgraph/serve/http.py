@@ -21,7 +21,10 @@ redone by the next leader) and before the process exits, so leadership is releas
 Every route but ``/healthz`` and ``/readyz`` first passes one Host/Origin (DNS-rebinding)
 policy derived from the bind address (:mod:`docgraph.serve.guards`: 421 for a foreign
 ``Host``, 403 for a foreign ``Origin``). Every request without a valid ``Authorization:
-Bearer <token>`` then gets 401. A request that fails because the store cannot be reached
+Bearer <token>`` then gets 401 (with ``[auth] issuer`` the token may also be the identity
+provider's, the 401 names the Protected Resource Metadata served under
+``/.well-known/oauth-protected-resource``, and a missing required scope is a 403:
+:mod:`docgraph.serve.idp.resource`). A request that fails because the store cannot be reached
 (PostgreSQL stopped or restarting) gets 503 with ``Retry-After``, in the route's error shape,
 and the outage is logged once (:mod:`docgraph.serve.outage`); the server reconnects by
 itself when the store is back. Tokens map to callers (:mod:`docgraph.serve.auth`); the
@@ -42,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -66,6 +69,7 @@ from docgraph.serve.console import PREFIX as CONSOLE_PREFIX
 from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.console.sessions import idp_admins
 from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScreen, host_policy
+from docgraph.serve.idp.resource import Challenge, RequireBearer, ResourceServer
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
 from docgraph.serve.outage import (
@@ -91,8 +95,6 @@ REFRESHER_STOP_SECONDS = 120.0
 API_PREFIX = "/api/v1"
 #: Tools that may also be called with GET and query parameters (no free text involved).
 GET_TOOLS = ("list_documents", "index_status")
-_UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer error="invalid_token", '
-                                             'error_description="Authentication required"'}
 
 
 def http_caller(ctx: Context[Any, Any]) -> Caller:
@@ -142,12 +144,15 @@ def _screen_surrogates(arguments: dict[str, Any]) -> None:
 
 def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
                stateless: bool = False, refresher: Refresher | None = None,
-               console: Console | None = None) -> Starlette:
+               console: Console | None = None,
+               resource: ResourceServer | None = None) -> Starlette:
     """The ASGI app: MCP at ``/mcp``, the JSON API under ``/api/v1``, ``/openapi.json`` and
     the console under ``/console`` (``console``, or one built over ``tools`` and ``tokens``
     with the admin role of ``[serve] console_admin_role`` and, when ``[auth]`` configures
-    it, sign-in through the identity provider); ``refresher``'s background loop
-    runs while the app does (see the module docstring)."""
+    it, sign-in through the identity provider); ``refresher``'s background loop runs while
+    the app does (see the module docstring). With ``resource`` (``[auth] issuer``) the
+    identity provider's access tokens are accepted beside the static ones, and the
+    Protected Resource Metadata is served (:mod:`docgraph.serve.idp.resource`)."""
     if console is None:
         console = Console(tools, ConsoleAuth(
             tokens, tools.governance.entitlements,
@@ -162,9 +167,10 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
     session_manager = mcp_server.session_manager
     outage = StoreOutage()
     readiness = readiness_of(tools, tokens, outage, refresher)
-    mcp_endpoint = RequireAuthMiddleware(
+    challenge = resource.challenge if resource is not None else Challenge()
+    mcp_endpoint = RequireBearer(
         MCPBodyScreen(StreamableHTTPASGIApp(session_manager),
-                      session_manager.max_request_body_size), [], None)
+                      session_manager.max_request_body_size), challenge)
 
     async def call_api(request: Request) -> Response:
         name = request.path_params["tool"]
@@ -173,9 +179,11 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                                f"{', '.join(TOOLS)}")
         if request.method == "GET" and name not in GET_TOOLS:
             return _error(405, f"{name} takes POST with a JSON body", {"Allow": "POST"})
+        refusal = challenge.refusal(request.scope)
         user = request.scope.get("user")
-        if not isinstance(user, AuthenticatedUser):
-            return _error(401, "a valid bearer token is required", _UNAUTHORIZED_HEADERS)
+        if refusal is not None or not isinstance(user, AuthenticatedUser):
+            status, _, description, headers = refusal or (401, "", "", {})
+            return _error(status, description, headers)
         try:
             caller = caller_from_access_token(user.access_token)
             if request.method == "GET":
@@ -235,14 +243,17 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Route("/healthz", endpoint=healthz, methods=["GET"]),
         Route("/readyz", endpoint=readyz, methods=["GET"]),
         *console.routes(),
+        *(resource.routes() if resource is not None else []),
     ]
+    static = StoreTokenVerifier(tokens, outage)
     middleware = [
         Middleware(HostOriginGuard, policy=policy),
         # Outside authentication: the token check is where an outage shows first.
         Middleware(StoreOutageGuard, outage=outage,
                    pages={"/mcp": mcp_unavailable, CONSOLE_PREFIX: console.unavailable}),
-        Middleware(AuthenticationMiddleware, backend=RouteBearerBackend(
-            StoreTokenVerifier(tokens, outage), UNGUARDED_PATHS)),
+        Middleware(AuthenticationMiddleware, backend=(
+            resource.backend(static, UNGUARDED_PATHS) if resource is not None
+            else RouteBearerBackend(static, UNGUARDED_PATHS))),
         Middleware(AuthContextMiddleware),
     ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
@@ -279,9 +290,11 @@ def openapi_document() -> dict[str, Any]:
         "400": "Invalid arguments (the message names each bad argument), or a body that is "
                f"not JSON, nests deeper than {MAX_BODY_DEPTH} levels or holds text that is not "
                "valid Unicode.",
-        "401": "Missing or invalid bearer token.",
+        "401": "Missing or invalid bearer token (WWW-Authenticate says why, and with an "
+               "identity provider configured where its resource metadata is).",
         "403": "The caller is denied (no entitled namespace, or a role it does not hold), "
-               "or the Origin header is not allowed.",
+               "the token lacks a required scope (insufficient_scope), or the Origin header "
+               "is not allowed.",
         "404": "read_document / fetch: no readable document or chunk has this id (the same "
                "answer whether it never existed or is outside the caller's reach).",
         "421": "The Host header is not allowed (DNS-rebinding protection).",
@@ -401,13 +414,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def serve(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0.0.1",
           port: int = 8765, log_level: str = "warning",
-          refresher: Refresher | None = None, sock: socket.socket | None = None) -> None:
+          refresher: Refresher | None = None, sock: socket.socket | None = None,
+          resource: ResourceServer | None = None) -> None:
     """Run the HTTP server until interrupted (blocking); with ``refresher``, its loop runs
     as long as the server does. ``sock`` is a socket :func:`bind_socket` bound already
-    (else ``host``:``port`` is bound here)."""
+    (else ``host``:``port`` is bound here); ``resource`` accepts the identity provider's
+    tokens too (:func:`create_app`)."""
     import uvicorn
 
-    app = create_app(tools, tokens, host=host, refresher=refresher)
+    app = create_app(tools, tokens, host=host, refresher=refresher, resource=resource)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             server_header=False, timeout_graceful_shutdown=5,
                             **uvicorn_forwarding(tools.graph.settings.serve.trusted_proxies))

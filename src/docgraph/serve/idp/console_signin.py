@@ -40,11 +40,11 @@ import jwt
 
 from docgraph.config import AuthSettings
 from docgraph.errors import DocgraphError
+from docgraph.serve.idp.claims import claim_at
+from docgraph.serve.idp.discovery import DiscoveryError, JwksCache, fetch_metadata
 
 #: How long a begun sign-in may take at the identity provider.
 PENDING_SECONDS = 600
-#: How long the issuer's metadata and keys are kept before they are read again.
-CACHE_SECONDS = 300
 #: The scopes the console asks for: who the user is; the groups come with the id_token
 #: (a groups claim configured at the provider, see the README).
 SCOPES = "openid profile email"
@@ -118,19 +118,6 @@ class SignedIn:
     subject: str
 
 
-def claim_at(claims: Mapping[str, Any], path: str) -> Any:
-    """The claim at ``path`` (``a.b.c`` reads nested objects; a claim whose own name holds
-    dots wins), or None."""
-    if path in claims:
-        return claims[path]
-    value: Any = claims
-    for part in path.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
 def groups_of(claims: Mapping[str, Any], path: str) -> frozenset[str]:
     """The group names of ``claims`` at ``path``: a list of names or one name; anything else
     (absent, numbers, objects) is no group, so a missing claim fails closed."""
@@ -144,7 +131,7 @@ def groups_of(claims: Mapping[str, Any], path: str) -> frozenset[str]:
 
 class OidcConsoleClient:
     """The console as an OpenID Connect client of ``settings.issuer`` (see the module
-    docstring). Its metadata and keys are cached per process for :data:`CACHE_SECONDS`."""
+    docstring). Its metadata and keys are cached per process (:class:`JwksCache`)."""
 
     def __init__(self, settings: AuthSettings) -> None:
         if not (settings.issuer and settings.console_client_id):
@@ -153,40 +140,22 @@ class OidcConsoleClient:
         self.settings = settings
         self.issuer: str = settings.issuer
         self.client_id: str = settings.console_client_id
-        self._metadata: tuple[float, dict[str, Any]] | None = None
-        self._keys: tuple[float, jwt.PyJWKSet] | None = None
+        # the issuer's metadata and signing keys, as the resource server keeps them
+        self._jwks = JwksCache(self.issuer, cache_s=settings.jwks_cache_s)
 
-    # merge: use discovery.py
     async def metadata(self) -> dict[str, Any]:
-        """The issuer's OpenID Connect discovery document (cached), whose ``issuer`` must be
-        the configured one exactly."""
-        now = time.monotonic()
-        if self._metadata and now - self._metadata[0] < CACHE_SECONDS:
-            return self._metadata[1]
-        url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
-        data = await self._get_json(url)
-        if data.get("issuer") != self.issuer:
-            raise SignInRefused(f"the metadata at {url} names issuer {data.get('issuer')!r}, "
-                                f"not [auth] issuer {self.issuer!r}")
-        for key in ("authorization_endpoint", "token_endpoint", "jwks_uri"):
+        """The issuer's metadata (read once per process, :func:`fetch_metadata`: its
+        ``issuer`` must be the configured one exactly), with the endpoints sign-in uses."""
+        if self._jwks.metadata is None:
+            try:
+                self._jwks.metadata = await fetch_metadata(self.issuer)
+            except DiscoveryError as exc:
+                raise SignInRefused(str(exc)) from None
+        data = self._jwks.metadata
+        for key in ("authorization_endpoint", "token_endpoint"):
             if not isinstance(data.get(key), str):
-                raise SignInRefused(f"the metadata at {url} has no {key}")
-        self._metadata = (now, data)
+                raise SignInRefused(f"the metadata of {self.issuer} has no {key}")
         return data
-
-    # merge: use discovery.py (its JWKS cache)
-    async def keys(self, refresh: bool = False) -> jwt.PyJWKSet:
-        """The issuer's signing keys (cached; ``refresh`` reads them again)."""
-        now = time.monotonic()
-        if self._keys and not refresh and now - self._keys[0] < CACHE_SECONDS:
-            return self._keys[1]
-        url = (await self.metadata())["jwks_uri"]
-        try:
-            keys = jwt.PyJWKSet.from_dict(await self._get_json(url))
-        except jwt.PyJWTError as exc:
-            raise SignInRefused(f"the issuer's key set at {url} is unusable: {exc}") from None
-        self._keys = (now, keys)
-        return keys
 
     async def authorization_url(self, pending: PendingSignIn, redirect_uri: str) -> str:
         """Where to send the browser to sign in: the authorization request with ``state``,
@@ -257,15 +226,16 @@ class OidcConsoleClient:
         return claims
 
     async def _key(self, kid: Any) -> jwt.PyJWK:
-        """The signing key ``kid`` names (read the set again once when it is unknown: the
-        issuer may have rotated its keys)."""
-        for refresh in (False, True):
-            keys = await self.keys(refresh)
-            found = [k for k in keys.keys if k.key_id == kid and k.public_key_use in
-                     (None, "sig")] if kid is not None else list(keys.keys)
-            if len(found) == 1:
-                return found[0]
-        raise SignInRefused(f"id_token: no single signing key of the issuer has kid {kid!r}")
+        """The signing key ``kid`` names (the set is read again when it does not hold it,
+        rate-limited: the issuer may have rotated its keys)."""
+        try:
+            await self.metadata()
+            key = await self._jwks.key(None if kid is None else str(kid))
+        except DiscoveryError as exc:
+            raise SignInRefused(str(exc)) from None
+        if key is None:
+            raise SignInRefused(f"id_token: no signing key of the issuer has kid {kid!r}")
+        return key
 
     async def _redeem(self, code: str, verifier: str, redirect_uri: str) -> dict[str, Any]:
         """The token response for ``code`` (client_secret_basic for a confidential client,
@@ -292,17 +262,4 @@ class OidcConsoleClient:
             error = data.get("error", response.status_code) if isinstance(data, dict) \
                 else response.status_code
             raise SignInRefused(f"the token endpoint refused the code: {error}")
-        return data
-
-    async def _get_json(self, url: str) -> dict[str, Any]:
-        try:
-            async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
-                response = await http.get(url, headers={"Accept": "application/json"})
-            response.raise_for_status()
-            data = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise SignInRefused(f"the identity provider cannot be read at {url}: "
-                                f"{exc}") from None
-        if not isinstance(data, dict):
-            raise SignInRefused(f"{url}: not a JSON object")
         return data
