@@ -1,11 +1,9 @@
 """BM25 for the embedded store: a persistent term dictionary and an in-memory term-major
 posting index that follows the catalog like the dense matrix does.
 
-Why not SQLite FTS5: an OR-query over FTS5 computes ``bm25()`` for every matching row and
-cannot stop early, so at 100k chunks a typical query (tens of thousands of matching rows)
-took ~200 ms (``bench/speed.py``). Here each chunk's terms are tokenized once, at write time,
-into integer term ids stored with the chunk (``chunks.terms``), and a search walks only the
-posting lists of the query's terms with numpy: a few milliseconds at 100k chunks.
+Not SQLite FTS5: its OR-query scores every matching row, ~200 ms at 100k chunks
+(``bench/speed.py``). Here a chunk's terms are integer ids stored with it (``chunks.terms``)
+and a search walks only the query terms' posting lists with numpy: a few ms at 100k chunks.
 
 The scoring is FTS5's ``bm25(fts, 1.0, 1.0)`` with k1 = 1.5 and b = 0.5 (FTS5: 1.2 and
 0.75; the weaker length normalisation suits short passages and lifts hybrid quality on both
@@ -18,10 +16,10 @@ statistics, so writing, rewriting or deleting reports (a graph build) never move
 chunk's score. Terms are :func:`docgraph.text.index_terms` (FTS5's
 ``porter unicode61 remove_diacritics 2``: Unicode letters and digits, diacritics removed,
 lower case, Porter-stemmed). Very common English words are not indexed (they still count in
-the document length) and never reach a query.
+the document length) and never reach a query. A search may take a row filter (a caller's
+readable rows, :mod:`docgraph.store.restricted`) applied with the namespace filter.
 
-Query text is data: it is split into word tokens and looked up in a dictionary; no part of it
-is ever parsed as syntax or reaches SQL.
+Query text is data: word tokens looked up in a dictionary, never syntax, never in SQL.
 """
 
 from __future__ import annotations
@@ -45,15 +43,11 @@ from docgraph.text import index_terms
 
 # Postings a row is assumed to hold when reserving room for a load into an empty index.
 RESERVED_POSTINGS_PER_ROW = 64
-K1 = 1.5
-B = 0.5
-BREADCRUMB_WEIGHT = 1.0
-TEXT_WEIGHT = 1.0
-IDF_FLOOR = 1e-6
+K1, B, IDF_FLOOR = 1.5, 0.5, 1e-6
+BREADCRUMB_WEIGHT = TEXT_WEIGHT = 1.0
 
 
 # ---------------------------------------------------------------- term dictionary (catalog)
-
 
 @dataclass(frozen=True)
 class EncodedTerms:
