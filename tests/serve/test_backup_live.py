@@ -7,10 +7,11 @@ backup fixed its snapshot; the attempt counts only when the source's documents a
 did not change between the snapshot and the last of those answers (else a refresh wrote in
 between and the answers are of a later state: the backup is taken again), and when a refresh
 did write while the copy went on (so the copy was taken under writes). Then: ``docgraph
-restore`` refuses the live index, naming the server's process; restored into a new path and
-served by a second ``docgraph serve`` (the bearer token is in the backup too), the same
-queries get the same evidence ids; and ``docgraph backup`` from the command line under the
-same load reports a verified copy.
+restore`` refuses the live index, naming the server's process; restored into a new path by
+``docgraph restore`` and read through the governed service the server's
+``search_documents`` calls (same caller, k and mode), the same queries get the same evidence
+ids; and ``docgraph backup`` from the command line under the same load reports a verified
+copy.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ CORPUS = {
 }
 QUERIES = ("Kestrel lidar status", "depot power report", "parental leave weeks",
            "unit cleaned")
-ATTEMPTS = 6
+ATTEMPTS = 4
+PAGE_BYTES = 8192
+COPY_SECONDS = 3.0  # how long a copy lasts (pauses between steps): refreshes write meanwhile
+SETTLED_S = 1.5  # longer than a refresh interval: no round started in it wrote anything
 DEADLINE_S = 90.0  # a bound on waiting, never an assertion of speed
 
 
@@ -65,6 +69,16 @@ def _content(index: Path) -> tuple[object, ...]:
         db.close()
 
 
+def _settled(index: Path, files: int) -> bool:
+    """Whether the refresher indexed ``files`` status files and then wrote nothing for
+    :data:`SETTLED_S` (its graph phase included)."""
+    if _status_files(index) != files:
+        return False
+    before = _content(index)
+    time.sleep(SETTLED_S)
+    return _content(index) == before
+
+
 def _status_files(index: Path) -> int:
     db = sqlite3.connect(f"{index.resolve().as_uri()}?mode=ro", uri=True)
     try:
@@ -74,10 +88,12 @@ def _status_files(index: Path) -> int:
         db.close()
 
 
-#: The tables answers are read from (what a refresh writes): the catalog and the graph.
-CONTENT_TABLES = ("namespaces", "sources", "documents", "chunks", "terms", "chunk_tombstones",
-                  "entities", "chunk_entities", "entity_edges", "communities",
-                  "community_members")
+#: What answers are read from (what a refresh writes): the catalog and the graph; of the
+#: sources, not when each was last indexed (every refresh round writes that).
+CONTENT = (*(f"SELECT * FROM {table}" for table in (
+    "namespaces", "documents", "chunks", "terms", "chunk_tombstones", "entities",
+    "chunk_entities", "entity_edges", "communities", "community_members")),
+    "SELECT id, urn, namespace_id, display_name, public_url FROM sources")
 
 
 def _content_of(db: sqlite3.Connection) -> tuple[object, ...]:
@@ -87,22 +103,25 @@ def _content_of(db: sqlite3.Connection) -> tuple[object, ...]:
     if began:
         db.execute("BEGIN")
     try:
-        return tuple(tuple(sorted(map(repr, db.execute(f"SELECT * FROM {table}"))))
-                     for table in CONTENT_TABLES)
+        return tuple(tuple(sorted(map(repr, db.execute(query)))) for query in CONTENT)
     finally:
         if began:
             db.execute("COMMIT")
 
 
-def _governed_answers(config: Path, query: str) -> list[str]:
-    """The restored index's answer to ``query`` through the governed service the server's
+def _governed_answers(config: Path) -> dict[str, list[str]]:
+    """The restored index's answers through the governed service the server's
     ``search_documents`` calls (same caller, k and mode)."""
     import docgraph
 
     with DocGraph.open(config_file=config) as graph:
         governance, caller = docgraph.governed(graph, user="alice")
-        hits = governance.retrieve(caller, query, k=5, mode="vector_first").hits
-        return [governance.identity().key(hit.namespace, hit.chunk_id) for hit in hits]
+        answers = {}
+        for query in QUERIES:
+            hits = governance.retrieve(caller, query, k=5, mode="vector_first").hits
+            answers[query] = [governance.identity().key(hit.namespace, hit.chunk_id)
+                              for hit in hits]
+        return answers
 
 
 def _wait_for(what: str, condition: Callable[[], bool]) -> None:
@@ -134,21 +153,24 @@ def test_a_backup_under_load_restores_the_answers_of_its_moment(tmp_path: Path) 
         server, url = live.serve_process()
         asking = threading.Thread(target=keep_asking, args=(url, token))
         asking.start()
-        for n in range(1, 4):  # the refresher indexes files written while it serves
+        written = [1, 2, 3]
+        for n in written:  # the refresher indexes files written while it serves
             _new_file(corpus, n)
-        _wait_for("the refresher to index 3 new files", lambda: _status_files(index) == 3)
         moment: dict[str, object] = {}
 
         def at_the_snapshot(db: sqlite3.Connection) -> None:
             moment["content"] = _content_of(db)
             moment["answers"] = {query: _ask(url, token, query) for query in QUERIES}
             moment["after"] = _content(index)
-            _new_file(corpus, 10 + len(moment))  # for the refresher to write during the copy
+            written.append(len(written) + 1)
+            _new_file(corpus, written[-1])  # for the refresher to write during the copy
 
         backup = None
         for attempt in range(ATTEMPTS):
+            _wait_for("the refresher to finish", lambda: _settled(index, len(written)))
+            steps = index.stat().st_size // PAGE_BYTES // 4 + 1
             taken = tmp_path / f"backup-{attempt}.db"
-            backup_index(index, taken, pages_per_step=4, pause_s=0.1,
+            backup_index(index, taken, pages_per_step=4, pause_s=COPY_SECONDS / steps,
                          on_snapshot=at_the_snapshot)
             written_during_copy = _content(index) != moment["content"]
             if moment["after"] == moment["content"] and written_during_copy:
@@ -168,7 +190,7 @@ def test_a_backup_under_load_restores_the_answers_of_its_moment(tmp_path: Path) 
     finally:
         stop.set()
         live.stop()
-    restored = {query: _governed_answers(again.config, query) for query in QUERIES}
+    restored = _governed_answers(again.config)
     assert restored == moment["answers"]
     assert any(any("status-" in hit for hit in hits) for hits in restored.values())
     assert "verified (integrity_check ok)" in " ".join(cli_backup.split())
