@@ -7,7 +7,8 @@ leaves the chunk index's sidecar out; a restore puts the previous index (file, -
 sidecar) aside, rebuilds the sidecar, answers as the backed-up index did, refuses while a
 process holds the index (naming it) unless forced, puts the previous index back when the
 restored one does not open, and refuses bad input naming the file (missing, not SQLite, not
-docgraph's, newer schema, damaged).
+docgraph's, newer schema, damaged). A replica this process cannot write is backed up
+without a write to it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ from docgraph.store.sqlite.index import sidecar_path
 from docgraph.store.sqlite.leader import FileLeaderLock, leader_lock_path
 from docgraph.store.sqlite.restore import index_holders, restore_index
 from tests.conftest import REPO
+from tests.store.test_read_only_index import (  # noqa: F401  (fixture)
+    _as_other_user,
+    _build,
+    shared_folder,
+)
 from tests.store.test_store import _write
 from tests.store.test_store_sidecar import DIM, _answers, _catalog, _opened, _saved, _unit
 
@@ -200,3 +206,25 @@ def test_a_sidecar_of_the_target_index_does_not_survive_a_restore(index: Path,
     shutil.copy(sidecar_path(index), sidecar_path(target))  # a stray cache at the target
     assert restore_index(backup, target).previous is not None
     assert not sidecar_path(target).exists()
+
+
+def test_a_replica_this_process_cannot_write_is_backed_up_without_writing_to_it(
+        shared_folder: Path) -> None:  # noqa: F811
+    """A read-only replica (file and folder not writable by this user, no ``-shm``) is
+    opened read-only and immutable, as the catalog opens it; the backup holds its documents
+    and nothing is created beside the file."""
+    index = shared_folder / "index" / "index.db"
+    _build(index, shared_folder / "docs")
+    (shared_folder / "index" / "index.db.refresh-lock").unlink()
+    index.chmod(0o444)
+    index.parent.chmod(0o555)
+    out = shared_folder / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    before = sorted(p.name for p in index.parent.iterdir())
+    with _as_other_user():
+        report = backup_index(index, out / "replica.db")
+    assert sorted(p.name for p in index.parent.iterdir()) == before
+    with sqlite3.connect(f"{index.resolve().as_uri()}?immutable=1", uri=True) as db:
+        assert report.info.documents == _state(db)[0] > 0
+    db.close()

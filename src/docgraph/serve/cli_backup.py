@@ -16,12 +16,14 @@ from rich.markup import escape
 from docgraph.serve.cli_common import console, err, state
 
 
-def _store() -> tuple[str, Path, str]:
-    """The backend, the embedded index's path and the PostgreSQL URL of the settings."""
+def _store() -> tuple[str, Path, str, bool]:
+    """The backend, the embedded index's path, the PostgreSQL URL and ``store.read_only``
+    of the settings."""
     from docgraph.config import load_settings
 
     settings = load_settings(state.get("config")).store
-    return settings.backend, Path(state.get("index") or settings.path), settings.url or ""
+    return (settings.backend, Path(state.get("index") or settings.path), settings.url or "",
+            settings.read_only)
 
 
 def _megabytes(size: int) -> str:
@@ -42,7 +44,7 @@ def backup(
     with SQLite's backup API (one consistent snapshot; the chunk-index cache is left out and
     rebuilt), an index in PostgreSQL with pg_dump --format=custom. The copy is checked
     before this reports it done."""
-    backend, index, url = _store()
+    backend, index, url, read_only = _store()
     if backend == "postgres":
         from docgraph.store.postgres.dump import dump_database
 
@@ -54,7 +56,8 @@ def backup(
         return
     from docgraph.store.sqlite.backup import backup_index
 
-    report = backup_index(index, path, pages_per_step=pages_per_step, pause_s=pause)
+    report = backup_index(index, path, pages_per_step=pages_per_step, pause_s=pause,
+                          read_only=read_only)
     info = report.info
     console.print(
         f"backed up {escape(str(report.source))} to {escape(str(info.path))}: schema "
@@ -74,7 +77,7 @@ def restore(
     previous index (with its -wal, -shm and chunk-index cache) is moved into a folder
     beside it, and put back if the restored one does not open. Refused while a server has
     the index open, unless --force."""
-    backend, index, _ = _store()
+    backend, index, _, _ = _store()
     if backend == "postgres":
         from docgraph.store.postgres.dump import restore_steps
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docgraph.errors import StoreError
+from docgraph.store.sqlite.access import open_mode, read_only_uri
+from docgraph.store.sqlite.catalog import UNREAD_WAL
 from docgraph.store.sqlite.schema import SCHEMA_VERSION
 
 #: Pages copied per backup step (8 KB pages: 8 MB a step).
@@ -125,13 +127,23 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _open_source(source: Path) -> sqlite3.Connection:
-    """A connection to the live index that never creates a file (``mode=rw``)."""
+def _open_source(source: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection to the live index that never creates or writes a file: ``mode=rw`` where
+    the index is writable (so it shares the servers' ``-shm``), else read-only as the catalog
+    opens it (:func:`~docgraph.store.sqlite.access.open_mode`: a replica, a read-only mount,
+    ``store.read_only``)."""
     if not source.is_file():
         raise StoreError(f"no index at {source}: nothing to back up")
+    mode = open_mode(source, read_only)
+    wal = Path(f"{source}-wal")
+    if mode.immutable and wal.is_file() and wal.stat().st_size > 0:
+        raise StoreError(f"cannot back up {source}: {wal} holds changes it would miss, which "
+                         f"{UNREAD_WAL}")
+    uri = (read_only_uri(source, mode) if mode.read_only
+           else f"{source.resolve().as_uri()}?mode=rw")
     try:
-        db = sqlite3.connect(f"{source.resolve().as_uri()}?mode=rw", uri=True, timeout=30,
-                             isolation_level=None, check_same_thread=False)
+        db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None,
+                             check_same_thread=False)
         db.execute("PRAGMA busy_timeout = 30000")
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the index {source} to back it up ({exc})") from exc
@@ -139,13 +151,15 @@ def _open_source(source: Path) -> sqlite3.Connection:
 
 
 def backup_index(source: Path, target: Path, *, pages_per_step: int = PAGES_PER_STEP,
-                 pause_s: float = 0.0,
+                 pause_s: float = 0.0, read_only: bool = False,
                  on_snapshot: Callable[[sqlite3.Connection], None] | None = None
                  ) -> BackupReport:
     """Copy the embedded index at ``source`` to the new file ``target`` while other
     processes read and write it, and verify the copy before returning (see the module
     docstring). ``pause_s``: seconds to wait between two steps, leaving the disk to the
-    servers on a busy machine (the snapshot stays the same). ``on_snapshot`` is called with
+    servers on a busy machine (the snapshot stays the same). ``read_only``: the index is
+    declared read-only (``store.read_only``; an index this process cannot write is opened
+    read-only anyway). ``on_snapshot`` is called with
     the source connection once the snapshot the copy holds is fixed (what it holds may be
     read through that connection, inside its transaction). Refuses an existing ``target``
     (a backup never overwrites a file) and names every path in its errors."""
@@ -159,7 +173,7 @@ def backup_index(source: Path, target: Path, *, pages_per_step: int = PAGES_PER_
         raise StoreError(f"cannot write the backup {target}: no folder {target.parent}")
     started = time.monotonic()
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    db = _open_source(source)
+    db = _open_source(source, read_only)
     steps = 0
     try:
         db.execute("BEGIN")  # the read transaction every step reads: one snapshot
