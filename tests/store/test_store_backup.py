@@ -186,8 +186,10 @@ def test_a_restored_index_that_does_not_open_puts_the_previous_one_back(
         db.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     db.close()
     _add_documents(index, ["only-in-the-live-index.txt"])
+    files = sorted(p.name for p in index.parent.iterdir())
     with pytest.raises(StoreError, match=f"the restored index {index} does not open"):
         restore_index(unsupported, index)
+    assert sorted(p.name for p in index.parent.iterdir()) == files  # no -wal of the attempt
     with sqlite3.connect(index) as live:
         assert _state(live) == (7, 152)
     live.close()

@@ -21,6 +21,7 @@ looks like one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sqlite3
 import time
@@ -209,6 +210,5 @@ def backup_index(source: Path, target: Path, *, pages_per_step: int = PAGES_PER_
         raise
     finally:
         db.close()
-    info = IndexFileInfo(target, info.schema_version, info.catalog_id, info.documents,
-                         info.chunks, info.size_bytes)
-    return BackupReport(source, info, steps, time.monotonic() - started)
+    return BackupReport(source, dataclasses.replace(info, path=target), steps,
+                        time.monotonic() - started)

@@ -142,6 +142,7 @@ def restore_index(backup: Path, target: Path, *, force: bool = False) -> Restore
     _copy(backup, restoring)
     previous: Path | None = None
     moved: list[tuple[Path, Path]] = []
+    placed = False
     try:
         present = list(_files_of(target))
         if present:
@@ -156,13 +157,17 @@ def restore_index(backup: Path, target: Path, *, force: bool = False) -> Restore
                 path.rename(previous / path.name)
                 moved.append((previous / path.name, path))
         restoring.rename(target)
+        placed = True
         try:
             _opens(target)
         except StoreError as exc:
-            target.unlink()
             raise StoreError(f"the restored index {target} does not open ({exc}); the "
                              "previous index was put back") from exc
     except BaseException:
+        if placed:  # what the failed open left (the file, a -wal, a -shm) is not kept
+            for path in list(_files_of(target)):
+                with contextlib.suppress(OSError):
+                    path.unlink()
         for kept, original in reversed(moved):
             with contextlib.suppress(OSError):
                 kept.rename(original)
