@@ -36,6 +36,8 @@ from docgraph.store.sqlite.schema import SCHEMA_VERSION
 
 #: Pages copied per backup step (8 KB pages: 8 MB a step).
 PAGES_PER_STEP = 1024
+#: The files SQLite may keep beside a database while it is written.
+_SIDE_FILES = ("-journal", "-wal", "-shm")
 
 
 @dataclass(frozen=True)
@@ -160,10 +162,10 @@ def backup_index(source: Path, target: Path, *, pages_per_step: int = PAGES_PER_
     docstring). ``pause_s``: seconds to wait between two steps, leaving the disk to the
     servers on a busy machine (the snapshot stays the same). ``read_only``: the index is
     declared read-only (``store.read_only``; an index this process cannot write is opened
-    read-only anyway). ``on_snapshot`` is called with
-    the source connection once the snapshot the copy holds is fixed (what it holds may be
-    read through that connection, inside its transaction). Refuses an existing ``target``
-    (a backup never overwrites a file) and names every path in its errors."""
+    read-only anyway). ``on_snapshot`` is called with the source connection once the
+    snapshot the copy holds is fixed (what it holds may be read through that connection,
+    inside its transaction). Refuses an existing ``target`` (a backup never overwrites a
+    file) and names every path in its errors; a failed backup leaves no file behind."""
     source, target = Path(source), Path(target)
     if target.is_dir():
         target = target / source.name
@@ -205,8 +207,9 @@ def backup_index(source: Path, target: Path, *, pages_per_step: int = PAGES_PER_
         partial.rename(target)
         _fsync(target.parent)
     except BaseException:
-        with contextlib.suppress(OSError):
-            partial.unlink()
+        for leftover in (partial, *(Path(f"{partial}{end}") for end in _SIDE_FILES)):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
         raise
     finally:
         db.close()
