@@ -2,9 +2,9 @@
 
 Run from the repository root with the earlier commit checked out elsewhere, e.g.::
 
-    git worktree add /tmp/docgraph-old 0b98a97
-    PYTHONPATH=/tmp/docgraph-old/src python tests/store/upgrade/make_fixture.py 0b98a97
-    git worktree remove /tmp/docgraph-old
+    git worktree add ../docgraph-old 0b98a97
+    PYTHONPATH=../docgraph-old/src python tests/store/upgrade/make_fixture.py 0b98a97
+    git worktree remove ../docgraph-old
 
 It indexes :data:`CORPUS` (namespace ``demo``, the deterministic ``hashing`` embedder) with
 the docgraph on ``PYTHONPATH`` into a file under :data:`ROOT` (a fixed folder, so no path of
