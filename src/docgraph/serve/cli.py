@@ -6,7 +6,8 @@ refresh, reindex, migrate, graph build), :mod:`~docgraph.serve.cli_read` (search
 trace, context, lookup, entities, communities, graph neighbors),
 :mod:`~docgraph.serve.cli_serve` (serve, mcp), :mod:`~docgraph.serve.cli_agents` (read,
 mcp-config), :mod:`~docgraph.serve.cli_sources` (sources, tags) and
-:mod:`~docgraph.serve.cli_admin` (admin, token); what they share is in
+:mod:`~docgraph.serve.cli_admin` (admin, token), :mod:`~docgraph.serve.cli_backup`
+(backup, restore); what they share is in
 :mod:`~docgraph.serve.cli_common`. The console script is :func:`main`."""
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from rich.markup import escape
 from typer.core import TyperGroup, TyperOption
 
 from docgraph.errors import DocgraphError
-from docgraph.serve import cli_admin, cli_agents, cli_build, cli_read, cli_serve, cli_sources
+from docgraph.serve import (
+    cli_admin,
+    cli_agents,
+    cli_backup,
+    cli_build,
+    cli_read,
+    cli_serve,
+    cli_sources,
+)
 from docgraph.serve.cli_common import err, state
 
 
@@ -102,6 +111,8 @@ app.command()(cli_build.index)
 app.command()(cli_build.refresh)
 app.command()(cli_build.reindex)
 app.command()(cli_build.migrate)
+app.command()(cli_backup.backup)
+app.command()(cli_backup.restore)
 app.command()(cli_read.search)
 app.command()(cli_read.status)
 app.command()(cli_read.trace)
