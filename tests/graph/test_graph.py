@@ -212,6 +212,33 @@ def test_leiden_is_deterministic_and_hierarchical():
         assert set(child.nodes) <= set(first[child.parent].nodes)
 
 
+def test_the_graph_and_its_communities_do_not_depend_on_chunk_row_ids():
+    # A build resumed after a crash writes the same chunks under other row ids (issue 34:
+    # "same_communities: false" after kills). Same links, chunk row ids in another order:
+    # the same edges (ties under max_edges_per_entity included) and the same communities.
+    import numpy as np
+
+    from docgraph.graph.cooccurrence import build_cooccurrence
+
+    rng = np.random.default_rng(1)
+    links = sorted({(chunk, int(entity)) for chunk in range(400)
+                    for entity in rng.choice(300, size=int(rng.integers(1, 8)), replace=False)})
+    chunks = np.array([c for c, _ in links])
+    entities = np.array([e for _, e in links])
+
+    def build(rowid_of: np.ndarray) -> tuple[list[tuple[int, int, float]], set[frozenset[int]]]:
+        graph = build_cooccurrence(rowid_of[chunks], entities, np.arange(300), 1, 8)
+        found = detect_communities(300, graph.sources, graph.targets, graph.weights)
+        edges = list(zip(graph.sources.tolist(), graph.targets.tolist(),
+                         graph.weights.tolist(), strict=True))
+        return edges, {frozenset(c.nodes) for c in found}
+
+    fresh = build(np.arange(400) + 1)
+    resumed = build(rng.permutation(400) + 1)
+    assert fresh[0] == resumed[0]
+    assert fresh[1] == resumed[1]
+
+
 def test_document_listing_leaves_out_community_reports(built):
     docs = built.documents({"ops"})
     assert docs and not any(d.doc_id.startswith("community://") for d in docs)

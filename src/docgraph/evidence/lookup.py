@@ -89,6 +89,9 @@ class LookupResult:
     blocks: tuple[EvidenceBlock, ...]
     top_quality: float | None
     trace: LookupTrace
+    #: Names of the table sources whose row re-check failed during the search (their
+    #: rows were left out, fail closed), set by the governed service; empty otherwise.
+    unavailable_row_sources: tuple[str, ...] = ()
 
     @property
     def relevance_level(self) -> RelevanceLevel:

@@ -141,6 +141,11 @@ class PolicyFileEntitlements:
             self._assignments, self._members, self._mtime = parsed, members, mtime
             return parsed, members
 
+    def policy(self) -> tuple[list[RoleAssignment], dict[str, frozenset[str]]]:
+        """Every assignment and group membership the file holds now (re-read when it
+        changed): what a server compares with its fleet's published policy."""
+        return self._load()
+
     def assignments_for(self, user_id: str, groups: frozenset[str] = frozenset()
                         ) -> list[RoleAssignment]:
         """Assignments of ``user_id`` and of ``groups`` from the current file contents."""

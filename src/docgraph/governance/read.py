@@ -165,10 +165,12 @@ def read(catalog: StoreCatalog, visibility: Visibility, identity: PublicIdentity
     candidates = identity.stored_candidates(doc_part, visibility.namespaces)
     if not candidates:
         raise not_found(item_id)
-    wanted = set(candidates)
-    stored = [c for c in catalog.document_chunks({d for _, d in candidates},
-                                                 {n for n, _ in candidates})
-              if (c.namespace, c.doc_id) in wanted]
+    # The same row statements whether the id exists or not; a hidden document's text is
+    # not even fetched (so it costs no more than a missing one).
+    hidden = visibility.decide_ids(candidates)
+    wanted = {(n, d) for n, d in candidates if d not in hidden}
+    stored = [c for c in catalog.document_chunks({d for _, d in wanted}, {n for n, _ in wanted})
+              if (c.namespace, c.doc_id) in wanted] if wanted else []
     visible = visibility.visible(stored)
     for namespace, doc_id in candidates:  # most specific reading first
         chunks = [c for c in visible if c.namespace == namespace and c.doc_id == doc_id]

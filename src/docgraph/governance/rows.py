@@ -131,6 +131,9 @@ class RowCheckResult:
     allowed_doc_ids: set[str] = field(default_factory=set)
     denied_doc_ids: set[str] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
+    #: Names of the table sources whose re-check failed (their rows were hidden): what an
+    #: answer tells its caller is missing from it (never the error itself).
+    unavailable: set[str] = field(default_factory=set)
 
 
 def check_rows(
@@ -159,6 +162,7 @@ def check_rows(
             log.error("row authorizer failed for %s (%s): %s", ".".join(key[:3]),
                       caller.user_id, exc)
             result.failures.append(f"{'.'.join(key[:3])}: {type(exc).__name__}: {exc}")
+            result.unavailable.add(key[0])
             visible = set()
         for pk, doc_ids in by_pk.items():
             (result.allowed_doc_ids if pk in visible else result.denied_doc_ids).update(doc_ids)

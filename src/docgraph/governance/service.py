@@ -196,7 +196,7 @@ class Governance(Generic[IndexT]):
             result = engine.search(query_text, namespaces=scope.namespaces, k=k, mode=mode,
                                    return_trace=return_trace)
             record.evidence_keys = [h.chunk_id for h in result.hits]
-            return result
+            return replace(result, unavailable_row_sources=tuple(sorted(scope.unavailable)))
         return self._request(caller, f"retrieve:{mode}", query_text, run)
 
     def search(self, caller: Caller, query_text: str, *, k: int = 10,
@@ -214,7 +214,7 @@ class Governance(Generic[IndexT]):
             context = assemble_context(engine, query_text, namespaces=scope.namespaces,
                                        token_budget=token_budget)
             record.evidence_keys = context.chunk_ids
-            return context
+            return replace(context, unavailable_row_sources=tuple(sorted(scope.unavailable)))
         return self._request(caller, "context", query_text, run)
 
     def lookup(self, caller: Caller, query: str) -> LookupResult:
@@ -253,7 +253,8 @@ class Governance(Generic[IndexT]):
                 identity.key(b.namespace, b.evidence_key),
                 identity.url(b.namespace, b.doc_id, b.source, b.pages[0] if b.pages else None))
                 for b in result.blocks if b.namespace and b.doc_id}
-            return replace(result, projection=publish(result.projection, names))
+            return replace(result, projection=publish(result.projection, names),
+                           unavailable_row_sources=tuple(sorted(scope.unavailable)))
         return self._request(caller, "lookup_knowledge", query, run)
 
     def answer(self, caller: Caller, query_text: str, *, k: int = 8) -> Answer:

@@ -13,7 +13,7 @@ row decided at most once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from docgraph.governance.caller import Caller
@@ -60,6 +60,10 @@ class Visibility:
     sources: tuple[SourceRecord, ...] = ()
     dropped: int = 0
     failures: list[str] = field(default_factory=list)
+    #: The table sources whose row re-check failed in this request (their rows were left
+    #: out, fail closed). Only rows in the caller's namespaces are ever re-checked, so
+    #: each name is one of a source the caller's namespaces include.
+    unavailable: set[str] = field(default_factory=set)
     #: The owner of the index file (local commands without ``[governance]``): every
     #: document's permission set lets it in, as the row re-check lets it see every row.
     every_document: bool = False
@@ -82,6 +86,7 @@ class Visibility:
         if pending:
             decision = check_rows(self.caller, self.authorizer, pending)
             self.failures.extend(decision.failures)
+            self.unavailable.update(decision.unavailable)
             for key, origin in pending.items():
                 self._row_visible[origin] = key not in decision.denied_doc_ids
         return {o for o in wanted if not self._row_visible[o]}
@@ -117,6 +122,34 @@ class Visibility:
                    if d not in denied and g.origin is not None}
         hidden = self.hidden_rows(origins.values())
         return denied | {d for d, o in origins.items() if o in hidden}
+
+    def decide_ids(self, candidates: Iterable[tuple[str, str]]) -> set[str]:
+        """Decide what a read by id asks about its candidate (namespace, stored document id)
+        pairs before anything stored is looked at, the same way whether they exist or not:
+        the gates of every candidate are read (one catalog read of all of them), and an id
+        shaped like a row document (``schema.table.column/<pk>``) of a table source in its
+        namespace has that row re-checked in the source database. A missing row thus costs
+        the same statements as one the re-check hides, so a caller cannot tell from the
+        answer's timing which primary keys exist in a table it may not read. Later
+        decisions about these rows and documents use what was decided here. Returns the
+        candidate documents the caller may not read (their text need not be fetched)."""
+        pairs = list(dict.fromkeys(candidates))
+        tables: dict[int, RowOrigin | None] = {}
+        origins: list[RowOrigin] = []
+        for namespace, doc_id in pairs:
+            prefix, sep, pk = doc_id.partition("/")
+            if not sep or not pk or "://" in doc_id:
+                continue
+            for source in self.sources:
+                if (source.namespace == namespace and source.scheme == "sql"
+                        and source.urn.partition("://")[2].partition("/")[2] == prefix):
+                    if source.id not in tables:
+                        tables[source.id] = self.catalog.row_table(source.id)
+                    table = tables[source.id]
+                    if table is not None:
+                        origins.append(replace(table, pk_value=pk))
+        self.hidden_rows(origins)
+        return self.hidden_documents(doc_id for _, doc_id in pairs)
 
     def visible(self, items: Iterable[T]) -> list[T]:
         """The items (chunks, hits, document records) in the caller's namespaces whose table

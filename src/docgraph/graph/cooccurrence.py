@@ -53,6 +53,11 @@ def build_cooccurrence(
     co = sp.triu(incidence.T @ incidence, k=1).tocoo()
     keep = co.data >= min_cooccurrence
     src, dst, both = co.row[keep].astype(np.int64), co.col[keep].astype(np.int64), co.data[keep]
+    # The product lists a row's entries in the order its chunks were met, i.e. by chunk row
+    # id, which differs between a fresh build and one resumed after a crash: put the edges
+    # in node order, so equal links give the same graph (and Leiden the same communities).
+    canonical = np.lexsort((dst, src))
+    src, dst, both = src[canonical], dst[canonical], both[canonical]
     df = np.asarray(incidence.sum(axis=0)).ravel()
     total = max(n_chunks, 1)
     p_ab = both / total
@@ -92,12 +97,14 @@ def _top_per_node(
     n_nodes: int,
     limit: int,
 ) -> npt.NDArray[np.bool_]:
-    """Edges among the ``limit`` strongest of their source or of their target."""
+    """Edges among the ``limit`` strongest of their source or of their target; among edges
+    of equal weight the one to the lower node index wins, so the choice depends only on the
+    graph, never on the order the edges came in."""
     if len(src) == 0:
         return np.zeros(0, dtype=bool)
     keep = np.zeros(len(src), dtype=bool)
-    for ends in (src, dst):
-        order = np.lexsort((-weight, ends))  # by node, strongest first
+    for ends, others in ((src, dst), (dst, src)):
+        order = np.lexsort((others, -weight, ends))  # by node, strongest first, then other end
         sorted_ends = ends[order]
         starts = np.searchsorted(sorted_ends, np.arange(n_nodes))
         rank = np.arange(len(order)) - starts[sorted_ends]

@@ -85,6 +85,9 @@ class CohortResult:
     #: caller who may see one of them (a name absent here is decided by reading its
     #: mentions).
     entity_docs: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    #: Names of the table sources whose row re-check failed during the search (their
+    #: rows were left out, fail closed), set by the governed service; empty otherwise.
+    unavailable_row_sources: tuple[str, ...] = ()
 
 
 class CohortSearcher(Protocol):

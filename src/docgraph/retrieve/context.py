@@ -31,6 +31,9 @@ class GraphContext:
     tokens: dict[str, int] = field(default_factory=dict)
     chunk_ids: list[str] = field(default_factory=list)  # source chunks included
     text: str = ""
+    #: Names of the table sources whose row re-check failed during the search (their
+    #: rows were left out, fail closed), set by the governed service; empty otherwise.
+    unavailable_row_sources: tuple[str, ...] = ()
 
 
 def assemble_context(

@@ -26,6 +26,7 @@ from docgraph.serve import (
     cli_agents,
     cli_backup,
     cli_build,
+    cli_policy,
     cli_read,
     cli_serve,
     cli_sources,
@@ -161,6 +162,12 @@ token_app.command("add")(cli_admin.token_add)
 token_app.command("list")(cli_admin.token_list)
 token_app.command("remove")(cli_admin.token_remove)
 app.add_typer(token_app, name="token")
+
+policy_app = typer.Typer(help="The access policy every `docgraph serve` of the index serves.",
+                         no_args_is_help=True)
+policy_app.command("publish")(cli_policy.policy_publish)
+policy_app.command("show")(cli_policy.policy_show)
+app.add_typer(policy_app, name="policy")
 
 
 def main() -> None:

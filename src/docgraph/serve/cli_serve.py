@@ -34,7 +34,7 @@ def serve_http(
     refresh.interval_seconds while it leads: of several servers on one index exactly one
     does, and another takes over when it stops or dies."""
     from docgraph.serve.http import bind_socket, serve
-    from docgraph.serve.setup import build_tools, open_bearer_tokens
+    from docgraph.serve.setup import build_tools, leave_fleet, open_bearer_tokens
 
     _log_to_stderr()  # before the MCP server is built: it configures logging when none is
     with open_index() as dg:
@@ -59,7 +59,7 @@ def serve_http(
                       + f"; stop it or pick another port with [bold]--port[/] "
                       f"(e.g. --port {bind_port + 1})")
             raise typer.Exit(1) from exc
-        tools = build_tools(dg)
+        tools = build_tools(dg, fleet=True)  # the policy every server of the index serves
         # console links in results (search/fetch `url`): [serve] public_url, else this bind
         tools.governance.base_url = settings.base_url(bind, bind_port)
         resource = None
@@ -87,8 +87,11 @@ def serve_http(
             err.print(f"refreshing every {refresh.interval_seconds:g}s while this process "
                       "leads the index's builds (one process does; refresh.in_serve = false "
                       "turns this off)")
-        serve(tools, tokens, host=bind, port=bind_port, sock=sock,
-              refresher=dg.refresher if refreshing else None, resource=resource)
+        try:
+            serve(tools, tokens, host=bind, port=bind_port, sock=sock,
+                  refresher=dg.refresher if refreshing else None, resource=resource)
+        finally:
+            leave_fleet(tools.governance)  # while the index is open: its row is deleted
 
 
 def _log_to_stderr() -> None:

@@ -80,6 +80,7 @@ from docgraph.serve.outage import (
 )
 from docgraph.serve.proxies import uvicorn_forwarding
 from docgraph.serve.readiness import Readiness
+from docgraph.serve.setup import leave_fleet
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 from docgraph.store.outages import store_unavailable
@@ -235,6 +236,9 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                     await anyio.to_thread.run_sync(_stop_refresher, refresher)
             finally:
                 readiness.close()
+                # uvicorn re-raises SIGTERM/SIGINT after this, ending the process: say here
+                # that this server no longer serves its fleet's policy
+                await anyio.to_thread.run_sync(leave_fleet, tools.governance)
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint),

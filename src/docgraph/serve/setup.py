@@ -21,6 +21,7 @@ from docgraph.governance import (
     StaticEntitlements,
     assignments_of,
 )
+from docgraph.governance.fleet_policy import FleetPolicyEntitlements, join_fleet
 from docgraph.serve.auth import BearerTokens
 from docgraph.serve.tools import DocgraphTools
 
@@ -66,11 +67,17 @@ def governance_configured(settings: GovernanceSettings) -> bool:
     return settings.policy_file is not None or bool(settings.sql_url)
 
 
-def build_governance(docgraph: DocGraph) -> Governance[DocGraph]:
-    """The governed service over ``docgraph`` as configured in ``[governance]``."""
+def build_governance(docgraph: DocGraph, *, fleet: bool = False) -> Governance[DocGraph]:
+    """The governed service over ``docgraph`` as configured in ``[governance]``. ``fleet``:
+    a server of the index (``docgraph serve``), which serves the policy published for every
+    server of its database and does not start when its policy file says otherwise
+    (:func:`~docgraph.governance.fleet_policy.join_fleet`)."""
     settings = docgraph.settings.governance
-    return Governance(docgraph, build_entitlements(settings),
-                      build_row_authorizer(docgraph, settings))
+    entitlements = build_entitlements(settings)
+    if fleet and isinstance(entitlements, PolicyFileEntitlements):
+        entitlements = join_fleet(docgraph.ports.policy, entitlements,
+                                  read_only=docgraph.ports.read_only)
+    return Governance(docgraph, entitlements, build_row_authorizer(docgraph, settings))
 
 
 #: The caller of local commands on an index without ``[governance]``: its owner.
@@ -177,9 +184,17 @@ def caller_warnings(docgraph: DocGraph, governance: Governance[DocGraph],
     return []
 
 
-def build_tools(docgraph: DocGraph) -> DocgraphTools:
-    """The governed operations over ``docgraph`` as configured in its settings."""
-    return DocgraphTools(build_governance(docgraph))
+def leave_fleet(governance: Governance[DocGraph]) -> None:
+    """Say that this server no longer serves (a server joined to its fleet's policy), so
+    that a server started next with another policy file need not wait for its row to age."""
+    if isinstance(governance.entitlements, FleetPolicyEntitlements):
+        governance.entitlements.stop()
+
+
+def build_tools(docgraph: DocGraph, *, fleet: bool = False) -> DocgraphTools:
+    """The governed operations over ``docgraph`` as configured in its settings (``fleet``:
+    for a server of the index, see :func:`build_governance`)."""
+    return DocgraphTools(build_governance(docgraph, fleet=fleet))
 
 
 def stdio_caller(settings: ServeSettings, user: str | None = None,

@@ -10,7 +10,7 @@ arguments and the agent guidance are in :mod:`docgraph.serve.tool_args`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,20 @@ def _mention(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
     if chunk.pages is not None:
         out["pages"] = page_list(chunk.pages)
     return out
+
+
+def note_unavailable(payload: dict[str, Any], sources: Sequence[str]) -> dict[str, Any]:
+    """``payload`` telling its caller which row-level sources could not be re-checked (their
+    rows were left out, fail closed), so a thin answer is not mistaken for a complete one;
+    unchanged when every re-check answered."""
+    if sources:
+        payload["unavailable_row_sources"] = list(sources)
+        payload["unavailable_note"] = (
+            f"the row-level source{'s' if len(sources) > 1 else ''} {', '.join(sources)} "
+            "could not be checked just now: rows from "
+            f"{'them' if len(sources) > 1 else 'it'} are left out of this answer; ask again "
+            "later for a complete one")
+    return payload
 
 
 def hit_to_dict(hit: SearchHit, identity: PublicIdentity,
@@ -176,7 +190,7 @@ class DocgraphTools:
         if not payload["evidence"]:
             payload["note"] = ("no visible evidence matched; rephrase with explicit entity "
                                "names or try search_documents with a larger k")
-        return payload
+        return note_unavailable(payload, result.unavailable_row_sources)
 
     def _hit_chars(self) -> int:
         """The most characters of a hit's text shown: what a chunk built with the current
@@ -197,7 +211,7 @@ class DocgraphTools:
             out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
                            + ("build the graph for global mode" if args.mode == "global"
                               else "raise k"))
-        return out
+        return note_unavailable(out, result.unavailable_row_sources)
 
     def explore_topics(self, caller: Caller, args: ExploreTopicsArgs) -> dict[str, Any]:
         """Community reports (global mode) and, with a chat model, a map-reduced answer."""
@@ -219,7 +233,7 @@ class DocgraphTools:
                 if self.graph.chat_model is None else "no report produced an answer")
         if not reports:
             out["note"] = "no community reports in reach (the entity graph is not built or empty)"
-        return out
+        return note_unavailable(out, result.unavailable_row_sources)
 
     def trace_connections(self, caller: Caller, args: TraceConnectionsArgs) -> dict[str, Any]:
         """Graph-first results, each with the entity paths that link it to the query."""
@@ -238,21 +252,21 @@ class DocgraphTools:
         if trace is not None and not trace.query_entities_found:
             out["note"] = ("no known entity was recognised in query_text: name entities "
                            "exactly (search_entities shows their spelling)")
-        return out
+        return note_unavailable(out, result.unavailable_row_sources)
 
     def document_context(self, caller: Caller, args: DocumentContextArgs) -> dict[str, Any]:
         """Entities | Relationships | Community Reports | Source Text within the budget."""
         context = self.governance.context(caller, args.query_text,
                                           token_budget=args.token_budget)
         identity = self.governance.identity()
-        return {
+        return note_unavailable({
             "query_text": args.query_text,
             "token_budget": args.token_budget,
             "tokens_used": dict(context.tokens),
             "source_chunks": [identity.key_anywhere(c) for c in context.chunk_ids],
             "sections": {name: [identity.cited_keys(r) for r in rows]
                          for name, rows in context.sections.items()},
-        }
+        }, context.unavailable_row_sources)
 
     def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
         """Matching entities with the visible chunks that mention them."""
@@ -341,7 +355,8 @@ class DocgraphTools:
         """The ``search`` of the search/fetch pair: ids, titles, urls and snippets."""
         result = self.governance.retrieve(caller, args.query, k=SEARCH_RESULTS)
         identity = self.governance.identity()
-        return {"results": [search_result(h, identity) for h in result.hits]}
+        return note_unavailable({"results": [search_result(h, identity) for h in result.hits]},
+                                result.unavailable_row_sources)
 
     def fetch(self, caller: Caller, args: FetchArgs) -> dict[str, Any]:
         """The ``fetch`` of the search/fetch pair: the text behind a search result id."""

@@ -314,6 +314,13 @@ class StoreCatalog(Catalog, Protocol):
         neither are absent): what the governed visibility decision asks about."""
         ...
 
+    def row_table(self, source_id: int) -> RowOrigin | None:
+        """Where the rows of the table source ``source_id`` are re-checked: the origin of
+        one of its row documents with an empty primary key value (None: it has none). A
+        read by id re-checks the row an id names whether or not it was indexed, so a
+        missing row costs what a hidden one does."""
+        ...
+
     def restricted_counts(self, namespaces: Iterable[str]
                           ) -> list[tuple[str, frozenset[str], int, int]]:
         """(namespace, permission set, documents, text chunks) of the source documents with

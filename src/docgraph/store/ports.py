@@ -19,6 +19,7 @@ from docgraph.store.base import (
 )
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
+from docgraph.store.policy import PolicyStore
 from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.signin import SignInLimitStore
 from docgraph.store.tokens import TokenStore
@@ -76,6 +77,11 @@ class StorePorts(Protocol):
     @property
     def settings(self) -> SettingsStore:
         """Admin settings changed at run time."""
+        ...
+
+    @property
+    def policy(self) -> PolicyStore:
+        """The access policy every server of the database serves."""
         ...
 
     @property

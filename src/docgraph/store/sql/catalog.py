@@ -277,6 +277,18 @@ class SqlCatalogRecords:
                     self.dialect.access_value(row[6]))
         return out
 
+    def row_table(self, source_id: int) -> RowOrigin | None:
+        """The table (source, schema, table, primary key column) one row document of
+        source ``source_id`` comes from, as an origin with an empty key value."""
+        row = self._run(
+            "SELECT origin_source, origin_schema, origin_table, origin_pk_column FROM"
+            " documents WHERE source_id = ? AND origin_source IS NOT NULL LIMIT 1",
+            [source_id]).fetchone()
+        if row is None:
+            return None
+        source, schema, table, pk_column = (str(v) for v in row)
+        return RowOrigin(source, schema, table, pk_column, "")
+
     def document_metadata(self, namespace: str, doc_id: str) -> dict[str, str]:
         """What the format said about one document (empty when nothing, or no such
         document in ``namespace``)."""

@@ -11,11 +11,13 @@ from docgraph.errors import ReadOnlyIndex
 from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
+from docgraph.store.policy import PolicyStore
 from docgraph.store.ports import milvus_index
 from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.signin import SignInLimitStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
 from docgraph.store.sql.logs import SqlAuditStore, SqlTraceLog
+from docgraph.store.sql.policy import SqlPolicyStore
 from docgraph.store.sql.registry import SqlSourceRegistryStore
 from docgraph.store.sql.sessions import SqlConsoleSessionStore
 from docgraph.store.sql.settings import SqlSettingsStore
@@ -104,6 +106,11 @@ class SQLitePorts:
         """Admin settings changed at run time, in the catalog file."""
         create_settings_table(self.catalog)
         return SqlSettingsStore(self.catalog)
+
+    @cached_property
+    def policy(self) -> PolicyStore:
+        """The access policy every server of the database serves (a ``meta`` row)."""
+        return SqlPolicyStore(self.catalog)
 
     @cached_property
     def registry(self) -> SourceRegistryStore:
