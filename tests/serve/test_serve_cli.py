@@ -7,6 +7,7 @@ use says so, naming the port and ``--port``, exits non-zero and never announces 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,3 +96,30 @@ def test_the_build_line_says_how_many_documents_got_new_permissions():
         _report_line(report, 1.0)
     report.access_changed = 0
     assert "permissions" not in _report_line(report, 1.0)
+
+
+def test_json_log_format_writes_each_request_as_one_line_with_its_request_id(
+        tmp_path: Path) -> None:
+    made = Deployment(tmp_path, embedded_store(tmp_path / "index.db"), POLICY,
+                      '[refresh]\nin_serve = false\n[telemetry]\nlog_format = "json"\n')
+    with DocGraph.open(config_file=made.config) as graph:
+        graph.index(write_files(tmp_path / "ops", DOCS), "ops")
+    token = made.run("token", "add", "root").strip().split()[-1]
+    try:
+        process, url = made.serve_process()
+        answer = httpx.post(url + "/api/v1/search_documents", timeout=30,
+                            json={"query_text": "What does E-417 mean?"},
+                            headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 200, answer.text
+        request_id = answer.headers["x-request-id"]
+        log = _wait_for_log(made, process, request_id)
+    finally:
+        made.stop()
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    mine = [r for r in records if r.get("request_id") == request_id]
+    assert [(r["event"], r["status"], r["path"]) for r in mine] == [
+        ("request", 200, "/api/v1/search_documents")], log[-3000:]
+    assert {"time", "level", "logger", "message", "duration_ms"} <= set(mine[0])
+    with DocGraph.open(config_file=made.config) as graph:
+        audit = [r for r in graph.audit_store.recent(10) if r.get("request_id") == request_id]
+    assert [r["operation"] for r in audit] == ["retrieve:vector_first"]

@@ -26,6 +26,7 @@ from docgraph.config.indexing import (
 from docgraph.config.paths import FileRelativeTomlSource
 from docgraph.config.retrieval import RetrievalSettings
 from docgraph.config.serving import GovernanceSettings, LlmSettings, RagSettings, ServeSettings
+from docgraph.config.telemetry import TelemetrySettings
 from docgraph.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "docgraph.toml"
@@ -53,6 +54,7 @@ class Settings(BaseSettings):
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(

@@ -32,6 +32,7 @@ from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
 from docgraph.store.base import TraceEntry
 from docgraph.store.graph import GraphStore
+from docgraph.telemetry import span
 
 
 def _doc_of(chunk_id: str) -> str:
@@ -94,8 +95,9 @@ class GovernedSearch:
     def _once(self, query_text: str, allowed: frozenset[str], k: int, mode: SearchMode
               ) -> CohortResult:
         if mode == "hybrid" or mode == "dense":
-            return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
-                                                   mode=mode))
+            with span("search", mode=mode, k=k):
+                return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
+                                                       mode=mode))
         result = self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
                                     return_trace=True, answer=False)
         # the gates the engine read with the chunks are the catalog's record: deciding its

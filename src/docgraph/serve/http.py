@@ -9,6 +9,8 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 - ``GET /healthz``         liveness (no token, no data): 200 while the process runs
 - ``GET /readyz``          readiness (no token, no data): 200 when the store can be read,
   503 naming the failing component when not (:mod:`docgraph.serve.readiness`)
+- ``GET /metrics``         Prometheus metrics (a bearer token as ``[telemetry] metrics`` says:
+  an admin's by default; :mod:`docgraph.serve.observe`)
 - ``/console``             the web console for admins (:mod:`docgraph.serve.console`:
   sign-in with an admin's bearer token, then a session cookie and CSRF tokens)
 
@@ -67,6 +69,7 @@ from docgraph.serve.console import Console, ConsoleAuth, SessionStore
 from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScreen, host_policy
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.observe import Observability, RequestTelemetry, observe_tool
 from docgraph.serve.outage import (
     RETRY_AFTER_SECONDS,
     StoreOutage,
@@ -151,7 +154,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             tokens, tools.governance.entitlements,
             SessionStore(tools.graph.console_session_store),
             tools.graph.settings.serve.console_admin_role))
-    mcp_server = build_mcp_server(tools, http_caller)
+    mcp_server = build_mcp_server(tools, http_caller, transport="mcp")
     policy = host_policy(host)
     # Builds the session manager; its own Host/Origin check gets the same policy.
     mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
@@ -180,8 +183,9 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             else:
                 arguments = await _read_json(request)
             _screen_surrogates(arguments)
-            result = await anyio.to_thread.run_sync(
-                functools.partial(tools.call, name, caller, arguments))
+            with observe_tool(name, "http"):
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(tools.call, name, caller, arguments))
         except AccessDenied as exc:
             return _error(403, f"access denied: {exc}")
         except InvalidQuery as exc:
@@ -232,8 +236,10 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Route("/healthz", endpoint=healthz, methods=["GET"]),
         Route("/readyz", endpoint=readyz, methods=["GET"]),
         *console.routes(),
+        *Observability(tools, refresher).routes(),  # /metrics
     ]
     middleware = [
+        Middleware(RequestTelemetry),  # outermost: every answer has a request id and a time
         Middleware(HostOriginGuard, policy=policy),
         # Outside authentication: the token check is where an outage shows first.
         Middleware(StoreOutageGuard, outage=outage,
