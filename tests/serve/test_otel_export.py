@@ -19,6 +19,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -70,10 +73,18 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
         yield found, running.url + "/v1/traces"
 
 
-def test_spans_reach_an_otlp_http_receiver(receiver: tuple[Receiver, str], tmp_path: Path):
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocGraph]:
+    root = tmp_path_factory.mktemp("otel")
+    opened: DocGraph = build_corpus(open_isolated_graph(root / "index.db"), root, rows=False)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_spans_reach_an_otlp_http_receiver(receiver: tuple[Receiver, str], graph: DocGraph):
     found, endpoint = receiver
-    graph: DocGraph = build_corpus(open_isolated_graph(tmp_path / "index.db"), tmp_path,
-                                   rows=False)
     provider = configure_tracing(TelemetrySettings(otel_endpoint=endpoint,
                                                    otel_service_name="docgraph-test"))
     try:
@@ -84,7 +95,6 @@ def test_spans_reach_an_otlp_http_receiver(receiver: tuple[Receiver, str], tmp_p
     finally:
         install_tracer(None)
         provider.shutdown()
-        graph.close()
     received = found.spans()
     names = {s.name for _, s in received}
     assert {"docgraph.validate", "docgraph.governed", "docgraph.resolve_namespaces",
@@ -98,6 +108,23 @@ def test_spans_reach_an_otlp_http_receiver(receiver: tuple[Receiver, str], tmp_p
     assert attributes == {"operation": "retrieve:vector_first"}  # no query text
     # the request id of a request no transport named is its trace id too
     assert graph.audit_store.recent(1)[0]["request_id"] == governed.trace_id.hex()
+
+
+def test_query_text_goes_on_a_span_only_when_configured(graph: DocGraph):
+    tools = make_tools(graph)
+    for content in (False, True):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        install_tracer(provider.get_tracer("test"), content=content)
+        try:
+            tools.call("lookup_knowledge", _alice(), {"query": "Roost gateway TLS"})
+        finally:
+            install_tracer(None)
+        (governed,) = [s for s in exporter.get_finished_spans() if s.name == "docgraph.governed"]
+        assert dict(governed.attributes or {}) == (
+            {"operation": "lookup_knowledge", "query": "Roost gateway TLS"} if content
+            else {"operation": "lookup_knowledge"})
 
 
 def _alice() -> Any:

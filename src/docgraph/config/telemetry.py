@@ -39,8 +39,9 @@ class TelemetrySettings(Section):
         description="The service.name resource attribute of exported spans.")
     otel_content: bool = Field(
         default=False,
-        description="Whether spans carry query text (attribute docgraph.query). Off: spans "
-        "carry ids, counts and timings only, never query text or document content.",
+        description="Whether spans carry query text (the 'query' attribute of the "
+        "docgraph.governed span). Off: spans carry ids, counts and timings only, never query "
+        "text or document content.",
     )
 
     @field_validator("otel_endpoint")

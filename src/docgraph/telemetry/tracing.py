@@ -52,7 +52,7 @@ def span(name: str, **attributes: AttributeValue | None) -> AbstractContextManag
 
 
 def content_attributes(**texts: str | None) -> dict[str, str | None]:
-    """``texts`` as span attributes (``docgraph.query`` ...) when ``[telemetry]
+    """``texts`` as span attributes (``query`` ...) when ``[telemetry]
     otel_content`` allows text on spans; else nothing (each value None, so :func:`span`
     drops it)."""
     return {key: (value if _content else None) for key, value in texts.items()}
