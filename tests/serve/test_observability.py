@@ -243,16 +243,25 @@ def test_mcp_over_http_tool_calls_are_spans_of_their_request(served: dict[str, A
     graph: DocGraph = served["graph"]
     spans.clear()
     results = mcp_calls(served["url"], served["tokens"]["alice"],
-                        [("search_documents", {"query_text": QUERY, "k": 2})])[1]
+                        [("search_documents", {"query_text": QUERY, "k": 2}),
+                         ("index_status", {})])[1]
     payload(results[0])
     named = by_name(spans.get_finished_spans())
-    (tool,) = named["docgraph.tool"]
-    assert tool.attributes == {"tool": "search_documents", "transport": "mcp"}
-    (governed,) = named["docgraph.governed"]
-    assert governed.context.trace_id == tool.context.trace_id
-    request_id = format(tool.context.trace_id, "032x")
-    https = [s for s in named["docgraph.http"] if s.context.trace_id == tool.context.trace_id]
-    assert len(https) == 1  # the POST that carried the call
+    tools = sorted(named["docgraph.tool"], key=lambda s: s.start_time or 0)
+    assert [dict(s.attributes or {}) for s in tools] == [
+        {"tool": "search_documents", "transport": "mcp"},
+        {"tool": "index_status", "transport": "mcp"}]
+    # each call is in the trace of the POST that carried it (not the session's first
+    # request's): that request's span encloses the tool's
+    assert tools[0].context.trace_id != tools[1].context.trace_id
+    for tool in tools:
+        (http,) = [s for s in named["docgraph.http"]
+                   if s.context.trace_id == tool.context.trace_id]
+        assert http.start_time <= tool.start_time  # type: ignore[operator]
+        assert tool.end_time <= http.end_time  # type: ignore[operator]
+    assert len([s for s in named["docgraph.governed"]
+                if s.context.trace_id == tools[0].context.trace_id]) == 1
+    request_id = format(tools[0].context.trace_id, "032x")
     audit = [r for r in graph.audit_store.recent(20) if r.get("request_id") == request_id]
     assert [r["operation"] for r in audit] == ["retrieve:vector_first"]
 

@@ -38,7 +38,7 @@ from docgraph.serve.agent_tools import (
     SearchQuery,
     research_prompt,
 )
-from docgraph.serve.observe import http_scope_of, observe_tool
+from docgraph.serve.observe import observe_tool
 from docgraph.serve.outage import UNAVAILABLE_MESSAGE
 from docgraph.serve.stdio import screened_stdio_server
 from docgraph.serve.tool_args import (
@@ -142,7 +142,7 @@ def build_mcp_server(
         args = spec.args.model_construct(**values)
         call = functools.partial(spec.invoke, tools, caller, args)
         try:
-            with observe_tool(tool, transport, http_scope_of(ctx)):
+            with observe_tool(tool, transport):
                 result: dict[str, Any] = await anyio.to_thread.run_sync(call)
         except InvalidArgument as exc:
             raise ToolError(str(exc)) from exc

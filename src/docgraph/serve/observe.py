@@ -22,8 +22,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -52,7 +52,7 @@ from docgraph.telemetry.metrics import (
     TOOL_CALLS,
     TOOL_SECONDS,
 )
-from docgraph.telemetry.tracing import attached, current_context, current_trace_id
+from docgraph.telemetry.tracing import current_trace_id
 
 if TYPE_CHECKING:
     from docgraph.lifecycle.refresher import Refresher
@@ -62,8 +62,6 @@ access_log = logging.getLogger("docgraph.access")
 
 #: The response header that carries the request id.
 REQUEST_ID_HEADER = "X-Request-ID"
-#: Where the request id and trace context wait in the ASGI scope for the MCP tool handler.
-SCOPE_KEY = "docgraph.request"
 #: The routes requests are timed by (anything else counts as ``other``): a fixed set, so a
 #: scanner requesting random paths cannot grow the metrics.
 ROUTES = ("/mcp", "/api/v1", "/openapi.json", "/healthz", "/readyz", "/metrics", "/console")
@@ -99,8 +97,6 @@ class RequestTelemetry:
             with span("http", **{"http.request.method": method, "http.route": route}):
                 request_id = current_trace_id() or new_request_id()
                 with request_scope(request_id):
-                    scope[SCOPE_KEY] = (request_id, current_context())
-
                     async def send_with_id(message: Message) -> None:
                         nonlocal status
                         if message["type"] == "http.response.start":
@@ -137,30 +133,13 @@ def outcome_of(exc: BaseException) -> str:
     return "error"
 
 
-def http_scope_of(ctx: Any) -> dict[str, Any] | None:
-    """The ASGI scope of the HTTP request an MCP tool call (``ctx``, the SDK's
-    ``Context``) came in, or None (stdio)."""
-    try:
-        request = ctx.request_context.request
-    except ValueError:  # no request context: called outside a request
-        return None
-    scope = getattr(request, "scope", None)
-    return scope if isinstance(scope, dict) else None
-
-
 @contextlib.contextmanager
-def observe_tool(tool: str, transport: str,
-                 scope: Mapping[str, Any] | None = None) -> Iterator[None]:
+def observe_tool(tool: str, transport: str) -> Iterator[None]:
     """Time the tool call in the block (``docgraph_tool_seconds``), count its outcome and
-    any error's kind, in a ``docgraph.tool`` span. ``scope``: the HTTP request's ASGI scope
-    where the block does not run in the request's context (MCP over HTTP), to run it under
-    the request's id and span."""
-    carried = scope.get(SCOPE_KEY) if scope is not None else None
-    request_id, otel_context = carried if isinstance(carried, tuple) else (None, None)
+    any error's kind, in a ``docgraph.tool`` span."""
     outcome = "ok"
     started = time.perf_counter()
-    with attached(otel_context), request_scope(request_id), \
-            span("tool", tool=tool, transport=transport):
+    with span("tool", tool=tool, transport=transport):
         try:
             yield
         except BaseException as exc:

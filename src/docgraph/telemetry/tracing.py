@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -100,29 +100,3 @@ def configure_tracing(settings: TelemetrySettings,
     log.info("tracing: spans exported to %s", settings.otel_endpoint)
     return provider
 
-
-def current_context() -> Any:
-    """The OpenTelemetry context now in force (to carry a request's trace across a task
-    that does not inherit it, see :func:`attached`); None when tracing is off."""
-    if _tracer is None:
-        return None
-    from opentelemetry import context
-
-    return context.get_current()
-
-
-@contextlib.contextmanager
-def attached(otel_context: Any) -> Iterator[None]:
-    """Run the block under ``otel_context`` (from :func:`current_context`); nothing when it
-    is None. The MCP SDK runs a tool in its session's task, not the HTTP request's: this
-    puts the tool's spans back under the request's span."""
-    if otel_context is None or _tracer is None:
-        yield
-        return
-    from opentelemetry import context
-
-    token = context.attach(otel_context)
-    try:
-        yield
-    finally:
-        context.detach(token)
