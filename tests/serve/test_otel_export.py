@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from docgraph import DocGraph
 from docgraph.config import TelemetrySettings
-from docgraph.telemetry.tracing import configure_tracing, install_tracer
+from docgraph.telemetry.tracing import configure_tracing, install_tracer, shutdown_tracing
 from tests.serve.test_http_server import Running
 from tests.serve.test_mcp_tools import build_corpus, make_tools, open_isolated_graph
 
@@ -93,8 +93,7 @@ def test_spans_reach_an_otlp_http_receiver(receiver: tuple[Receiver, str], graph
         assert result["count"] > 0
         assert provider.force_flush(30_000)
     finally:
-        install_tracer(None)
-        provider.shutdown()
+        shutdown_tracing()
     received = found.spans()
     names = {s.name for _, s in received}
     assert {"docgraph.validate", "docgraph.governed", "docgraph.resolve_namespaces",

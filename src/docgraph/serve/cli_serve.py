@@ -35,7 +35,7 @@ def serve_http(
     does, and another takes over when it stops or dies."""
     from docgraph.serve.http import bind_socket, serve
     from docgraph.serve.setup import build_tools, open_bearer_tokens
-    from docgraph.telemetry.tracing import configure_tracing
+    from docgraph.telemetry.tracing import configure_tracing, shutdown_tracing
 
     handler = _log_to_stderr()  # before the MCP server is built: it configures logging
     with open_index() as dg:
@@ -84,12 +84,11 @@ def serve_http(
             raise typer.Exit(1) from exc
         if provider is not None:
             err.print(f"tracing: spans exported to {escape(str(telemetry.otel_endpoint))}")
-        try:
+        try:  # the server's shutdown exports the spans still queued (shutdown_tracing)
             serve(tools, tokens, host=bind, port=bind_port, sock=sock,
                   refresher=dg.refresher if refreshing else None)
         finally:
-            if provider is not None:
-                provider.shutdown()  # exports the spans still queued
+            shutdown_tracing()  # when the server never got to shut down
 
 
 def _log_to_stderr() -> logging.Handler | None:

@@ -81,6 +81,7 @@ from docgraph.serve.readiness import Readiness
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 from docgraph.store.outages import store_unavailable
+from docgraph.telemetry.tracing import shutdown_tracing
 from docgraph.version import __version__
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                     await anyio.to_thread.run_sync(_stop_refresher, refresher)
             finally:
                 readiness.close()
+                shutdown_tracing()  # export the spans still queued before the process ends
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint),

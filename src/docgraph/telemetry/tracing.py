@@ -31,6 +31,7 @@ AttributeValue = str | bool | int | float
 _NOOP: AbstractContextManager[None] = contextlib.nullcontext()
 _tracer: Any = None  # an opentelemetry.trace.Tracer while tracing is on
 _content = False
+_provider: Any = None  # the SDK's tracer provider configure_tracing made
 
 
 def tracing_enabled() -> bool:
@@ -96,7 +97,21 @@ def configure_tracing(settings: TelemetrySettings,
         {"service.name": settings.otel_service_name, **(resource or {})}))
     provider.add_span_processor(BatchSpanProcessor(
         OTLPSpanExporter(endpoint=settings.otel_endpoint)))
+    global _provider
+    shutdown_tracing()  # a provider configured before: its spans exported, then replaced
+    _provider = provider
     install_tracer(provider.get_tracer("docgraph"), content=settings.otel_content)
     log.info("tracing: spans exported to %s", settings.otel_endpoint)
     return provider
+
+
+def shutdown_tracing() -> None:
+    """Export the spans still queued and turn tracing off: the server's shutdown calls it
+    (its lifespan, which runs before uvicorn re-raises SIGTERM, so no span of the last
+    seconds is lost). Nothing to do unless :func:`configure_tracing` turned tracing on."""
+    global _provider
+    provider, _provider = _provider, None
+    if provider is not None:
+        install_tracer(None)
+        provider.shutdown()
 
