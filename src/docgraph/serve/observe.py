@@ -6,9 +6,9 @@ Prometheus text at ``/metrics``.
   id (the OpenTelemetry trace id when tracing is on, else a random one of the same form),
   answers it in ``X-Request-ID``, runs the request in a ``docgraph.http`` span, times it
   per route and writes one ``request`` event on the ``docgraph.access`` logger. The id
-  travels in the request's context to the audit record and the retrieval traces; the MCP
-  SDK runs tools in its session's task, so :func:`observe_tool` takes the id and the span
-  back from the request's scope there.
+  and the span travel in the request's context (through the MCP SDK's handling of a POST
+  to ``/mcp``, and into the worker thread that runs a tool: ``anyio.to_thread`` copies
+  it) to the audit record and the retrieval traces.
 - :func:`observe_tool` times one tool call per tool and transport and counts its outcome.
 - :class:`Observability` serves ``/metrics``: the process's metrics
   (:data:`~docgraph.telemetry.metrics.REGISTRY`) and, read at scrape time from the index,
