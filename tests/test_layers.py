@@ -5,8 +5,9 @@ Every ``import`` counts, at module level, inside a function (a lazy import) and 
 ``TYPE_CHECKING``: a lazy import is still a dependency, only one that hides a cycle.
 
 - The **ground floor** (model types, errors, settings, text analysis, text budgets, the
-  caller-facing limits and search modes, the embedders, the version, and the two small
-  utilities ``llm`` and ``parallel``) imports nothing of docgraph above it.
+  caller-facing limits and search modes, the embedders, the version, the two small
+  utilities ``llm`` and ``parallel``, and ``telemetry``: request ids, spans, metrics)
+  imports nothing of docgraph above it.
 - Every other package may import the ground floor and the packages below it in
   :data:`BELOW` (and what those may import); an import of anything else is a *back-up
   import*. The ones the code still has are listed in :data:`KNOWN_BACK_UP_IMPORTS`, each
@@ -24,7 +25,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "docgraph"
 
 GROUND_FLOOR = frozenset({"model", "errors", "config", "text", "budgets", "limits",
-                          "embedding", "llm", "parallel", "version"})
+                          "embedding", "llm", "parallel", "version", "telemetry"})
 
 # What each package may import besides the ground floor: the packages directly below it
 # (the test closes this transitively). "__init__" is the package's own ``__init__.py`` (the

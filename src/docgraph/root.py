@@ -238,6 +238,12 @@ class Root:
                 self._index = self.ports.chunk_index(self._embedder.dimension)
             return self._index
 
+    @property
+    def opened_chunk_index(self) -> ChunkIndex | None:
+        """The chunk index if a query or a build opened it already, else None: what a
+        metrics scrape reads (a scrape must not be what opens it)."""
+        return self._index
+
     def searcher(self) -> HybridSearcher:
         """A hybrid searcher over this index (``hybrid`` and ``dense`` single chunks)."""
         index = self.chunk_index()

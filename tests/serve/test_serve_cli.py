@@ -7,16 +7,21 @@ use says so, naming the port and ``--port``, exits non-zero and never announces 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from docgraph import DocGraph
 from tests.deployment import Deployment, embedded_store
 from tests.helpers import write_files
+from tests.serve.test_http_server import Running
+from tests.serve.test_otel_export import Receiver
 
 POLICY = "assignments:\n  - {user: root, role: admin, domain: \"*\"}\n"
 DOCS = {"runbook.md": "# Runbook\n\nError E-417 on the Kestrel K2 means the lidar is blocked.\n"}
@@ -95,3 +100,42 @@ def test_the_build_line_says_how_many_documents_got_new_permissions():
         _report_line(report, 1.0)
     report.access_changed = 0
     assert "permissions" not in _report_line(report, 1.0)
+
+
+def test_json_logs_and_otlp_traces_of_serve_carry_each_request_s_id(tmp_path: Path) -> None:
+    """``[telemetry] log_format = "json"`` and ``otel_endpoint`` as ``docgraph serve`` reads
+    them: a request's one log line, its audit record and the spans exported to a real OTLP
+    receiver (flushed when the server stops) carry the id answered in ``X-Request-ID``."""
+    receiver = Receiver()
+    collector = Running(Starlette(routes=[Route("/v1/traces", receiver.traces,
+                                                methods=["POST"])]))
+    with collector:
+        made = Deployment(tmp_path, embedded_store(tmp_path / "index.db"), POLICY,
+                          '[refresh]\nin_serve = false\n[telemetry]\nlog_format = "json"\n'
+                          f'otel_endpoint = "{collector.url}/v1/traces"\n')
+        with DocGraph.open(config_file=made.config) as graph:
+            graph.index(write_files(tmp_path / "ops", DOCS), "ops")
+        token = made.run("token", "add", "root").strip().split()[-1]
+        try:
+            process, url = made.serve_process()
+            answer = httpx.post(url + "/api/v1/search_documents", timeout=30,
+                                json={"query_text": "What does E-417 mean?"},
+                                headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 200, answer.text
+            request_id = answer.headers["x-request-id"]
+            log = _wait_for_log(made, process, request_id)
+        finally:
+            made.stop()  # SIGTERM: the server flushes its spans before it exits
+        spans = receiver.spans()
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    mine = [r for r in records if r.get("request_id") == request_id]
+    assert [(r["event"], r["status"], r["path"]) for r in mine] == [
+        ("request", 200, "/api/v1/search_documents")], log[-3000:]
+    assert {"time", "level", "logger", "message", "duration_ms"} <= set(mine[0])
+    with DocGraph.open(config_file=made.config) as graph:
+        audit = [r for r in graph.audit_store.recent(10) if r.get("request_id") == request_id]
+    assert [r["operation"] for r in audit] == ["retrieve:vector_first"]
+    traced = {s.name for resource, s in spans
+              if s.trace_id.hex() == request_id and resource["service.name"] == "docgraph"}
+    assert {"docgraph.http", "docgraph.tool", "docgraph.governed", "docgraph.lane.seed",
+            "docgraph.audit"} <= traced, (traced, log[-2000:])

@@ -55,6 +55,7 @@ from docgraph.config.settings import (
     describe_validation_error,
     load_settings,
 )
+from docgraph.config.telemetry import TelemetrySettings
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -80,6 +81,7 @@ __all__ = [
     "Settings",
     "SourcesSettings",
     "StoreSettings",
+    "TelemetrySettings",
     "check_environment",
     "describe_validation_error",
     "load_settings",

@@ -32,6 +32,7 @@ from docgraph.config.serving import (
     RagSettings,
     ServeSettings,
 )
+from docgraph.config.telemetry import TelemetrySettings
 from docgraph.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "docgraph.toml"
@@ -60,6 +61,7 @@ class Settings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def settings_customise_sources(

@@ -9,6 +9,7 @@ from typing import Any
 
 from docgraph.governance.caller import Caller
 from docgraph.store.base import AuditStore, TraceEntry, TraceLog
+from docgraph.telemetry import current_request_id
 
 
 @dataclass
@@ -32,6 +33,9 @@ class AuditRecord:
     reason: str = ""
     duration_ms: float = 0.0
     at: float = field(default_factory=time.time)
+    #: The request's id (:mod:`docgraph.telemetry.context`): the same in its log lines,
+    #: its retrieval traces and its OpenTelemetry trace.
+    request_id: str = field(default_factory=lambda: current_request_id() or "")
     #: The retrieval traces the request made, stored with the record in one transaction;
     #: not part of the record's payload.
     traces: list[TraceEntry] = field(default_factory=list)

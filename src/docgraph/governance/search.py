@@ -37,6 +37,7 @@ from docgraph.retrieve.hybrid import HybridSearcher
 from docgraph.retrieve.trace import RetrievalTrace, stored_payload
 from docgraph.store.base import TraceEntry
 from docgraph.store.graph import GraphStore
+from docgraph.telemetry import span
 
 
 def _doc_of(chunk_id: str) -> str:
@@ -108,8 +109,9 @@ class GovernedSearch:
         # not read is filtered out before ranking, so k is filled from what it may read
         # (the hits are still decided one by one below).
         if mode == "hybrid" or mode == "dense":
-            return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
-                                                   mode=mode, readers=self.readers))
+            with span("search", mode=mode, k=k):
+                return CohortResult(self.hybrid.search(query_text, namespaces=allowed, k=k,
+                                                       mode=mode, readers=self.readers))
         result = self.cohort.search(query_text, namespaces=allowed, k=k, mode=mode,
                                     return_trace=True, answer=False, readers=self.readers)
         # the gates the engine read with the chunks are the catalog's record: deciding its

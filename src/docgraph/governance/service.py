@@ -55,6 +55,9 @@ from docgraph.retrieve.cohort import CohortResult
 from docgraph.retrieve.context import GraphContext, assemble_context
 from docgraph.sources.naming import PublicIdentity
 from docgraph.store.graph import CommunityInfo, EntityInfo, Neighbor
+from docgraph.telemetry import content_attributes, request_scope, span
+from docgraph.telemetry.metrics import DENIALS, GOVERNED_REQUESTS, ROW_CHECK_FAILURES
+from docgraph.telemetry.tracing import current_trace_id
 
 R = TypeVar("R")
 #: The index a :class:`Governance` governs: anything with what :class:`GovernedIndex` lists
@@ -137,29 +140,44 @@ class Governance(Generic[IndexT]):
                  run: Callable[[Visibility, AuditRecord], R]) -> R:
         """Resolve, build the request's visibility, run, audit (always: the record and the
         traces the request made, in one write). Admin changes of other processes apply from
-        here (:meth:`GovernedIndex.sync_settings`), once."""
+        here (:meth:`GovernedIndex.sync_settings`), once.
+
+        The request runs under its request id (the transport's, else a new one): the audit
+        record, the traces and the log lines of the request carry it; with tracing on it
+        is one span (``docgraph.governed``) with a child per phase."""
+        with span("governed", operation=operation, **content_attributes(query=query or None)), \
+                request_scope(current_trace_id()) as request_id:
+            return self._governed(caller, operation, query, run, request_id)
+
+    def _governed(self, caller: Caller, operation: str, query: str,
+                  run: Callable[[Visibility, AuditRecord], R], request_id: str) -> R:
+        """:meth:`_request` under its request id."""
         self._root.sync_settings()
         record = AuditRecord(user_id=caller.user_id, operation=operation,
                              role=caller.active_role, query_hash=AuditRecord.hash_query(query),
-                             issuer=caller.issuer, subject=caller.subject)
+                             issuer=caller.issuer, subject=caller.subject,
+                             request_id=request_id)
         started = time.perf_counter()
         scope: Visibility | None = None
         try:
-            # the principal every decision of this request is made for: the caller with the
-            # groups the policy declares it a member of
-            caller = principal_of(caller, self.entitlements)
-            record.groups = sorted(caller.groups)
-            # One read of the registered sources per request: the namespaces that have one
-            # are resolved from it, and the request's agent-visible names and URLs
-            # (:meth:`identity`) come from the same rows.
-            sources = tuple(self._root.store.list_sources())
-            allowed = self._namespaces(caller, query or None, {s.namespace for s in sources})
-            record.namespaces = sorted(allowed)
+            with span("resolve_namespaces"):
+                # the principal every decision of this request is made for: the caller with
+                # the groups the policy declares it a member of
+                caller = principal_of(caller, self.entitlements)
+                record.groups = sorted(caller.groups)
+                # One read of the registered sources per request: the namespaces that have
+                # one are resolved from it, and the request's agent-visible names and URLs
+                # (:meth:`identity`) come from the same rows.
+                sources = tuple(self._root.store.list_sources())
+                allowed = self._namespaces(caller, query or None,
+                                           {s.namespace for s in sources})
+                record.namespaces = sorted(allowed)
             scope = Visibility(caller, allowed, self.row_authorizer, self._root.store,
                                sources=sources, every_document=self.every_document)
             return run(scope, record)
         except AccessDenied as exc:
             record.outcome, record.reason = "denied", str(exc)
+            DENIALS.labels(operation).inc()
             raise
         except Exception as exc:
             record.outcome, record.reason = "error", f"{type(exc).__name__}: {exc}"
@@ -168,10 +186,13 @@ class Governance(Generic[IndexT]):
             if scope is not None:
                 record.row_drops = scope.dropped
                 record.authorizer_failures = list(scope.failures)
+                ROW_CHECK_FAILURES.inc(len(scope.failures))
             record.duration_ms = (time.perf_counter() - started) * 1000
             if caller.issuer is not None:
                 record.traces = [stamp_token(trace, caller) for trace in record.traces]
-            self.audit.write(record)
+            GOVERNED_REQUESTS.labels(operation, record.outcome).inc()
+            with span("audit", outcome=record.outcome):
+                self.audit.write(record)
 
     def _search(self, scope: Visibility, record: AuditRecord) -> GovernedSearch:
         """The engines as ``scope`` sees them; the traces they make go to ``record``, stored
@@ -226,6 +247,10 @@ class Governance(Generic[IndexT]):
         check_text(query, "query")
 
         def run(scope: Visibility, record: AuditRecord) -> LookupResult:
+            with span("evidence"):
+                return evidence(scope, record)
+
+        def evidence(scope: Visibility, record: AuditRecord) -> LookupResult:
             engine = self._search(scope, record)
             service = KnowledgeService(
                 None, rag=self.settings.rag, evidence=self.evidence,

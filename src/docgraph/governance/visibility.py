@@ -28,6 +28,7 @@ from docgraph.model import (
 )
 from docgraph.store.base import StoreCatalog
 from docgraph.store.graph import GraphStore
+from docgraph.telemetry import span
 
 
 class _Located(Protocol):
@@ -84,7 +85,8 @@ class Visibility:
         pending = {str(i): o for i, o in enumerate(o for o in wanted
                                                    if o not in self._row_visible)}
         if pending:
-            decision = check_rows(self.caller, self.authorizer, pending)
+            with span("row_check", rows=len(pending)):
+                decision = check_rows(self.caller, self.authorizer, pending)
             self.failures.extend(decision.failures)
             self.unavailable.update(decision.unavailable)
             for key, origin in pending.items():

@@ -18,6 +18,7 @@ from docgraph.model import Access, DocumentRecord, RowOrigin
 from docgraph.sources.folder import FileEntry
 from docgraph.sources.urn import document_id
 from docgraph.store.base import DocumentWrite
+from docgraph.telemetry import span
 from docgraph.text import text_hash
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ class BatchWriter:
                                               strict=True) if h not in found)
         report.seconds["store"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        fresh = embedder.embed_documents(to_embed) if to_embed else None
+        with span("build.embed", passages=len(to_embed)):
+            fresh = embedder.embed_documents(to_embed) if to_embed else None
         report.seconds["embed"] += time.perf_counter() - t0
         report.passages_embedded += len(to_embed)
 
@@ -162,7 +164,8 @@ class BatchWriter:
             first, rest = unit_writes[0], unit_writes[1:count]
             unit_writes = unit_writes[count:]
             writes.append(replace(first, attachments=rest) if rest else first)
-        catalog.write_documents(writes)  # one transaction, each document atomic
+        with span("build.write", documents=len(writes)):
+            catalog.write_documents(writes)  # one transaction, each document atomic
         report.seconds["store"] += time.perf_counter() - t0
         for pending in batch:
             path = pending.entry.relative_path

@@ -85,6 +85,7 @@ from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
 from docgraph.sources.urn import document_id
 from docgraph.store.base import Catalog, StoreCatalog
+from docgraph.telemetry import span
 
 # The report types and the commit batch sizes are imported from here by the build's
 # callers (the facade, the refresher, the CLI, the tests).
@@ -186,11 +187,18 @@ class IngestPipeline:
         ``crawler`` (default: one without storage options) lists and reads the folder."""
         refuse_in_worker_bootstrap()
         check_embedding_model(self.catalog, self.embedder)
+        with span("build.source", namespace=source.namespace):
+            return self._index_source(source, progress, crawler)
+
+    def _index_source(self, source: SourceRecord, progress: ProgressCallback | None,
+                      crawler: FolderCrawler | None) -> IngestReport:
+        """:meth:`index_source` after its checks."""
         report = IngestReport(source=source)
         started = time.perf_counter()
         self.phase = "crawl"
         crawler = crawler or FolderCrawler(source.urn, self.loader.include)
-        entries = list(crawler.list_files())  # raises SourceError: nothing is changed then
+        with span("build.list"):
+            entries = list(crawler.list_files())  # raises SourceError: nothing is changed
         self.access = folder_access(crawler, source.urn, self.sources, entries)
         report.not_included = dict(crawler.not_included)
         every = self.catalog.documents_for_source(source)
@@ -382,7 +390,8 @@ class IngestPipeline:
     def _prepare_inline(self, fetched: _Fetched) -> PrepareOutcome:
         self.phase = "extract"
         try:
-            return prepare_bytes(self.spec, fetched.data, fetched.entry.relative_path)
+            with span("build.prepare"):
+                return prepare_bytes(self.spec, fetched.data, fetched.entry.relative_path)
         except ExtractionError as exc:
             return PrepareFailure(str(exc))
 

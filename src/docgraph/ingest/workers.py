@@ -48,6 +48,7 @@ from docgraph.errors import ExtractionError
 from docgraph.ingest.chunk import TokenCounter
 from docgraph.ingest.prepare import PreparedDocument, PrepareSpec, prepare_bytes
 from docgraph.parallel import core_count
+from docgraph.telemetry.metrics import PREPARE_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +253,7 @@ class PreparePool:
             except BrokenProcessPool:
                 self._broke()
         self._queue.append((key, future))
+        PREPARE_QUEUE.set(len(self._queue))
         limit = 0 if self.broken else self.window
         while len(self._queue) > limit:
             yield self._take()
@@ -263,6 +265,7 @@ class PreparePool:
 
     def _take(self) -> tuple[Any, PrepareOutcome | None]:
         key, future = self._queue.popleft()
+        PREPARE_QUEUE.set(len(self._queue))
         if future is None or self.broken:
             return key, None
         try:
@@ -284,6 +287,7 @@ class PreparePool:
             if future is not None:
                 future.cancel()
         self._queue.clear()
+        PREPARE_QUEUE.set(0)
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._alive_writer.close()
         self._alive_reader.close()

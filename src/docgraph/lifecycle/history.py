@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from docgraph.model import Outcome as Outcome
 from docgraph.model import PhaseOutcome as PhaseOutcome
 from docgraph.store.lifecycle import BuildHistoryStore, StoredBuild, StoredPhase
+from docgraph.telemetry.metrics import observe_build
 
 if TYPE_CHECKING:
     from docgraph.ingest.pipeline import IngestProgress
@@ -113,11 +114,14 @@ class BuildHistory:
         """Replace a build started with :meth:`start` by its finished record (or record it,
         if it was never started), dropping all but the newest ``keep`` of its namespace."""
         if build.id is None:
-            return self.record(build, keep)
+            build_id = self.record(build, keep)
+            _observe(build)
+            return build_id
         if not build.finished_at:
             build.finished_at = now()
         self.store.update(_stored(build), keep)
         self._running.discard(build.id)
+        _observe(build)
         return build.id
 
     def latest(self, namespace: str) -> NamespaceBuild | None:
@@ -136,6 +140,15 @@ class BuildHistory:
     def namespaces(self) -> list[str]:
         """Namespaces with at least one recorded build."""
         return self.store.namespaces()
+
+
+def _observe(build: NamespaceBuild) -> None:
+    """Count a finished build in the process's metrics (its outcome, duration, phases and
+    embedding work, :func:`~docgraph.telemetry.metrics.observe_build`)."""
+    observe_build(build.outcome, (build.finished_at or now()) - build.started_at,
+                  [(p.phase, p.outcome, p.seconds) for p in build.phases
+                   if p.phase != PROGRESS_PHASE],
+                  build.chunks_embedded)
 
 
 def _stored(build: NamespaceBuild) -> StoredBuild:

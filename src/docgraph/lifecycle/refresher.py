@@ -62,6 +62,7 @@ from docgraph.model import PhaseOutcome, SourceRecord
 from docgraph.sources.folder import FolderCrawler
 from docgraph.sources.registry import SourceRegistry
 from docgraph.store.lifecycle import LeaderLock
+from docgraph.telemetry import span
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +241,9 @@ class Refresher:
     ) -> NamespaceBuild:
         build = self.history.start(namespace)  # shown in progress by every status
         try:
-            return self._build_started(build, sources, vocabulary_phases, vocabulary_complete,
-                                       progress, force_graph, result)
+            with span("build", namespace=namespace, sources=len(sources)):
+                return self._build_started(build, sources, vocabulary_phases,
+                                           vocabulary_complete, progress, force_graph, result)
         except KeyboardInterrupt as exc:  # Ctrl-C: record how far it got, then stop
             kept = exc.kept if isinstance(exc, BuildInterrupted) else 0
             build.phases.append(PhaseOutcome(
@@ -364,7 +366,8 @@ class Refresher:
                                root.chat_model, root.phrase_cache)
         started = time.perf_counter()
         try:
-            report = builder.build(namespace)
+            with span("build.graph", namespace=namespace):
+                report = builder.build(namespace)
         except Exception as exc:
             phase = graph_phase_of(exc)
             message = describe_error(exc)

@@ -55,6 +55,7 @@ from docgraph.retrieve.reports import map_reduce_global_context, search_reports
 from docgraph.retrieve.trace import RetrievalTrace
 from docgraph.store.base import ChunkIndex, StoreCatalog, require_namespaces
 from docgraph.store.graph import GraphStore
+from docgraph.telemetry import span
 
 __all__ = [
     "LANES", "TUNING_KNOBS", "VECTOR_FIRST", "CohortMode", "CohortResult", "CohortSearch",
@@ -171,6 +172,14 @@ class CohortSearch:
                 f"mode must be 'vector_first', 'graph_first' or 'global', got {mode!r}"
             )
         s = settings or self.settings
+        with span("search", mode=mode, k=k):
+            return self._search(query_text, allowed, k, mode, s, return_trace, answer,
+                                readers)
+
+    def _search(self, query_text: str, allowed: frozenset[str], k: int, mode: CohortMode,
+                s: CohortSettings, return_trace: bool, answer: bool,
+                readers: frozenset[str] | None) -> CohortResult:
+        """:meth:`search` after its checks."""
         trace = RetrievalTrace(query=query_text, mode=mode, k=k)
         started = time.perf_counter()
         # The index as this query reads it: synced with the catalog once, now (a build of
@@ -194,9 +203,11 @@ class CohortSearch:
     def _cohort(self, query: str, allowed: frozenset[str], k: int, s: CohortSettings,
                 trace: RetrievalTrace, index: ChunkIndex, graph_first: bool) -> CohortResult:
         depth = max(s.seed_candidates, k)
-        vector, dense, lexical, t = seed_lists(index, self.embedder, query, allowed,
-                                               depth, trace)
-        fused = fuse_seed_lists(dense, lexical, s)
+        with span("lane.seed"):
+            vector, dense, lexical, t = seed_lists(index, self.embedder, query, allowed,
+                                                   depth, trace)
+        with span("fusion"):
+            fused = fuse_seed_lists(dense, lexical, s)
         # The hub threshold is relative to the loaded chunk index (all namespaces; counting
         # one namespace's chunks in SQL costs a table scan per query).
         q = CohortQuery(query, vector, allowed, s, trace, self.catalog, index, self.graph,
@@ -223,8 +234,9 @@ class CohortSearch:
         trace.timings_ms["query_entities"] = (time.perf_counter() - t) * 1000
 
         if graph_first:
-            GraphLane.traverse(q, q.start_entities, budget=max(s.graph_budget, 3 * k),
-                               floor=-1.0)
+            with span("lane.graph"):
+                GraphLane.traverse(q, q.start_entities, budget=max(s.graph_budget, 3 * k),
+                                   floor=-1.0)
             if not q.query_ids:
                 trace.notes.append("graph_first: the query names no known entity; traversal "
                                    "started from the strongest seeds' entities")
@@ -232,7 +244,8 @@ class CohortSearch:
         else:
             for lane in VECTOR_FIRST:
                 if lane.enabled(s):
-                    lane.run(q)
+                    with span(f"lane.{lane.name}"):
+                        lane.run(q)
 
         if s.completeness:
             complete(query_entities, unknown, q)
@@ -241,7 +254,8 @@ class CohortSearch:
         trace.pool_size = len(q.pool)
 
         t = time.perf_counter()
-        selected = rank_pool(q)
+        with span("rank", pool=len(q.pool)):
+            selected = rank_pool(q)
         trace.timings_ms["rank"] = (time.perf_counter() - t) * 1000
         hits = self._hits(selected, q.pool, {r.rowid for r in dense}, q.stored)
         # Replace internal row ids in the lane lists by chunk ids for readability.

@@ -15,6 +15,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from docgraph.telemetry import current_request_id
+
 
 @dataclass
 class RetrievalTrace:
@@ -33,6 +35,9 @@ class RetrievalTrace:
     pool_size: int = 0
     final_provenance: dict[str, str] = field(default_factory=dict)  # chunk id -> lane
     notes: list[str] = field(default_factory=list)
+    #: The id of the request that made the trace (:mod:`docgraph.telemetry.context`), as
+    #: its audit record and log lines carry it.
+    request_id: str = field(default_factory=lambda: current_request_id() or "")
 
     def add(self, lane: str, chunk_ids: list[str]) -> None:
         """Record the candidates a lane produced (``lane``: a name of

@@ -5,6 +5,7 @@ while it leads) and ``mcp`` (MCP over stdio for agent hosts). Registered on the 
 from __future__ import annotations
 
 import errno
+import logging
 import sys
 from typing import Annotated
 
@@ -12,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from docgraph.serve.cli_common import err, notice, open_index, state
+from docgraph.telemetry.logs import JsonFormatter, use_log_format
 
 
 def serve_http(
@@ -35,9 +37,13 @@ def serve_http(
     does, and another takes over when it stops or dies."""
     from docgraph.serve.http import bind_socket, serve
     from docgraph.serve.setup import build_tools, leave_fleet, open_bearer_tokens
+    from docgraph.telemetry.tracing import configure_tracing, shutdown_tracing
 
-    _log_to_stderr()  # before the MCP server is built: it configures logging when none is
+    handler = _log_to_stderr()  # before the MCP server is built: it configures logging
     with open_index() as dg:
+        telemetry = dg.settings.telemetry
+        if handler is not None:
+            use_log_format(handler, telemetry.log_format)
         settings = dg.settings.serve
         tokens = open_bearer_tokens(dg, notice)
         auth = dg.settings.auth
@@ -88,13 +94,22 @@ def serve_http(
                       "leads the index's builds (one process does; refresh.in_serve = false "
                       "turns this off)")
         try:
+            provider = configure_tracing(telemetry)
+        except ImportError as exc:
+            leave_fleet(tools.governance)
+            err.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(1) from exc
+        if provider is not None:
+            err.print(f"tracing: spans exported to {escape(str(telemetry.otel_endpoint))}")
+        try:  # the server's shutdown exports the spans still queued (shutdown_tracing)
             serve(tools, tokens, host=bind, port=bind_port, sock=sock,
                   refresher=dg.refresher if refreshing else None, resource=resource)
         finally:
+            shutdown_tracing()  # when the server never got to shut down
             leave_fleet(tools.governance)  # while the index is open: its row is deleted
 
 
-def _log_to_stderr() -> None:
+def _log_to_stderr() -> logging.Handler | None:
     """Show docgraph's log records of INFO and above (the refresher's leadership changes,
     rounds and failures, the server's errors) on stderr, each once, unless logging is set
     up already.
@@ -103,16 +118,32 @@ def _log_to_stderr() -> None:
     built, configures the root logger (``logging.basicConfig`` with a rich handler) unless
     that has a handler, and a handler on ``docgraph``'s logger besides one on the root
     printed every record twice. The root keeps its level (WARNING unless set otherwise), so
-    other libraries stay quiet."""
-    import logging
-
+    other libraries stay quiet. Returns the handler (None when logging was set up
+    already), for :func:`~docgraph.telemetry.logs.use_log_format` once the settings are
+    read. The per-request lines of ``docgraph.access`` are shown in the JSON format only
+    (a text log stays as terse as it was)."""
     logger, root = logging.getLogger("docgraph"), logging.getLogger()
     if logger.handlers or root.handlers:
-        return
+        return None
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.addFilter(_AccessLinesInJsonOnly(handler))
     root.addHandler(handler)
     logger.setLevel(logging.INFO)
+    return handler
+
+
+class _AccessLinesInJsonOnly(logging.Filter):
+    """Drops the per-request ``docgraph.access`` records unless the handler writes JSON."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but an access line of a text handler."""
+        return record.name != "docgraph.access" or isinstance(self.handler.formatter,
+                                                             JsonFormatter)
 
 
 def mcp_stdio(

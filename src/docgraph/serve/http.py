@@ -9,6 +9,8 @@ Routes (one ASGI app, served by uvicorn, bound to 127.0.0.1 unless configured ot
 - ``GET /healthz``         liveness (no token, no data): 200 while the process runs
 - ``GET /readyz``          readiness (no token, no data): 200 when the store can be read,
   503 naming the failing component when not (:mod:`docgraph.serve.readiness`)
+- ``GET /metrics``         Prometheus metrics (a bearer token as ``[telemetry] metrics`` says:
+  an admin's by default; :mod:`docgraph.serve.observe`)
 - ``/console``             the web console for admins (:mod:`docgraph.serve.console`:
   sign-in with an admin's bearer token, then a session cookie and CSRF tokens)
 
@@ -72,6 +74,7 @@ from docgraph.serve.guards import UNGUARDED_PATHS, HostOriginGuard, MCPBodyScree
 from docgraph.serve.idp.resource import Challenge, RequireBearer, ResourceServer
 from docgraph.serve.json_checks import MAX_BODY_DEPTH, parse_json
 from docgraph.serve.mcp import INSTRUCTIONS, build_mcp_server
+from docgraph.serve.observe import Observability, RequestTelemetry, observe_tool
 from docgraph.serve.outage import (
     RETRY_AFTER_SECONDS,
     StoreOutage,
@@ -84,6 +87,7 @@ from docgraph.serve.setup import leave_fleet
 from docgraph.serve.text_checks import find_unpaired_surrogate
 from docgraph.serve.tools import TOOLS, DocgraphTools
 from docgraph.store.outages import store_unavailable
+from docgraph.telemetry.tracing import shutdown_tracing
 from docgraph.version import __version__
 
 if TYPE_CHECKING:
@@ -160,7 +164,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             SessionStore(tools.graph.console_session_store),
             tools.graph.settings.serve.console_admin_role,
             idp=idp_admins(tools.graph.settings.auth)))
-    mcp_server = build_mcp_server(tools, http_caller)
+    mcp_server = build_mcp_server(tools, http_caller, transport="mcp")
     policy = host_policy(host)
     # Builds the session manager; its own Host/Origin check gets the same policy.
     mcp_server.streamable_http_app(streamable_http_path="/mcp", host=host,
@@ -192,8 +196,9 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
             else:
                 arguments = await _read_json(request)
             _screen_surrogates(arguments)
-            result = await anyio.to_thread.run_sync(
-                functools.partial(tools.call, name, caller, arguments))
+            with observe_tool(name, "http"):
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(tools.call, name, caller, arguments))
         except AccessDenied as exc:
             return _error(403, f"access denied: {exc}")
         except InvalidQuery as exc:
@@ -239,6 +244,7 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
                 # uvicorn re-raises SIGTERM/SIGINT after this, ending the process: say here
                 # that this server no longer serves its fleet's policy
                 await anyio.to_thread.run_sync(leave_fleet, tools.governance)
+                shutdown_tracing()  # export the spans still queued before the process ends
 
     routes = [
         Route("/mcp", endpoint=mcp_endpoint),
@@ -248,9 +254,11 @@ def create_app(tools: DocgraphTools, tokens: BearerTokens, *, host: str = "127.0
         Route("/readyz", endpoint=readyz, methods=["GET"]),
         *console.routes(),
         *(resource.routes() if resource is not None else []),
+        *Observability(tools, refresher).routes(),  # /metrics
     ]
     static = StoreTokenVerifier(tokens, outage)
     middleware = [
+        Middleware(RequestTelemetry),  # outermost: every answer has a request id and a time
         Middleware(HostOriginGuard, policy=policy),
         # Outside authentication: the token check is where an outage shows first.
         Middleware(StoreOutageGuard, outage=outage,

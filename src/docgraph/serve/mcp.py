@@ -38,6 +38,7 @@ from docgraph.serve.agent_tools import (
     SearchQuery,
     research_prompt,
 )
+from docgraph.serve.observe import observe_tool
 from docgraph.serve.outage import UNAVAILABLE_MESSAGE
 from docgraph.serve.stdio import screened_stdio_server
 from docgraph.serve.tool_args import (
@@ -125,9 +126,11 @@ def fixed_caller(caller: Caller) -> CallerResolver:
 
 
 def build_mcp_server(
-    tools: DocgraphTools, resolve_caller: CallerResolver, *, name: str = "docgraph"
+    tools: DocgraphTools, resolve_caller: CallerResolver, *, name: str = "docgraph",
+    transport: str = "stdio",
 ) -> DocgraphMCPServer:
-    """The MCP server exposing every operation of ``tools`` as a tool."""
+    """The MCP server exposing every operation of ``tools`` as a tool; ``transport`` names
+    it in the metrics (``stdio``, or ``mcp`` for MCP over HTTP)."""
     server = DocgraphMCPServer(name, title="docgraph", instructions=INSTRUCTIONS,
                                version=__version__, log_level="WARNING")
 
@@ -139,7 +142,8 @@ def build_mcp_server(
         args = spec.args.model_construct(**values)
         call = functools.partial(spec.invoke, tools, caller, args)
         try:
-            result: dict[str, Any] = await anyio.to_thread.run_sync(call)
+            with observe_tool(tool, transport):
+                result: dict[str, Any] = await anyio.to_thread.run_sync(call)
         except InvalidArgument as exc:
             raise ToolError(str(exc)) from exc
         except AccessDenied as exc:

@@ -50,6 +50,7 @@ from docgraph.serve.tool_args import (
     format_validation_error,
 )
 from docgraph.sources.naming import PublicIdentity
+from docgraph.telemetry import span
 
 #: The query explore_topics runs when the agent gives none.
 GENERIC_THEMES_QUERY = "main themes, topics and recurring subjects"
@@ -171,14 +172,16 @@ class DocgraphTools:
         spec = TOOLS.get(name)
         if spec is None:
             raise InvalidQuery(f"unknown tool {name!r}; tools are {', '.join(TOOLS)}")
-        given = canonical_arguments(spec, arguments or {})
-        unknown = unexpected_arguments(spec, given)
-        if unknown:
-            raise InvalidQuery(unexpected_arguments_message(spec, unknown, argument_first=True))
-        try:
-            args = spec.args.model_validate(given)
-        except ValidationError as exc:
-            raise InvalidQuery(format_validation_error(exc)) from exc
+        with span("validate", tool=name):
+            given = canonical_arguments(spec, arguments or {})
+            unknown = unexpected_arguments(spec, given)
+            if unknown:
+                raise InvalidQuery(unexpected_arguments_message(spec, unknown,
+                                                                argument_first=True))
+            try:
+                args = spec.args.model_validate(given)
+            except ValidationError as exc:
+                raise InvalidQuery(format_validation_error(exc)) from exc
         return spec.invoke(self, caller, args)
 
     # -- tools ------------------------------------------------------------------------
