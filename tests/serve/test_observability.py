@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,7 @@ def test_one_request_id_in_the_log_line_audit_record_trace_and_spans(
     request_id = answer.headers["x-request-id"]
     assert len(request_id) == 32
 
+    wait_until(lambda: request_id in stream.getvalue() and http_finished(spans))
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     mine = [line for line in lines if line.get("request_id") == request_id]
     assert len(mine) == 1, lines
@@ -202,6 +204,19 @@ def test_one_request_id_in_the_log_line_audit_record_trace_and_spans(
     assert trace_ids == {request_id}
 
 
+def wait_until(done: Any, timeout: float = 10.0) -> None:
+    """Wait for ``done()`` (a request's span and log line are finished once its response has
+    been sent, which the client may see first)."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def http_finished(spans: InMemorySpanExporter) -> bool:
+    """Whether a request span has ended since the exporter was cleared."""
+    return any(s.name == "docgraph.http" for s in spans.get_finished_spans())
+
+
 def by_name(finished: tuple[ReadableSpan, ...]) -> dict[str, list[ReadableSpan]]:
     out: dict[str, list[ReadableSpan]] = {}
     for s in finished:
@@ -214,6 +229,7 @@ def test_a_request_is_one_trace_with_a_span_per_phase(served: dict[str, Any],
     spans.clear()
     answer = call(served, "lookup_knowledge", {"query": "Nordhaven Logistics Tern T3 E-417"})
     assert answer.status_code == 200, answer.text
+    wait_until(lambda: http_finished(spans))
     finished = spans.get_finished_spans()
     named = by_name(finished)
     for phase in ("http", "tool", "validate", "governed", "resolve_namespaces", "evidence",
@@ -246,7 +262,15 @@ def test_mcp_over_http_tool_calls_are_spans_of_their_request(served: dict[str, A
                         [("search_documents", {"query_text": QUERY, "k": 2}),
                          ("index_status", {})])[1]
     payload(results[0])
-    named = by_name(spans.get_finished_spans())
+    # a POST's span ends when its response has been sent, which the client may see first
+    deadline = time.monotonic() + 10
+    while True:
+        named = by_name(spans.get_finished_spans())
+        carried = {s.context.trace_id for s in named.get("docgraph.tool", [])}
+        if carried <= {s.context.trace_id for s in named.get("docgraph.http", [])} \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
     tools = sorted(named["docgraph.tool"], key=lambda s: s.start_time or 0)
     assert [dict(s.attributes or {}) for s in tools] == [
         {"tool": "search_documents", "transport": "mcp"},
