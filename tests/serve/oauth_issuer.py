@@ -40,6 +40,8 @@ class TestIssuer:
         self.keys: dict[str, PrivateKey] = {}
         self.published: list[str] = []
         self.opaque: dict[str, dict[str, Any]] = {}
+        #: Introspection requests answered.
+        self.introspections = 0
         self.jwks_reads = 0
 
     def add_key(self, kid: str, kind: str = "RSA", *, publish: bool = True) -> PrivateKey:
@@ -116,6 +118,7 @@ class TestIssuer:
                     b"docgraph:s3cret").decode():
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             form = await request.form()
+            self.introspections += 1
             return JSONResponse(self.opaque.get(str(form.get("token")), {"active": False}))
 
         return Starlette(routes=[

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,9 @@ from docgraph.governance import CallableRowAuthorizer, Governance, RoleAssignmen
 from docgraph.governance.entitlements import StaticEntitlements
 from docgraph.serve.auth import STATIC_ISSUER, BearerTokens, hash_token
 from docgraph.serve.http import create_app
-from docgraph.serve.idp.claims import TokenRefused, groups_from
+from docgraph.serve.idp.claims import TokenRefused, groups_from, user_from
 from docgraph.serve.idp.discovery import DiscoveryError, JwksCache, metadata_urls
+from docgraph.serve.idp.introspection import BURST, PER_SECOND
 from docgraph.serve.idp.resource import ResourceServer
 from docgraph.serve.tools import DocgraphTools
 from tests.deployment import Deployment, embedded_store
@@ -329,3 +331,87 @@ def test_serve_starts_with_an_issuer_and_no_static_token(served, tmp_path: Path)
                                      headers={"Authorization": f"Bearer {token}"})) == {"ops"}
     finally:
         deployment.stop()
+
+
+# -- what a token may not stand for ---------------------------------------------------------
+
+def test_made_up_opaque_tokens_cost_the_provider_one_question_each_at_most(served):
+    """Anyone can send opaque tokens: each answer is kept, and new questions are limited, so
+    a flood of made-up tokens does not become a flood at the identity provider."""
+    issuer: TestIssuer = served["issuer"]
+    before = issuer.introspections
+    assert api(served, "made-up-1").status_code == 401
+    assert api(served, "made-up-1").status_code == 401  # the refusal is kept
+    assert namespaces(api(served, "opaque-carol")) == {"support"}
+    assert namespaces(api(served, "opaque-carol")) == {"support"}  # the answer is kept
+    assert issuer.introspections - before <= 2
+    answers: list[httpx.Response] = []
+
+    async def flood() -> None:  # 80 made-up tokens at once
+        async with httpx.AsyncClient(timeout=60) as client, anyio.create_task_group() as tg:
+            async def one(i: int) -> None:
+                answers.append(await client.post(
+                    f"{served['url']}/api/v1/index_status", json={},
+                    headers={"Authorization": f"Bearer flood-{i}"}))
+            for i in range(80):
+                tg.start_soon(one, i)
+
+    asked = issuer.introspections
+    started = time.monotonic()
+    anyio.run(flood)
+    elapsed = time.monotonic() - started
+    assert len(answers) == 80 and all(a.status_code == 401 for a in answers)
+    # the burst, then the refill rate: never one question per request
+    assert issuer.introspections - asked <= BURST + PER_SECOND * elapsed + 1
+    assert any("too many unknown tokens" in a.json()["error"] for a in answers)
+
+
+def test_a_refresh_token_or_an_id_token_is_not_an_access_token(served):
+    issuer: TestIssuer = served["issuer"]
+    issuer.opaque["opaque-refresh"] = {**issuer.opaque["opaque-carol"],
+                                       "token_type": "refresh_token"}
+    refused = api(served, "opaque-refresh")
+    assert refused.status_code == 401
+    assert refused.json()["error"] == "a 'refresh_token' is not an access token (introspection)"
+    id_token = api(served, mint(served, nonce="n-0S6_WzA2Mj"))
+    assert id_token.status_code == 401
+    assert "id_token is not an access token" in id_token.json()["error"]
+
+
+def test_an_unverified_email_address_names_nobody():
+    claims = {"sub": "u1", "email": "ceo@corp.example", "groups": []}
+    with pytest.raises(TokenRefused, match="not verified"):
+        user_from({**claims, "email_verified": False}, "email")
+    with pytest.raises(TokenRefused, match="not verified"):
+        user_from(claims, "email")
+    assert user_from({**claims, "email_verified": True}, "email") == "ceo@corp.example"
+
+
+def test_the_console_asks_an_unreadable_provider_again_only_after_a_pause():
+    """Anyone can open the console's sign-in start: while the provider's metadata cannot be
+    read, it is asked once per pause, not once per visit."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from docgraph.serve.idp.console_signin import OidcConsoleClient, SignInRefused
+
+    asked: list[str] = []
+
+    async def down(request: Any) -> JSONResponse:
+        asked.append(request.url.path)
+        return JSONResponse({"error": "down"}, status_code=503)
+
+    port = free_port()
+    with Running(Starlette(routes=[Route("/{rest:path}", down)]), port):
+        console = OidcConsoleClient(AuthSettings(
+            issuer=f"http://127.0.0.1:{port}", console_client_id="console",
+            admin_group="admins"))
+
+        async def visits() -> None:
+            for _ in range(5):
+                with pytest.raises(SignInRefused, match="no metadata for issuer"):
+                    await console.metadata()
+
+        anyio.run(visits)
+    assert len(asked) == len(metadata_urls(f"http://127.0.0.1:{port}"))  # one round only

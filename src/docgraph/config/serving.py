@@ -253,7 +253,7 @@ class AuthSettings(Section):
     clock_skew_s: int = Field(default=60, ge=0, le=600,
                               description="Seconds of clock difference allowed on exp/nbf/iat.")
     jwks_cache_s: int = Field(
-        default=300, ge=0, le=86400,
+        default=300, ge=10, le=86400,
         description="Seconds the issuer's signing keys (JWKS) are kept before being read "
                     "again; a token naming an unknown key id re-reads them at once (at most "
                     "every 10 s), so a key rotation is followed.",

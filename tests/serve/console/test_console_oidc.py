@@ -296,3 +296,18 @@ def test_a_non_admin_gets_nothing_in_a_browser(browser: Any, served: dict[str, A
     page.goto(served["browser_url"] + "/console/status")
     assert page.url.endswith("/console/login")
     page.close()
+
+
+def test_a_planted_pending_cookie_cannot_send_the_admin_off_site(
+        client: ConsoleClient, served: dict[str, Any]) -> None:
+    """The pending cookie comes back from the browser: someone able to plant cookies for the
+    console's host could put any target in it, so the callback checks it again."""
+    idp: OidcProvider = served["idp"]
+    params = _begin(client)
+    pending = json.loads(base64.urlsafe_b64decode(client.http.cookies[PENDING]))
+    pending["next"] = "https://evil.example/phish"
+    client.http.cookies.set(PENDING, base64.urlsafe_b64encode(
+        json.dumps(pending).encode()).decode(), domain="127.0.0.1", path="/console/oidc")
+    back = _back(client, idp.authorize("alice", params))
+    assert back.status_code == 200, back.text[:500]
+    assert "evil.example" not in back.text and "/console/status" in back.text

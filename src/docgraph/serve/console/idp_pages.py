@@ -107,7 +107,9 @@ class IdpSignIn:
         await console.blocking(views.audit_change, console.governance, session.caller, "login",
                                "ok", f"signed in to the console through {who.issuer} "
                                      f"(subject {who.subject})")
-        target = f"{PREFIX}/status" if pending.next is None else _at_chunk(pending.next)
+        # the cookie came back from the browser: its target is checked again, never trusted
+        following = safe_next(pending.next)
+        target = f"{PREFIX}/status" if following is None else _at_chunk(following)
         done = console.render(request, "signed_in.html", title="Signed in", target=target)
         done.set_cookie(SESSION_COOKIE, session.id, path=PREFIX, httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")

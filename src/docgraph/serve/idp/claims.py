@@ -49,10 +49,16 @@ def _name(value: Any, what: str) -> str:
 
 
 def user_from(claims: Mapping[str, Any], user_claim: str) -> str:
-    """The user id the token names in ``user_claim``."""
+    """The user id the token names in ``user_claim``; an ``email`` claim only when the token
+    says it is verified (``email_verified: true``: an account whose unverified address is
+    someone else's must not become them)."""
     value = claim_at(claims, user_claim)
     if value is None:
         raise TokenRefused(f"the token has no {user_claim!r} claim (auth.user_claim)")
+    if user_claim.rsplit(".", 1)[-1] == "email" and claims.get("email_verified") is not True:
+        raise TokenRefused(f"claim {user_claim!r}: the address is not verified "
+                           "(email_verified is not true); name the user by a claim the "
+                           "provider vouches for (sub, oid, preferred_username)")
     return _name(value, f"claim {user_claim!r}")
 
 

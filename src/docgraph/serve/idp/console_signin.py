@@ -40,7 +40,7 @@ import jwt
 
 from docgraph.config import AuthSettings
 from docgraph.errors import DocgraphError
-from docgraph.serve.idp.claims import claim_at
+from docgraph.serve.idp.claims import TokenRefused, claim_at, user_from
 from docgraph.serve.idp.discovery import DiscoveryError, JwksCache, fetch_metadata
 
 #: How long a begun sign-in may take at the identity provider.
@@ -142,14 +142,21 @@ class OidcConsoleClient:
         self.client_id: str = settings.console_client_id
         # the issuer's metadata and signing keys, as the resource server keeps them
         self._jwks = JwksCache(self.issuer, cache_s=settings.jwks_cache_s)
+        # the last failure to read the metadata (when, why): an unauthenticated sign-in
+        # start must not make the server ask an unreachable provider on every request
+        self._metadata_failed: tuple[float, str] | None = None
 
     async def metadata(self) -> dict[str, Any]:
         """The issuer's metadata (read once per process, :func:`fetch_metadata`: its
         ``issuer`` must be the configured one exactly), with the endpoints sign-in uses."""
         if self._jwks.metadata is None:
+            failed = self._metadata_failed
+            if failed is not None and time.monotonic() - failed[0] < self._jwks.refetch_s:
+                raise SignInRefused(failed[1])  # asked again only every refetch_s
             try:
                 self._jwks.metadata = await fetch_metadata(self.issuer)
             except DiscoveryError as exc:
+                self._metadata_failed = (time.monotonic(), str(exc))
                 raise SignInRefused(str(exc)) from None
         data = self._jwks.metadata
         for key in ("authorization_endpoint", "token_endpoint"):
@@ -190,10 +197,10 @@ class OidcConsoleClient:
         if not isinstance(id_token, str):
             raise SignInRefused("the token response carries no id_token")
         claims = await self.verify_id_token(id_token, pending.nonce)
-        user = claim_at(claims, self.settings.user_claim)
-        if not isinstance(user, str) or not user.strip():
-            raise SignInRefused(f"the id_token has no {self.settings.user_claim!r} claim "
-                                "([auth] user_claim) naming the user")
+        try:  # the same rules as an access token's user: a name, a verified address
+            user = user_from(claims, self.settings.user_claim)
+        except TokenRefused as exc:
+            raise SignInRefused(f"id_token: {exc}") from None
         return SignedIn(user, groups_of(claims, self.settings.groups_claim), self.issuer,
                         str(claims["sub"]))
 

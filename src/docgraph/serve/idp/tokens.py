@@ -1,7 +1,8 @@
 """Access tokens of the organisation's identity provider (``[auth] issuer``): JWTs checked
 against the issuer's signing keys, opaque tokens through RFC 7662 introspection.
 
-A JWT is accepted only when every check passes: its ``alg`` is one of ``auth.algorithms``
+A JWT is accepted only when every check passes (and it is no id_token: one carrying a
+``nonce`` is refused): its ``alg`` is one of ``auth.algorithms``
 (asymmetric only, so ``none`` and an ``HS256`` token "signed" with the public key never get
 as far as a key), its ``kid`` names a key the issuer publishes now (:class:`JwksCache`), the
 signature verifies, ``exp``/``nbf``/``iat`` hold within ``auth.clock_skew_s``, ``iss`` is the
@@ -25,6 +26,7 @@ from mcp.server.auth.provider import AccessToken
 from docgraph.config import AuthSettings
 from docgraph.serve.idp.claims import TokenRefused, groups_from, user_from
 from docgraph.serve.idp.discovery import FETCH_TIMEOUT_S, DiscoveryError, JwksCache
+from docgraph.serve.idp.introspection import IntrospectionCache, IntrospectionUnavailable
 
 __all__ = ["IdentityTokens", "looks_like_jwt", "token_scopes"]
 
@@ -69,6 +71,7 @@ class IdentityTokens:
         self.issuer = settings.issuer
         self.audience = audience
         self.keys = keys or JwksCache(settings.issuer, cache_s=settings.jwks_cache_s)
+        self.introspection = IntrospectionCache()
 
     async def check(self, token: str) -> AccessToken:
         """The access info of an accepted token; a refused one raises :class:`TokenRefused`
@@ -76,7 +79,7 @@ class IdentityTokens:
         if looks_like_jwt(token):
             return self.access(token, await self.verified_claims(token))
         if self.settings.introspection_url:
-            return self.access(token, await self.introspect(token))
+            return self.access(token, await self.introspection.claims(token, self.introspect))
         raise TokenRefused("not a JWT, and no introspection endpoint is configured "
                            "(auth.introspection_url)")
 
@@ -118,6 +121,8 @@ class IdentityTokens:
                     raise TokenRefused(f"{message}: {exc}" if kind is
                                        jwt.MissingRequiredClaimError else message) from exc
             raise TokenRefused("the token is not a valid JWT") from exc
+        if "nonce" in claims:  # an OpenID Connect id_token (the console's), not an access token
+            raise TokenRefused("an id_token is not an access token (it carries a nonce)")
         return claims
 
     async def introspect(self, token: str) -> dict[str, Any]:
@@ -139,9 +144,12 @@ class IdentityTokens:
             claims = response.json()
         except (httpx.HTTPError, ValueError) as exc:
             log.warning("token introspection at %s failed: %s", url, exc)
-            raise TokenRefused("the token cannot be introspected now") from exc
+            raise IntrospectionUnavailable("the token cannot be introspected now") from exc
         if not isinstance(claims, dict) or claims.get("active") is not True:
             raise TokenRefused("the token is not active (introspection)")
+        kind = claims.get("token_type")
+        if kind is not None and str(kind).lower() not in _ACCESS_TOKEN_TYPES:
+            raise TokenRefused(f"a {kind!r} is not an access token (introspection)")
         now, skew = time.time(), settings.clock_skew_s
         if isinstance(claims.get("exp"), int | float) and claims["exp"] + skew < now:
             raise TokenRefused("the token has expired (exp)")
@@ -174,6 +182,10 @@ class IdentityTokens:
             claims={"user": user, "role": None, "groups": sorted(groups),
                     "iss": self.issuer, "sub": subject})
 
+
+#: ``token_type`` values of an introspection answer that name an access token (absent: one).
+_ACCESS_TOKEN_TYPES = frozenset({"access_token", "bearer",
+                                 "urn:ietf:params:oauth:token-type:access_token"})
 
 #: The JWK key type each algorithm family needs.
 _KEY_TYPES = {**{f"{p}{n}": "RSA" for p in ("RS", "PS") for n in (256, 384, 512)},
