@@ -1,6 +1,7 @@
 """Filtering before ranking (issue 32): a caller who may read 100 %, 10 % or 1 % of the chunks.
 
-    python bench/filtered_search.py [--n 100000] [--queries 200] [--db PATH]
+    python bench/filtered_search.py [--n 100000] [--queries 200] [--rounds 3] [--db PATH]
+        [--name filtered_search_<n>]
 
 The synthetic store of ``bench/store_scale.py`` (built once into ``--db`` when missing; the
 default is its own cache, since this benchmark writes permission sets into it), with every
@@ -196,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--db", type=Path, default=None)
+    parser.add_argument("--name", default=None, help="result name (filtered_search_<n>)")
     args = parser.parse_args(argv)
     db = args.db or BENCH_DIR / ".cache" / f"filtered_{args.n}" / "catalog.db"
     built: dict[str, Any] = {}
@@ -276,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 float(np.median(times["restricted", name, what])) / base, 3)
         row.update(checked[name])
         rows.append(row)
-    path = write_result(f"filtered_search_{args.n}", {
+    path = write_result(args.name or f"filtered_search_{args.n}", {
         "n": args.n, "chunks_per_document": CHUNKS_PER_DOC, "queries": len(qtexts),
         "rounds": args.rounds, "build": built, "access": assigned, "open_s": round(open_s, 2),
         "restricted_rows": len(restricted), "restricted_read_s": round(read_s, 2),

@@ -1,6 +1,7 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
 ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
-serve_backends, quality_backends, graph_backends, agent_loop, crash and jwt_auth.
+serve_backends, quality_backends, graph_backends, agent_loop, crash, jwt_auth and
+filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable).
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -22,7 +23,7 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
-         "graph_backends", "agent_loop", "crash", "jwt_auth")
+         "graph_backends", "agent_loop", "crash", "jwt_auth", "filtered_search")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -44,6 +45,8 @@ QUICK_ARGS = {
     "agent_loop": ["--limit", "20", "--name", "agent_loop_quick"],
     "crash": ["--kills", "10", "--name", "crash_quick"],
     "jwt_auth": ["--quick"],
+    "filtered_search": ["--n", "20000", "--queries", "20", "--rounds", "1",
+                        "--name", "filtered_search_quick"],
 }
 
 
