@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # The default index of every docgraph command (store.path), so the README's tour runs as
 # written after `make run`, without --index and without embedding the corpus again.
 DEMO_INDEX := .docgraph/index.db
+# Test processes: one per core, at most 4 (pytest-xdist; each test file runs whole in one
+# process, so a module's servers start once). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, os.cpu_count() or 1)))")
 
 .PHONY: install run test lint bench clean
 
@@ -24,7 +27,7 @@ run: install
 	$(VENV)/bin/docgraph --index $(DEMO_INDEX) search "What does error E-417 mean?" -k 3
 
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check src tests bench

@@ -32,6 +32,10 @@ def _isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if key.startswith("DOCGRAPH_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("DOCGRAPH_CONFIG", str(tmp_path / "absent-docgraph.toml"))
+    # The CLI's messages wrap at the terminal's width, 80 columns in a pipe: a test's temporary
+    # paths (longer under parallel workers) would be cut mid-name. Tests that check a layout
+    # pass their own width.
+    monkeypatch.setenv("COLUMNS", "400")
 
 
 @pytest.fixture

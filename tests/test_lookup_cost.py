@@ -33,9 +33,11 @@ PACKAGE = str(Path(docgraph.__file__).parent)
 
 #: Statements of one warm lookup (docs/ARCHITECTURE.md, "What a lookup costs", says which).
 MAX_STATEMENTS = 12
-#: Modules of docgraph whose code runs during one warm lookup (lanes are modules of their
-#: own, so this counts the shape, not a hop per layer).
-MAX_MODULES = 56
+#: Modules of docgraph whose code runs during one warm lookup of a question not asked before
+#: in the process (its words tokenized: text, normalize, lexical; lanes are modules of their
+#: own, so this counts the shape, not a hop per layer). With the caller's permission filter
+#: (store/restricted.py) and the request's id and spans (telemetry/, no-ops when off).
+MAX_MODULES = 62
 
 
 @dataclass
