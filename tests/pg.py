@@ -240,6 +240,12 @@ def _running(server: PostgresServer, what: str) -> Iterator[PostgresServer]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A running throwaway PostgreSQL server (skips when none can be started here)."""
+    yield from running_postgres_server()
+
+
+def running_postgres_server() -> Iterator[PostgresServer]:
+    """Start a throwaway PostgreSQL server of one's own (skip when none can start here), stop
+    it after: for a test that stops and starts it itself."""
     bindir = find_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL server binaries not found (install Debian's 'postgresql' "

@@ -39,7 +39,7 @@ from docgraph.serve.http import create_app
 from docgraph.serve.tools import DocgraphTools
 from tests.governance_helpers import add_row_documents, create_rls_tickets
 from tests.helpers import write_files
-from tests.pg import PostgresServer, _running, find_bindir
+from tests.pg import PostgresServer, running_postgres_server
 from tests.serve.test_http_server import Running, mcp_calls
 from tests.serve.test_mcp_tools import open_isolated_graph
 
@@ -56,11 +56,7 @@ ASSIGNMENTS = [RoleAssignment("alice", "agent", "support"),
 @pytest.fixture(scope="module")
 def crm_server() -> Iterator[PostgresServer]:
     """A PostgreSQL of this module's own: the tests stop and start it."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries not found (install Debian's 'postgresql' "
-                    "package or set DOCGRAPH_PG_BINDIR)")
-    yield from _running(PostgresServer(bindir), "PostgreSQL server")
+    yield from running_postgres_server()
 
 
 @pytest.fixture(scope="module")
