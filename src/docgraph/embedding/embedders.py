@@ -100,12 +100,13 @@ class MiniLMTokenCounter:
 
 
 # Padded tokens one MiniLM call may hold (passages x its longest passage's tokens, [CLS]
-# and [SEP] included): 8 full-length passages, 32 of 64 tokens. The model's cost follows
+# and [SEP] included): 4 full-length passages, 32 of 32 tokens. The model's cost follows
 # the padded tokens, so a batch of mixed lengths pays for the longest of them in every row,
 # and smaller batches run faster per token on a small CPU: with this bound a build's embed
-# phase ran 1.23x (sample corpus) and 1.29x (SciFact) faster than with batches of 32
-# passages of any length (bench/results/ingest_throughput.json, 2 cores). 0 = no bound.
-BATCH_TOKENS = 2048
+# phase ran 1.34x (sample corpus) and 1.45x (SciFact) faster than with batches of 32
+# passages of any length (bench/results/ingest_throughput.json, 2 cores; 2048 gave 1.23x
+# and 1.29x). 0 = no bound.
+BATCH_TOKENS = 1024
 
 
 def token_batches(lengths: Sequence[int], batch_size: int, batch_tokens: int) -> list[list[int]]:
