@@ -1,7 +1,8 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
 ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
-serve_backends, quality_backends, graph_backends, agent_loop, crash, jwt_auth and
-filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable).
+serve_backends, quality_backends, graph_backends, agent_loop, crash, jwt_auth,
+filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable) and
+ingest_throughput (the pipeline's chunks/s beside the raw model's passages/s).
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -23,7 +24,8 @@ from pathlib import Path
 BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
-         "graph_backends", "agent_loop", "crash", "jwt_auth", "filtered_search")
+         "graph_backends", "agent_loop", "crash", "jwt_auth", "filtered_search",
+         "ingest_throughput")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -47,6 +49,7 @@ QUICK_ARGS = {
     "jwt_auth": ["--quick"],
     "filtered_search": ["--n", "20000", "--queries", "20", "--rounds", "1",
                         "--name", "filtered_search_quick"],
+    "ingest_throughput": ["--quick"],
 }
 
 

@@ -1,0 +1,306 @@
+"""Ingest at the model's speed: the pipeline's end-to-end chunks/s beside the raw model's
+passages/s over exactly the texts the pipeline embeds, measured alternating in one run.
+
+    python bench/ingest_throughput.py [--scifact-files 300] [--rounds 3] [--before] [--inline]
+        [--quick]
+
+Folders: the sample corpus ``examples/corpus`` (mixed formats) and SciFact as a folder of
+one Markdown file per passage (``--scifact-files`` seeded passages, as quality.py writes
+them). For each folder:
+
+(b) pipeline: ``DocGraph.index`` of the folder into a fresh index (default settings, the
+    real MiniLM int8 model, no embedding cache), wall clock of the whole call (the entity
+    graph built after the folder included); chunks/s = chunks written / wall. The build's
+    own phase split (``IngestReport.seconds``: list, read, extract, chunk, entities, embed,
+    store) and the graph build (wall minus the folder build) are kept per run. With worker
+    processes (a bulk build: more than ``PARALLEL_AFTER_FILES`` files) the extract/chunk
+    phases are the workers' busy time, not wall time.
+(a) raw: the same model object (one :class:`MiniLMEmbedder` with the default batch size and
+    threads, shared with the pipeline, loaded before any timing) embedding every text the
+    pipeline sent to it (recorded by a pass-through wrapper in a warm-up build) in ONE call,
+    length-sorted, at the best batching of a short sweep (passages per call, padded tokens
+    per call) on a sample of the first folder's texts.
+``--before`` adds a third variant, the pipeline with the model's padded-token bound off
+(``batch_tokens = 0``: batches of 32 passages of any length, as before the bound), so the
+change is measured before/after in the same run.
+
+Rounds alternate which of (a) and (b) runs first (A B, B A, ...), so drift of the shared
+machine's load hits both; the figures are medians over rounds, the ratio is pipeline
+chunks/s over raw passages/s (of the medians, and the median of each round's own ratio),
+and the load average is recorded before every measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import REPO_ROOT, load_beir, log, write_corpus_folder, write_result
+from docgraph.app import DocGraph
+from docgraph.config import load_settings
+from docgraph.embedding.embedders import BATCH_TOKENS, MiniLMEmbedder
+from docgraph.model import Vector
+
+NAMESPACE = "bench"
+# (passages, padded tokens) per model call tried for the raw figure; 0 tokens = no bound.
+SWEEP_BATCHES = ((32, 0), (16, 0), (8, 0), (32, BATCH_TOKENS))
+SWEEP_SAMPLE = 96  # texts per batch-size trial (seeded sample)
+
+
+class RecordingEmbedder:
+    """Passes everything to ``inner`` and keeps the texts of each ``embed_documents`` call:
+    exactly what the pipeline embeds, in its own batches."""
+
+    def __init__(self, inner: MiniLMEmbedder) -> None:
+        self.inner = inner
+        self.name, self.dimension, self.max_tokens = inner.name, inner.dimension, inner.max_tokens
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        self.calls.append(list(texts))
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        return self.inner.embed_query(text)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def token_counter(self) -> Any:
+        return self.inner.token_counter()
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else []
+
+
+def build(folder: Path, workdir: Path, embedder: Any, tag: str,
+          workers: int = 0) -> dict[str, Any]:
+    """One ``DocGraph.index`` of ``folder`` into a fresh index; wall clock and phases.
+    ``workers`` is ``loader.workers`` (0, the default: one prepare process per core once a
+    build has more than ``PARALLEL_AFTER_FILES`` files; 1: everything inline)."""
+    db = workdir / f"{tag}.db"
+    graph = DocGraph(load_settings(store={"path": db}, loader={"workers": workers}), embedder)
+    before = load()
+    started = time.perf_counter()
+    report = graph.index(folder, NAMESPACE)
+    wall = time.perf_counter() - started
+    graph.close()
+    for path in workdir.glob(f"{tag}.db*"):
+        path.unlink()
+    if not report.chunks_written or report.failed:
+        raise SystemExit(f"{folder}: build wrote {report.chunks_written} chunks, "
+                         f"failed {report.failed[:3]}")
+    seconds = {k: round(v, 3) for k, v in report.seconds.items()}
+    seconds["graph"] = round(wall - report.wall_seconds, 3)
+    return {
+        "chunks": report.chunks_written,
+        "passages_embedded": report.passages_embedded,
+        "files": len(report.added),
+        "workers": report.workers,
+        "wall_s": round(wall, 3),
+        "chunks_per_s": round(report.chunks_written / wall, 2),
+        "seconds": seconds,
+        "not_embed_s": round(wall - report.seconds["embed"], 3),
+        "load_before": before,
+    }
+
+
+def raw(model: MiniLMEmbedder, texts: list[str], batching: tuple[int, int]) -> dict[str, Any]:
+    """The model alone on ``texts`` in one call, batches of (passages, padded tokens)."""
+    default = model.batch_size, model.batch_tokens
+    model.batch_size, model.batch_tokens = batching
+    before = load()
+    try:
+        started = time.perf_counter()
+        model.embed_documents(texts)
+        seconds = time.perf_counter() - started
+    finally:
+        model.batch_size, model.batch_tokens = default
+    return {"seconds": round(seconds, 3), "passages_per_s": round(len(texts) / seconds, 2),
+            "load_before": before}
+
+
+def unbounded(model: MiniLMEmbedder, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``step`` with the model's padded-token bound off (the batching before it)."""
+    default = model.batch_tokens
+    model.batch_tokens = 0
+    try:
+        return step()
+    finally:
+        model.batch_tokens = default
+
+
+def sweep(model: MiniLMEmbedder, texts: list[str], seed: int) -> dict[str, Any]:
+    """Passages/s per batch size on a seeded sample, two alternating passes; the best."""
+    sample = random.Random(seed).sample(texts, min(SWEEP_SAMPLE, len(texts)))
+    rates: dict[tuple[int, int], list[float]] = {b: [] for b in SWEEP_BATCHES}
+    for order in (SWEEP_BATCHES, SWEEP_BATCHES[::-1]):
+        for batch in order:
+            rates[batch].append(raw(model, sample, batch)["passages_per_s"])
+    medians = {b: statistics.median(r) for b, r in rates.items()}
+    best = max(medians, key=lambda b: medians[b])
+    log(f"  batch sweep ({len(sample)} texts, passages/tokens): "
+        + ", ".join(f"{b[0]}/{b[1]}: {medians[b]:.1f}/s" for b in SWEEP_BATCHES)
+        + f" -> {best}")
+    return {"sample": len(sample),
+            "passages_per_s": {f"{b[0]}/{b[1]}": medians[b] for b in medians},
+            "best_batching": list(best)}
+
+
+def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
+                   workdir: Path, seed: int, swept: dict[str, Any] | None,
+                   inline: bool, before: bool) -> dict[str, Any]:
+    """Warm-up build (records the texts), batch sweep (the first folder's, reused after
+    it: each trial costs tens of seconds here), then alternating rounds."""
+    recorder = RecordingEmbedder(model)
+    warm = build(folder, workdir, recorder, f"{label}-warm")
+    texts = [t for call in recorder.calls for t in call]
+    tokens = model.count_tokens(texts)
+    log(f"[{label}] {warm['files']} files, {warm['chunks']} chunks, {len(texts)} passages "
+        f"in {len(recorder.calls)} embed calls; warm-up {warm['chunks_per_s']:.1f} chunks/s")
+    best = swept or sweep(model, texts, seed)
+    steps: dict[str, Callable[[int], dict[str, Any]]] = {
+        "raw": lambda _: raw(model, texts, tuple(best["best_batching"])),
+        "pipeline": lambda r: build(folder, workdir, model, f"{label}-{r}"),
+    }
+    if before:  # today's batches before the padded-token bound: 32 passages, any length
+        steps["pipeline_before"] = lambda r: unbounded(
+            model, lambda: build(folder, workdir, model, f"{label}-b{r}"))
+    if inline and warm["workers"] > 1:  # where the prepare processes' cost shows
+        steps["pipeline_inline"] = lambda r: build(folder, workdir, model, f"{label}-i{r}", 1)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steps}
+    for r in range(rounds):
+        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
+        for name in order:
+            runs[name].append(steps[name](r))
+        p, a = runs["pipeline"][-1], runs["raw"][-1]
+        other = "".join(f", {k} {v[-1]['chunks_per_s']:.1f} chunks/s"
+                        for k, v in runs.items() if k not in ("raw", "pipeline"))
+        log(f"  round {r + 1} ({' then '.join(order)}): pipeline {p['chunks_per_s']:.1f} "
+            f"chunks/s, raw {a['passages_per_s']:.1f} passages/s{other}, load {load()}")
+    pipe_rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline"])
+    raw_rate = statistics.median(a["passages_per_s"] for a in runs["raw"])
+    phases = list(runs["pipeline"][0]["seconds"])
+    phase_median = {k: round(statistics.median(p["seconds"][k] for p in runs["pipeline"]), 3)
+                    for k in phases}
+    wall = statistics.median(p["wall_s"] for p in runs["pipeline"])
+    extra: dict[str, Any] = {}
+    if "pipeline_before" in runs:
+        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_before"])
+        extra |= {"pipeline_before_chunks_per_s": rate,
+                  "before_ratio": round(rate / raw_rate, 3),
+                  "after_over_before": round(pipe_rate / rate, 3),
+                  "after_over_before_per_round_median": round(statistics.median(
+                      a["chunks_per_s"] / b["chunks_per_s"] for a, b in
+                      zip(runs["pipeline"], runs["pipeline_before"], strict=True)), 3),
+                  "before_phase_s_median": {k: round(statistics.median(
+                      p["seconds"][k] for p in runs["pipeline_before"]), 3) for k in phases}}
+    if "pipeline_inline" in runs:
+        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_inline"])
+        extra |= {"pipeline_inline_chunks_per_s": rate,
+                 "inline_ratio": round(rate / raw_rate, 3)}
+    return {
+        "folder": label,
+        "files": warm["files"],
+        "chunks": warm["chunks"],
+        "passages": len(texts),
+        "embed_calls": len(recorder.calls),
+        "passages_per_call": [len(c) for c in recorder.calls],
+        "mean_tokens": round(float(np.mean(tokens)), 1),
+        "workers": warm["workers"],
+        "rounds": rounds,
+        "raw_passages_per_s": raw_rate,
+        "pipeline_chunks_per_s": pipe_rate,
+        "ratio": round(pipe_rate / raw_rate, 3),
+        **extra,
+        "ratio_per_round_median": round(statistics.median(
+            p["chunks_per_s"] / a["passages_per_s"]
+            for p, a in zip(runs["pipeline"], runs["raw"], strict=True)), 3),
+        "pipeline_wall_s_median": wall,
+        "phase_s_median": phase_median,
+        "phase_share_of_wall": {k: round(v / wall, 3) for k, v in phase_median.items()},
+        "pipeline_embed_passages_per_s": round(statistics.median(
+            p["passages_embedded"] / p["seconds"]["embed"] for p in runs["pipeline"]), 2),
+        "batch_sweep": best,
+        "runs": runs,
+        "warm_up": warm,
+    }
+
+
+def scifact_folder(root: Path, files: int, seed: int) -> Path:
+    """``files`` seeded SciFact passages, one Markdown file each, under ``root``."""
+    data = load_beir("scifact")
+    ids = random.Random(seed).sample(sorted(data.corpus), files)
+    folder = root / "scifact" / "corpus"
+    write_corpus_folder(data, ids, folder)
+    return folder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scifact-files", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per folder")
+    parser.add_argument("--folders", default="examples,scifact")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 60 SciFact files, one round")
+    parser.add_argument("--inline", action="store_true",
+                        help="also build with loader.workers = 1 where the default build "
+                             "starts prepare processes (a third alternating variant)")
+    parser.add_argument("--before", action="store_true",
+                        help="also build with the batches of before the padded-token bound "
+                             "(32 passages of any length; a third alternating variant)")
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.scifact_files, args.rounds = min(args.scifact_files, 60), 1
+    name = args.name or ("ingest_throughput_quick" if args.quick else "ingest_throughput")
+
+    model = MiniLMEmbedder()  # the default model object, as make_embedder builds it
+    started = time.perf_counter()
+    model.embed_documents(["load the model"])
+    load_s = time.perf_counter() - started
+    root = Path(tempfile.mkdtemp(prefix="docgraph-ingest-"))
+    results: list[dict[str, Any]] = []
+    try:
+        for label in [f.strip() for f in args.folders.split(",") if f.strip()]:
+            if label == "examples":
+                folder = REPO_ROOT / "examples" / "corpus"
+            elif label == "scifact":
+                folder = scifact_folder(root, args.scifact_files, args.seed)
+            else:
+                raise SystemExit(f"unknown folder {label!r}; choose examples, scifact")
+            results.append(measure_folder(label, folder, model, args.rounds, root, args.seed,
+                                          results[0]["batch_sweep"] if results else None,
+                                          args.inline, args.before))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    write_result(name, {
+        "model": model.name,
+        "model_batch_size": model.batch_size,
+        "model_batch_tokens": model.batch_tokens,
+        "model_threads": model.threads or os.cpu_count(),
+        "model_load_s": round(load_s, 2),
+        "scifact_files": args.scifact_files,
+        "load_after": load(),
+        "results": results,
+        "notes": "2-core machine shared with other jobs: raw and pipeline alternate per "
+                 "round; medians; load average recorded before each measurement",
+    })
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
