@@ -83,6 +83,8 @@ def test_the_row_filter_keeps_the_rows_a_callers_principals_may_read():
     keep = rows.row_filter(frozenset({"user:bob"}))
     assert keep is not None
     assert keep(snapshot, 7).tolist() == [True, True, True, False, True, True, True]
+    assert keep(snapshot, 7) is keep(snapshot, 7)  # one mask per snapshot for a query's lanes
+    assert keep(snapshot, 6).tolist() == [True, True, True, False, True, True]
     finance = rows.row_filter(frozenset({"group:finance", "user:carol"}))
     assert finance is not None
     assert finance(snapshot, 5).tolist() == [True, False, True, True, True]

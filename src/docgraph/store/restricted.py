@@ -89,9 +89,16 @@ class RestrictedRows:
         if table is None:
             return None
         readable = table
+        # A query's lanes ask for the same snapshot's mask several times (dense, BM25, the
+        # completeness lane, re-scoring): it is computed once per snapshot for the filter.
+        made: list[tuple[npt.NDArray[np.int64], int, npt.NDArray[np.bool_]]] = []
 
         def keep(snapshot_rowids: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.bool_]:
+            for rowids, count, kept in made:
+                if rowids is snapshot_rowids and count == n:
+                    return kept
             mask: npt.NDArray[np.bool_] = readable[self.positions(snapshot_rowids, n)]
+            made.append((snapshot_rowids, n, mask))
             return mask
         return keep
 
