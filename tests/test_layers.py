@@ -24,8 +24,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "docgraph"
 
-GROUND_FLOOR = frozenset({"model", "errors", "config", "text", "budgets", "limits",
-                          "embedding", "llm", "parallel", "version", "telemetry"})
+GROUND_FLOOR = frozenset({"model", "errors", "config", "text", "languages", "budgets",
+                          "limits", "embedding", "llm", "parallel", "version", "telemetry"})
 
 # What each package may import besides the ground floor: the packages directly below it
 # (the test closes this transitively). "__init__" is the package's own ``__init__.py`` (the
