@@ -306,6 +306,14 @@ def _v1_trigger_functions() -> tuple[str, ...]:
                                   "CREATE FUNCTION docgraph_chunks_deleted")))
 
 
+def _v17_trigger_functions() -> tuple[str, ...]:
+    """Migration 17's chunk trigger functions (before migration 21 read a chunk's own
+    terms)."""
+    from docgraph.store.postgres.migrations_8_17 import MIGRATIONS_8_17
+
+    return tuple(MIGRATIONS_8_17[-1][-2:])
+
+
 #: How to undo each PostgreSQL migration after 11, for tests that turn an index into one an
 #: earlier docgraph wrote (data those migrations wrote is the test's to remove first).
 #: ``test_every_migration_after_11_can_be_undone`` fails when a migration is added without
@@ -329,6 +337,10 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
     19: ("DROP TABLE community_access_sources",
          "ALTER TABLE documents DROP COLUMN access"),
     20: ("DROP INDEX documents_restricted",),
+    # back to migration 17's trigger functions (no chunk's own terms) and no languages
+    21: (*_v17_trigger_functions(),
+         "ALTER TABLE chunks DROP COLUMN lexical",
+         "ALTER TABLE namespaces DROP COLUMN languages"),
 }
 
 

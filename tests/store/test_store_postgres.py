@@ -78,14 +78,14 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
         f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_{d} ON chunks"
         f" USING hnsw ((embedding::vector({d})) vector_cosine_ops)",))
     old = PostgresCatalog(pg_url)
-    # The write below is today's code: lend the old schema the page, metadata, parent and
-    # line columns it writes, and take them away again before the upgrade adds them.
+    # The write below is today's code: lend the old schema the page, metadata, parent, line,
+    # access and own-terms columns it writes, and take them away before the upgrade adds them.
     later_columns = (("chunks", "page_first integer"), ("chunks", "page_last integer"),
                      ("chunks", "ocr boolean NOT NULL DEFAULT false"),
                      ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"),
                      ("documents", "parent_id bigint"), ("documents", "line_hashes jsonb"),
                      ("documents", "lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb"),
-                     ("documents", "access jsonb"))
+                     ("documents", "access jsonb"), ("chunks", "lexical tsvector"))
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.connection().execute("CREATE TABLE community_access_sources (community_id integer,"

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from docgraph.config.section import Section
+from docgraph.languages import normalize_language
 from docgraph.model import parse_principals
 
 # pgvector hnsw.ef_search of the PostgreSQL dense search (store.pg_ef_search).
@@ -365,6 +366,24 @@ class SourcesSettings(Section):
         description="Owners and groups as principals: uid:<n> or user:<name> -> user:<id>, "
         "gid:<n> or group:<name> -> group:<name> (default: the names on this machine).",
     )
+    languages: dict[str, str] = Field(
+        default_factory=dict,
+        description="The language of each source's documents: folder URN or path (or table "
+        "source URN; '*' for every source) -> ISO 639-1 code ('de', 'fr', 'zh', ...) or "
+        "'auto' (default: each document's declared language, else detected from its text). "
+        "BM25 stems and drops stop words by it; see docs/ARCHITECTURE.md, 'Languages'.",
+    )
+
+    @field_validator("languages")
+    @classmethod
+    def _languages(cls, value: dict[str, str]) -> dict[str, str]:
+        checked: dict[str, str] = {}
+        for source, code in value.items():
+            try:
+                checked[source] = normalize_language(code)
+            except ValueError as exc:
+                raise ValueError(f"languages[{source!r}]: {exc}") from exc
+        return checked
 
     @field_validator("principal_map")
     @classmethod

@@ -64,6 +64,7 @@ from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.prepare import (
     PrepareSpec,
     prepare_bytes,
+    source_language,
 )
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.ingest.rows import index_rows as index_table_rows
@@ -210,7 +211,8 @@ class IngestPipeline:
         # Lines repeated across the source's documents (as stored) are left out of the
         # documents this build prepares; documents it does not read are checked at its end.
         self.spec = replace(self.spec, count_lines=True, repeated=frozenset(
-            self.catalog.line_counts(source, repeated_floor(len(every)))))
+            self.catalog.line_counts(source, repeated_floor(len(every)))),
+            language=source_language(source.urn, self.sources))
         report.seconds["list"] = time.perf_counter() - started
         if self.catalog.embedding_model() is None:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)

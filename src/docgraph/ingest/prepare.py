@@ -13,14 +13,22 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
-from docgraph.config import LoaderSettings
-from docgraph.errors import ExtractionError
+from docgraph.config import LoaderSettings, SourcesSettings
+from docgraph.errors import ExtractionError, SourceError
 from docgraph.graph.extract import EntityExtractor
 from docgraph.ingest.boilerplate import line_fingerprint
 from docgraph.ingest.chunk import TokenCounter, chunk_document
 from docgraph.ingest.extract import extract
 from docgraph.ingest.limits import ExtractLimits
+from docgraph.languages import (
+    AUTO,
+    DETECT_CHARS,
+    LANGUAGE_KEY,
+    detect_language,
+    normalize_language,
+)
 from docgraph.model import BlockKind, ChunkDraft, EntityLink, ExtractedDocument
+from docgraph.sources.urn import normalize_urn
 from docgraph.store.lexical import CountedTerms, count_terms
 
 _LINE_KINDS = (BlockKind.PARAGRAPH, BlockKind.LIST_ITEM)
@@ -44,6 +52,9 @@ class PrepareSpec:
     # fingerprint is in ``repeated``: the lines repeated across the source's documents.
     count_lines: bool = False
     repeated: frozenset[str] = frozenset()
+    # The source's language (``[sources] languages``): an ISO 639-1 code, or "auto" to take
+    # each document's own (its metadata's ``language``, else detected from its text).
+    language: str = AUTO
 
 
 @dataclass
@@ -113,6 +124,8 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
         hashes, dropped = sorted(set(hashes)), sorted(set(dropped))
         if dropped:
             document = replace(document, blocks=tuple(kept))
+    language = document_language(document, spec.language)
+    document = replace(document, metadata={**document.metadata, LANGUAGE_KEY: language})
     chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
     breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
     embedded = [
@@ -123,12 +136,54 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
     links = ([spec.extractor.links(c.text) for c in chunks]
              if spec.extractor is not None else [])
     t2 = time.perf_counter()
-    lexical = (count_terms(list(zip(breadcrumbs, (c.text for c in chunks), strict=True)))
-               if spec.lexical else None)
+    lexical = (count_terms(list(zip(breadcrumbs, (c.text for c in chunks), strict=True)),
+                           language) if spec.lexical else None)
     t3 = time.perf_counter()
     return PreparedDocument(document, chunks, breadcrumbs, embedded, links, lexical,
                             {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2},
                             line_hashes=hashes, lines_dropped=dropped)
+
+
+def source_language(urn: str, settings: SourcesSettings | None) -> str:
+    """The language ``[sources] languages`` gives the source ``urn`` (its own entry, else
+    ``*``'s, else "auto")."""
+    if settings is None or not settings.languages:
+        return AUTO
+    for source, code in settings.languages.items():
+        if source != "*" and (source == urn or _canonical(source) == urn):
+            return code
+    return settings.languages.get("*", AUTO)
+
+
+def _canonical(source: str) -> str | None:
+    try:
+        return normalize_urn(source)
+    except (SourceError, ValueError):
+        return None
+
+
+def document_language(document: ExtractedDocument, setting: str) -> str:
+    """The language a document's words are analysed in: the source's ``setting`` unless it is
+    "auto", else the language its format declares (an EPUB's, a front matter ``language``)
+    when that is a language code, else the one detected from its title and text."""
+    if setting != AUTO:
+        return setting
+    declared = document.metadata.get(LANGUAGE_KEY)
+    if declared:
+        try:
+            code = normalize_language(declared)
+        except ValueError:
+            code = AUTO
+        if code != AUTO:
+            return code
+    sample: list[str] = [document.title]
+    size = len(document.title)
+    for block in document.blocks:
+        if size >= DETECT_CHARS:
+            break
+        sample.append(block.text)
+        size += len(block.text) + 1
+    return detect_language("\n".join(sample))
 
 
 def prepare_bytes(spec: PrepareSpec, data: bytes, path: str) -> PreparedDocument:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from docgraph.ingest.batch import BatchWriter, Pending
-from docgraph.ingest.prepare import prepare_document
+from docgraph.ingest.prepare import prepare_document, source_language
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.model import Block, BlockKind, ExtractedDocument, SourceRecord
 from docgraph.sources.folder import FileEntry
@@ -28,7 +28,8 @@ def index_rows(pipeline: IngestPipeline, source: SourceRecord, rows: Iterable[Ro
     iterated once), as ``pipeline`` builds (its catalog, embedder and preparation spec);
     see :meth:`~docgraph.ingest.pipeline.IngestPipeline.index_rows`."""
     report = IngestReport(source=source)
-    rows_spec = replace(pipeline.spec, count_lines=False, repeated=frozenset())
+    rows_spec = replace(pipeline.spec, count_lines=False, repeated=frozenset(),
+                        language=source_language(source.urn, pipeline.sources))
     pipeline.phase = "crawl"
     started = t0 = time.perf_counter()
     existing = pipeline.catalog.documents_for_source(source)

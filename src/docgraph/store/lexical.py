@@ -13,9 +13,9 @@ in the breadcrumb + occurrences in the text, document length = all tokens of bot
 and N, n and the average length over the live chunks *of the kind searched*: text chunks
 are scored against text-chunk statistics only and community reports against report
 statistics, so writing, rewriting or deleting reports (a graph build) never moves a text
-chunk's score. Terms are :func:`docgraph.text.index_terms` (FTS5's
+chunk's score. Terms are :func:`docgraph.languages.language_terms` (English: FTS5's
 ``porter unicode61 remove_diacritics 2``: Unicode letters and digits, diacritics removed,
-lower case, Porter-stemmed). Very common English words are not indexed (they still count in
+lower case, Porter-stemmed; others: their own stems). Stop words are not indexed (they count in
 the document length) and never reach a query. A search may take a row filter (a caller's
 readable rows, :mod:`docgraph.store.restricted`) applied with the namespace filter.
 
@@ -36,10 +36,10 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse
 
+from docgraph.languages import language_terms
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
-from docgraph.text import index_terms
 
 # Postings a row is assumed to hold when reserving room for a load into an empty index.
 RESERVED_POSTINGS_PER_ROW = 64
@@ -68,13 +68,13 @@ def decode_terms(blob: bytes) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.flo
 CountedTerms = tuple[dict[str, float], int]
 
 
-def count_terms(columns: Sequence[tuple[str, str]]) -> list[CountedTerms]:
-    """Per (breadcrumb, text) pair: weighted frequency of each indexed term, and the token
-    count of both columns."""
+def count_terms(columns: Sequence[tuple[str, str]], language: str = "en") -> list[CountedTerms]:
+    """Per (breadcrumb, text) pair: weighted frequency of each indexed term (read as the
+    document's ``language``), and the token count of both columns."""
     counted: list[CountedTerms] = []
     for crumb, text in columns:
-        crumb_terms, crumb_len = index_terms(crumb)
-        text_terms, text_len = index_terms(text)
+        crumb_terms, crumb_len = language_terms(crumb, language)
+        text_terms, text_len = language_terms(text, language)
         tf = {t: n * TEXT_WEIGHT for t, n in Counter(text_terms).items()}
         for t, n in Counter(crumb_terms).items():
             tf[t] = tf.get(t, 0.0) + n * BREADCRUMB_WEIGHT

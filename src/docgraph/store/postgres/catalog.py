@@ -11,6 +11,7 @@ import contextlib
 import select
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from docgraph.errors import StoreError, StoreUnavailable
+from docgraph.languages import ENGLISH, LANGUAGE_KEY, language_terms
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.schema import (
@@ -290,6 +292,7 @@ class _ChunkRows:
                write: DocumentWrite, hashes: Sequence[str]) -> None:
         """The write's chunk rows with their vectors in the ``embedding`` column."""
         rows: list[tuple[Any, ...]] = []
+        language = write.metadata.get(LANGUAGE_KEY, ENGLISH)
         for chunk, crumb, embed_hash, vector in zip(
             write.chunks, write.breadcrumbs, hashes, write.vectors, strict=True
         ):
@@ -298,7 +301,8 @@ class _ChunkRows:
                 _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
                 chunk.next_index, chunk.parent_index, embed_hash,
                 np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
-                chunk.ocr,
+                chunk.ocr, None if language == ENGLISH else own_terms(crumb, chunk.text,
+                                                                      language),
             ))
             if len(rows) >= _INSERT_BATCH:
                 _insert_chunks(db, rows)
@@ -324,15 +328,28 @@ def _json_list(values: Sequence[str]) -> Any:
     return Jsonb(list(values))
 
 
+def own_terms(breadcrumb: str, text: str, language: str) -> str:
+    """A chunk's ``lexical`` column (migration 21) as ``tsvector`` input: the terms of its
+    breadcrumb and text in ``language`` (:func:`docgraph.languages.language_terms`, as the
+    embedded store counts them), each with one position per occurrence (the triggers take
+    the positions' count as the term frequency; ``tsvector`` keeps at most 256)."""
+    counts = Counter(language_terms(breadcrumb, language)[0])
+    counts.update(language_terms(text, language)[0])
+    # Terms are runs of letters and digits: no quote or backslash to escape. A lexeme has
+    # at most 2047 bytes (to_tsvector skips longer words the same way).
+    return " ".join(f"'{term}':" + ",".join(str(p) for p in range(1, min(n, 256) + 1))
+                    for term, n in counts.items() if len(term.encode()) < 2047)
+
+
 def _insert_chunks(db: Any, rows: list[tuple[Any, ...]]) -> None:
     """One INSERT for many chunk rows (statement-level triggers then run once)."""
     if not rows:
         return
-    values = ",".join(["(" + ", ".join(["%s"] * 15) + ")"] * len(rows))
+    values = ",".join(["(" + ", ".join(["%s"] * 15) + ", %s::tsvector)"] * len(rows))
     db.execute(
         "INSERT INTO chunks(document_id, namespace_id, chunk_index, text, breadcrumb,"
         " section_path, token_count, prev_index, next_index, parent_index, embed_hash,"
-        f" embedding, page_first, page_last, ocr) VALUES {values}",
+        f" embedding, page_first, page_last, ocr, lexical) VALUES {values}",
         [value for row in rows for value in row],
     )
 

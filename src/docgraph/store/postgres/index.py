@@ -33,6 +33,7 @@ import numpy as np
 
 from docgraph.config import DEFAULT_PG_EF_SEARCH
 from docgraph.errors import StoreError
+from docgraph.languages import ENGLISH, query_terms_for
 from docgraph.model import (
     ChunkKind,
     ScoredRow,
@@ -276,8 +277,13 @@ class PostgresChunkIndex:
         ``k``. All statements read one snapshot (repeatable read). Document frequencies,
         the chunk count and the average length are those of ``kind``'s chunks."""
         ns_ids = self._namespace_ids(namespaces)
-        terms = plain_query_words(text)
-        if not terms or not ns_ids or k <= 0:
+        if not ns_ids or k <= 0:
+            return []
+        terms = plain_query_words(text)  # English: PostgreSQL's analysis, as indexed
+        # every other language of the namespaces: docgraph's (the chunks' ``lexical``)
+        languages = self.catalog.namespace_languages(ns_ids) - {ENGLISH}
+        own = query_terms_for(text, languages) if languages else []
+        if not terms and not own:
             return []
         with self.catalog.transaction() as db:
             db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -288,10 +294,11 @@ class PostgresChunkIndex:
                 return []
             n, avgdl = corpus
             weights = query_term_weights(db.execute(
-                "SELECT t.term, t.df FROM (SELECT DISTINCT u.lexeme AS term"
-                f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %s)) AS u) q"
+                "SELECT t.term, t.df FROM (SELECT u.lexeme AS term"
+                f"   FROM unnest(to_tsvector('{TS_CONFIG}'::regconfig, %s)) AS u"
+                "   UNION SELECT unnest(%s::text[])) q"
                 " JOIN terms t ON t.kind = %s AND t.term = q.term",
-                (" ".join(terms), kind)).fetchall(), float(n))
+                (" ".join(terms), own, kind)).fetchall(), float(n))
             if not weights:
                 return []
             params: dict[str, Any] = {

@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from docgraph.errors import StoreError
+from docgraph.languages import ENGLISH
 from docgraph.model import (
     DocGate,
     DocumentRecord,
@@ -110,6 +111,17 @@ class SqlCatalogRecords:
                 known.update(read)
             found.update(read)
         return {n: found[n] for n in wanted if n in found}
+
+    def namespace_languages(self, namespace_ids: Sequence[int]) -> frozenset[str]:
+        """The languages a query of these namespaces is read in: English, and every other
+        language their documents were analysed in (recorded as documents are written, never
+        forgotten: a reading no document needs any more only adds terms that match nothing)."""
+        found = {ENGLISH}
+        for match, params in self.dialect.in_ids(list(namespace_ids)):
+            for (value,) in self._run(
+                    f"SELECT languages FROM namespaces WHERE id{match}", params).fetchall():
+                found.update(c for c in str(value).split(",") if c)
+        return frozenset(found)
 
     def namespaces(self) -> list[str]:
         """Names of namespaces that have at least one source."""

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from docgraph.errors import StoreError
+from docgraph.languages import ENGLISH, LANGUAGE_KEY
 from docgraph.model import Access, DocumentRecord, RowOrigin, StoredChunk
 from docgraph.store.base import ChunkPlace, DocumentWrite
 from docgraph.store.sql.catalog import SqlCatalogRecords
@@ -212,6 +213,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         chunks = list(write.chunks)
         sql = self.dialect.sql
         document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
+        self._record_language(db, ns_id, write.metadata.get(LANGUAGE_KEY, ENGLISH))
         # the communities its old chunks fed know its new permission set before they go
         self._record_community_access(db, document_id, write.doc_id, write.access)
         db.execute(sql("DELETE FROM chunks WHERE document_id = ?"), (document_id,))
@@ -231,6 +233,18 @@ class SqlCatalogDocuments(SqlCatalogRecords):
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
             now, dict(write.metadata), access=write.access,
         )
+
+    def _record_language(self, db: Any, ns_id: int, language: str) -> None:
+        """Add a document's language to its namespace's (inside the caller's transaction),
+        so queries of the namespace are read in it too (English always is)."""
+        if language == ENGLISH:
+            return
+        sql = self.dialect.sql
+        row = db.execute(sql("SELECT languages FROM namespaces WHERE id = ?"), (ns_id,)).fetchone()
+        present = {c for c in str(row[0]).split(",") if c} if row is not None else set()
+        if language not in present:
+            db.execute(sql("UPDATE namespaces SET languages = ? WHERE id = ?"),
+                       (",".join(sorted(present | {language})), ns_id))
 
     def _upsert_document(self, db: Any, write: DocumentWrite, ns_id: int, chunk_count: int,
                          now: float, parent_id: int | None = None) -> int:

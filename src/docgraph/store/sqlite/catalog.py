@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.errors import ReadOnlyIndex, StoreError
+from docgraph.languages import ENGLISH, LANGUAGE_KEY
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import CountedTerms, EncodedTerms, TermDictionary, count_terms
@@ -66,6 +67,7 @@ class SQLiteCatalog(SqlCatalogDocuments):
         #: Writable, or read-only and why (``read_only``: ``store.read_only``).
         self.mode = open_mode(self.path, read_only)
         self._temp_tables = TempTables() if self.mode.read_only else None
+        self._languages_recorded: bool | None = None  # namespaces.languages exists
         self._connections = ConnectionPool(functools.partial(_connect, self.path, self.mode))
         if self.mode.read_only:
             self._check_read_only()
@@ -105,6 +107,17 @@ class SQLiteCatalog(SqlCatalogDocuments):
                 f"{self.path}: index schema version {found}, this docgraph reads version "
                 f"{SCHEMA_VERSION}; the index is read-only ({self.mode.reason}), so it "
                 "cannot be upgraded in place: open it once where it is writable")
+
+    def namespace_languages(self, namespace_ids: Sequence[int]) -> frozenset[str]:
+        """:meth:`SqlCatalogRecords.namespace_languages`; English only for a read-only file
+        written before namespaces recorded their languages (it cannot gain the column)."""
+        if self._languages_recorded is None:
+            self._languages_recorded = any(
+                r[1] == "languages"
+                for r in self.connection().execute("PRAGMA table_info(namespaces)"))
+        if not self._languages_recorded:
+            return frozenset({ENGLISH})
+        return super().namespace_languages(namespace_ids)
 
     def _unread_wal(self) -> bool:
         """Opened immutable beside a non-empty ``-wal``: SQLite does not read that file."""
@@ -255,7 +268,8 @@ class _ChunkRows:
         # one list per document: its chunks' terms, then each attachment's
         self.counted = [[t for w in unit for t in (
             w.lexical_terms if w.lexical_terms is not None else
-            count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True))))]
+            count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True)),
+                        w.metadata.get(LANGUAGE_KEY, ENGLISH)))]
             for unit in units]
         self.sizes = [len(w.chunks) for unit in units for w in unit]
         self.encoded: list[Sequence[EncodedTerms]] = []  # per write, as the batch counts them

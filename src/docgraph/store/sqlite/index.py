@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.errors import StoreError
+from docgraph.languages import query_terms_for
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.dense import DenseMatrix
@@ -29,7 +30,6 @@ from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.query_view import EmbeddedQueryView
 from docgraph.store.sqlite.schema import SCHEMA_VERSION
 from docgraph.store.sqlite.vectors import decode_vectors
-from docgraph.text import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -392,8 +392,9 @@ class EmbeddedChunkIndex:
         """Live chunks loaded (all namespaces and kinds)."""
         return len(self.dense)
 
-    def _term_ids(self, text: str) -> list[int]:
-        terms = query_terms(text)
+    def _term_ids(self, text: str, namespace_ids: list[int]) -> list[int]:
+        """The stored ids of the query's terms, read in every language of the namespaces."""
+        terms = query_terms_for(text, self.catalog.namespace_languages(namespace_ids))
         if not terms:
             return []
         found = stored_term_ids(self.catalog.connection(), terms)

@@ -84,7 +84,7 @@ class EmbeddedQueryView:
         ns_ids = self.index._namespace_ids(namespaces)
         if not ns_ids or k <= 0:
             return []
-        term_ids = self.index._term_ids(text)
+        term_ids = self.index._term_ids(text, ns_ids)
         if not term_ids:
             return []
         return [ScoredRow(rowid, score) for rowid, score in
@@ -100,7 +100,7 @@ class EmbeddedQueryView:
         ids = np.array(list(dict.fromkeys(int(r) for r in rowids)), dtype=np.int64)
         if not ns_ids or len(ids) == 0:
             return {}
-        term_ids = self.index._term_ids(text)
+        term_ids = self.index._term_ids(text, ns_ids)
         if not term_ids:
             return {}
         return self.index.postings.scores_for(term_ids, ids, ns_ids, CHUNK_KINDS.index(kind),

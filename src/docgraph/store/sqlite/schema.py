@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS namespaces (
     name TEXT NOT NULL UNIQUE,
     graph_dirty INTEGER NOT NULL DEFAULT 0,
     vocab_hash TEXT NOT NULL DEFAULT '',
-    graph_built_at REAL
+    graph_built_at REAL,
+    languages TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS sources (
     id INTEGER PRIMARY KEY,
@@ -199,6 +200,7 @@ def prepare(db: sqlite3.Connection, terms: TermDictionary, path: Path) -> None:
     _add_source_naming(db)
     _add_document_parents(db)
     _add_line_fingerprints(db)
+    _add_namespace_languages(db)
 
 
 def _add_source_naming(db: sqlite3.Connection) -> None:
@@ -342,3 +344,13 @@ def _add_line_fingerprints(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE documents ADD COLUMN line_hashes TEXT")
     if "lines_dropped" not in columns:
         db.execute("ALTER TABLE documents ADD COLUMN lines_dropped TEXT NOT NULL DEFAULT '[]'")
+
+
+def _add_namespace_languages(db: sqlite3.Connection) -> None:
+    """Give ``namespaces`` the languages other than English its documents were analysed in
+    (comma-separated; '' for a namespace written before: English only, as it was), which a
+    query is read in (no version step needed: an older docgraph reads every query as
+    English, as it always did)."""
+    columns = {r[1] for r in db.execute("PRAGMA table_info(namespaces)")}
+    if "languages" not in columns:
+        db.execute("ALTER TABLE namespaces ADD COLUMN languages TEXT NOT NULL DEFAULT ''")
