@@ -340,6 +340,7 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
     # back to migration 17's trigger functions (no chunk's own terms) and no languages
     21: (*_v17_trigger_functions(),
          "ALTER TABLE chunks DROP COLUMN lexical",
+         "ALTER TABLE documents DROP COLUMN language",
          "ALTER TABLE namespaces DROP COLUMN languages"),
 }
 

@@ -213,6 +213,9 @@ class DocumentRecord:
     parent: str | None = None
     #: Who may read it besides the namespace's grantees (:data:`Access`).
     access: Access = None
+    #: The language its BM25 terms were counted in (ISO 639-1); None: written before
+    #: docgraph knew languages, so English.
+    language: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ def test_each_document_is_read_in_its_language(graph: DocGraph) -> None:
         chunks = graph.store.chunks_by_rowid([r.rowid for r in rows])
         found = [chunks[r.rowid].source_path for r in rows]
         assert found[:1] == [expected], (query, found)
-    languages = {d.path: d.metadata.get("language") for d in graph.documents(["multi"])}
+    languages = {d.path: d.language for d in graph.documents(["multi"])}
     assert languages == {path: path.split("/")[0] for path in FILES}
 
 
@@ -78,7 +78,7 @@ def test_a_source_may_name_its_language(tmp_path: Path) -> None:
                              sources={"languages": {str(folder): "nl"}})
     with DocGraph(settings, CountingEmbedder()) as graph:
         graph.index(folder, namespace="set")
-        assert {d.metadata["language"] for d in graph.documents(["set"])} == {"nl"}
+        assert {d.language for d in graph.documents(["set"])} == {"nl"}
 
 
 def test_a_read_only_index_from_before_reads_queries_as_english(tmp_path: Path) -> None:

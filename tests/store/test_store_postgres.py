@@ -85,7 +85,8 @@ def test_an_index_from_before_migration_4_is_upgraded_in_place(
                      ("documents", "metadata jsonb NOT NULL DEFAULT '{}'::jsonb"),
                      ("documents", "parent_id bigint"), ("documents", "line_hashes jsonb"),
                      ("documents", "lines_dropped jsonb NOT NULL DEFAULT '[]'::jsonb"),
-                     ("documents", "access jsonb"), ("chunks", "lexical tsvector"))
+                     ("documents", "access jsonb"), ("chunks", "lexical tsvector"),
+                     ("documents", "language text"))
     for table, column in later_columns:
         old.connection().execute(f"ALTER TABLE {table} ADD COLUMN {column}")
     old.connection().execute("CREATE TABLE community_access_sources (community_id integer,"

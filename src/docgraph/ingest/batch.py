@@ -157,6 +157,7 @@ class BatchWriter:
                 line_hashes=prepared.line_hashes,
                 lines_dropped=prepared.lines_dropped,
                 access=pending.access,
+                language=prepared.language,
             ))
         writes: list[DocumentWrite] = []
         for pending in batch:  # a file's write carries its attachments' writes

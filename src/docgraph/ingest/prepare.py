@@ -23,6 +23,7 @@ from docgraph.ingest.limits import ExtractLimits
 from docgraph.languages import (
     AUTO,
     DETECT_CHARS,
+    ENGLISH,
     LANGUAGE_KEY,
     detect_language,
     normalize_language,
@@ -53,7 +54,7 @@ class PrepareSpec:
     count_lines: bool = False
     repeated: frozenset[str] = frozenset()
     # The source's language (``[sources] languages``): an ISO 639-1 code, or "auto" to take
-    # each document's own (its metadata's ``language``, else detected from its text).
+    # each document's own (its format's declared ``language``, else detected from its text).
     language: str = AUTO
 
 
@@ -65,7 +66,8 @@ class PreparedDocument:
     ``attachments`` are the documents carried inside this one (a mail's attachments), each
     prepared alike, with its name and content hash. ``line_hashes`` are the fingerprints
     of its paragraphs and list items as extracted (None when not counted), ``lines_dropped``
-    those left out as repeated across the source."""
+    those left out as repeated across the source; ``language`` the one its words are
+    analysed in."""
 
     document: ExtractedDocument
     chunks: list[ChunkDraft]
@@ -77,6 +79,7 @@ class PreparedDocument:
     attachments: list[PreparedAttachment] = field(default_factory=list)
     line_hashes: list[str] | None = None
     lines_dropped: list[str] = field(default_factory=list)
+    language: str = ENGLISH  # what its BM25 terms were counted in (ISO 639-1)
 
     def all_chunks(self) -> int:
         """Chunks of this document and its attachments."""
@@ -125,7 +128,6 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
         if dropped:
             document = replace(document, blocks=tuple(kept))
     language = document_language(document, spec.language)
-    document = replace(document, metadata={**document.metadata, LANGUAGE_KEY: language})
     chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
     breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
     embedded = [
@@ -141,7 +143,7 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
     t3 = time.perf_counter()
     return PreparedDocument(document, chunks, breadcrumbs, embedded, links, lexical,
                             {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2},
-                            line_hashes=hashes, lines_dropped=dropped)
+                            line_hashes=hashes, lines_dropped=dropped, language=language)
 
 
 def source_language(urn: str, settings: SourcesSettings | None) -> str:

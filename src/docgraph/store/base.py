@@ -86,6 +86,8 @@ class DocumentWrite:
     #: Who may read it besides the namespace's grantees (:data:`~docgraph.model.Access`;
     #: an attachment's is its mail's).
     access: Access = None
+    #: The language its words are analysed in for BM25 (ISO 639-1, :mod:`docgraph.languages`).
+    language: str = "en"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from docgraph.errors import StoreError
+from docgraph.languages import ENGLISH
 from docgraph.model import ChunkDraft, DocumentRecord, EntityLink, RowOrigin, SourceRecord
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.catalog import PostgresCatalog
@@ -156,7 +157,7 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
     doc = db.execute(
         "SELECT id, doc_id, title, content_hash, change_token, media_type, origin_source,"
         " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
-        " line_hashes, lines_dropped FROM documents WHERE id = ?", (row_id,),
+        " line_hashes, lines_dropped, language FROM documents WHERE id = ?", (row_id,),
     ).fetchone()
     rows = db.execute(
         "SELECT chunk_index, text, breadcrumb, section_path, token_count, prev_index,"
@@ -187,6 +188,7 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
         metadata=json.loads(doc[11]),
         line_hashes=None if doc[12] is None else json.loads(doc[12]),
         lines_dropped=json.loads(doc[13]),
+        language=doc[14] or ENGLISH,  # PostgreSQL counts its terms in the same language
     )
     return write, [r[8] for r in rows]
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from docgraph.errors import StoreError, StoreUnavailable
-from docgraph.languages import ENGLISH, LANGUAGE_KEY, language_terms
+from docgraph.languages import ENGLISH, language_terms
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.postgres.schema import (
@@ -292,7 +292,7 @@ class _ChunkRows:
                write: DocumentWrite, hashes: Sequence[str]) -> None:
         """The write's chunk rows with their vectors in the ``embedding`` column."""
         rows: list[tuple[Any, ...]] = []
-        language = write.metadata.get(LANGUAGE_KEY, ENGLISH)
+        language = write.language
         for chunk, crumb, embed_hash, vector in zip(
             write.chunks, write.breadcrumbs, hashes, write.vectors, strict=True
         ):

@@ -7,7 +7,9 @@ terms. A chunk of a document in another language carries the terms docgraph's an
 made of it (:func:`docgraph.languages.language_terms`: the language's Snowball stems and
 stop words, CJK bigrams; PostgreSQL has no Chinese parser) in the new nullable ``lexical``
 column, and the chunk triggers read ``coalesce(lexical, lexemes)``: the same terms the
-embedded store indexes for that document. ``namespaces.languages`` lists the languages other
+embedded store indexes for that document. ``documents.language`` is the language each
+document was analysed in (NULL: written before, English); ``namespaces.languages`` lists the
+languages other
 than English its documents were analysed in, which a query of the namespace is read in too.
 Adding a nullable column and a column with a constant default rewrites no table.
 """
@@ -24,6 +26,7 @@ _OWN_TERMS = "unnest(coalesce(c.lexical, c.lexemes))"
 
 _LANGUAGES: Final = (
     "ALTER TABLE namespaces ADD COLUMN languages text NOT NULL DEFAULT ''",
+    "ALTER TABLE documents ADD COLUMN language text",
     "ALTER TABLE chunks ADD COLUMN lexical tsvector",
     _INSERTED.replace("unnest(c.lexemes)", _OWN_TERMS),
     _DELETED.replace("unnest(c.lexemes)", _OWN_TERMS),

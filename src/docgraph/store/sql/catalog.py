@@ -45,7 +45,7 @@ class SqlCatalogRecords:
     _DOC_COLUMNS = (
         "d.id, d.doc_id, d.source_id, n.name, d.path, d.title, d.content_hash,"
         " d.change_token, d.media_type, d.chunk_count, d.updated_at, d.metadata,"
-        " (SELECT p.path FROM documents p WHERE p.id = d.parent_id), d.access"
+        " (SELECT p.path FROM documents p WHERE p.id = d.parent_id), d.access, d.language"
     )
 
     def connection(self) -> Any:
@@ -208,6 +208,7 @@ class SqlCatalogRecords:
             float(row[10]), {str(k): str(v) for k, v in dict(metadata).items()},
             None if row[12] is None else str(row[12]),
             self.dialect.access_value(row[13]),
+            None if row[14] is None else str(row[14]),
         )
 
     def documents_for_source(self, source: SourceRecord) -> dict[str, DocumentRecord]:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from docgraph.errors import StoreError
-from docgraph.languages import ENGLISH, LANGUAGE_KEY
+from docgraph.languages import ENGLISH
 from docgraph.model import Access, DocumentRecord, RowOrigin, StoredChunk
 from docgraph.store.base import ChunkPlace, DocumentWrite
 from docgraph.store.sql.catalog import SqlCatalogRecords
@@ -213,7 +213,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         chunks = list(write.chunks)
         sql = self.dialect.sql
         document_id = self._upsert_document(db, write, ns_id, len(chunks), now, parent_id)
-        self._record_language(db, ns_id, write.metadata.get(LANGUAGE_KEY, ENGLISH))
+        self._record_language(db, ns_id, write.language)
         # the communities its old chunks fed know its new permission set before they go
         self._record_community_access(db, document_id, write.doc_id, write.access)
         db.execute(sql("DELETE FROM chunks WHERE document_id = ?"), (document_id,))
@@ -231,7 +231,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
         return DocumentRecord(
             document_id, write.doc_id, write.source.id, write.source.namespace, write.path,
             write.title, write.content_hash, write.change_token, write.media_type, len(chunks),
-            now, dict(write.metadata), access=write.access,
+            now, dict(write.metadata), access=write.access, language=write.language,
         )
 
     def _record_language(self, db: Any, ns_id: int, language: str) -> None:
@@ -263,8 +263,8 @@ class SqlCatalogDocuments(SqlCatalogRecords):
             "INSERT INTO documents(source_id, namespace_id, doc_id, path, title, content_hash,"
             " change_token, media_type, chunk_count, updated_at, origin_source,"
             " origin_schema, origin_table, origin_pk_column, origin_pk_value, metadata,"
-            " parent_id, line_hashes, lines_dropped, access)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " parent_id, line_hashes, lines_dropped, access, language)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (source_id, path) DO UPDATE SET title = excluded.title,"
             " content_hash = excluded.content_hash, change_token = excluded.change_token,"
             " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
@@ -273,7 +273,8 @@ class SqlCatalogDocuments(SqlCatalogRecords):
             " origin_pk_column = excluded.origin_pk_column,"
             " origin_pk_value = excluded.origin_pk_value, metadata = excluded.metadata,"
             " parent_id = excluded.parent_id, line_hashes = excluded.line_hashes,"
-            " lines_dropped = excluded.lines_dropped, access = excluded.access"
+            " lines_dropped = excluded.lines_dropped, access = excluded.access,"
+            " language = excluded.language"
             " WHERE excluded.parent_id IS NULL OR documents.parent_id = excluded.parent_id"
             " RETURNING id"),
             (write.source.id, ns_id, write.doc_id, write.path, write.title, write.content_hash,
@@ -282,7 +283,7 @@ class SqlCatalogDocuments(SqlCatalogRecords):
              None if write.line_hashes is None else self.dialect.json_param(
                  list(write.line_hashes)),
              self.dialect.json_param(list(write.lines_dropped)),
-             self.dialect.access_param(write.access)),
+             self.dialect.access_param(write.access), write.language),
         ).fetchone()
         if row is None:
             raise StoreError(f"{write.source.urn}/{write.path}: an attachment cannot replace "

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.errors import ReadOnlyIndex, StoreError
-from docgraph.languages import ENGLISH, LANGUAGE_KEY
+from docgraph.languages import ENGLISH
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import CountedTerms, EncodedTerms, TermDictionary, count_terms
@@ -269,7 +269,7 @@ class _ChunkRows:
         self.counted = [[t for w in unit for t in (
             w.lexical_terms if w.lexical_terms is not None else
             count_terms(list(zip(w.breadcrumbs, (c.text for c in w.chunks), strict=True)),
-                        w.metadata.get(LANGUAGE_KEY, ENGLISH)))]
+                        w.language))]
             for unit in units]
         self.sizes = [len(w.chunks) for unit in units for w in unit]
         self.encoded: list[Sequence[EncodedTerms]] = []  # per write, as the batch counts them

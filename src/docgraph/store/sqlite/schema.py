@@ -58,6 +58,7 @@ CREATE TABLE IF NOT EXISTS documents (
     line_hashes TEXT,
     lines_dropped TEXT NOT NULL DEFAULT '[]',
     access TEXT,
+    language TEXT,
     UNIQUE (namespace_id, doc_id),
     UNIQUE (source_id, path)
 );
@@ -347,10 +348,12 @@ def _add_line_fingerprints(db: sqlite3.Connection) -> None:
 
 
 def _add_namespace_languages(db: sqlite3.Connection) -> None:
-    """Give ``namespaces`` the languages other than English its documents were analysed in
-    (comma-separated; '' for a namespace written before: English only, as it was), which a
-    query is read in (no version step needed: an older docgraph reads every query as
-    English, as it always did)."""
-    columns = {r[1] for r in db.execute("PRAGMA table_info(namespaces)")}
-    if "languages" not in columns:
+    """Give ``documents`` the language each was analysed in (NULL for one written before:
+    English) and ``namespaces`` the languages other than English its documents were
+    analysed in (comma-separated; '' for a namespace written before: English only, as it
+    was), which a query is read in. No version step needed: an older docgraph reads every
+    query as English, as it always did."""
+    if "language" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
+        db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
+    if "languages" not in {r[1] for r in db.execute("PRAGMA table_info(namespaces)")}:
         db.execute("ALTER TABLE namespaces ADD COLUMN languages TEXT NOT NULL DEFAULT ''")
