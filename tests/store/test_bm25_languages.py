@@ -95,3 +95,19 @@ def test_a_read_only_index_from_before_reads_queries_as_english(tmp_path: Path) 
     with DocGraph(settings, CountingEmbedder()) as graph:
         rows = graph.chunk_index().lexical_search("feeding starters", 1, frozenset({"old"}))
         assert len(rows) == 1
+
+
+def test_a_language_new_to_the_namespace_reads_the_next_query(tmp_path: Path) -> None:
+    """The languages a query is read in are cached between syncs of the embedded index: a
+    German document written after an English-only query still finds the next German one."""
+    folder = write_files(tmp_path / "docs", {"en.md": FILES["en/sourdough.md"]})
+    settings = load_settings(store={"path": tmp_path / "index.db"})
+    with DocGraph(settings, CountingEmbedder()) as graph:
+        graph.index(folder, namespace="grow")
+        index = graph.chunk_index()
+        assert index.lexical_search("Häuser", 1, frozenset({"grow"})) == []
+        write_files(folder, {"de.md": FILES["de/sanierung.md"]})
+        graph.index(folder, namespace="grow")
+        rows = index.lexical_search("Häuser", 1, frozenset({"grow"}))
+        chunks = graph.store.chunks_by_rowid([r.rowid for r in rows])
+        assert [c.source_path for c in chunks.values()] == ["de.md"]

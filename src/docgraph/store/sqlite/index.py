@@ -105,6 +105,9 @@ class EmbeddedChunkIndex:
         self._tombstone_seq = 0
         self._sync_lock = threading.Lock()
         self._synced_marks: tuple[int, int, int] | None = None
+        # namespace ids -> the languages their queries are read in; a document's language
+        # is recorded with its chunks, so every sync that sees new chunks starts afresh
+        self._languages: dict[tuple[int, ...], frozenset[str]] = {}
         # The restricted rows as of the marks they were read at (see restricted()).
         self._restricted: tuple[tuple[int, int, int] | None, RestrictedRows] | None = None
         # Chunk rows read from the catalog by sync (all of them, and since the last sidecar).
@@ -321,6 +324,7 @@ class EmbeddedChunkIndex:
                 self.postings.remove(removed)
                 self._tombstone_seq = int(dead[-1][0])
             self._synced_marks = marks
+            self._languages = {}
         self._maybe_save_sidecar()
 
     def _discard_staged(self) -> None:
@@ -394,7 +398,14 @@ class EmbeddedChunkIndex:
 
     def _term_ids(self, text: str, namespace_ids: list[int]) -> list[int]:
         """The stored ids of the query's terms, read in every language of the namespaces."""
-        terms = query_terms_for(text, self.catalog.namespace_languages(namespace_ids))
+        key = tuple(sorted(namespace_ids))
+        languages = self._languages.get(key)
+        if languages is None:  # read once per namespace set between syncs
+            languages = self.catalog.namespace_languages(namespace_ids)
+            if len(self._languages) >= 1024:
+                self._languages = {}
+            self._languages[key] = languages
+        terms = query_terms_for(text, languages)
         if not terms:
             return []
         found = stored_term_ids(self.catalog.connection(), terms)
