@@ -6,6 +6,7 @@ its document; English is read as it always was. One folder and one index per bac
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from docgraph import DocGraph
 from docgraph.config import load_settings
 from tests.helpers import CountingEmbedder, write_files
-from tests.pg import pgvector_server  # noqa: F401  (fixture used by the postgres backend)
+from tests.pg import PostgresServer, pgvector_server  # noqa: F401  (fixture of the postgres backend)
 from tests.store_backends import Backend, product_backend
 
 backend = product_backend
@@ -111,3 +112,34 @@ def test_a_language_new_to_the_namespace_reads_the_next_query(tmp_path: Path) ->
         rows = index.lexical_search("Häuser", 1, frozenset({"grow"}))
         chunks = graph.store.chunks_by_rowid([r.rowid for r in rows])
         assert [c.source_path for c in chunks.values()] == ["de.md"]
+
+
+def test_migrate_keeps_each_documents_language(pgvector_server: PostgresServer,  # noqa: F811
+                                               tmp_path: Path) -> None:
+    """``docgraph migrate`` copies a document's language, and PostgreSQL counts the copy's
+    terms in it: the German document is found by another form of its word there too."""
+    from docgraph.store.migrate import migrate_to_postgres
+    from docgraph.store.postgres import PostgresCatalog, PostgresChunkIndex
+    from docgraph.store.sqlite import SQLiteCatalog
+
+    folder = write_files(tmp_path / "docs", {"de.md": FILES["de/sanierung.md"],
+                                             "en.md": FILES["en/sourdough.md"]})
+    with DocGraph(load_settings(store={"path": tmp_path / "index.db"}),
+                  CountingEmbedder()) as graph:
+        graph.index(folder, namespace="moved")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = pgvector_server.create_database(name)
+    source, copy = SQLiteCatalog(tmp_path / "index.db"), PostgresCatalog(url)
+    try:
+        migrate_to_postgres(source, copy)
+        languages = {d.path: d.language for d in copy.list_documents(["moved"], 0, 10)}
+        assert languages == {"de.md": "de", "en.md": "en"}
+        dimension = CountingEmbedder().dimension
+        rows = PostgresChunkIndex(copy, dimension).lexical_search(
+            "Häuser", 1, frozenset({"moved"}))
+        chunks = copy.chunks_by_rowid([r.rowid for r in rows])
+        assert [c.source_path for c in chunks.values()] == ["de.md"]
+    finally:
+        source.close()
+        copy.close()
+        pgvector_server.drop_database(name)
