@@ -103,15 +103,18 @@ def bm25_ranking(graph: DocGraph, query: str) -> list[str]:
 def detected_rule(graph: DocGraph) -> Callable[[str], list[str]]:
     """BM25 with the query read only in its detected language (English when too short)."""
     catalog: Any = graph.store
+    index: Any = graph.chunk_index()
     present = catalog.namespace_languages
 
     def ranking(query: str) -> list[str]:
         code = languages.detect_language(query)
         catalog.namespace_languages = lambda ids: frozenset({code})
+        index._languages = {}  # the index keeps a namespace's languages between syncs
         try:
             return bm25_ranking(graph, query)
         finally:
             catalog.namespace_languages = present
+            index._languages = {}
     return ranking
 
 
