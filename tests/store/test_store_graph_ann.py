@@ -183,3 +183,19 @@ def test_a_row_written_by_another_process_reaches_a_long_lived_reader(
     assert catalog.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "late arrival"
     assert top[0].score == pytest.approx(1.0, abs=1e-3)
     catalog.close()
+
+
+def test_the_store_setting_turns_the_graph_on(built: Path, tmp_path: Path) -> None:
+    from docgraph.config.indexing import StoreSettings
+    from docgraph.store.sqlite.ports import SQLitePorts
+
+    db = _copy(built, tmp_path)
+    off = SQLitePorts(StoreSettings(path=db))
+    assert off.chunk_index(DIM).graph is None  # type: ignore[attr-defined]  # the default
+    off.close()
+    on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
+    index = on.chunk_index(DIM)
+    assert index.graph is not None  # type: ignore[attr-defined]
+    index.graph.wait()  # type: ignore[attr-defined]
+    assert graph_path(db).exists()
+    on.close()

@@ -51,17 +51,22 @@ from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 log = logging.getLogger(__name__)
 
 GRAPH_FORMAT = 1
-# Live rows below which the exact scan is used (and no graph built): measured in
-# bench/graph_ann.py (docs/ARCHITECTURE.md, "graph ANN index").
+# Live rows below which the exact scan is used (and no graph built), when the caller does
+# not say ([store] dense_graph_min_rows; bench/graph_ann.py, docs/ARCHITECTURE.md "graph").
 GRAPH_MIN_ROWS = 250_000
 # Share of the live rows a query's filters must allow for the graph to be asked; below it
-# the exact scan of the allowed rows is as fast and fills k exactly (measured, same bench).
-GRAPH_MIN_SHARE = 0.05
+# the exact scan of the allowed rows is as fast and fills k exactly. Measured at 1M (dense
+# k 10, graph and scan alternating, two runs): 1 %: 27.5-32.5 vs 24.0-31.2 ms, 2 %: 20.7-30.0
+# vs 31.3-41.4 ms, 5 %: 17.5-30.7 vs 24.0-39.3 ms (bench/results/graph_ann_1m.json).
+GRAPH_MIN_SHARE = 0.02
 # Rows outside the graph (scanned exactly each query) that trigger a background update.
 GRAPH_UPDATE_ROWS = 50_000
 CONNECTIVITY = 16  # HNSW "M"
 EXPANSION_ADD = 64  # "efConstruction"
 EXPANSION_SEARCH = 128  # "efSearch" (at least the neighbours asked for)
+# Neighbours asked of the graph, at least: the matrix re-ranks them by their int8 codes
+# before the exact re-scoring (the graph's 8-bit distances alone lose near-ties).
+GRAPH_CANDIDATES = 400
 TRAIN_ROWS = 65_536  # rows the 8-bit scalar quantizer's ranges are trained on
 ADD_BATCH = 65_536  # rows added to the graph per call (bounds the float32 copy)
 
@@ -201,10 +206,11 @@ class DenseGraph:
         bitmap = np.packbits(ok[labels], bitorder="little")
         faiss = _faiss()
         params = faiss.SearchParametersHNSW()
-        params.efSearch = max(EXPANSION_SEARCH, want)
+        count = max(want, GRAPH_CANDIDATES)
+        params.efSearch = max(EXPANSION_SEARCH, count)
         selector = faiss.IDSelectorBitmap(len(labels), faiss.swig_ptr(bitmap))
         params.sel = selector
-        _, found = g.index.search(query[None, :], want, params=params)
+        _, found = g.index.search(query[None, :], count, params=params)
         pos = labels[found[0][found[0] >= 0]]
         if len(pos) + len(tail) < min(k, allowed_count):
             return None

@@ -20,7 +20,7 @@ from docgraph.errors import StoreError
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.dense import DenseMatrix
-from docgraph.store.graph_ann import GRAPH_MIN_ROWS, DenseGraph
+from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
@@ -94,7 +94,7 @@ class EmbeddedChunkIndex:
     def __init__(
         self, catalog: SQLiteCatalog, dimension: int, exact: bool = False, *,
         sidecar: bool = True, sidecar_after_rows: int = SIDECAR_AFTER_ROWS,
-        graph_min_rows: int | None = GRAPH_MIN_ROWS,
+        graph_min_rows: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.dimension = dimension
@@ -123,7 +123,8 @@ class EmbeddedChunkIndex:
         _limit_blas_threads()
         if self.use_sidecar:
             self.sidecar_status = self._load_sidecar()
-        # The dense lane's graph ANN index above graph_min_rows live rows (None: never).
+        # The dense lane's graph ANN index above graph_min_rows live rows (None: never;
+        # [store] dense_graph_min_rows).
         self.graph = None if exact or graph_min_rows is None else DenseGraph(
             catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows)
         if self.graph is not None:
