@@ -199,3 +199,34 @@ def test_the_store_setting_turns_the_graph_on(built: Path, tmp_path: Path) -> No
     index.graph.wait()  # type: ignore[attr-defined]
     assert graph_path(db).exists()
     on.close()
+
+
+def test_new_rows_are_added_to_the_graph_and_a_quarter_dead_rebuilds_it(
+        built: Path, tmp_path: Path) -> None:
+    db = _copy(built, tmp_path)
+    index, catalog = _open(db)
+    graph = index.graph
+    assert graph is not None and graph.graph is not None
+    before = graph.graph
+    graph.update_rows = 20  # a tail of 20 rows is due for an update
+    source = catalog.add_source(normalize_urn(db.parent / "big"), "big")
+    rng = np.random.default_rng(12)
+    late = _unit(rng, 25)
+    _write(catalog, source, "late.txt", [f"late {j}" for j in range(25)], late)
+    index.sync()
+    graph.wait()
+    after = graph.graph
+    assert after is not None and after.token != before.token
+    assert len(after.keys) == len(before.keys) + 25  # added: the old labels kept
+    assert np.array_equal(after.keys[: len(before.keys)], before.keys)
+    assert [p.name for p in db.parent.glob(graph_path(db).name + ".*.faiss")] == [
+        f"{graph_path(db).name}.{after.token}.faiss"]  # the old graph file removed
+    top = index.dense_search(late[3], 1, BOTH)
+    assert catalog.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "late 3"
+    with catalog.transaction() as tx:  # 10 of 25 big documents: 250 of 650 rows dead
+        tx.execute("DELETE FROM documents WHERE doc_id LIKE '%/d1_.txt'")
+    index.sync()
+    graph.wait()
+    rebuilt = graph.graph
+    assert rebuilt is not None and len(rebuilt.keys) == 650 - 250
+    catalog.close()
