@@ -279,7 +279,10 @@ class DenseGraph:
             index.train(_floats(codes, scales, sample))
             add, keys = live, np.zeros(0, dtype=np.int64)
         else:
-            index = faiss.deserialize_index(faiss.serialize_index(old.index))
+            # a writable copy: read from its file (one copy in memory), or copied when it
+            # could not be written (kept in memory)
+            index = (faiss.read_index(str(self._file(old.token))) if old.token
+                     else faiss.deserialize_index(faiss.serialize_index(old.index)))
             add = live[~np.isin(rowids[live], old.sorted_keys)]
             keys = old.keys
         for start in range(0, len(add), ADD_BATCH):
