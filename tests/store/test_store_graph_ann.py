@@ -152,6 +152,17 @@ def test_a_deleted_graph_file_is_rebuilt(built: Path, tmp_path: Path) -> None:
     q = _unit(np.random.default_rng(1), 1)[0]
     assert mapped.dense_search(q, K, BOTH) == again.dense_search(q, K, BOTH)
     other.close()
+    # deleted under a running reader: its next update builds the graph anew
+    for f in [graph_path(db), *db.parent.glob(graph_path(db).name + ".*.faiss")]:
+        f.unlink()
+    assert again.graph is not None
+    again.graph.update_rows = 1
+    source = catalog.add_source(normalize_urn(db.parent / "big"), "big")
+    _write(catalog, source, "late.txt", ["late"], _unit(np.random.default_rng(2), 1))
+    again.sync()
+    again.graph.wait()
+    assert graph_path(db).exists() and again.graph.graph is not None
+    assert len(again.graph.graph.keys) == 626
     catalog.close()
 
 

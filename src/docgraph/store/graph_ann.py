@@ -270,6 +270,15 @@ class DenseGraph:
                 old = None
         faiss = _faiss()
         faiss.omp_set_num_threads(threads)
+        index: Any = None
+        if old is not None:
+            # a writable copy: read from its file (one copy in memory), or copied when it
+            # could not be written (kept in memory); a file deleted meanwhile: rebuilt
+            try:
+                index = (faiss.read_index(str(self._file(old.token))) if old.token
+                         else faiss.deserialize_index(faiss.serialize_index(old.index)))
+            except RuntimeError:
+                old = None
         if old is None:
             index = faiss.IndexHNSWSQ(self.dimension, faiss.ScalarQuantizer.QT_8bit,
                                       CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
@@ -279,10 +288,6 @@ class DenseGraph:
             index.train(_floats(codes, scales, sample))
             add, keys = live, np.zeros(0, dtype=np.int64)
         else:
-            # a writable copy: read from its file (one copy in memory), or copied when it
-            # could not be written (kept in memory)
-            index = (faiss.read_index(str(self._file(old.token))) if old.token
-                     else faiss.deserialize_index(faiss.serialize_index(old.index)))
             add = live[~np.isin(rowids[live], old.sorted_keys)]
             keys = old.keys
         for start in range(0, len(add), ADD_BATCH):
