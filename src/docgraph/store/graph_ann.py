@@ -53,7 +53,9 @@ log = logging.getLogger(__name__)
 
 GRAPH_FORMAT = 1
 # Live rows below which the exact scan is used (and no graph built), when the caller does
-# not say ([store] dense_graph_min_rows; bench/graph_ann.py, docs/ARCHITECTURE.md "graph").
+# not say ([store] dense_graph_min_rows sets it). Derived from the 1M run: the scan is
+# linear in the rows (dense lane 62-75 ms at 1M, so ~16-19 ms at 250k), the graph's lane
+# 17-21 ms (bench/results/graph_ann_1m.json, both at load 8-11).
 GRAPH_MIN_ROWS = 250_000
 # Share of the live rows a query's filters must allow for the graph to be asked; below it
 # the exact scan of the allowed rows is as fast and fills k exactly. Measured at 1M (dense
