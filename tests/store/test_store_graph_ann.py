@@ -241,3 +241,17 @@ def test_new_rows_are_added_to_the_graph_and_a_quarter_dead_rebuilds_it(
     rebuilt = graph.graph
     assert rebuilt is not None and len(rebuilt.keys) == 650 - 250
     catalog.close()
+
+
+def test_without_faiss_the_graph_is_unavailable_and_the_scan_answers(
+        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)  # as if the 'ann' extra were missing
+    db = _copy(built, tmp_path)
+    index, catalog = _open(db)
+    assert index.graph is not None and index.graph.status == "unavailable"
+    assert "needs faiss-cpu" in caplog.text
+    q = _unit(np.random.default_rng(5), 1)[0]
+    assert len(index.dense_search(q, K, BOTH)) == K and index.graph.answered == 0
+    assert not index.graph.busy() and not graph_path(db).exists()  # not tried again
+    catalog.close()

@@ -75,10 +75,14 @@ ADD_BATCH = 65_536  # rows added to the graph per call (bounds the float32 copy)
 
 
 def _faiss() -> Any:
-    """faiss, imported on first use: an index below ``GRAPH_MIN_ROWS`` never pays its
-    import (0.1 s, 15 MB of RSS, measured)."""
-    import faiss
-
+    """faiss, imported on first use: an index without a graph never pays its import (0.1 s,
+    15 MB of RSS, measured). Missing, it is a RuntimeError naming the extra, which the
+    graph's callers log and answer with the exact scan."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise RuntimeError(
+            f"[store] dense_graph_min_rows needs faiss-cpu (the 'ann' extra): {exc}") from exc
     return faiss
 
 
@@ -128,7 +132,8 @@ class DenseGraph:
 
     def open(self, chunk_seq: int) -> str:
         """Map the graph file if it belongs to this catalog; returns how it went (missing,
-        foreign, stale: it names rows this catalog never had, corrupt, loaded)."""
+        foreign, stale: it names rows this catalog never had, corrupt, unavailable: faiss
+        is not installed, loaded)."""
         try:
             meta, arrays = read_arrays(self.path)
         except SidecarError as exc:
@@ -144,7 +149,12 @@ class DenseGraph:
             self.status = "stale"
             return self.status
         token = str(meta["token"])
-        faiss = _faiss()
+        try:
+            faiss = _faiss()
+        except RuntimeError as exc:
+            log.warning("chunk graph not used: %s", exc)
+            self.status = "unavailable"
+            return self.status
         try:
             index = faiss.read_index(str(self._file(token)),
                                      faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
@@ -223,7 +233,7 @@ class DenseGraph:
     def due(self, rowids: npt.NDArray[np.int64], n: int, live: int) -> bool:
         """Whether the graph should be built or updated now: enough live rows, and none
         yet, a long tail, or a quarter of its labels dead."""
-        if live < self.min_rows or self.busy():
+        if live < self.min_rows or self.busy() or self.status == "unavailable":
             return False
         g = self.graph
         if g is None:
@@ -270,7 +280,11 @@ class DenseGraph:
             dead = len(old.keys) - int(np.isin(old.keys, rowids[live]).sum())
             if 4 * dead > len(old.keys):
                 old = None
-        faiss = _faiss()
+        try:
+            faiss = _faiss()
+        except RuntimeError:
+            self.status = "unavailable"  # said once; never tried again by this process
+            raise
         faiss.omp_set_num_threads(threads)
         index: Any = None
         if old is not None:
