@@ -52,10 +52,11 @@ from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 log = logging.getLogger(__name__)
 
 GRAPH_FORMAT = 1
-# Live rows below which the exact scan is used (and no graph built), when the caller does
-# not say ([store] dense_graph_min_rows sets it). Derived from the 1M run: the scan is
-# linear in the rows (dense lane 62-75 ms at 1M, so ~16-19 ms at 250k), the graph's lane
-# 17-21 ms (bench/results/graph_ann_1m.json, both at load 8-11).
+# Live rows below which no graph is built, when the caller does not say ([store]
+# dense_graph_min_rows sets it). Not where the graph stops being faster: at 100k it was
+# (dense lane k 100 p50 2.9 vs 7.7 ms, recall@10 0.998 vs 0.999), but it costs a 52 MB file,
+# 32 MB of RSS and an 18.5 s build per 100k rows, for a scan already under 10 ms
+# (bench/results/graph_ann_100k.json, load ~4).
 GRAPH_MIN_ROWS = 250_000
 # Share of the live rows a query's filters must allow for the graph to be asked; below it
 # the exact scan of the allowed rows is as fast and fills k exactly. Measured at 1M (dense
