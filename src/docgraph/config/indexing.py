@@ -81,6 +81,16 @@ class StoreSettings(Section):
         "1 ms more at the median (bench/backends.py).",
     )
 
+    dense_graph_min_rows: int = Field(
+        default=0, ge=0,
+        description="Embedded: live chunks from which the dense lane asks an HNSW graph "
+        "(faiss, a cache file beside the catalog, built in the background) for its "
+        "candidates instead of scanning every row; 0 keeps the exact scan. Off by default: "
+        "on the 1M synthetic bench it made the dense lane ~3x faster but its recall@10 was "
+        "0.93 (the scan: 1.0); at 100k, 2.7x faster at recall 0.998, for a 52 MB file, 32 MB "
+        "of memory and an 18 s build (bench/graph_ann.py).",
+    )
+
     @model_validator(mode="after")
     def _milvus_uri_kind(self) -> StoreSettings:
         uri = self.milvus_uri

@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
-from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL
+from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL, scan_threads
+from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowMatrix, in_namespaces
 
@@ -133,6 +134,9 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         self.fetch = fetch
         self.min_pool = min_pool
         self.pool_per_k = pool_per_k
+        # Above its row threshold, stage 1 asks this graph instead of scanning every row
+        # (see docgraph.store.graph_ann); None: always the scan.
+        self.graph: DenseGraph | None = None
         super().__init__()
         width = -(-dimension // 64)
         self._snap = _Snapshot(
@@ -208,7 +212,17 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         if allowed_count == 0:
             return []
         pool = max(self.pool_per_k * k, self.min_pool)
-        if allowed_count <= pool:
+        rescore = max(2 * k, k + MIN_RESCORE_EXTRA)
+        near = None
+        if self.graph is not None and allowed_count > pool:
+            near = self.graph.candidates(s.rowids, s.n, s.n - s.dead, allowed, allowed_count,
+                                         q, rescore, k)
+        if near is not None:  # the graph's allowed neighbours and the rows it lacks
+            graph_rows, tail = near
+            if len(tail) > pool:
+                tail = tail[nearest(hamming(s.words[tail], sign_words(q[None, :])[0]), pool)]
+            candidates = np.concatenate([graph_rows, tail])
+        elif allowed_count <= pool:
             candidates = np.flatnonzero(allowed)
         elif 4 * allowed_count < s.n:  # a selective filter: gather its rows' signs
             candidates = np.flatnonzero(allowed)
@@ -218,7 +232,6 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
             qwords = sign_words(q[None, :])[0]
             candidates = nearest(hamming(s.words[: s.n], qwords, allowed), pool)
         approx = (s.codes[candidates].astype(np.float32) @ q) * s.scales[candidates]
-        rescore = max(2 * k, k + MIN_RESCORE_EXTRA)
         if len(candidates) > rescore:
             candidates = candidates[np.argpartition(-approx, rescore - 1)[:rescore]]
         found, vectors = (fetch or self.fetch)(np.sort(s.rowids[candidates]))
@@ -227,5 +240,14 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         exact = vectors.astype(np.float32) @ q
         order = np.lexsort((found, -exact))[:k]
         return [ScoredRow(int(found[i]), float(exact[i])) for i in order]
+
+    def maintain_graph(self) -> None:
+        """Start a background update of the graph when it is due (enough live rows, and no
+        graph yet, a long tail of rows it lacks, or many of its rows deleted), on all cores
+        but one (searches keep one)."""
+        graph, s = self.graph, self._snap
+        if graph is not None and graph.due(s.rowids, s.n, s.n - s.dead):
+            graph.start_update(s.rowids, s.alive.copy(), s.codes, s.scales, s.n,
+                               max(1, scan_threads() - 1))
 
 

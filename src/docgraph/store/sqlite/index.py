@@ -21,6 +21,7 @@ from docgraph.languages import query_terms_for
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.dense import DenseMatrix
+from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
@@ -93,6 +94,7 @@ class EmbeddedChunkIndex:
     def __init__(
         self, catalog: SQLiteCatalog, dimension: int, exact: bool = False, *,
         sidecar: bool = True, sidecar_after_rows: int = SIDECAR_AFTER_ROWS,
+        graph_min_rows: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.dimension = dimension
@@ -124,6 +126,14 @@ class EmbeddedChunkIndex:
         _limit_blas_threads()
         if self.use_sidecar:
             self.sidecar_status = self._load_sidecar()
+        # The dense lane's graph ANN index above graph_min_rows live rows (None: never;
+        # [store] dense_graph_min_rows).
+        self.graph = None if exact or graph_min_rows is None else DenseGraph(
+            catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows)
+        if self.graph is not None:
+            self.graph.open(self._marks(catalog.connection())[0])
+            assert isinstance(self.dense, QuantizedDenseMatrix)
+            self.dense.graph = self.graph
         self.sync()
 
     # -- sidecar ---------------------------------------------------------------
@@ -326,6 +336,8 @@ class EmbeddedChunkIndex:
             self._synced_marks = marks
             self._languages = {}
         self._maybe_save_sidecar()
+        if isinstance(self.dense, QuantizedDenseMatrix):  # build or update the graph if due
+            self.dense.maintain_graph()
 
     def _discard_staged(self) -> None:
         """Forget the rows a sync staged in both indexes and did not publish."""

@@ -138,9 +138,11 @@ class SQLitePorts:
         """The in-memory index following the file, or Milvus (``[store] index``)."""
         if self.store_settings.index == "milvus":
             return milvus_index(self.catalog, dimension, self.store_settings)
+        graph = self.store_settings.dense_graph_min_rows or None  # 0: the exact scan
         if self.catalog.read_only:  # reads a sidecar there, never writes one
-            return EmbeddedChunkIndex(self.catalog, dimension, sidecar_after_rows=sys.maxsize)
-        return EmbeddedChunkIndex(self.catalog, dimension)
+            return EmbeddedChunkIndex(self.catalog, dimension, sidecar_after_rows=sys.maxsize,
+                                      graph_min_rows=graph)
+        return EmbeddedChunkIndex(self.catalog, dimension, graph_min_rows=graph)
 
     def close(self) -> None:
         """Release the refresh lock (if taken) and close every connection."""
