@@ -329,6 +329,8 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
     19: ("DROP TABLE community_access_sources",
          "ALTER TABLE documents DROP COLUMN access"),
     20: ("DROP INDEX documents_restricted",),
+    21: ("DROP INDEX chunks_pending",  # the trigger function is kept: it refuses more
+         "ALTER TABLE chunks ALTER COLUMN embedding SET NOT NULL"),
 }
 
 

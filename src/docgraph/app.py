@@ -199,6 +199,8 @@ class DocGraph(Root):
         return IngestPipeline(
             self.store, self.embedder, self.settings.loader, extractor=self.extractor,
             sources=self.settings.sources,
+            # Milvus follows embedded rows only: its builds embed before they write
+            embed_behind=self.settings.store.index != "milvus",
         )
 
     def _build_graphs(self, force: bool = False) -> list[GraphBuildReport]:

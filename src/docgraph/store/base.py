@@ -26,6 +26,7 @@ from docgraph.model import (
     StoredChunk,
     Vector,
 )
+from docgraph.store.pending import PendingVectors
 
 if TYPE_CHECKING:
     from docgraph.store.lexical import CountedTerms
@@ -86,6 +87,11 @@ class DocumentWrite:
     #: Who may read it besides the namespace's grantees (:data:`~docgraph.model.Access`;
     #: an attachment's is its mail's).
     access: Access = None
+    #: Per chunk, True where its vector is not computed yet: the chunk is stored *pending*
+    #: (text and BM25 terms, no vector; its row in ``vectors`` is ignored), searchable by
+    #: BM25 at once, and its vector is filled in later by the build
+    #: (:class:`~docgraph.store.pending.PendingVectors`). None: every vector is given.
+    missing: Sequence[bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +291,7 @@ class ChunkIndex(Protocol):
         engine calls outside the governed path)."""
         ...
 
-class StoreCatalog(Catalog, Protocol):
+class StoreCatalog(Catalog, PendingVectors, Protocol):
     """A catalog that :class:`docgraph.DocGraph` can run on: the :class:`Catalog` contract plus
     document paging, build bookkeeping and closing (embedded SQLite and PostgreSQL)."""
 

@@ -1,6 +1,7 @@
-"""PostgreSQL migrations 18 to 20 (:mod:`docgraph.store.postgres.schema` applies them after
+"""PostgreSQL migrations 18 to 21 (:mod:`docgraph.store.postgres.schema` applies them after
 :mod:`~docgraph.store.postgres.migrations_8_17`): the console's sign-in buckets (18),
-per-document permissions (19) and the index of restricted documents (20)."""
+per-document permissions (19), the index of restricted documents (20) and chunks stored
+before their vectors (21)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,27 @@ _RESTRICTED_DOCUMENTS: Final = (
     "CREATE INDEX documents_restricted ON documents (namespace_id) WHERE access IS NOT NULL",
 )
 
-#: Migrations 18 to 20.
+# Chunks stored before their vectors (migration 21, docgraph.store.pending): a NULL
+# embedding is a chunk BM25 finds and the dense search skips until the build fills it in;
+# the partial index holds only those, so counting them costs one probe when there are none.
+# Chunks stay immutable but for that one change: a pending chunk's vector set (the lexical
+# statistics never move, since no text does).
+_PENDING_VECTORS: Final = (
+    "ALTER TABLE chunks ALTER COLUMN embedding DROP NOT NULL",
+    "CREATE INDEX chunks_pending ON chunks (namespace_id) WHERE embedding IS NULL",
+    """CREATE OR REPLACE FUNCTION docgraph_chunks_immutable() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        IF OLD.embedding IS NULL AND NEW.embedding IS NOT NULL
+           AND to_jsonb(NEW) - 'embedding' - 'lexemes'
+               = to_jsonb(OLD) - 'embedding' - 'lexemes' THEN
+            RETURN NEW;
+        END IF;
+        RAISE EXCEPTION 'chunks are immutable: delete and insert instead (only a pending '
+                        'chunk''s vector may be set)';
+    END $$""",
+)
+
+#: Migrations 18 to 21.
 MIGRATIONS_18_20: Final[tuple[tuple[str, ...], ...]] = (_SIGNIN_BUCKETS, _DOCUMENT_ACCESS,
-                                                        _RESTRICTED_DOCUMENTS)
+                                                        _RESTRICTED_DOCUMENTS, _PENDING_VECTORS)

@@ -162,11 +162,13 @@ class EmbeddedChunkIndex:
             assert isinstance(self.dense, QuantizedDenseMatrix)
             self.dense.restore_state(dense, meta["dense"])
             self.postings.restore_state(posting, meta["posting"])
-            ids = dense["rowids"][: int(meta["dense"]["n"])]  # the rest is room
-            if (not np.array_equal(ids, posting["rowids"][: int(meta["posting"]["n"])])
-                    or (len(ids) > 1 and not bool((np.diff(ids) > 0).all()))
-                    or (len(ids) and int(ids[-1]) > seen_rows)):
-                raise ValueError("row ids do not line up")
+            # The dense rows are the posting rows that have a vector (pending chunks have
+            # none), each list compacted on its own: both ascending, none past the marks.
+            for ids in (dense["rowids"][: int(meta["dense"]["n"])],  # the rest is room
+                        posting["rowids"][: int(meta["posting"]["n"])]):
+                if ((len(ids) > 1 and not bool((np.diff(ids) > 0).all()))
+                        or (len(ids) and int(ids[-1]) > seen_rows)):
+                    raise ValueError("row ids do not line up")
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("chunk index sidecar ignored: %s: %s", self.sidecar_path, exc)
             self.dense = QuantizedDenseMatrix(self.dimension, self._stored_vectors)
@@ -271,19 +273,21 @@ class EmbeddedChunkIndex:
                 marks = self._marks(db)
                 if marks == self._synced_marks:
                     return
+                # Pending chunks (no vector yet) join the posting lists only; the dense
+                # matrix gets them when their vector arrives, as a new row (see
+                # docgraph.store.sqlite.pending), so it can lag behind the posting lists.
+                after = max(self.dense.max_rowid, self.postings.max_rowid)
                 cursor = db.execute(
                     "SELECT id, namespace_id, vector, kind, terms, term_count FROM chunks"
-                    " WHERE id > ? ORDER BY id",
-                    (self.dense.max_rowid,),
-                )
+                    " WHERE id > ? ORDER BY id", (after,))
                 # Each batch is staged into the arrays as it is read (never all batches
                 # held at once); a read of more than one batch first reserves room for the
                 # rows to come, so no array is copied to grow.
                 loaded, expected = 0, 0
                 while batch := cursor.fetchmany(SYNC_BATCH_ROWS):
                     if loaded == 0 and len(batch) == SYNC_BATCH_ROWS:
-                        expected = self._expected_rows(db, marks[0] - self.dense.max_rowid,
-                                                       len(self.dense))
+                        expected = self._expected_rows(db, marks[0] - after,
+                                                       len(self.postings))
                         self.dense.reserve(expected)
                         if expected >= LARGE_LOAD_ROWS:
                             log.info("chunk index %s: reading ~%d chunk rows from the catalog"
@@ -341,20 +345,25 @@ class EmbeddedChunkIndex:
         return min(ids_to_come, max(rows - loaded, SYNC_BATCH_ROWS))
 
     def _stage(self, batch: _RowBatch) -> None:
-        """Append one batch to the dense matrix and the posting lists, not yet visible."""
+        """Append one batch to the dense matrix (its rows with a vector) and the posting
+        lists (every row), not yet visible."""
+        has = batch.has_vector
+        rowids, namespaces, kinds = batch.rowids[has], batch.namespaces[has], batch.kinds[has]
         if isinstance(self.dense, QuantizedDenseMatrix):
-            self.dense.append_codes(batch.rowids, batch.namespaces, batch.words, batch.codes,
-                                    batch.scales, batch.kinds, publish=False)
+            self.dense.append_codes(rowids, namespaces, batch.words, batch.codes,
+                                    batch.scales, kinds, publish=False)
         else:
-            self.dense.append(batch.rowids, batch.namespaces, batch.vectors, batch.kinds,
-                              publish=False)
+            self.dense.append(rowids, namespaces, batch.vectors, kinds, publish=False)
         self.postings.append(batch.rowids, batch.namespaces, batch.kinds, batch.terms,
                              batch.term_counts, publish=False)
 
     def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
-        """Arrays of one batch of chunk rows; vectors quantized at once unless exact."""
-        matrix = decode_vectors([r[2] for r in rows], self.dimension, self.catalog.path)
+        """Arrays of one batch of chunk rows; vectors (of the rows that have one: a pending
+        chunk's blob is empty) quantized at once unless exact."""
+        has = np.fromiter((len(r[2]) > 0 for r in rows), dtype=bool, count=len(rows))
+        matrix = decode_vectors([r[2] for r in rows if r[2]], self.dimension, self.catalog.path)
         batch = _RowBatch(
+            has_vector=has,
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
             namespaces=np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
             kinds=np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
@@ -381,7 +390,8 @@ class EmbeddedChunkIndex:
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             for rowid, blob in db.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                " AND vector != x''", part  # a pending chunk has none yet
             ):
                 found.append(int(rowid))
                 blobs.append(blob)
@@ -389,8 +399,8 @@ class EmbeddedChunkIndex:
                 decode_vectors(blobs, dim, self.catalog.path))
 
     def __len__(self) -> int:
-        """Live chunks loaded (all namespaces and kinds)."""
-        return len(self.dense)
+        """Live chunks loaded (all namespaces and kinds, pending ones included)."""
+        return len(self.postings)
 
     def _term_ids(self, text: str) -> list[int]:
         terms = query_terms(text)
@@ -444,6 +454,7 @@ class EmbeddedChunkIndex:
 class _RowBatch:
     """One batch of chunk rows read while following the catalog."""
 
+    has_vector: npt.NDArray[np.bool_]  # False: a pending chunk (posting lists only)
     rowids: npt.NDArray[np.int64]
     namespaces: npt.NDArray[np.int32]
     kinds: npt.NDArray[np.int8]
