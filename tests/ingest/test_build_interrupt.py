@@ -2,9 +2,10 @@
 process group, as a terminal sends it) or killed (SIGKILL) keeps every document it committed
 (batches of at most ``COMMIT_EVERY_DOCUMENTS``; their chunks searchable by BM25 even where
 the build had not embedded them yet), says so, and the same command continues without
-reading them again, embedding just the chunks still pending; ``status`` shows a build in progress and counts ``index``
-runs as builds. Real CLI processes, SQLite index and signals; the embedder is the hashing
-one slowed down (``tests/slow_embed_child.py``) so the build is interrupted midway."""
+reading them again, embedding just the chunks still pending; ``status`` shows a build in
+progress and counts ``index`` runs as builds. Real CLI processes, SQLite index and signals;
+the embedder is the hashing one slowed down (``tests/slow_embed_child.py``) so the build is
+interrupted midway."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def test_a_new_document_is_found_by_bm25_before_it_is_embedded(tmp_path: Path, m
     def build() -> None:
         try:
             builder.index(folder, namespace="ops")
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+        except BaseException as exc:  # re-raised in the test's thread
             failed.append(exc)
 
     thread = threading.Thread(target=build)

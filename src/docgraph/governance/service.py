@@ -208,7 +208,7 @@ class Governance(Generic[IndexT]):
         until their build embeds them), so an answer can say its dense lane was partial."""
         if not scope.namespaces:
             return 0
-        return sum(self._root.store.pending_counts(scope.namespaces).values())
+        return sum(self._root.chunk_index().pending_counts(scope.namespaces).values())
 
     def retrieve(self, caller: Caller, query_text: str, *, k: int = 10,
                  mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:

@@ -278,6 +278,11 @@ class ChunkIndex(Protocol):
         """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
         ...
 
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` stored but not embedded yet (skipped by the dense
+        search until their build embeds them), per namespace; absent: none."""
+        ...
+
     def for_query(self, readers: frozenset[str] | None = None) -> ChunkIndex:
         """The index as one query reads it: up to date with the catalog as of now, and not
         checked again by its searches (an index that follows the catalog checks it once per

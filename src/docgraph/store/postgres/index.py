@@ -213,6 +213,11 @@ class PostgresChunkIndex:
     def _readers(self) -> list[str] | None:
         return None if self.readers is None else sorted(self.readers)
 
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` stored but not embedded yet, per namespace (the
+        catalog's count; see :mod:`docgraph.store.pending`)."""
+        return self.catalog.pending_counts(namespaces)
+
     def __len__(self) -> int:
         """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
         row = self.catalog.connection().execute(

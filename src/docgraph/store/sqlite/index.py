@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +107,8 @@ class EmbeddedChunkIndex:
         self._synced_marks: tuple[int, int, int] | None = None
         # The restricted rows as of the marks they were read at (see restricted()).
         self._restricted: tuple[tuple[int, int, int] | None, RestrictedRows] | None = None
+        # Pending chunks per namespace as of the marks they were read at (pending_counts).
+        self._pending: tuple[tuple[int, int, int] | None, dict[str, int]] | None = None
         # Chunk rows read from the catalog by sync (all of them, and since the last sidecar).
         self.rows_read = 0
         self._rows_unsaved = 0
@@ -401,6 +403,18 @@ class EmbeddedChunkIndex:
     def __len__(self) -> int:
         """Live chunks loaded (all namespaces and kinds, pending ones included)."""
         return len(self.postings)
+
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` not embedded yet, as of the last sync: read from the
+        catalog again only when its chunks changed since (a fill or a write moves the
+        marks), so an answer that reports them costs no statement while nothing changes."""
+        marks = self._synced_marks
+        kept = self._pending
+        if kept is None or kept[0] != marks:
+            kept = (marks, self.catalog.pending_counts())
+            self._pending = kept
+        wanted = set(namespaces)
+        return {name: n for name, n in kept[1].items() if name in wanted}
 
     def _term_ids(self, text: str) -> list[int]:
         terms = query_terms(text)
