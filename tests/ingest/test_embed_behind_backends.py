@@ -135,6 +135,7 @@ def test_an_interrupted_build_embeds_only_the_pending_chunks_next_time(
     hits = graph.search(QUERY, namespaces={"ops"}, mode="hybrid", k=5)
     assert {h.source_path for h in hits} == set(FILES)  # kept and found by BM25
     assert not graph.search(QUERY, namespaces={"ops"}, mode="dense", k=5)
+    assert graph.retrieve(QUERY, namespaces={"ops"}).pending_chunks == 3
 
     embedder.embedded = 0
     report = graph.index(folder, namespace="ops")
@@ -142,5 +143,6 @@ def test_an_interrupted_build_embeds_only_the_pending_chunks_next_time(
     assert report.chunks_written == 0 and report.pending_filled == 3
     assert embedder.embedded == report.passages_embedded == 3  # just the pending ones
     assert graph.store.pending_counts() == {}
+    assert graph.retrieve(QUERY, namespaces={"ops"}).pending_chunks == 0
     dense = graph.search(QUERY, namespaces={"ops"}, mode="dense", k=5)
     assert {h.source_path for h in dense} == set(FILES)
