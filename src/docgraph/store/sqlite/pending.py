@@ -43,9 +43,11 @@ class SQLitePendingVectors:
         """Up to ``limit`` pending text chunks of the source (every source's when None),
         oldest first."""
         source = "" if source_id is None else " AND d.source_id = ?"
+        # Driven by the partial index (the pending rows only): joined the other way round,
+        # SQLite would read every chunk of the source's documents for each batch.
         rows = self.connection().execute(
             "SELECT c.id, c.breadcrumb, c.text, c.embed_hash FROM chunks c"
-            " JOIN documents d ON d.id = c.document_id"
+            " INDEXED BY chunks_pending CROSS JOIN documents d ON d.id = c.document_id"
             f" WHERE c.vector = x'' AND c.kind = 'text'{source} ORDER BY c.id LIMIT ?",
             (() if source_id is None else (source_id,)) + (limit,)).fetchall()
         return [PendingChunk(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
