@@ -146,3 +146,31 @@ def test_an_interrupted_build_embeds_only_the_pending_chunks_next_time(
     assert graph.retrieve(QUERY, namespaces={"ops"}).pending_chunks == 0
     dense = graph.search(QUERY, namespaces={"ops"}, mode="dense", k=5)
     assert {h.source_path for h in dense} == set(FILES)
+
+
+@backend_graphs.embedded_only
+def test_a_migration_keeps_pending_chunks_pending(tmp_path: Path, make_graph,
+                                                  embedder: GatedEmbedder,
+                                                  pgvector_server) -> None:
+    """An index an interrupted build left with chunks pending moves to PostgreSQL with
+    them pending (no vector made up), where they can be filled in."""
+    from docgraph.store.migrate import migrate_to_postgres
+    from docgraph.store.postgres import PostgresCatalog
+
+    folder = write_files(tmp_path / "docs", FILES)
+    graph = make_graph()
+    embedder.arm(interrupt=True)
+    with pytest.raises(BuildInterrupted):
+        graph.index(folder, namespace="ops")
+    url = pgvector_server.create_database("moved")
+    target = PostgresCatalog(url)
+    try:
+        migrate_to_postgres(graph.store, target)  # type: ignore[arg-type]
+        assert target.pending_counts() == {"ops": 3}
+        pending = target.pending_chunks(None, 10)
+        vectors = embedder.embed_documents([f"{c.breadcrumb} {c.text}" for c in pending])
+        assert target.fill_vectors(list(zip([c.rowid for c in pending], vectors,
+                                            strict=True))) == 3
+        assert target.pending_counts() == {}
+    finally:
+        target.close()
