@@ -22,7 +22,12 @@ them). For each folder:
     per call) on a sample of the first folder's texts.
 ``--before`` adds a third variant, the pipeline with the model's padded-token bound off
 (``batch_tokens = 0``: batches of 32 passages of any length, as before the bound), so the
-change is measured before/after in the same run.
+change is measured before/after in the same run. ``--commit-embed`` adds the pipeline that
+embeds each commit batch before writing it (``embed_behind`` off: the path before chunks
+were written pending and embedded behind in batches of ``FILL_BATCH`` across documents).
+``--overlap`` adds the experiment of extracting in worker processes from the first file
+(``PARALLEL_AFTER_FILES`` 0, a window of 64 files) while this process embeds smaller
+batches behind (64 passages), so extraction and embedding run at the same time.
 
 Rounds alternate which of (a) and (b) runs first (A B, B A, ...), so drift of the shared
 machine's load hits both; the figures are medians over rounds, the ratio is pipeline
@@ -33,6 +38,8 @@ and the load average is recorded before every measurement.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import random
 import shutil
@@ -40,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,10 @@ from common import REPO_ROOT, load_beir, log, write_corpus_folder, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
 from docgraph.embedding.embedders import BATCH_TOKENS, MiniLMEmbedder
+from docgraph.ingest import embed_behind
+from docgraph.ingest import pipeline as pipeline_module
+from docgraph.ingest.pipeline import IngestPipeline
+from docgraph.ingest.workers import PreparePool
 from docgraph.model import Vector
 
 NAMESPACE = "bench"
@@ -86,12 +97,22 @@ def load() -> list[float]:
 
 
 def build(folder: Path, workdir: Path, embedder: Any, tag: str,
-          workers: int = 0) -> dict[str, Any]:
+          workers: int = 0, behind: bool = True) -> dict[str, Any]:
     """One ``DocGraph.index`` of ``folder`` into a fresh index; wall clock and phases.
     ``workers`` is ``loader.workers`` (0, the default: one prepare process per core once a
-    build has more than ``PARALLEL_AFTER_FILES`` files; 1: everything inline)."""
+    build has more than ``PARALLEL_AFTER_FILES`` files; 1: everything inline); ``behind``
+    False embeds each commit batch before writing it (the path before embedding behind)."""
     db = workdir / f"{tag}.db"
     graph = DocGraph(load_settings(store={"path": db}, loader={"workers": workers}), embedder)
+    if not behind:
+        made = graph._pipeline
+
+        def commit_embed() -> IngestPipeline:
+            pipeline = made()
+            pipeline.embed_behind = False
+            return pipeline
+
+        graph._pipeline = commit_embed  # type: ignore[method-assign]
     before = load()
     started = time.perf_counter()
     report = graph.index(folder, NAMESPACE)
@@ -115,6 +136,28 @@ def build(folder: Path, workdir: Path, embedder: Any, tag: str,
         "not_embed_s": round(wall - report.seconds["embed"], 3),
         "load_before": before,
     }
+
+
+@contextlib.contextmanager
+def overlapping() -> Iterator[None]:
+    """Prepare processes from the first file with a deep window, and fills of 64 passages
+    (so embedding starts while the workers still extract)."""
+    saved = (pipeline_module.PARALLEL_AFTER_FILES, pipeline_module.PreparePool,
+             embed_behind.FILL_BATCH)
+    pipeline_module.PARALLEL_AFTER_FILES = 0
+    pipeline_module.PreparePool = functools.partial(PreparePool, window=64)  # type: ignore
+    embed_behind.FILL_BATCH = 64
+    try:
+        yield
+    finally:
+        (pipeline_module.PARALLEL_AFTER_FILES, pipeline_module.PreparePool,
+         embed_behind.FILL_BATCH) = saved
+
+
+def overlapped(step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``step`` under :func:`overlapping`."""
+    with overlapping():
+        return step()
 
 
 def raw(model: MiniLMEmbedder, texts: list[str], batching: tuple[int, int]) -> dict[str, Any]:
@@ -161,7 +204,8 @@ def sweep(model: MiniLMEmbedder, texts: list[str], seed: int) -> dict[str, Any]:
 
 def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                    workdir: Path, seed: int, swept: dict[str, Any] | None,
-                   inline: bool, before: bool) -> dict[str, Any]:
+                   inline: bool, before: bool, commit_embed: bool = False,
+                   overlap: bool = False) -> dict[str, Any]:
     """Warm-up build (records the texts), batch sweep (the first folder's, reused after
     it: each trial costs tens of seconds here), then alternating rounds."""
     recorder = RecordingEmbedder(model)
@@ -178,6 +222,12 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
     if before:  # today's batches before the padded-token bound: 32 passages, any length
         steps["pipeline_before"] = lambda r: unbounded(
             model, lambda: build(folder, workdir, model, f"{label}-b{r}"))
+    if commit_embed:  # each commit batch embedded before it is written
+        steps["pipeline_commit_embed"] = lambda r: build(folder, workdir, model,
+                                                         f"{label}-c{r}", behind=False)
+    if overlap:  # extraction in workers from the first file while this process embeds
+        steps["pipeline_overlap"] = lambda r: overlapped(
+            lambda: build(folder, workdir, model, f"{label}-o{r}"))
     if inline and warm["workers"] > 1:  # where the prepare processes' cost shows
         steps["pipeline_inline"] = lambda r: build(folder, workdir, model, f"{label}-i{r}", 1)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steps}
@@ -207,6 +257,24 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                       zip(runs["pipeline"], runs["pipeline_before"], strict=True)), 3),
                   "before_phase_s_median": {k: round(statistics.median(
                       p["seconds"][k] for p in runs["pipeline_before"]), 3) for k in phases}}
+    if "pipeline_commit_embed" in runs:
+        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_commit_embed"])
+        extra |= {"pipeline_commit_embed_chunks_per_s": rate,
+                  "commit_embed_ratio": round(rate / raw_rate, 3),
+                  "behind_over_commit_embed": round(pipe_rate / rate, 3),
+                  "behind_over_commit_embed_per_round_median": round(statistics.median(
+                      a["chunks_per_s"] / b["chunks_per_s"] for a, b in
+                      zip(runs["pipeline"], runs["pipeline_commit_embed"], strict=True)), 3),
+                  "commit_embed_phase_s_median": {k: round(statistics.median(
+                      p["seconds"][k] for p in runs["pipeline_commit_embed"]), 3)
+                      for k in phases}}
+    if "pipeline_overlap" in runs:
+        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_overlap"])
+        extra |= {"pipeline_overlap_chunks_per_s": rate,
+                  "overlap_ratio": round(rate / raw_rate, 3),
+                  "overlap_over_behind_per_round_median": round(statistics.median(
+                      b["chunks_per_s"] / a["chunks_per_s"] for a, b in
+                      zip(runs["pipeline"], runs["pipeline_overlap"], strict=True)), 3)}
     if "pipeline_inline" in runs:
         rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_inline"])
         extra |= {"pipeline_inline_chunks_per_s": rate,
@@ -262,6 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", action="store_true",
                         help="also build with the batches of before the padded-token bound "
                              "(32 passages of any length; a third alternating variant)")
+    parser.add_argument("--commit-embed", action="store_true",
+                        help="also build embedding each commit batch before writing it "
+                             "(embed_behind off; a third alternating variant)")
+    parser.add_argument("--overlap", action="store_true",
+                        help="also build with extraction in workers from the first file while "
+                             "embedding behind in batches of 64 (a further variant)")
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -284,7 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"unknown folder {label!r}; choose examples, scifact")
             results.append(measure_folder(label, folder, model, args.rounds, root, args.seed,
                                           results[0]["batch_sweep"] if results else None,
-                                          args.inline, args.before))
+                                          args.inline, args.before, args.commit_embed,
+                                          args.overlap))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     write_result(name, {

@@ -342,6 +342,8 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
          "ALTER TABLE chunks DROP COLUMN lexical",
          "ALTER TABLE documents DROP COLUMN language",
          "ALTER TABLE namespaces DROP COLUMN languages"),
+    22: ("DROP INDEX chunks_pending",  # the trigger function is kept: it refuses more
+         "ALTER TABLE chunks ALTER COLUMN embedding SET NOT NULL"),
 }
 
 

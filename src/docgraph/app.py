@@ -4,6 +4,7 @@ storage ports, embedder and engines once."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
@@ -199,6 +200,8 @@ class DocGraph(Root):
         return IngestPipeline(
             self.store, self.embedder, self.settings.loader, extractor=self.extractor,
             sources=self.settings.sources,
+            # Milvus follows embedded rows only: its builds embed before they write
+            embed_behind=self.settings.store.index != "milvus",
         )
 
     def _build_graphs(self, force: bool = False) -> list[GraphBuildReport]:
@@ -264,12 +267,14 @@ class DocGraph(Root):
         strict: bool = True,
     ) -> CohortResult:
         """Cohort search: lanes, composite ranking, modes, optional trace (``strict``: as
-        in :meth:`search`)."""
+        in :meth:`search`); ``pending_chunks`` counts the searched chunks not embedded yet."""
         query_text = _query(query_text, "query_text")
         namespaces = self._namespaces(namespaces, strict)
-        return self.cohort_engine().search(
+        result = self.cohort_engine().search(
             query_text, namespaces=namespaces, k=k, mode=mode, return_trace=return_trace
         )
+        pending = sum(self.chunk_index().pending_counts(namespaces).values())
+        return dataclasses.replace(result, pending_chunks=pending) if pending else result
 
     def context(
         self, query: str, *, namespaces: Iterable[str], token_budget: int = 4000,

@@ -439,6 +439,9 @@ class NamespaceStatus:
     #: e.g. ``indexing file:///docs: 12 of 60 files, 140 chunks written``. A build whose
     #: process ended before it finished (killed) shows as ``interrupted``.
     in_progress: str | None = None
+    #: Chunks stored but not embedded yet (found by BM25, skipped by the dense lane until
+    #: the build that wrote them, or the next one, embeds them).
+    pending_chunks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

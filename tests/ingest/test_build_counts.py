@@ -41,7 +41,9 @@ def test_first_build_counts_add_up_to_what_the_index_holds(tmp_path: Path) -> No
         report = graph.index(folder, namespace="ops")
         held = {s.namespace: s.chunks for s in graph.store.stats()}["ops"]
         assert report.updated == [] and len(report.added) == 12
-        assert report.passages_embedded > report.chunks_written  # the pass wrote again
+        # the repeated-lines pass wrote documents again before their chunks, written
+        # pending, were embedded: nothing is embedded twice (docgraph.ingest.embed_behind)
+        assert report.passages_embedded == report.chunks_written
         assert report.chunks_written == held
         assert report.chunks_embedded + report.chunks_reused == report.chunks_written
         assert report.chunks_reused == 0  # nothing was indexed before this build

@@ -20,7 +20,14 @@ from docgraph.llm import ChatModel
 from docgraph.model import NamespaceStatus, SourceRecord
 from docgraph.retrieve.cohort import CohortSearch
 from docgraph.retrieve.hybrid import HybridSearcher
-from docgraph.store.base import AuditStore, FailureRecord, NamespaceStats, StoreCatalog, TraceLog
+from docgraph.store.base import (
+    AuditStore,
+    ChunkIndex,
+    FailureRecord,
+    NamespaceStats,
+    StoreCatalog,
+    TraceLog,
+)
 from docgraph.store.graph import GraphStore
 
 
@@ -84,6 +91,10 @@ class GovernedIndex(Protocol):
 
     def sync_settings(self) -> None:
         """Apply admin changes made by other processes (at most every few seconds)."""
+
+    def chunk_index(self) -> ChunkIndex:
+        """The chunk index (its pending-vector counts, as of its last sync)."""
+        ...
 
     def searcher(self) -> HybridSearcher:
         """The single-chunk searcher (``hybrid``, ``dense``)."""

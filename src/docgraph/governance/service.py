@@ -203,6 +203,13 @@ class Governance(Generic[IndexT]):
 
     # -- retrieval ----------------------------------------------------------------------
 
+    def _pending(self, scope: Visibility) -> int:
+        """Chunks of the caller's namespaces not embedded yet (the dense lane skips them
+        until their build embeds them), so an answer can say its dense lane was partial."""
+        if not scope.namespaces:
+            return 0
+        return sum(self._root.chunk_index().pending_counts(scope.namespaces).values())
+
     def retrieve(self, caller: Caller, query_text: str, *, k: int = 10,
                  mode: SearchMode = "vector_first", return_trace: bool = False) -> CohortResult:
         """Search as ``caller`` in any mode (cohort modes with lanes, paths and a trace;
@@ -217,7 +224,8 @@ class Governance(Generic[IndexT]):
             result = engine.search(query_text, namespaces=scope.namespaces, k=k, mode=mode,
                                    return_trace=return_trace)
             record.evidence_keys = [h.chunk_id for h in result.hits]
-            return replace(result, unavailable_row_sources=tuple(sorted(scope.unavailable)))
+            return replace(result, unavailable_row_sources=tuple(sorted(scope.unavailable)),
+                           pending_chunks=self._pending(scope))
         return self._request(caller, f"retrieve:{mode}", query_text, run)
 
     def search(self, caller: Caller, query_text: str, *, k: int = 10,
@@ -235,7 +243,8 @@ class Governance(Generic[IndexT]):
             context = assemble_context(engine, query_text, namespaces=scope.namespaces,
                                        token_budget=token_budget)
             record.evidence_keys = context.chunk_ids
-            return replace(context, unavailable_row_sources=tuple(sorted(scope.unavailable)))
+            return replace(context, unavailable_row_sources=tuple(sorted(scope.unavailable)),
+                           pending_chunks=self._pending(scope))
         return self._request(caller, "context", query_text, run)
 
     def lookup(self, caller: Caller, query: str) -> LookupResult:
@@ -279,7 +288,8 @@ class Governance(Generic[IndexT]):
                 identity.url(b.namespace, b.doc_id, b.source, b.pages[0] if b.pages else None))
                 for b in result.blocks if b.namespace and b.doc_id}
             return replace(result, projection=publish(result.projection, names),
-                           unavailable_row_sources=tuple(sorted(scope.unavailable)))
+                           unavailable_row_sources=tuple(sorted(scope.unavailable)),
+                           pending_chunks=self._pending(scope))
         return self._request(caller, "lookup_knowledge", query, run)
 
     def answer(self, caller: Caller, query_text: str, *, k: int = 8) -> Answer:

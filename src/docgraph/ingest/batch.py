@@ -1,7 +1,11 @@
-"""The build's write batches: prepared documents are collected, embedded at once (reusing
-the vectors of chunk texts the index already holds) and written in one transaction, each
-document (a file with its attachments) atomic on its own. :class:`BatchWriter` commits at
-least every :data:`COMMIT_EVERY_DOCUMENTS` documents, :data:`COMMIT_EVERY_CHUNKS` chunks or
+"""The build's write batches: prepared documents are collected and written in one
+transaction, each document (a file with its attachments) atomic on its own, reusing the
+vectors of chunk texts the index already holds. The other chunks are written *pending*
+(searchable by BM25 at once) and embedded behind in large batches
+(:mod:`docgraph.ingest.embed_behind`); with ``pipeline.embed_behind`` off (an external chunk
+index that follows only embedded rows, or the benchmark's old path) the batch is embedded
+before it is written. :class:`BatchWriter` commits at least every
+:data:`COMMIT_EVERY_DOCUMENTS` documents, :data:`COMMIT_EVERY_CHUNKS` chunks or
 :data:`COMMIT_EVERY_SECONDS`, so an interrupted build keeps what it committed."""
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from docgraph.ingest.embed_behind import VectorFiller
 from docgraph.ingest.prepare import PreparedDocument
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.model import Access, DocumentRecord, RowOrigin
@@ -65,6 +70,7 @@ class BatchWriter:
         self.batch: list[Pending] = []
         self.batch_chunks = 0
         self.batch_started = 0.0  # time.monotonic() when the batch's first document came
+        self.filler = VectorFiller(pipeline, report)
 
     def file_done(self) -> None:
         """Count a finished file (written, unchanged or failed) and report progress; writes
@@ -110,16 +116,22 @@ class BatchWriter:
             to_embed.extend(t for t, h in zip(prepared.embedded_texts, doc_hashes,
                                               strict=True) if h not in found)
         report.seconds["store"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        with span("build.embed", passages=len(to_embed)):
-            fresh = embedder.embed_documents(to_embed) if to_embed else None
-        report.seconds["embed"] += time.perf_counter() - t0
-        report.passages_embedded += len(to_embed)
+        behind = pipeline.embed_behind
+        fresh = None
+        if to_embed and not behind:
+            t0 = time.perf_counter()
+            with span("build.embed", passages=len(to_embed)):
+                fresh = embedder.embed_documents(to_embed)
+            report.seconds["embed"] += time.perf_counter() - t0
+            report.passages_embedded += len(to_embed)
+        elif to_embed:  # written pending, embedded behind (VectorFiller)
+            fresh = np.zeros((len(to_embed), embedder.dimension), dtype=np.float32)
 
         t0 = time.perf_counter()
         pipeline.phase = "store"
         unit_writes: list[DocumentWrite] = []
         cursor = 0
+        pending_chunks = 0
         for unit, found, doc_hashes in zip(units, reused, hashes, strict=True):
             if not found and fresh is not None:  # nothing reused: a slice, no copy
                 vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
@@ -135,6 +147,8 @@ class BatchWriter:
                         cursor += 1
                 vectors = (np.stack(rows).astype(np.float32) if rows
                            else np.zeros((0, embedder.dimension), dtype=np.float32))
+            missing = [h not in found for h in doc_hashes] if behind else None
+            pending_chunks += sum(missing) if missing else 0
             report.count_write(unit.doc_id, doc_hashes, set(found))
             pending, prepared = unit.pending, unit.prepared
             is_file = prepared is pending.prepared
@@ -158,6 +172,7 @@ class BatchWriter:
                 lines_dropped=prepared.lines_dropped,
                 access=pending.access,
                 language=prepared.language,
+                missing=missing,
             ))
         writes: list[DocumentWrite] = []
         for pending in batch:  # a file's write carries its attachments' writes
@@ -173,6 +188,8 @@ class BatchWriter:
             (report.updated if pending.existing is not None else report.added).append(path)
             self.state.chunks_written = report.chunks_written
             self.file_done()
+        if pending_chunks:
+            self.filler.wrote(pending_chunks)
 
 
 class _Unit(NamedTuple):

@@ -139,8 +139,9 @@ class IngestPipeline:
 
     ``workers`` (``loader.workers``; 0 = one per core) processes prepare documents of a bulk
     build while this process embeds and writes; 1 prepares everything inline. Finished
-    documents are embedded and committed in batches of at most ``embed_batch_chunks``
-    chunks, :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS`.
+    documents are committed in batches of at most ``embed_batch_chunks`` chunks,
+    :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS`, their new
+    chunks pending and embedded behind (``embed_behind``, :mod:`~docgraph.ingest.batch`).
     """
 
     def __init__(
@@ -151,9 +152,9 @@ class IngestPipeline:
         embed_batch_chunks: int = COMMIT_EVERY_CHUNKS,
         extractor: EntityExtractor | None = None,
         sources: SourcesSettings | None = None,
+        embed_behind: bool = True,
     ) -> None:
-        self.catalog = catalog
-        self.embedder = embedder
+        self.catalog, self.embedder, self.embed_behind = catalog, embedder, embed_behind
         self.loader = loader
         self.embed_batch_chunks = embed_batch_chunks
         self.extractor = extractor
@@ -228,6 +229,7 @@ class IngestPipeline:
         try:
             self._visit(crawler, entries, existing, reread, writer, report)
             self._finish(crawler, entries, existing, report, progress)
+            writer.filler.drain()  # what is pending: this build's, or an interrupted one's
         except KeyboardInterrupt as exc:
             # Ctrl-C: the batches committed so far stay; nothing not yet visited is deleted,
             # failures are not cleared and the source is not marked indexed, so the next

@@ -49,6 +49,9 @@ class IngestReport:
     #: Passages sent to the embedding model, the repeated-lines pass's included (the work
     #: done; at least ``chunks_embedded``).
     passages_embedded: int = 0
+    #: Chunks whose vectors this build stored after writing them pending (its own and any
+    #: an interrupted build left: :mod:`docgraph.ingest.embed_behind`).
+    pending_filled: int = 0
     bodies_read: int = 0
     workers: int = 1  # processes that prepared documents (1 = inline)
     wall_seconds: float = 0.0  # the whole build, start to end

@@ -72,6 +72,7 @@ def index_rows(pipeline: IngestPipeline, source: SourceRecord, rows: Iterable[Ro
     writer.flush()
     pipeline.delete_absent(report, existing, present.__contains__)
     pipeline.catalog.mark_indexed(source)
+    writer.filler.drain()  # the rows written pending (and any an interrupted build left)
     report.wall_seconds = time.perf_counter() - started
     return report
 

@@ -291,7 +291,9 @@ class Refresher:
     def _pipeline(self) -> IngestPipeline:
         root = self.root
         return IngestPipeline(root.store, root.embedder, root.settings.loader,
-                              extractor=root.extractor, sources=root.settings.sources)
+                              extractor=root.extractor, sources=root.settings.sources,
+                              # Milvus follows embedded rows only: embed before writing
+                              embed_behind=root.settings.store.index != "milvus")
 
     def _ingest_folder(
         self, source: SourceRecord, progress: ProgressCallback | None

@@ -16,6 +16,7 @@ def index_status(root: StatusRoot, now: float | None = None) -> list[NamespaceSt
     history = root.build_history
     interval = float(root.settings.refresh.interval_seconds)
     stats = {s.namespace: s for s in root.store.stats()}
+    pending = root.store.pending_counts()
     names = sorted(set(root.store.namespaces()) | set(history.namespaces()))
     out: list[NamespaceStatus] = []
     leader: str | bool | None = False  # looked up once, when a build shows as running
@@ -46,5 +47,6 @@ def index_status(root: StatusRoot, now: float | None = None) -> list[NamespaceSt
             failed_documents=ns.failures if ns else 0,
             last_indexed_at=ns.last_indexed_at if ns else None,
             in_progress=progress,
+            pending_chunks=pending.get(name, 0),
         ))
     return out

@@ -89,6 +89,10 @@ class CohortResult:
     #: Names of the table sources whose row re-check failed during the search (their
     #: rows were left out, fail closed), set by the governed service; empty otherwise.
     unavailable_row_sources: tuple[str, ...] = ()
+    #: Chunks of the searched namespaces stored but not embedded yet (a build embeds them
+    #: behind its writes: BM25 finds them, the dense lane skips them), set by the governed
+    #: service; 0 when every chunk has its vector.
+    pending_chunks: int = 0
 
 
 class CohortSearcher(Protocol):

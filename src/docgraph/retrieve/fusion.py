@@ -82,15 +82,19 @@ def rank_pool(q: CohortQuery) -> list[Selected]:
     query_ids, dense, lexical, hops, walked = q.query_ids, q.dense, q.lexical, q.hops, q.walked
     bridge_ids = [e for e in q.seed_entities if e not in set(query_ids)][:_MAX_BRIDGE_ENTITIES]
     vectors = q.index.vectors(list(pool))
-    rows = [r for r in pool if r in vectors]
+    lex_pos = {r.rowid: i for i, r in enumerate(lexical)}
+    # A BM25 hit without a vector is a chunk not embedded yet (docgraph.store.pending): it
+    # is ranked by its BM25 rank and lanes, with no similarity (a zero vector here only,
+    # never in the dense lane); any other row without one is gone.
+    rows = [r for r in pool if r in vectors or r in lex_pos]
     if not rows:
         return []
     n = len(rows)
     row_ids = np.array(rows, dtype=np.int64)
-    matrix = np.stack([vectors[r] for r in rows])
+    unknown = np.zeros(len(q.vector), dtype=np.float32)
+    matrix = np.stack([vectors.get(r, unknown) for r in rows])
     sims = (matrix @ q.vector).astype(np.float64)
     dense_pos = {r.rowid: i for i, r in enumerate(dense)}
-    lex_pos = {r.rowid: i for i, r in enumerate(lexical)}
     lex_score = {r.rowid: r.score for r in lexical}
     dense_rank = np.array([dense_pos.get(r, -1) for r in rows], dtype=np.float64)
     outside = np.flatnonzero(dense_rank < 0)

@@ -45,6 +45,8 @@ def _report_line(report: IngestReport, seconds: float) -> str:
         + "; "
         f"{report.chunks_written} chunks written ({report.chunks_embedded} embedded, "
         f"{report.chunks_reused} reused) in {seconds:.1f}s ({rate:.0f} chunks/s)"
+        + (f"; {earlier} chunks an interrupted build left unembedded now embedded"
+           if (earlier := report.pending_filled - report.chunks_embedded) > 0 else "")
     )
 
 

@@ -140,6 +140,9 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         for b in info.builds:
             if b.in_progress:
                 console.print(f"building {escape(b.namespace)}: {escape(b.in_progress)}")
+            if b.pending_chunks:
+                console.print(f"{escape(b.namespace)}: {b.pending_chunks} chunks awaiting "
+                              "embeddings (found by keyword until they are embedded)")
             for p in b.errors:
                 err.print(f"[red]{p.outcome}[/] {escape(b.namespace)} {escape(p.source)} "
                           f"{p.phase}: {escape(p.message)}")

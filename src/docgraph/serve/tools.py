@@ -81,10 +81,18 @@ def _mention(chunk: StoredChunk, identity: PublicIdentity) -> dict[str, Any]:
     return out
 
 
-def note_unavailable(payload: dict[str, Any], sources: Sequence[str]) -> dict[str, Any]:
+def note_unavailable(payload: dict[str, Any], sources: Sequence[str],
+                     pending_chunks: int = 0) -> dict[str, Any]:
     """``payload`` telling its caller which row-level sources could not be re-checked (their
-    rows were left out, fail closed), so a thin answer is not mistaken for a complete one;
-    unchanged when every re-check answered."""
+    rows were left out, fail closed), and which lanes were partial (``lanes``: chunks not
+    embedded yet, found by keyword only), so a thin answer is not mistaken for a complete
+    one; unchanged when every re-check answered and every chunk has its vector."""
+    if pending_chunks:
+        payload["lanes"] = {"dense": {"pending_chunks": pending_chunks}}
+        payload["lanes_note"] = (
+            f"{pending_chunks} chunk{'s are' if pending_chunks > 1 else ' is'} not embedded "
+            "yet (a build is embedding them): they are found by keyword (BM25) only, not by "
+            "meaning; ask again later for a complete answer")
     if sources:
         payload["unavailable_row_sources"] = list(sources)
         payload["unavailable_note"] = (
@@ -193,7 +201,8 @@ class DocgraphTools:
         if not payload["evidence"]:
             payload["note"] = ("no visible evidence matched; rephrase with explicit entity "
                                "names or try search_documents with a larger k")
-        return note_unavailable(payload, result.unavailable_row_sources)
+        return note_unavailable(payload, result.unavailable_row_sources,
+                                result.pending_chunks)
 
     def _hit_chars(self) -> int:
         """The most characters of a hit's text shown: what a chunk built with the current
@@ -214,7 +223,7 @@ class DocgraphTools:
             out["note"] = ("nothing visible matched; name entities explicitly, rephrase, or "
                            + ("build the graph for global mode" if args.mode == "global"
                               else "raise k"))
-        return note_unavailable(out, result.unavailable_row_sources)
+        return note_unavailable(out, result.unavailable_row_sources, result.pending_chunks)
 
     def explore_topics(self, caller: Caller, args: ExploreTopicsArgs) -> dict[str, Any]:
         """Community reports (global mode) and, with a chat model, a map-reduced answer."""
@@ -236,7 +245,7 @@ class DocgraphTools:
                 if self.graph.chat_model is None else "no report produced an answer")
         if not reports:
             out["note"] = "no community reports in reach (the entity graph is not built or empty)"
-        return note_unavailable(out, result.unavailable_row_sources)
+        return note_unavailable(out, result.unavailable_row_sources, result.pending_chunks)
 
     def trace_connections(self, caller: Caller, args: TraceConnectionsArgs) -> dict[str, Any]:
         """Graph-first results, each with the entity paths that link it to the query."""
@@ -255,7 +264,7 @@ class DocgraphTools:
         if trace is not None and not trace.query_entities_found:
             out["note"] = ("no known entity was recognised in query_text: name entities "
                            "exactly (search_entities shows their spelling)")
-        return note_unavailable(out, result.unavailable_row_sources)
+        return note_unavailable(out, result.unavailable_row_sources, result.pending_chunks)
 
     def document_context(self, caller: Caller, args: DocumentContextArgs) -> dict[str, Any]:
         """Entities | Relationships | Community Reports | Source Text within the budget."""
@@ -269,7 +278,7 @@ class DocgraphTools:
             "source_chunks": [identity.key_anywhere(c) for c in context.chunk_ids],
             "sections": {name: [identity.cited_keys(r) for r in rows]
                          for name, rows in context.sections.items()},
-        }, context.unavailable_row_sources)
+        }, context.unavailable_row_sources, context.pending_chunks)
 
     def search_entities(self, caller: Caller, args: SearchEntitiesArgs) -> dict[str, Any]:
         """Matching entities with the visible chunks that mention them."""
@@ -328,6 +337,7 @@ class DocgraphTools:
                 "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
                 "failed_documents": b.failed_documents,
                 "in_progress": b.in_progress,
+                **({"pending_chunks": b.pending_chunks} if b.pending_chunks else {}),
                 "errors": [{"source": identity.source_name(b.namespace, p.source),
                             "phase": p.phase, "outcome": p.outcome,
                             "message": p.message} for p in b.errors],
@@ -359,7 +369,7 @@ class DocgraphTools:
         result = self.governance.retrieve(caller, args.query, k=SEARCH_RESULTS)
         identity = self.governance.identity()
         return note_unavailable({"results": [search_result(h, identity) for h in result.hits]},
-                                result.unavailable_row_sources)
+                                result.unavailable_row_sources, result.pending_chunks)
 
     def fetch(self, caller: Caller, args: FetchArgs) -> dict[str, Any]:
         """The ``fetch`` of the search/fetch pair: the text behind a search result id."""

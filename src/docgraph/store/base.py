@@ -26,6 +26,7 @@ from docgraph.model import (
     StoredChunk,
     Vector,
 )
+from docgraph.store.pending import PendingVectors
 
 if TYPE_CHECKING:
     from docgraph.store.lexical import CountedTerms
@@ -88,6 +89,11 @@ class DocumentWrite:
     access: Access = None
     #: The language its words are analysed in for BM25 (ISO 639-1, :mod:`docgraph.languages`).
     language: str = "en"
+    #: Per chunk, True where its vector is not computed yet: the chunk is stored *pending*
+    #: (text and BM25 terms, no vector; its row in ``vectors`` is ignored), searchable by
+    #: BM25 at once, and its vector is filled in later by the build
+    #: (:class:`~docgraph.store.pending.PendingVectors`). None: every vector is given.
+    missing: Sequence[bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +280,11 @@ class ChunkIndex(Protocol):
         """Live chunks in the index, all namespaces and kinds (the hub-threshold base)."""
         ...
 
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` stored but not embedded yet (skipped by the dense
+        search until their build embeds them), per namespace; absent: none."""
+        ...
+
     def for_query(self, readers: frozenset[str] | None = None) -> ChunkIndex:
         """The index as one query reads it: up to date with the catalog as of now, and not
         checked again by its searches (an index that follows the catalog checks it once per
@@ -287,7 +298,7 @@ class ChunkIndex(Protocol):
         engine calls outside the governed path)."""
         ...
 
-class StoreCatalog(Catalog, Protocol):
+class StoreCatalog(Catalog, PendingVectors, Protocol):
     """A catalog that :class:`docgraph.DocGraph` can run on: the :class:`Catalog` contract plus
     document paging, build bookkeeping and closing (embedded SQLite and PostgreSQL)."""
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from docgraph.errors import StoreError
 from docgraph.languages import ENGLISH
 from docgraph.model import ChunkDraft, DocumentRecord, EntityLink, RowOrigin, SourceRecord
@@ -175,7 +177,9 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
                                                           int(r[5]), float(r[6])))
     model = embedded.embedding_model()
     assert model is not None
-    vectors = decode_vectors([r[9] for r in rows], model[1], embedded.path)
+    has = np.array([bool(r[9]) for r in rows], dtype=bool)  # pending chunks stay pending
+    vectors = np.zeros((len(rows), model[1]), dtype=np.float32)
+    vectors[has] = decode_vectors([r[9] for r in rows if r[9]], model[1], embedded.path)
     chunks = [ChunkDraft(int(r[0]), r[1], tuple(json.loads(r[3])), int(r[4]), r[5], r[6], r[7],
                          None if r[10] is None else (int(r[10]), int(r[11])), bool(r[12]))
               for r in rows]
@@ -189,6 +193,7 @@ def _document_write(embedded: SQLiteCatalog, copy: SourceRecord, row_id: int, pa
         line_hashes=None if doc[12] is None else json.loads(doc[12]),
         lines_dropped=json.loads(doc[13]),
         language=doc[14] or ENGLISH,  # PostgreSQL counts its terms in the same language
+        missing=None if has.all() else (~has).tolist(),
     )
     return write, [r[8] for r in rows]
 

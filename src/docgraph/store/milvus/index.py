@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -225,6 +225,11 @@ class MilvusChunkIndex:
         filtered after ranking (the governed search widens and asks again while fewer than
         ``k`` remain)."""
         return self
+
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` stored but not embedded yet, per namespace (the
+        catalog's count; see :mod:`docgraph.store.pending`)."""
+        return self.catalog.pending_counts(namespaces)
 
     def __len__(self) -> int:
         """Live chunks (all namespaces and kinds) as of the last sync."""

@@ -23,6 +23,7 @@ from docgraph.errors import StoreError, StoreUnavailable
 from docgraph.languages import ENGLISH, language_terms
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
+from docgraph.store.postgres.pending import PostgresPendingVectors
 from docgraph.store.postgres.schema import (
     MIGRATION_LOCK_KEY,
     MIGRATIONS,
@@ -91,7 +92,7 @@ def _closed_by_server(conn: Any) -> bool:
     return False
 
 
-class PostgresCatalog(SqlCatalogDocuments):
+class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
     """The catalog in a PostgreSQL database; safe to share between threads (one connection
     per thread). The document write is shared (:class:`SqlCatalogDocuments`: a batch in one
     transaction, a savepoint per document); this class stores its chunk rows
@@ -275,7 +276,8 @@ class PostgresCatalog(SqlCatalogDocuments):
         rows = self.connection().execute(
             "SELECT c.embed_hash, c.embedding FROM chunks c"
             " JOIN documents d ON d.id = c.document_id JOIN namespaces n ON n.id = d.namespace_id"
-            " WHERE n.name = %s AND d.doc_id = %s AND c.embed_hash = ANY(%s)",
+            " WHERE n.name = %s AND d.doc_id = %s AND c.embed_hash = ANY(%s)"
+            " AND c.embedding IS NOT NULL",
             (namespace, doc_id, wanted),
         ).fetchall()
         return {str(h): _array(v) for h, v in rows}
@@ -293,14 +295,16 @@ class _ChunkRows:
         """The write's chunk rows with their vectors in the ``embedding`` column."""
         rows: list[tuple[Any, ...]] = []
         language = write.language
-        for chunk, crumb, embed_hash, vector in zip(
-            write.chunks, write.breadcrumbs, hashes, write.vectors, strict=True
+        missing = write.missing if write.missing is not None else [False] * len(write.chunks)
+        for chunk, crumb, embed_hash, vector, pending in zip(
+            write.chunks, write.breadcrumbs, hashes, write.vectors, missing, strict=True
         ):
             rows.append((
                 document_id, ns_id, chunk.index, chunk.text, crumb,
                 _json_list(chunk.section_path), chunk.token_count, chunk.prev_index,
                 chunk.next_index, chunk.parent_index, embed_hash,
-                np.asarray(vector, dtype=np.float32), *(chunk.pages or (None, None)),
+                None if pending else np.asarray(vector, dtype=np.float32),  # NULL: pending
+                *(chunk.pages or (None, None)),
                 chunk.ocr, None if language == ENGLISH else own_terms(crumb, chunk.text,
                                                                       language),
             ))

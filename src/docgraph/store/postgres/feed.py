@@ -113,7 +113,8 @@ class PostgresChangeFeed:
         if not ids:
             return {}
         rows = self.catalog.connection().execute(
-            "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (ids,)).fetchall()
+            "SELECT id, embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
+            (ids,)).fetchall()
         return {int(i): _array(v) for i, v in rows}
 
     # -- helpers --------------------------------------------------------------

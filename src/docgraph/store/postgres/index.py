@@ -214,6 +214,11 @@ class PostgresChunkIndex:
     def _readers(self) -> list[str] | None:
         return None if self.readers is None else sorted(self.readers)
 
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` stored but not embedded yet, per namespace (the
+        catalog's count; see :mod:`docgraph.store.pending`)."""
+        return self.catalog.pending_counts(namespaces)
+
     def __len__(self) -> int:
         """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
         row = self.catalog.connection().execute(
@@ -248,6 +253,7 @@ class PostgresChunkIndex:
                     "WITH hits AS MATERIALIZED ("
                     " SELECT id, embedding FROM chunks"
                     f" WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s{_READABLE_ROW}"
+                    " AND embedding IS NOT NULL"
                     f" ORDER BY embedding::halfvec({d}) <=> %(q)s::halfvec({d}) LIMIT %(k)s)"
                     " SELECT id, embedding <=> %(q)s::vector AS distance FROM hits"
                     " ORDER BY distance, id",
@@ -260,6 +266,7 @@ class PostgresChunkIndex:
                 rows = db.execute(
                     "SELECT id, embedding <=> %(q)s::vector AS distance FROM chunks"
                     f" WHERE namespace_id = ANY(%(ns)s) AND kind = %(kind)s{_READABLE_ROW}"
+                    " AND embedding IS NOT NULL"
                     " ORDER BY distance, id LIMIT %(k)s",
                     {"q": query, "ns": ns_ids, "kind": kind, "k": k,
                      "readers": self._readers()},
@@ -329,6 +336,7 @@ class PostgresChunkIndex:
         if not ids:
             return {}
         rows = self.catalog.connection().execute(
-            "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (ids,)
+            "SELECT id, embedding FROM chunks WHERE id = ANY(%s)"
+            " AND embedding IS NOT NULL", (ids,)  # a pending chunk has no vector yet
         ).fetchall()
         return {int(i): _array(v) for i, v in rows}

@@ -36,6 +36,7 @@ from docgraph.store.postgres.migrations_1_7 import MIGRATIONS_1_7, TS_CONFIG
 from docgraph.store.postgres.migrations_8_17 import MIGRATIONS_8_17
 from docgraph.store.postgres.migrations_18_20 import MIGRATIONS_18_20
 from docgraph.store.postgres.migrations_21 import MIGRATIONS_21
+from docgraph.store.postgres.migrations_22 import MIGRATIONS_22
 
 __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSION", "TS_CONFIG",
            "drop_hnsw_index_statements", "hnsw_index_statements"]
@@ -43,10 +44,12 @@ __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSI
 #: Every migration, in order: migration ``n`` is ``MIGRATIONS[n - 1]`` (the statements live in
 #: :mod:`~docgraph.store.postgres.migrations_1_7`,
 #: :mod:`~docgraph.store.postgres.migrations_8_17`,
-#: :mod:`~docgraph.store.postgres.migrations_18_20` and
-#: :mod:`~docgraph.store.postgres.migrations_21`).
+#: :mod:`~docgraph.store.postgres.migrations_18_20`,
+#: :mod:`~docgraph.store.postgres.migrations_21` and
+#: :mod:`~docgraph.store.postgres.migrations_22`).
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (*MIGRATIONS_1_7, *MIGRATIONS_8_17,
-                                                  *MIGRATIONS_18_20, *MIGRATIONS_21)
+                                                  *MIGRATIONS_18_20, *MIGRATIONS_21,
+                                                  *MIGRATIONS_22)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -78,10 +78,14 @@ def check_write(write: DocumentWrite, hashes: Sequence[str], dimension: int | No
     if write.entity_links and len(write.entity_links) != n:
         raise StoreError(f"{write.doc_id}: entity links for {len(write.entity_links)} of "
                          f"{n} chunks")
+    if write.missing is not None and len(write.missing) != n:
+        raise StoreError(f"{write.doc_id}: {n} chunks but {len(write.missing)} pending flags")
     vectors = write.vectors
+    given = (np.ones(n, dtype=bool) if write.missing is None
+             else ~np.asarray(write.missing, dtype=bool))  # pending rows carry no vector
     if n and (vectors.ndim != 2 or (dimension is not None and vectors.shape[1] != dimension)
-              or not np.isfinite(vectors).all()):
-        finite = (np.isfinite(vectors).reshape(n, -1).all(axis=1)
+              or not np.isfinite(vectors[given]).all()):
+        finite = (np.isfinite(vectors).reshape(n, -1).all(axis=1) | ~given
                   if vectors.ndim >= 1 else np.zeros(n, dtype=bool))
         bad = int(np.flatnonzero(~finite)[0]) if not finite.all() else 0
         raise StoreError(f"{write.doc_id}#chunk-{write.chunks[bad].index}: invalid vector")

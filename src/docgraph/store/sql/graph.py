@@ -245,7 +245,8 @@ class SqlGraphStore(SqlGraphReads):
                 f"SELECT id, {self.backend.vector_column} FROM chunks"
                 f" WHERE id IN ({marks(len(part))})", part,
             ):
-                out[int(rowid)] = self.backend.decode_vector(raw)
+                if raw is not None and raw != b"":  # a pending chunk has no vector yet
+                    out[int(rowid)] = self.backend.decode_vector(raw)
         return out
 
     def replace_graph(

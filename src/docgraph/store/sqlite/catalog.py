@@ -32,6 +32,7 @@ from docgraph.store.sqlite.access import (
     read_only_uri,
 )
 from docgraph.store.sqlite.connections import ConnectionPool
+from docgraph.store.sqlite.pending import PENDING_BLOB, SQLitePendingVectors, pending_flags
 from docgraph.store.sqlite.readonly import TempTables
 from docgraph.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, prepare
 from docgraph.store.sqlite.vectors import decode_vector, encode_vector
@@ -44,7 +45,7 @@ UNREAD_WAL = ("SQLite cannot read in a read-only folder without the -shm file be
               "(closing checkpoints them into the file), or with its -shm file")
 
 
-class SQLiteCatalog(SqlCatalogDocuments):
+class SQLiteCatalog(SqlCatalogDocuments, SQLitePendingVectors):
     """The catalog in one SQLite file (WAL mode), safe to share between threads.
 
     Each thread gets its own connection (one an ended thread left, else a new one); writes
@@ -236,7 +237,8 @@ class SQLiteCatalog(SqlCatalogDocuments):
             return {}
         rows = self.connection().execute(
             "SELECT c.embed_hash, c.vector FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " JOIN namespaces n ON n.id = d.namespace_id WHERE n.name = ? AND d.doc_id = ?",
+            " JOIN namespaces n ON n.id = d.namespace_id WHERE n.name = ? AND d.doc_id = ?"
+            " AND c.vector != x''",  # a pending chunk has no vector to reuse
             (namespace, doc_id),
         ).fetchall()
         return {
@@ -302,11 +304,11 @@ class _ChunkRows:
             [(document_id, ns_id, chunk.index, chunk.text, crumb,
               paths[chunk.section_path], chunk.token_count,
               chunk.prev_index, chunk.next_index, chunk.parent_index,
-              embed_hash, encode_vector(vector), lexical.blob, lexical.length,
-              *(chunk.pages or (None, None)), int(chunk.ocr))
-             for chunk, crumb, embed_hash, vector, lexical in zip(
+              embed_hash, PENDING_BLOB if pending else encode_vector(vector), lexical.blob,
+              lexical.length, *(chunk.pages or (None, None)), int(chunk.ocr))
+             for chunk, crumb, embed_hash, vector, lexical, pending in zip(
                  write.chunks, write.breadcrumbs, hashes, vectors, self.encoded[position],
-                 strict=True)],
+                 pending_flags(write.missing, len(write.chunks)), strict=True)],
         )
 
     def failed(self, db: sqlite3.Connection, units_written: int) -> None:

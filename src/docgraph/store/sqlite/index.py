@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +112,8 @@ class EmbeddedChunkIndex:
         self._languages: dict[tuple[int, ...], frozenset[str]] = {}
         # The restricted rows as of the marks they were read at (see restricted()).
         self._restricted: tuple[tuple[int, int, int] | None, RestrictedRows] | None = None
+        # Pending chunks per namespace as of the marks they were read at (pending_counts).
+        self._pending: tuple[tuple[int, int, int] | None, dict[str, int]] | None = None
         # Chunk rows read from the catalog by sync (all of them, and since the last sidecar).
         self.rows_read = 0
         self._rows_unsaved = 0
@@ -175,11 +177,13 @@ class EmbeddedChunkIndex:
             assert isinstance(self.dense, QuantizedDenseMatrix)
             self.dense.restore_state(dense, meta["dense"])
             self.postings.restore_state(posting, meta["posting"])
-            ids = dense["rowids"][: int(meta["dense"]["n"])]  # the rest is room
-            if (not np.array_equal(ids, posting["rowids"][: int(meta["posting"]["n"])])
-                    or (len(ids) > 1 and not bool((np.diff(ids) > 0).all()))
-                    or (len(ids) and int(ids[-1]) > seen_rows)):
-                raise ValueError("row ids do not line up")
+            # The dense rows are the posting rows that have a vector (pending chunks have
+            # none), each list compacted on its own: both ascending, none past the marks.
+            for ids in (dense["rowids"][: int(meta["dense"]["n"])],  # the rest is room
+                        posting["rowids"][: int(meta["posting"]["n"])]):
+                if ((len(ids) > 1 and not bool((np.diff(ids) > 0).all()))
+                        or (len(ids) and int(ids[-1]) > seen_rows)):
+                    raise ValueError("row ids do not line up")
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("chunk index sidecar ignored: %s: %s", self.sidecar_path, exc)
             self.dense = QuantizedDenseMatrix(self.dimension, self._stored_vectors)
@@ -284,19 +288,21 @@ class EmbeddedChunkIndex:
                 marks = self._marks(db)
                 if marks == self._synced_marks:
                     return
+                # Pending chunks (no vector yet) join the posting lists only; the dense
+                # matrix gets them when their vector arrives, as a new row (see
+                # docgraph.store.sqlite.pending), so it can lag behind the posting lists.
+                after = max(self.dense.max_rowid, self.postings.max_rowid)
                 cursor = db.execute(
                     "SELECT id, namespace_id, vector, kind, terms, term_count FROM chunks"
-                    " WHERE id > ? ORDER BY id",
-                    (self.dense.max_rowid,),
-                )
+                    " WHERE id > ? ORDER BY id", (after,))
                 # Each batch is staged into the arrays as it is read (never all batches
                 # held at once); a read of more than one batch first reserves room for the
                 # rows to come, so no array is copied to grow.
                 loaded, expected = 0, 0
                 while batch := cursor.fetchmany(SYNC_BATCH_ROWS):
                     if loaded == 0 and len(batch) == SYNC_BATCH_ROWS:
-                        expected = self._expected_rows(db, marks[0] - self.dense.max_rowid,
-                                                       len(self.dense))
+                        expected = self._expected_rows(db, marks[0] - after,
+                                                       len(self.postings))
                         self.dense.reserve(expected)
                         if expected >= LARGE_LOAD_ROWS:
                             log.info("chunk index %s: reading ~%d chunk rows from the catalog"
@@ -357,20 +363,25 @@ class EmbeddedChunkIndex:
         return min(ids_to_come, max(rows - loaded, SYNC_BATCH_ROWS))
 
     def _stage(self, batch: _RowBatch) -> None:
-        """Append one batch to the dense matrix and the posting lists, not yet visible."""
+        """Append one batch to the dense matrix (its rows with a vector) and the posting
+        lists (every row), not yet visible."""
+        has = batch.has_vector
+        rowids, namespaces, kinds = batch.rowids[has], batch.namespaces[has], batch.kinds[has]
         if isinstance(self.dense, QuantizedDenseMatrix):
-            self.dense.append_codes(batch.rowids, batch.namespaces, batch.words, batch.codes,
-                                    batch.scales, batch.kinds, publish=False)
+            self.dense.append_codes(rowids, namespaces, batch.words, batch.codes,
+                                    batch.scales, kinds, publish=False)
         else:
-            self.dense.append(batch.rowids, batch.namespaces, batch.vectors, batch.kinds,
-                              publish=False)
+            self.dense.append(rowids, namespaces, batch.vectors, kinds, publish=False)
         self.postings.append(batch.rowids, batch.namespaces, batch.kinds, batch.terms,
                              batch.term_counts, publish=False)
 
     def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
-        """Arrays of one batch of chunk rows; vectors quantized at once unless exact."""
-        matrix = decode_vectors([r[2] for r in rows], self.dimension, self.catalog.path)
+        """Arrays of one batch of chunk rows; vectors (of the rows that have one: a pending
+        chunk's blob is empty) quantized at once unless exact."""
+        has = np.fromiter((len(r[2]) > 0 for r in rows), dtype=bool, count=len(rows))
+        matrix = decode_vectors([r[2] for r in rows if r[2]], self.dimension, self.catalog.path)
         batch = _RowBatch(
+            has_vector=has,
             rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
             namespaces=np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
             kinds=np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
@@ -397,7 +408,8 @@ class EmbeddedChunkIndex:
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
             for rowid, blob in db.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                " AND vector != x''", part  # a pending chunk has none yet
             ):
                 found.append(int(rowid))
                 blobs.append(blob)
@@ -405,8 +417,20 @@ class EmbeddedChunkIndex:
                 decode_vectors(blobs, dim, self.catalog.path))
 
     def __len__(self) -> int:
-        """Live chunks loaded (all namespaces and kinds)."""
-        return len(self.dense)
+        """Live chunks loaded (all namespaces and kinds, pending ones included)."""
+        return len(self.postings)
+
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """Chunks of ``namespaces`` not embedded yet, as of the last sync: read from the
+        catalog again only when its chunks changed since (a fill or a write moves the
+        marks), so an answer that reports them costs no statement while nothing changes."""
+        marks = self._synced_marks
+        kept = self._pending
+        if kept is None or kept[0] != marks:
+            kept = (marks, self.catalog.pending_counts())
+            self._pending = kept
+        wanted = set(namespaces)
+        return {name: n for name, n in kept[1].items() if name in wanted}
 
     def _term_ids(self, text: str, namespace_ids: list[int]) -> list[int]:
         """The stored ids of the query's terms, read in every language of the namespaces."""
@@ -468,6 +492,7 @@ class EmbeddedChunkIndex:
 class _RowBatch:
     """One batch of chunk rows read while following the catalog."""
 
+    has_vector: npt.NDArray[np.bool_]  # False: a pending chunk (posting lists only)
     rowids: npt.NDArray[np.int64]
     namespaces: npt.NDArray[np.int32]
     kinds: npt.NDArray[np.int8]

@@ -3,7 +3,7 @@ the stored vectors it reads kept for the rest of the query."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,6 +40,10 @@ class EmbeddedQueryView:
     def __len__(self) -> int:
         """Live chunks loaded (all namespaces and kinds)."""
         return len(self.index)
+
+    def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
+        """:meth:`EmbeddedChunkIndex.pending_counts` as of this query's sync."""
+        return self.index.pending_counts(namespaces)
 
     def _stored_vectors(
         self, rowids: npt.NDArray[np.int64]

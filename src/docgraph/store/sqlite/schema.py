@@ -86,6 +86,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE TABLE IF NOT EXISTS terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
 CREATE INDEX IF NOT EXISTS chunks_namespace ON chunks(namespace_id);
+-- Chunks stored before their vector (an empty blob: docgraph.store.sqlite.pending); empty
+-- when every chunk is embedded, so counting them costs one probe.
+CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(namespace_id) WHERE vector = x'';
 CREATE TABLE IF NOT EXISTS chunk_tombstones (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     chunk_id INTEGER NOT NULL
