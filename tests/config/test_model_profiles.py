@@ -114,3 +114,24 @@ def test_the_engines_of_an_index_use_the_selected_models_constants(make_graph) -
             assert getattr(engine.settings, key) == value, key
         else:
             assert getattr(searcher.settings, key) == value, key
+
+
+def test_an_admin_model_change_brings_the_new_models_constants(make_graph, monkeypatch  # type: ignore[no-untyped-def]
+                                                               ) -> None:
+    """Switching embed.model at run time (admin, with the full re-index it forces) gives the
+    cohort engine the new model's constants, and an explicit value still wins."""
+    from docgraph.embedding.embedders import HashingEmbedder
+
+    class Replacement(HashingEmbedder):
+        name = "replacement"
+
+    monkeypatch.setattr("docgraph.embedding.embedders.make_embedder",
+                        lambda settings: Replacement())
+    graph = make_graph(retrieval={"seed_pool": 9})
+    graph.admin.update({"embed.model": E5}, is_admin=True, full_reindex=True, persist=False)
+    engine = graph.cohort_engine()
+    for section, key, value in _e5_values():
+        if section == "retrieval":
+            assert getattr(graph.settings.retrieval, key) == value
+            assert getattr(engine.settings, key) == value, key
+    assert engine.settings.seed_pool == 9
