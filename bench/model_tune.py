@@ -396,7 +396,8 @@ def combine(models: Sequence[str], name: str) -> None:
         "protocol": protocol(),
         "confirmation": CONFIRMATION,
         "shipped": shipped,
-        "models": {m: {k: v for k, v in p.items() if k not in ("results", "benchmark")}
+        "models": {m: {k: v for k, v in p.items()
+                       if k not in ("results", "benchmark", "test_per_query")}
                    for m, p in per_model.items()},
         "test_across_models": across,
         "results": [r for m in models for r in per_model[m]["results"]],
