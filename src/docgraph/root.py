@@ -135,8 +135,12 @@ class Root:
 
     @embedder.setter
     def embedder(self, embedder: Embedder) -> None:
+        """Another model (an admin model change): checked against the index again, and the
+        cohort engine's settings re-read, as the model's profile may have changed them
+        (``docgraph.config.profiles``)."""
         self._embedder = embedder
         self._model_checked = None
+        self.cohort_settings = CohortSettings.from_config(self._settings.retrieval)
 
     @property
     def chat_model(self) -> ChatModel | None:

@@ -22,6 +22,7 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from docgraph.config.profiles import MODEL_PROFILES
 from docgraph.config.settings import Settings
 
 ENV_PREFIX = "DOCGRAPH_"
@@ -176,7 +177,31 @@ def render() -> str:
             kind += f", {bounds}"
         lines.append(f"| {name} | {_cell(kind)} | {_default(field)} | "
                      f"`{env_name(section, key)}` | {_cell(field.description or '')} |")
+    lines += _profiles()
     return "\n".join(lines) + "\n"
+
+
+def _profiles() -> list[str]:
+    """The per-model defaults section: where an ``[index]`` / ``[retrieval]`` value comes
+    from when ``embed.model`` selects a model with its own constants."""
+    lines = ["", "## Per-model defaults", "",
+             _cell("Selecting an embedding model (`embed.model`) also selects its ranking "
+                   "constants: the keys below replace the defaults above unless the key is "
+                   "set explicitly (in the settings file, an environment variable or a "
+                   "keyword argument), which always wins. A model not listed, or a key its "
+                   "profile does not name, keeps the default above "
+                   "(`docgraph.config.profiles`)."),
+             "", "| model | key | value | evidence |", "| --- | --- | --- | --- |"]
+    for model, profile in MODEL_PROFILES.items():
+        rows = [(f"{section}.{key}", value) for section, values in profile.values.items()
+                for key, value in values.items()]
+        if not rows:
+            lines.append(f"| `{model}` | (none: the defaults above) | | "
+                         f"{_cell(profile.evidence)} |")
+        for key, value in rows:
+            lines.append(f"| `{model}` | `{key}` | `{_toml(value)}` | "
+                         f"{_cell(profile.evidence)} |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

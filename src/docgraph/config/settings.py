@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from docgraph.config.indexing import (
@@ -24,6 +24,7 @@ from docgraph.config.indexing import (
     StoreSettings,
 )
 from docgraph.config.paths import FileRelativeTomlSource
+from docgraph.config.profiles import apply_profile
 from docgraph.config.retrieval import RetrievalSettings
 from docgraph.config.serving import (
     AuthSettings,
@@ -62,6 +63,28 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    _from_profile: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _model_profile(self) -> Settings:
+        """The selected embedding model's constants (``docgraph.config.profiles``) for every
+        ``[index]`` / ``[retrieval]`` key not set explicitly."""
+        self._from_profile = apply_profile(
+            {"index": self.index, "retrieval": self.retrieval}, self.embed.model)
+        return self
+
+    def from_profile(self) -> dict[str, dict[str, Any]]:
+        """``{section: {key: value}}`` that came from the embedding model's profile rather
+        than from the defaults or the user (what ``docgraph status`` and the settings page
+        can show as the value's origin)."""
+        return {name: dict(values) for name, values in self._from_profile.items()}
+
+    def select_model(self, model: str) -> None:
+        """Switch ``embed.model`` in place and re-apply the profiles, so the ranking
+        constants follow the model (explicit values still win)."""
+        self.embed.model = model
+        self._from_profile = apply_profile(
+            {"index": self.index, "retrieval": self.retrieval}, model)
 
     @classmethod
     def settings_customise_sources(

@@ -223,6 +223,10 @@ class AdminSettings:
             # Every other process of the index applies these within a few seconds.
             self.root.shared_settings.record(result.changed)
         if new_embedder is not None:
+            # The new model's ranking constants (its profile) replace the old model's,
+            # except values set explicitly; setting the embedder rebuilds the cohort
+            # engine's settings from them.
+            settings.select_model(settings.embed.model)
             self.root.embedder = new_embedder
             reports = self.root.reindex_full(progress)
             result.reindexed_chunks = sum(r.chunks_embedded for r in reports)
