@@ -2,13 +2,12 @@
 
 For every file: an unchanged change token (ETag or size + mtime) skips it without reading;
 otherwise the bytes are hashed and an unchanged hash only refreshes the token. Changed and
-new files are extracted, chunked and embedded (reusing the vectors of chunks whose embedded
-text did not change) and written in one transaction each; files gone from the folder,
-including those that vanish while the build runs, are deleted. A file that cannot be read or
-extracted, is too large, or is not a regular file (a symlink, a FIFO) is recorded with its
-reason and skipped; whatever was indexed for it before stays searchable. A build that
-completes leaves exactly this build's failure records: those of files that now index or
-are gone are cleared.
+new files are extracted, chunked and written in one transaction each (chunks whose embedded
+text did not change keep their vectors, new ones are embedded behind:
+:mod:`~docgraph.ingest.embed_behind`); files gone, even mid-build, are deleted. A file that
+cannot be read or extracted, is too large, or is not a regular file (a symlink, a FIFO) is
+recorded with its reason and skipped; whatever was indexed for it before stays searchable.
+A build that completes leaves exactly its own failure records.
 
 One file can give several documents: a mail's attachments are documents of their own, path
 ``<mail>/<attachment>`` (see :class:`~docgraph.store.base.DocumentWrite`): written in the
@@ -22,8 +21,8 @@ Lines repeated across a large share of the source's documents (legal footers; se
 are prepared without the lines repeated among the stored documents, and at the end of the
 build the files whose documents do not drop exactly the lines repeated now are read again.
 
-Table rows (``natural_language`` columns) go through :meth:`IngestPipeline.index_rows`: one
-document per row, incremental by content hash, rows gone from the table are deleted.
+Table rows (``natural_language`` columns): :meth:`IngestPipeline.index_rows`, one document
+per row, incremental by content hash.
 
 Beside this module: :mod:`~docgraph.ingest.rows` builds a table's rows,
 :mod:`~docgraph.ingest.batch` embeds and writes the prepared documents in committed
