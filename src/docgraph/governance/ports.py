@@ -20,7 +20,14 @@ from docgraph.llm import ChatModel
 from docgraph.model import NamespaceStatus, SourceRecord
 from docgraph.retrieve.cohort import CohortSearch
 from docgraph.retrieve.hybrid import HybridSearcher
-from docgraph.store.base import AuditStore, FailureRecord, NamespaceStats, StoreCatalog, TraceLog
+from docgraph.store.base import (
+    AuditStore,
+    FailureRecord,
+    NamespaceStats,
+    ReplicaStatus,
+    StoreCatalog,
+    TraceLog,
+)
 from docgraph.store.graph import GraphStore
 
 
@@ -51,6 +58,9 @@ class IndexStatusView(Protocol):
     @property
     def refresher_running(self) -> bool: ...
 
+    @property
+    def replicas(self) -> list[ReplicaStatus]: ...
+
 
 class GovernedIndex(Protocol):
     """Everything :class:`~docgraph.governance.Governance` and its listings use of an index.
@@ -66,6 +76,16 @@ class GovernedIndex(Protocol):
 
     @property
     def graph_store(self) -> GraphStore: ...
+
+    @property
+    def query_store(self) -> StoreCatalog:
+        """The catalog as queries read it (the read replicas, when there are some)."""
+        ...
+
+    @property
+    def query_graph_store(self) -> GraphStore:
+        """The graph store as queries read it (the read replicas, when there are some)."""
+        ...
 
     @property
     def traces(self) -> TraceLog: ...
