@@ -79,16 +79,20 @@ class PostgresLeaderLock:
 
     def try_acquire(self) -> bool:
         """Lead if no process does; True when this process leads. A leading connection
-        that broke (server restart, network) lost the lock with it: it is dropped (this
-        returns False) and the next call tries again on a new one; an unreachable server
-        is False too."""
+        that broke (server restart, network, a failover) lost the lock with it: it is
+        dropped and the lock is tried again at once on a new connection (to the new primary
+        after a failover, when the URL lists every host with
+        ``target_session_attrs=read-write``); an unreachable server is False."""
         import psycopg
 
         with self._lock:
-            try:
-                if self._held:
+            if self._held:
+                try:
                     self._connection().execute("SELECT 1")
                     return True
+                except (psycopg.Error, StoreError):
+                    self._drop_connection()  # the session, and the lock, are gone
+            try:
                 row = self._connection().execute(
                     "SELECT pg_try_advisory_lock(%s, %s)", LEADER_LOCK_KEYS).fetchone()
             except (psycopg.Error, StoreError):
