@@ -183,3 +183,47 @@ def test_status_shows_each_replicas_lag(pair, indexes):
     (shown,) = tools.call("index_status", Caller("bob"), {})["replicas"]
     assert shown["replica"] == 1 and shown["standby"] and shown["reachable"]
     assert isinstance(shown["lag_bytes"], int) and "url" not in shown
+
+
+def _server_port(conn) -> int:  # type: ignore[no-untyped-def]
+    return int(conn.execute("SELECT current_setting('port')").fetchone()[0])
+
+
+def test_each_connection_picks_a_replica_that_answers_else_the_primary(pair, indexes):
+    primary, standby = pair
+    writer, _ = indexes
+    gone = f"postgresql://postgres@127.0.0.1:{_closed_port()}/docgraph"
+    for policy in ("round_robin", "least_lag"):
+        replica = ReplicaCatalog(writer.store, [gone, standby.url("docgraph")],  # type: ignore[arg-type]
+                                 policy)
+        try:
+            reads = [_server_port(replica.connection())]
+            reads += _in_threads(replica, 3)
+            assert set(reads) == {standby.port}, policy  # the unreachable one skipped
+            assert replica.fallbacks == 0
+        finally:
+            replica.close()
+    nowhere = ReplicaCatalog(writer.store, [gone])  # type: ignore[arg-type]
+    try:  # no replica answers: the primary serves the read
+        assert _server_port(nowhere.connection()) == primary.port
+        assert nowhere.fallbacks == 1
+        assert _server_port(nowhere.connection()) == primary.port  # not retried at once
+    finally:
+        nowhere.close()
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (connections are refused at once)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _in_threads(replica: ReplicaCatalog, count: int) -> list[int]:
+    """The server port each of ``count`` new threads' connections reads from."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(lambda _: _server_port(replica.connection()), range(count)))

@@ -35,6 +35,9 @@ from docgraph.store.postgres.catalog import PostgresCatalog, connection_url, red
 ReadPolicy = Literal["round_robin", "least_lag"]
 _POLL_S = 0.005  # how often a read waiting for its replica asks again
 _STATUS_TIMEOUT_S = 2  # connect timeout of a status probe: one dead replica must not hang it
+#: After no replica answered, reads go to the primary for this long before replicas are
+#: tried again (an unreachable host must not cost every read a connect timeout).
+RETRY_REPLICAS_S = 5.0
 
 
 def lsn_value(lsn: str | None) -> int | None:
@@ -93,6 +96,7 @@ class ReplicaCatalog(PostgresCatalog):
         #: Reads that went to the primary because no replica had caught up within the
         #: bound, or none could be reached (for status and tests).
         self.fallbacks = 0
+        self._replicas_down_until = 0.0
 
     # -- which replica ------------------------------------------------------------------
 
@@ -142,9 +146,14 @@ class ReplicaCatalog(PostgresCatalog):
         primary_conn = getattr(self.primary._local, "conn", None)
         if primary_conn is not None and not primary_conn.closed and _in_transaction(primary_conn):
             return primary_conn  # a transaction begun on the primary stays there
+        conn = getattr(self._local, "conn", None)
+        if (conn is None or conn.closed) and time.monotonic() < self._replicas_down_until:
+            self.fallbacks += 1
+            return self.primary.connection()
         try:
             conn = super().connection()
         except StoreUnavailable:
+            self._replicas_down_until = time.monotonic() + RETRY_REPLICAS_S
             self.fallbacks += 1
             return self.primary.connection()
         if _in_transaction(conn) or self._caught_up(conn):
