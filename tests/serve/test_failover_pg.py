@@ -22,6 +22,9 @@ import httpx
 import psycopg
 import pytest
 
+from docgraph import DocGraph
+from docgraph.config import load_settings
+from docgraph.serve.auth import BearerTokens
 from docgraph.store.postgres.leader import PostgresLeaderLock
 from tests.deployment import Deployment
 from tests.helpers import write_files
@@ -104,11 +107,13 @@ def test_a_failover_under_eight_clients_loses_no_acknowledged_request(pair, tmp_
              f'read_urls = ["{_libpq(standby)}"]\n')
     deployment = Deployment(tmp_path, store, POLICY, "[refresh]\nin_serve = false\n")
     leader = PostgresLeaderLock(both, identity="leader@test")
+    # an operator's process on the same settings: it builds before and after the failover
+    operator = DocGraph(load_settings(deployment.config))
     try:
-        deployment.run("index", str(write_files(tmp_path / "eng", {
-            "t3.md": "# Tern T3\n\nFirmware 2.4.1 fixes error E-417 on the Tern T3.\n"})),
-            "--namespace", "engineering")
-        token = deployment.run("token", "add", "alice").strip()
+        operator.index(write_files(tmp_path / "eng", {
+            "t3.md": "# Tern T3\n\nFirmware 2.4.1 fixes error E-417 on the Tern T3.\n"}),
+            namespace="engineering")
+        token = BearerTokens(operator.token_store).add("alice")
         wait_replayed(primary, standby)
         process, base = deployment.serve_process()
         assert leader.try_acquire()
@@ -154,10 +159,11 @@ def test_a_failover_under_eight_clients_loses_no_acknowledged_request(pair, tmp_
                                 " AND granted").fetchone()[0] == 1
         leader.release()  # else the index below is refused: another process leads
 
-        # writes go to the promoted server; the running server reads them
-        deployment.run("index", str(write_files(tmp_path / "eng2", {
-            "k9.md": "# Kestrel\n\nKestrel K9 gearbox torque is 412 Nm.\n"})),
-            "--namespace", "engineering")
+        # the operator's process writes to the promoted server without reopening; the
+        # running server reads it
+        operator.index(write_files(tmp_path / "eng2", {
+            "k9.md": "# Kestrel\n\nKestrel K9 gearbox torque is 412 Nm.\n"}),
+            namespace="engineering")
         found = httpx.post(base + "/api/v1/search_documents",
                            json={"query_text": "Kestrel gearbox torque"},
                            headers={"Authorization": f"Bearer {token}"}, timeout=30)
@@ -165,5 +171,6 @@ def test_a_failover_under_eight_clients_loses_no_acknowledged_request(pair, tmp_
         assert process.poll() is None  # never restarted
         assert "Traceback" not in deployment.log_of(process)
     finally:
+        operator.close()
         leader.close()
         deployment.stop()
