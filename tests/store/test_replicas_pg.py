@@ -10,6 +10,7 @@ replayed them within ``read_wait_s``, else from the primary.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +18,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
 from docgraph import DocGraph
 from docgraph.config import Settings, load_settings
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
+from docgraph.serve.cli import app
 from docgraph.serve.tools import DocgraphTools
 from docgraph.store.postgres.replicas import ReplicaCatalog
 from tests.helpers import CountingEmbedder, write_files
@@ -171,7 +174,7 @@ def test_a_document_this_process_indexes_is_read_back_at_once(pair, indexes, tmp
     assert replica.fallbacks == paused_fallbacks  # replayed now: the standby answers
 
 
-def test_status_shows_each_replicas_lag(pair, indexes):
+def test_status_shows_each_replicas_lag(pair, indexes, tmp_path):
     primary, standby = pair
     _, reader = indexes
     wait_replayed(primary, standby)
@@ -183,6 +186,16 @@ def test_status_shows_each_replicas_lag(pair, indexes):
     (shown,) = tools.call("index_status", Caller("bob"), {})["replicas"]
     assert shown["replica"] == 1 and shown["standby"] and shown["reachable"]
     assert isinstance(shown["lag_bytes"], int) and "url" not in shown
+    # the operator's `docgraph status` names each replica (no password) with its lag
+    config = tmp_path / "docgraph.toml"
+    config.write_text(f'[store]\nbackend = "postgres"\nurl = "{reader.settings.store.url}"\n'
+                      f'read_urls = ["{_libpq(standby)}"]\n[embed]\nmodel = "hashing"\n')
+    done = CliRunner().invoke(app, ["--config", str(config), "status", "--json"])
+    assert done.exit_code == 0, done.output
+    (listed,) = json.loads(done.stdout)["replicas"]
+    assert listed["url"] == _libpq(standby) and listed["standby"] and listed["error"] == ""
+    done = CliRunner().invoke(app, ["--config", str(config), "status"])
+    assert f"read replica {_libpq(standby)}: " in done.stdout and "bytes behind" in done.stdout
 
 
 def _server_port(conn) -> int:  # type: ignore[no-untyped-def]
