@@ -18,12 +18,14 @@ figures are the store's and the pipeline's, not a model's.
    tup_fetched) and transactions (xact_commit). The writes a lookup makes (its audit record
    and traces) go to the primary either way.
 2. Throughput: ``docgraph serve`` processes (hashing embedder, a bearer token, a policy
-   letting the caller read both namespaces), MCP sessions calling ``lookup_knowledge`` and
-   ``search_documents`` alternately (``bench/serve_backends.py``'s client): 1 server on the
-   primary, 2 servers on the primary, 2 servers reading the replica. The client, the
-   servers and both PostgreSQL servers share this machine's cores (2 here), so calls/s of 2
-   servers over 1 is bounded by the cores, not by docgraph or the primary: the per-call
-   primary load of part 1 is the figure that says how far replicas stretch a primary.
+   letting the caller read both namespaces), ``--clients`` MCP sessions calling
+   ``lookup_knowledge`` and ``search_documents`` alternately (``bench/serve_backends.py``'s
+   client): 1 server on the primary, 2 servers on the primary, 2 servers reading the
+   replica, in ``--rounds`` alternating rounds (all four servers started once); medians.
+   The client, the servers and both PostgreSQL servers share this machine's cores (2 here),
+   so calls/s of 2 servers over 1 is bounded by the cores, not by docgraph or the primary:
+   the per-call primary load of part 1 is the figure that says how far replicas stretch a
+   primary.
 
 ``--parts load`` runs part 1 only: its counts do not depend on timing, so it need not wait
 for the benchmark lock. Results: ``bench/results/<name>.json``. Wrap timed runs in
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -57,7 +60,8 @@ from docgraph.governance import (  # noqa: E402
     RoleAssignment,
     StaticEntitlements,
 )
-from serve_backends import child_environment, serve_configuration  # noqa: E402
+from serve_backends import child_environment, issue_token, run_pass  # noqa: E402
+from serve_load import free_port, start_server  # noqa: E402
 
 DATABASE = "bench"
 GRANTS = StaticEntitlements([RoleAssignment("alice", "staff", "*")])
@@ -148,6 +152,64 @@ def per_lookup_load(primary: str, standby: str, url: str, replica_url: str,
     return rows
 
 
+def throughput(root: Path, url: str, replica_url: str, queries: list[str],
+               args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, float | None]]:
+    """calls/s of 1 server on the primary, 2 on the primary and 2 reading the replica, in
+    alternating rounds (every server started once, kept running); medians per
+    configuration and their ratio to 1 server."""
+    envs = {}
+    for name, read_urls in (("primary", ""), ("replica", f'["{replica_url}"]')):
+        folder = root / name
+        folder.mkdir()
+        store = {"backend": "postgres", "url": url}
+        if read_urls:
+            store["read_urls"] = read_urls
+        envs[name] = (folder, {**child_environment(folder, store),
+                               "DOCGRAPH_EMBED__MODEL": "hashing"})
+    token = issue_token(envs["primary"][1], envs["primary"][0])  # one database, one token
+    processes: list[Any] = []
+    urls: dict[str, list[str]] = {}
+    try:
+        for name, (folder, env) in envs.items():
+            ports = [free_port(), free_port()]
+            for i, port in enumerate(ports):
+                processes.append(start_server(env, port, folder / f"serve-{i}.log"))
+            urls[name] = [f"http://127.0.0.1:{port}/mcp" for port in ports]
+        configurations = {"1 server, reads from the primary": urls["primary"][:1],
+                          "2 servers, reads from the primary": urls["primary"],
+                          "2 servers, reads from the replica": urls["replica"]}
+        passes: dict[str, list[dict[str, Any]]] = {name: [] for name in configurations}
+        for round_ in range(args.rounds):
+            for name, targets in configurations.items():
+                figures = run_pass(targets, token, queries, args.clients, args.calls,
+                                   args.deadline, seed=round_)
+                figures.pop("error_samples", None)
+                passes[name].append(figures)
+                log(f"  round {round_ + 1}, {name}: {figures['calls_per_s']} calls/s, "
+                    f"errors {figures['errors']}, load {figures['load_average'][0]}")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(30)
+    rows = []
+    for name, figures in passes.items():
+        rates = [f["calls_per_s"] or 0.0 for f in figures]
+        rows.append({"configuration": name, "rounds": len(figures),
+                     "calls_per_s_median": round(statistics.median(rates), 2),
+                     "calls_per_s": rates,
+                     "errors": sum(f["errors"] for f in figures),
+                     "lookup_p50_ms": statistics.median(
+                         f["tools"]["lookup_knowledge"]["p50_ms"] for f in figures),
+                     "lookup_p95_ms": statistics.median(
+                         f["tools"]["lookup_knowledge"]["p95_ms"] for f in figures),
+                     "load_average": [f["load_average"][0] for f in figures]})
+    one = rows[0]["calls_per_s_median"]
+    ratios = {row["configuration"]: round(row["calls_per_s_median"] / one, 2) if one else None
+              for row in rows}
+    return rows, ratios
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=20_000)
@@ -155,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--calls", type=int, default=30, help="calls per MCP session")
     parser.add_argument("--deadline", type=float, default=120.0)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of the three serving configurations")
     parser.add_argument("--parts", default="load,throughput")
     parser.add_argument("--name", default="replicas")
     args = parser.parse_args(argv)
@@ -190,22 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    args.lookups)
 
         served: list[dict[str, Any]] = []
-        configurations = (("primary", 1, ""), ("primary", 2, ""),
-                          ("replica", 2, f'["{_libpq(replica_url)}"]'))
-        for name, servers, read_urls in configurations if "throughput" in parts else ():
-            folder = root / f"{name}-{servers}"
-            folder.mkdir()
-            store = {"backend": "postgres", "url": _libpq(url)}
-            if read_urls:
-                store["read_urls"] = read_urls
-            env = {**child_environment(folder, store), "DOCGRAPH_EMBED__MODEL": "hashing"}
-            for row in serve_configuration(f"reads from the {name}", env, folder, servers,
-                                           queries, [args.clients], args.calls,
-                                           args.deadline):
-                served.append({k: v for k, v in row.items() if k != "error_samples"})
-        one = served[0]["calls_per_s"] or 0 if served else 0
-        ratios = {row["backend"] + f", {row['servers']} server(s)":
-                  round((row["calls_per_s"] or 0) / one, 2) if one else None for row in served}
+        ratios: dict[str, float | None] = {}
+        if "throughput" in parts:
+            log("throughput")
+            served, ratios = throughput(root, _libpq(url), _libpq(replica_url), queries, args)
         write_result(args.name, {
             "chunks": args.chunks, "cores": os.cpu_count(),
             "note": "client, servers, primary and standby share the machine's cores: the "
