@@ -13,6 +13,7 @@ Adding a backend is one class (like :class:`MilvusBackend`) and one line in :dat
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -175,12 +176,62 @@ class MilvusPostgresBackend(PostgresBackend):
         server_manager_instance.release_server(self.uri)
 
 
+#: A real Milvus server for the contract (``http://host:19530``), read once at import:
+#: the tests run with every DOCGRAPH_* variable removed. Unset: the server backend is not
+#: in :data:`BACKENDS` at all (neither run nor skipped): Milvus Lite stands in for it.
+MILVUS_SERVER_URI = os.environ.get("DOCGRAPH_TEST_MILVUS_URI", "")
+MILVUS_SERVER_TOKEN = os.environ.get("DOCGRAPH_TEST_MILVUS_TOKEN", "")
+
+
+class MilvusServerBackend:
+    """The SQLite catalog with its chunk index in a collection of its own on the Milvus
+    server at ``DOCGRAPH_TEST_MILVUS_URI``, dropped afterwards."""
+
+    name = "milvus-server"
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        pytest.importorskip("pymilvus")
+        self.path = tmp_path / "index.db"
+        self.collection = f"docgraph_test_{uuid.uuid4().hex[:12]}"
+        self.opened: list[tuple[SQLiteCatalog, ChunkIndex]] = []
+
+    def store_settings(self) -> dict[str, object]:
+        return {"backend": "embedded", "path": self.path, "index": "milvus",
+                "milvus_uri": MILVUS_SERVER_URI, "milvus_collection": self.collection}
+
+    def open_store(self, dimension: int) -> StoreHandle:
+        from docgraph.store.milvus.index import MilvusChunkIndex
+
+        catalog = SQLiteCatalog(self.path)
+        index = MilvusChunkIndex.over(catalog, dimension, MILVUS_SERVER_URI,
+                                      collection=self.collection, token=MILVUS_SERVER_TOKEN)
+        self.opened.append((catalog, index))
+        # a server's BM25 statistics are the shard's (one shard: the whole collection)
+        return StoreHandle(catalog, index, global_bm25_statistics=True)
+
+    def close(self) -> None:
+        from pymilvus import MilvusClient
+
+        for catalog, index in self.opened:
+            index.close()  # type: ignore[attr-defined]
+            catalog.close()
+        if not self.opened:  # nothing was created (e.g. the server could not be reached)
+            return
+        client = MilvusClient(uri=MILVUS_SERVER_URI, token=MILVUS_SERVER_TOKEN)
+        try:
+            client.drop_collection(self.collection)
+        finally:
+            client.close()
+
+
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Backend]] = {
     "embedded": EmbeddedBackend,
     "postgres": PostgresBackend,
     "milvus": MilvusBackend,
     "milvus-postgres": MilvusPostgresBackend,
 }
+if MILVUS_SERVER_URI:
+    BACKENDS["milvus-server"] = MilvusServerBackend
 
 
 @pytest.fixture(params=["embedded", "postgres"])

@@ -48,6 +48,7 @@ from docgraph.store.base import (
     ChunkIndex,
     FailureRecord,
     NamespaceStats,
+    ReplicaStatus,
     StoreCatalog,
     TraceLog,
 )
@@ -75,6 +76,7 @@ class IndexStatus:
     refresh_leader: str | None = None  # pid@host of the process leading the refresh
     this_process_leads: bool = False
     refresher_running: bool = False  # this process runs the background refresh loop
+    replicas: list[ReplicaStatus] = field(default_factory=list)  # [store] read_urls' lag
 
 
 class Root:
@@ -87,6 +89,9 @@ class Root:
         self.backend = self._settings.store.backend
         self.ports: StorePorts = open_ports(self._settings.store)
         self.store: StoreCatalog = self.ports.catalog
+        #: The catalog as queries read it: the read replicas (``[store] read_urls``) when
+        #: there are some, else :attr:`store`. Builds write through :attr:`store`.
+        self.query_store: StoreCatalog = self.ports.query_catalog
         self.extractor: EntityExtractor | None = (
             make_extractor(self._settings.graph) if self._settings.graph.enabled else None
         )
@@ -204,6 +209,12 @@ class Root:
         return self.ports.graph
 
     @property
+    def query_graph_store(self) -> GraphStore:
+        """The graph store as queries read it (from the read replicas, when there are
+        some); graph builds write through :attr:`graph_store`."""
+        return self.ports.query_graph
+
+    @property
     def traces(self) -> TraceLog:
         """Retrieval traces stored by the governed service (in the backend's database)."""
         return self.ports.traces
@@ -252,13 +263,13 @@ class Root:
         """A hybrid searcher over this index (``hybrid`` and ``dense`` single chunks)."""
         index = self.chunk_index()
         self.check_model()
-        return HybridSearcher(self.store, index, self._embedder, self._settings.index)
+        return HybridSearcher(self.query_store, index, self._embedder, self._settings.index)
 
     def cohort_engine(self, settings: CohortSettings | None = None) -> CohortSearch:
         """The cohort search engine over this index."""
         index = self.chunk_index()
         self.check_model()
-        return CohortSearch(self.store, index, self.graph_store, self._embedder,
+        return CohortSearch(self.query_store, index, self.query_graph_store, self._embedder,
                             self.extractor, settings or self.cohort_settings,
                             self._current_chat_model())
 
@@ -339,6 +350,7 @@ class Root:
             refresh_leader=self.leadership.leader(),
             this_process_leads=self.leadership.leading,
             refresher_running="refresher" in self.__dict__ and self.refresher.running,
+            replicas=self.ports.replicas(),
         )
 
     def close(self) -> None:

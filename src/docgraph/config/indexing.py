@@ -73,6 +73,25 @@ class StoreSettings(Section):
         description="PostgreSQL connection URL for backend = 'postgres' "
         "(postgresql://user@host:5432/db; put the password in PGPASSWORD or ~/.pgpass).",
     )
+    read_urls: list[str] = Field(
+        default_factory=list,
+        description="PostgreSQL: streaming replicas (hot standbys) of store.url that serve "
+        "the query side (search lanes, chunk and document reads, lookups); everything that "
+        "writes (builds, traces, audit, sessions, tokens, leadership, policy) goes to "
+        "store.url. Each thread's connection picks one (store.read_policy). Empty: every "
+        "read goes to store.url. See docs/operations.md (replicas, failover).",
+    )
+    read_policy: Literal["round_robin", "least_lag"] = Field(
+        default="round_robin",
+        description="PostgreSQL: which of store.read_urls a new read connection uses: "
+        "'round_robin' (in turn) or 'least_lag' (the one that has replayed the most WAL).",
+    )
+    read_wait_s: float = Field(
+        default=2.0, ge=0.0, le=60.0,
+        description="PostgreSQL with store.read_urls: after a write this process made (a "
+        "build, a console change), how long a read waits for its replica to replay past "
+        "that write's WAL position before it reads the primary instead (read-your-writes).",
+    )
     pg_ef_search: int = Field(
         default=DEFAULT_PG_EF_SEARCH, ge=10, le=1000,
         description="PostgreSQL: HNSW candidates per dense search (pgvector hnsw.ef_search, "
@@ -107,6 +126,17 @@ class StoreSettings(Section):
     def _url_for_server_backends(self) -> StoreSettings:
         if self.backend == "postgres" and not self.url:
             raise ValueError("store.backend = 'postgres' needs store.url (postgresql://...)")
+        return self
+
+    @model_validator(mode="after")
+    def _replicas_need_postgres(self) -> StoreSettings:
+        if self.read_urls and self.backend != "postgres":
+            raise ValueError("store.read_urls needs store.backend = 'postgres' (replicas of "
+                             f"store.url), not {self.backend!r}")
+        for url in self.read_urls:
+            if not url.startswith(("postgresql://", "postgres://", "postgresql+")):
+                raise ValueError(f"store.read_urls: not a PostgreSQL URL (postgresql://...): "
+                                 f"{url.split('@')[-1]!r}")
         return self
 
     def resolved_milvus_uri(self) -> str:

@@ -18,7 +18,7 @@ from docgraph.governance.visibility import Visibility, visible_mentions
 from docgraph.graph.normalize import canonical_key
 from docgraph.model import DocumentRecord, NamespaceStatus, SourceRecord, StoredChunk
 from docgraph.retrieve.query_entities import find_query_entities
-from docgraph.store.base import FailureRecord, NamespaceStats
+from docgraph.store.base import FailureRecord, NamespaceStats, ReplicaStatus
 from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 
 #: A namespace's counts: its build status or its stats.
@@ -64,6 +64,8 @@ class StatusView:
     refresh_leader: str | None = None
     this_process_leads: bool = False
     refresher_running: bool = False
+    #: Each read replica's lag (``[store] read_urls``): like the leader, no namespace data.
+    replicas: list[ReplicaStatus] = field(default_factory=list)
 
 
 def mentions(graph: GraphStore, scope: Visibility, entities: list[EntityInfo],
@@ -75,7 +77,7 @@ def mentions(graph: GraphStore, scope: Visibility, entities: list[EntityInfo],
 def entities(root: GovernedIndex, scope: Visibility, query: str | None,
              entity_type: str | None, limit: int) -> list[EntityInfo]:
     """Entities whose name contains ``query`` with at least one visible mention."""
-    graph = root.graph_store
+    graph = root.query_graph_store
     found = graph.find_entities(scope.namespaces, query, entity_type, limit * 2)
     seen = mentions(graph, scope, found, 1)
     return [e for e in found if e.id in seen][:limit]
@@ -85,7 +87,7 @@ def entity_mentions(root: GovernedIndex, scope: Visibility, query: str, k: int,
                     per_entity: int) -> list[EntityMentions]:
     """Entities whose name contains ``query`` and, if fewer than ``k``, those ``query``
     names (a sentence, not a name), each with its visible mentions."""
-    graph = root.graph_store
+    graph = root.query_graph_store
     found = graph.find_entities(scope.namespaces, query, None, k * 2)
     if len(found) < k:
         named, _ = find_query_entities(query, root.extractor, graph, scope.namespaces)
@@ -100,7 +102,7 @@ def neighbors(root: GovernedIndex, scope: Visibility, entity: str,
     """Visible entities co-occurring with ``entity`` (a name or key), strongest first; an
     entity the caller sees no mention of has no visible neighbours."""
     keys = {canonical_key(entity), canonical_key(entity, "code"), entity.casefold()}
-    graph = root.graph_store
+    graph = root.query_graph_store
     start = graph.entities_by_key(keys, scope.namespaces)
     start = [e for e in start if e.id in mentions(graph, scope, start, 1)]
     found = graph.neighbors([e.id for e in start], limit * 2)
@@ -111,8 +113,8 @@ def neighbors(root: GovernedIndex, scope: Visibility, entity: str,
 def communities(root: GovernedIndex, scope: Visibility, level: int | None,
                 limit: int) -> list[CommunityInfo]:
     """Communities of the caller's namespaces with titles and members it may see."""
-    found = root.graph_store.communities(scope.namespaces, level, limit)
-    return visible_communities(found, scope, root.graph_store)
+    found = root.query_graph_store.communities(scope.namespaces, level, limit)
+    return visible_communities(found, scope, root.query_graph_store)
 
 
 def documents(root: GovernedIndex, scope: Visibility, after_id: int, limit: int,
@@ -123,7 +125,7 @@ def documents(root: GovernedIndex, scope: Visibility, after_id: int, limit: int,
     after, next_after = after_id, None
     for _ in range(max_rounds):
         want = limit - len(out)
-        window = root.store.list_documents(scope.namespaces, after, want)
+        window = root.query_store.list_documents(scope.namespaces, after, want)
         out += [d for d in scope.visible(window) if not d.doc_id.startswith(REPORT_PREFIX)]
         if len(window) < want:
             next_after = None
@@ -141,7 +143,7 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
     allowed = scope.namespaces
     info = root.status()
     unreadable: dict[str, tuple[int, int]] = {}
-    for namespace, access, documents, chunks in root.store.restricted_counts(allowed):
+    for namespace, access, documents, chunks in root.query_store.restricted_counts(allowed):
         if not scope.may_read(access):
             before = unreadable.get(namespace, (0, 0))
             unreadable[namespace] = (before[0] + documents, before[1] + chunks)
@@ -156,6 +158,7 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
         refresh_leader=info.refresh_leader,
         this_process_leads=info.this_process_leads,
         refresher_running=info.refresher_running,
+        replicas=list(info.replicas),
     )
 
 

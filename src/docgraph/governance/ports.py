@@ -25,6 +25,7 @@ from docgraph.store.base import (
     ChunkIndex,
     FailureRecord,
     NamespaceStats,
+    ReplicaStatus,
     StoreCatalog,
     TraceLog,
 )
@@ -58,6 +59,9 @@ class IndexStatusView(Protocol):
     @property
     def refresher_running(self) -> bool: ...
 
+    @property
+    def replicas(self) -> list[ReplicaStatus]: ...
+
 
 class GovernedIndex(Protocol):
     """Everything :class:`~docgraph.governance.Governance` and its listings use of an index.
@@ -73,6 +77,16 @@ class GovernedIndex(Protocol):
 
     @property
     def graph_store(self) -> GraphStore: ...
+
+    @property
+    def query_store(self) -> StoreCatalog:
+        """The catalog as queries read it (the read replicas, when there are some)."""
+        ...
+
+    @property
+    def query_graph_store(self) -> GraphStore:
+        """The graph store as queries read it (the read replicas, when there are some)."""
+        ...
 
     @property
     def traces(self) -> TraceLog: ...

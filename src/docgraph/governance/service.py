@@ -126,7 +126,7 @@ class Governance(Generic[IndexT]):
 
     def namespaces(self, caller: Caller, query: str | None = None) -> frozenset[str]:
         """The caller's entitled namespaces, narrowed by routing when a query is given."""
-        return self._namespaces(caller, query, self._root.store.namespaces())
+        return self._namespaces(caller, query, self._root.query_store.namespaces())
 
     def _namespaces(self, caller: Caller, query: str | None, known: Iterable[str]
                     ) -> frozenset[str]:
@@ -168,11 +168,11 @@ class Governance(Generic[IndexT]):
                 # One read of the registered sources per request: the namespaces that have
                 # one are resolved from it, and the request's agent-visible names and URLs
                 # (:meth:`identity`) come from the same rows.
-                sources = tuple(self._root.store.list_sources())
+                sources = tuple(self._root.query_store.list_sources())
                 allowed = self._namespaces(caller, query or None,
                                            {s.namespace for s in sources})
                 record.namespaces = sorted(allowed)
-            scope = Visibility(caller, allowed, self.row_authorizer, self._root.store,
+            scope = Visibility(caller, allowed, self.row_authorizer, self._root.query_store,
                                sources=sources, every_document=self.every_document)
             return run(scope, record)
         except AccessDenied as exc:
@@ -327,7 +327,7 @@ class Governance(Generic[IndexT]):
     def identity(self, scope: Visibility | None = None) -> PublicIdentity:
         """How agents see document ids and citation URLs (the sources as ``scope``'s request
         read them, else as registered now), with console links on :attr:`base_url`."""
-        sources = scope.sources if scope is not None else self._root.store.list_sources()
+        sources = scope.sources if scope is not None else self._root.query_store.list_sources()
         return PublicIdentity(sources, self.base_url)
 
     def read(self, caller: Caller, item_id: str, *, scope: ReadScope = "section",
@@ -343,7 +343,7 @@ class Governance(Generic[IndexT]):
             raise InvalidQuery(f"scope: must be one of {', '.join(READ_SCOPES)}, got {scope!r}")
 
         def run(visibility: Visibility, record: AuditRecord) -> ReadPage:
-            page = read_by_id(self._root.store, visibility, self.identity(visibility),
+            page = read_by_id(self._root.query_store, visibility, self.identity(visibility),
                               item_id.strip(), span_scope=scope, token_budget=token_budget,
                               cursor=cursor, count_tokens=self._root.embedder.count_tokens)
             record.evidence_keys = [c.chunk_id for c in page.chunks]

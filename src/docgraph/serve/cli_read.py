@@ -96,7 +96,8 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         else:  # nothing namespaced to show or to hide
             whole = dg.status()
             info = StatusView(whole.embedding_model, dg.settings.refresh.interval_seconds, [],
-                              {}, refresh_leader=whole.refresh_leader)
+                              {}, refresh_leader=whole.refresh_leader,
+                              replicas=whole.replicas)
     namespaces = [info.stats[name] for name in sorted(info.stats)]
     if as_json:
         payload = {
@@ -108,6 +109,7 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
                          for f in info.failures],
             "builds": [b.to_dict() for b in info.builds],
             "refresh_leader": info.refresh_leader,
+            "replicas": [dataclasses.asdict(r) for r in info.replicas],
         }
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
         return
@@ -117,6 +119,11 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
     console.print("refresh led by " + (f"{escape(info.refresh_leader)} ({every})"
                                        if info.refresh_leader
                                        else "no process (none refreshes on an interval)"))
+    for replica in info.replicas:
+        console.print(f"read replica {escape(replica.url)}: " + (
+            f"[red]unreachable[/] ({escape(replica.error)})" if replica.error else
+            f"{replica.lag_bytes if replica.lag_bytes is not None else '?'} bytes behind"
+            + ("" if replica.standby else " (promoted: no longer a standby)")))
     table = Table("namespace", "sources", "documents", "chunks", "entities", "communities",
                   "failures", "last indexed")
     for ns in namespaces:

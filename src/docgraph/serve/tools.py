@@ -355,6 +355,10 @@ class DocgraphTools:
                               "source": identity.source_name(f.namespace, f.source_urn),
                               "path": f.path,
                               "reason": f.reason, "at": f.at} for f in view.failures[:100]],
+            # read replicas by position (their hosts are the operator's, not the agent's)
+            "replicas": [{"replica": n, "standby": r.standby, "lag_bytes": r.lag_bytes,
+                          "last_replay_age_s": r.last_replay_age_s, "reachable": not r.error}
+                         for n, r in enumerate(view.replicas, 1)],
         }
 
 

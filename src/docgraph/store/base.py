@@ -112,6 +112,19 @@ class NamespaceStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """One read replica (``[store] read_urls``) as its primary sees it: how far behind it
+    replays, so an operator sees a replica that lags or is gone."""
+
+    url: str  # redacted
+    standby: bool = False  # still in recovery (False after a promotion)
+    replay_lsn: str | None = None
+    lag_bytes: int | None = None  # WAL the primary wrote that it has not replayed
+    last_replay_age_s: float | None = None  # since the last transaction it replayed
+    error: str = ""  # why it could not be read (unreachable)
+
+
+@dataclass(frozen=True, slots=True)
 class FailureRecord:
     """A file that could not be indexed, and why."""
 

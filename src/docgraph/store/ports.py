@@ -13,6 +13,7 @@ from docgraph.config import StoreSettings
 from docgraph.store.base import (
     AuditStore,
     ChunkIndex,
+    ReplicaStatus,
     SettingsStore,
     StoreCatalog,
     TraceLog,
@@ -31,6 +32,22 @@ class StorePorts(Protocol):
     @property
     def catalog(self) -> StoreCatalog:
         """Documents, chunks, sources, failures: the system of record."""
+        ...
+
+    @property
+    def query_catalog(self) -> StoreCatalog:
+        """The catalog as queries read it (search lanes, chunk and document reads): the
+        read replicas of ``[store] read_urls`` when there are some, else :attr:`catalog`.
+        Builds and every other write use :attr:`catalog`."""
+        ...
+
+    @property
+    def query_graph(self) -> GraphStore:
+        """The graph store as queries read it (over :attr:`query_catalog`)."""
+        ...
+
+    def replicas(self) -> list[ReplicaStatus]:
+        """Each read replica's lag behind the primary (empty without replicas)."""
         ...
 
     @property

@@ -61,8 +61,9 @@ def redacted(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    # The hosts as written: a libpq multi-host URL (h1:5432,h2:5432) has no single port.
+    hosts = parts.netloc.rpartition("@")[2]
+    netloc = f"{parts.username}:***@{hosts}"
     return urlunsplit((parts.scheme, netloc, *parts[2:]))
 
 
@@ -114,6 +115,11 @@ class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
         self._local = threading.local()
         self._connections: list[Any] = []
         self._connections_lock = threading.Lock()
+        #: Transactions committed through :meth:`transaction` (not :meth:`unmarked`): a
+        #: replica read waits until it has replayed past them (read-your-writes,
+        #: :mod:`docgraph.store.postgres.replicas`). Read without a lock: a stale value
+        #: only makes one read wait for the write before.
+        self.writes = 0
         self._migrate()
 
     # -- connections -------------------------------------------------------
@@ -158,6 +164,20 @@ class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
         conn = self.connection()
         with conn.transaction():
             yield conn
+        self.writes += 1
+
+    @contextmanager
+    def unmarked_transaction(self) -> Iterator[Any]:
+        """A :meth:`transaction` whose writes no query reads (traces, audit, sessions,
+        tokens, sign-in buckets, the policy's heartbeats): replica reads do not wait for
+        them."""
+        conn = self.connection()
+        with conn.transaction():
+            yield conn
+
+    def unmarked(self) -> UnmarkedDatabase:
+        """This catalog as the database of a store whose writes no query reads."""
+        return UnmarkedDatabase(self)
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
@@ -281,6 +301,25 @@ class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
             (namespace, doc_id, wanted),
         ).fetchall()
         return {str(h): _array(v) for h, v in rows}
+
+
+class UnmarkedDatabase:
+    """A :class:`PostgresCatalog`'s connections for a store whose writes no query reads:
+    its transactions are :meth:`PostgresCatalog.unmarked_transaction`, so a lookup that
+    writes its traces and audit record does not make the next lookup wait for a replica."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, catalog: PostgresCatalog) -> None:
+        self.catalog = catalog
+
+    def connection(self) -> Any:
+        """The catalog's connection of this thread."""
+        return self.catalog.connection()
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction that does not mark a write for replica reads to wait for."""
+        return self.catalog.unmarked_transaction()
 
 
 class _ChunkRows:

@@ -77,11 +77,27 @@ class PostgresLeaderLock:
             with contextlib.suppress(Exception):  # a broken connection may fail to close
                 conn.close()
 
+    def _execute(self, sql: str, params: tuple[int, ...] = ()) -> Any:
+        """Run ``sql`` on the lock's connection. A kept connection that fails is dropped
+        (its session, and a lock it held, are gone: a restart, a network cut, a failover)
+        and the statement runs once more on a new connection (to the new primary after a
+        failover, when the URL lists every host with ``target_session_attrs=read-write``);
+        a new connection that fails raises."""
+        import psycopg
+
+        kept = self._conn is not None and not self._conn.closed
+        try:
+            return self._connection().execute(sql, params).fetchone()
+        except (psycopg.Error, StoreError):
+            self._drop_connection()
+            if not kept:
+                raise
+        return self._connection().execute(sql, params).fetchone()
+
     def try_acquire(self) -> bool:
         """Lead if no process does; True when this process leads. A leading connection
-        that broke (server restart, network) lost the lock with it: it is dropped (this
-        returns False) and the next call tries again on a new one; an unreachable server
-        is False too."""
+        that broke lost the lock with it: the lock is tried again at once on a new
+        connection (:meth:`_execute`); an unreachable server is False."""
         import psycopg
 
         with self._lock:
@@ -89,8 +105,10 @@ class PostgresLeaderLock:
                 if self._held:
                     self._connection().execute("SELECT 1")
                     return True
-                row = self._connection().execute(
-                    "SELECT pg_try_advisory_lock(%s, %s)", LEADER_LOCK_KEYS).fetchone()
+            except (psycopg.Error, StoreError):
+                self._drop_connection()  # the session, and the lock, are gone
+            try:
+                row = self._execute("SELECT pg_try_advisory_lock(%s, %s)", LEADER_LOCK_KEYS)
             except (psycopg.Error, StoreError):
                 self._drop_connection()
                 return False
@@ -110,14 +128,14 @@ class PostgresLeaderLock:
             return self.identity
         with self._lock:
             try:
-                row = self._connection().execute(
+                row = self._execute(
                     "SELECT a.application_name FROM pg_locks l"
                     " LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
                     " WHERE l.locktype = 'advisory' AND l.granted"
                     " AND l.database = (SELECT oid FROM pg_database"
                     " WHERE datname = current_database())"
                     " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 2",
-                    LEADER_LOCK_KEYS).fetchone()
+                    LEADER_LOCK_KEYS)
             except psycopg.Error as exc:
                 self._drop_connection()
                 raise StoreError(f"{self.display_url}: cannot read the refresh leader: "

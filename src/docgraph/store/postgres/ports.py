@@ -6,7 +6,13 @@ from __future__ import annotations
 from functools import cached_property
 
 from docgraph.config import StoreSettings
-from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
+from docgraph.store.base import (
+    AuditStore,
+    ChunkIndex,
+    ReplicaStatus,
+    SettingsStore,
+    TraceLog,
+)
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
 from docgraph.store.policy import PolicyStore
@@ -15,6 +21,7 @@ from docgraph.store.postgres.catalog import PostgresCatalog
 from docgraph.store.postgres.graph import PostgresGraphStore
 from docgraph.store.postgres.index import PostgresChunkIndex
 from docgraph.store.postgres.leader import PostgresLeaderLock
+from docgraph.store.postgres.replicas import ReplicaCatalog
 from docgraph.store.sessions import ConsoleSessionStore
 from docgraph.store.signin import SignInLimitStore
 from docgraph.store.sql.builds import SqlBuildHistoryStore
@@ -39,6 +46,11 @@ class PostgresPorts:
         self.store_settings = settings
         self.catalog: PostgresCatalog = PostgresCatalog(settings.url)
         self.location = self.catalog.display_url
+        #: The query side's catalog: the replicas of ``[store] read_urls``, else the primary.
+        self.query_catalog: PostgresCatalog = (
+            ReplicaCatalog(self.catalog, settings.read_urls, settings.read_policy,
+                           settings.read_wait_s)
+            if settings.read_urls else self.catalog)
 
     @cached_property
     def graph(self) -> GraphStore:
@@ -46,30 +58,43 @@ class PostgresPorts:
         return PostgresGraphStore(self.catalog)
 
     @cached_property
+    def query_graph(self) -> GraphStore:
+        """The graph as queries read it: from the replicas when there are some."""
+        if self.query_catalog is self.catalog:
+            return self.graph
+        return PostgresGraphStore(self.query_catalog)
+
+    def replicas(self) -> list[ReplicaStatus]:
+        """Each read replica's lag behind the primary (none without ``read_urls``)."""
+        if isinstance(self.query_catalog, ReplicaCatalog):
+            return self.query_catalog.replica_status()
+        return []
+
+    @cached_property
     def traces(self) -> TraceLog:
         """Retrieval traces, shared by every server of the database."""
-        return SqlTraceLog(self.catalog)
+        return SqlTraceLog(self.catalog.unmarked())
 
     @cached_property
     def audit(self) -> AuditStore:
         """The audit log, shared by every server of the database."""
-        return SqlAuditStore(self.catalog)
+        return SqlAuditStore(self.catalog.unmarked())
 
     @cached_property
     def tokens(self) -> TokenStore:
         """Bearer-token digests, shared by every server of the database."""
-        return SqlTokenStore(self.catalog)
+        return SqlTokenStore(self.catalog.unmarked())
 
     @cached_property
     def console_sessions(self) -> ConsoleSessionStore:
         """Console sessions, shared by every server of the database (migration 16)."""
-        return SqlConsoleSessionStore(self.catalog)
+        return SqlConsoleSessionStore(self.catalog.unmarked())
 
     @cached_property
     def signin_limits(self) -> SignInLimitStore:
         """Console sign-in buckets, shared by every server of the database (migration
         18)."""
-        return SqlSignInLimitStore(self.catalog)
+        return SqlSignInLimitStore(self.catalog.unmarked())
 
     @cached_property
     def settings(self) -> SettingsStore:
@@ -79,7 +104,7 @@ class PostgresPorts:
     @cached_property
     def policy(self) -> PolicyStore:
         """The access policy every server of the database serves (a ``meta`` row)."""
-        return SqlPolicyStore(self.catalog)
+        return SqlPolicyStore(self.catalog.unmarked())
 
     @cached_property
     def registry(self) -> SourceRegistryStore:
@@ -97,10 +122,11 @@ class PostgresPorts:
         return PostgresLeaderLock(self.catalog.url)
 
     def chunk_index(self, dimension: int) -> ChunkIndex:
-        """pgvector + BM25 in the database, or Milvus following it (``[store] index``)."""
+        """pgvector + BM25 in the database (read from the replicas when there are some), or
+        Milvus following the primary (``[store] index``)."""
         if self.store_settings.index == "milvus":
             return milvus_index(self.catalog, dimension, self.store_settings)
-        return PostgresChunkIndex(self.catalog, dimension,
+        return PostgresChunkIndex(self.query_catalog, dimension,
                                   ef_search=self.store_settings.pg_ef_search)
 
     def close(self) -> None:
@@ -108,4 +134,6 @@ class PostgresPorts:
         lock = self.__dict__.get("leader")
         if lock is not None:
             lock.close()
+        if self.query_catalog is not self.catalog:
+            self.query_catalog.close()
         self.catalog.close()

@@ -8,7 +8,14 @@ from functools import cached_property
 
 from docgraph.config import StoreSettings
 from docgraph.errors import ReadOnlyIndex
-from docgraph.store.base import AuditStore, ChunkIndex, SettingsStore, TraceLog
+from docgraph.store.base import (
+    AuditStore,
+    ChunkIndex,
+    ReplicaStatus,
+    SettingsStore,
+    StoreCatalog,
+    TraceLog,
+)
 from docgraph.store.graph import GraphStore
 from docgraph.store.lifecycle import BuildHistoryStore, LeaderLock, SourceRegistryStore
 from docgraph.store.policy import PolicyStore
@@ -59,6 +66,20 @@ class SQLitePorts:
     def graph(self) -> GraphStore:
         """Entities, links, edges, communities and reports in the catalog file."""
         return SQLiteGraphStore(self.catalog)
+
+    @property
+    def query_catalog(self) -> StoreCatalog:
+        """Queries read the one file: the catalog itself."""
+        return self.catalog
+
+    @property
+    def query_graph(self) -> GraphStore:
+        """Queries read the one file: the graph store itself."""
+        return self.graph
+
+    def replicas(self) -> list[ReplicaStatus]:
+        """An embedded index has no read replicas."""
+        return []
 
     @cached_property
     def traces(self) -> TraceLog:
