@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from docgraph.model import DocumentRecord
@@ -23,9 +23,12 @@ from docgraph.sources.urn import normalize_urn
 from docgraph.store import bm25
 from docgraph.store.lexical import PostingIndex, count_terms, term_ids
 from docgraph.store.restricted import RestrictedRows
+from docgraph.store.sidecar import read_arrays, write_arrays
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite.index import sidecar_path
 from docgraph.store.sqlite.query_view import EmbeddedQueryView
 from docgraph.text import query_terms
+from tests.store import test_store_sidecar as sidecar_tests
 from tests.store.test_store import _write
 
 VOCABULARY = 12  # term ids 0..11; queries may also ask for an id no row has
@@ -156,6 +159,8 @@ def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
                    for strategy in STRATEGIES}
         event(f"pruning skipped postings: "
               f"{costs['pruned'].postings_read < costs['exhaustive'].postings_read}")
+        note(f"query {terms} k {k} kind {kind} namespaces {namespaces} readable {allowed}: "
+             f"{answers}")
         _check_top_k(answers["auto"], want, k)
         assert all(a == answers["exhaustive"] for a in answers.values())
         asked = np.array([*everyone, 10**6], np.int64)
@@ -266,4 +271,26 @@ def test_the_embedded_index_answers_the_exact_top_k(tmp_path: Path,
                     finally:
                         index.postings.strategy = "auto"
                     assert [(r.rowid, r.score) for r in again] == pairs, (query, name, k)
+    catalog.close()
+
+
+def test_a_sidecar_without_the_term_bounds_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    """Pruning trusts the bounds: a sidecar of format 3 (none) is foreign, and one whose
+    bounds do not match its lists is corrupt; both are rebuilt from the catalog."""
+    db = tmp_path / "c.db"
+    sidecar_tests._catalog(db).close()
+    sidecar_tests._saved(db)
+    meta, arrays = read_arrays(sidecar_path(db))
+    assert "posting.term_bound" in arrays and meta["format"] == 4
+    write_arrays(sidecar_path(db), {**meta, "format": 3},
+                 {k: a for k, a in arrays.items() if k != "posting.term_bound"})
+    index, catalog = sidecar_tests._opened(db)
+    assert index.sidecar_status == "foreign" and index.rows_read == 150
+    catalog.close()
+    sidecar_tests._saved(db)
+    meta, arrays = read_arrays(sidecar_path(db))
+    write_arrays(sidecar_path(db), meta, {**arrays, "posting.term_bound": np.zeros(3, np.float32)})
+    index, catalog = sidecar_tests._opened(db)
+    assert index.sidecar_status == "corrupt"
+    assert sidecar_tests._answers(index) == sidecar_tests._rebuilt(db)
     catalog.close()

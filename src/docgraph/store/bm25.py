@@ -57,9 +57,10 @@ EXHAUSTIVE_NS_PER_ROW = 12.0
 PRUNED_NS_PER_POSTING = 50.0
 PRUNED_NS_PER_LOOKUP = 80.0
 # A caller's readable rows are scored alone (looked up in every query term's list) when that
-# costs less than reading this share of the lists: at 1M chunks that is a caller who may
-# read about 1 % of them (measured: 0.87x of MaxScore's p50 there, 7x at 10 %).
-ROWS_SHARE = 0.5
+# costs less than reading this share of the lists. Measured (bench/bm25_lane.py, p50 against
+# MaxScore): 0.69x for a caller who may read 1 % of 100k chunks, 1.1x for 1 % of 1M, 7x for
+# 10 % of 1M; so only when the readable rows are very few next to the lists.
+ROWS_SHARE = 0.1
 
 Strategy = Literal["auto", "exhaustive", "pruned", "rows"]
 
@@ -280,6 +281,8 @@ def top_k(
                 < ROWS_SHARE * PRUNED_NS_PER_POSTING * postings):
             strategy = "rows"
     if strategy == "rows" and keep is not None:
+        s = _plain(s)
+        accept.s = s
         rows = np.flatnonzero(keep[: s.n])
         rows = rows[accept(rows)]
         cost.way, cost.rows_scored = "rows", len(rows)
@@ -352,15 +355,17 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
     cost.way, cost.rows_scored = "pruned", len(tail_rows)
     cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows])
     seen_main = np.zeros(0, np.int64)  # main rows met so far (scored or ruled out)
-    remaining = sum(bounds)
     order = sorted(range(len(q.terms)), key=lambda i: -bounds[i])
+    # what the terms from the j-th on can add, summed afresh (not by subtracting: that
+    # leaves a rounding residue where nothing is left, which could drop a tied row)
+    after = [sum(bounds[o] for o in order[j:]) for j in range(len(order) + 1)]
     taken: set[int] = set()
     spent = 0.0
     for j, i in enumerate(order):
-        if remaining < best.threshold:
+        if after[j] < best.threshold:
             break
         lo, hi = lists[i]
-        remaining -= bounds[i]  # now: what the terms after this one can add
+        remaining = after[j + 1]
         taken.add(q.terms[i])
         if hi <= lo:
             continue

@@ -3,7 +3,9 @@ posting index that follows the catalog like the dense matrix does.
 
 Not SQLite FTS5: its OR-query scores every matching row, ~200 ms at 100k chunks
 (``bench/speed.py``). Here a chunk's terms are integer ids stored with it (``chunks.terms``)
-and a search walks only the query terms' posting lists with numpy: a few ms at 100k chunks.
+and a search walks only the query terms' posting lists with numpy: a few ms at 100k chunks;
+the scoring and the exact top ``k`` (MaxScore, which leaves the long lists of common words
+unread) are :mod:`docgraph.store.bm25`'s.
 
 The scoring is FTS5's ``bm25(fts, 1.0, 1.0)`` with k1 = 1.5 and b = 0.5 (FTS5: 1.2 and
 0.75; the weaker length normalisation suits short passages and lifts hybrid quality on both
@@ -199,7 +201,9 @@ class PostingIndex(RowIndex[_Snapshot]):
 
     Rows are kept in row-major order (cheap appends); a term-major copy of the older rows
     answers queries, and rows appended since it was built (the *tail*) are scanned directly
-    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt. Row
+    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt (with
+    each term's score bound, which lets :meth:`search` skip rows that cannot reach its top
+    ``k``). Row
     bookkeeping (lock, snapshot, finding rows by id, growth) is
     :class:`~docgraph.store.rows.RowIndex`'s.
     """
