@@ -136,7 +136,7 @@ def _check_top_k(got: list[tuple[int, float]], want: dict[int, float], k: int) -
         assert not missing
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=_histories(), data=st.data())
 def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
                                            data: st.DataObject) -> None:
