@@ -198,11 +198,11 @@ def fts5_scores(query: str) -> dict[int, float]:
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_scores_equal_sqlite_fts5_bm25(query, monkeypatch):
-    import docgraph.store.lexical as lexical
+    import docgraph.store.bm25 as bm25
 
     # FTS5's bm25() has k1 = 1.2 and b = 0.75 built in; with those, ours is the same formula.
-    monkeypatch.setattr(lexical, "K1", 1.2)
-    monkeypatch.setattr(lexical, "B", 0.75)
+    monkeypatch.setattr(bm25, "K1", 1.2)
+    monkeypatch.setattr(bm25, "B", 0.75)
     ours = dict(Lexicon(CORPUS).search(query))
     reference = fts5_scores(query)
     assert ours.keys() == reference.keys()

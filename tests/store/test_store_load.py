@@ -171,7 +171,7 @@ def test_the_term_major_copy_equals_a_stable_argsort_including_empty_rows() -> N
     weights = rng.random(len(terms)).astype(np.float32)
     df = np.zeros((1, vocabulary), np.int32)
     snap = replace(lexical._empty(), n=n, nnz=len(terms), row_ptr=row_ptr, terms=terms,
-                   weights=weights, df=df)
+                   weights=weights, df=df, lengths=counts.astype(np.float32))  # for the bounds
     built = lexical._reindex(snap)
     want = _argsort_term_major(terms, weights, row_ptr, n, vocabulary)
     assert built.main_rows == n
@@ -264,11 +264,11 @@ def test_a_posting_publish_that_runs_out_of_memory_publishes_neither_index(
     real = lexical._maybe_reindex
     calls = {"n": 0}
 
-    def failing_once(s: object) -> object:
+    def failing_once(s: object, *rest: object) -> object:
         calls["n"] += 1
         if calls["n"] == 1:
             raise MemoryError("term-major copy")
-        return real(s)  # type: ignore[arg-type]
+        return real(s, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lexical, "_maybe_reindex", failing_once)
     with pytest.raises(MemoryError):

@@ -3,7 +3,9 @@ posting index that follows the catalog like the dense matrix does.
 
 Not SQLite FTS5: its OR-query scores every matching row, ~200 ms at 100k chunks
 (``bench/speed.py``). Here a chunk's terms are integer ids stored with it (``chunks.terms``)
-and a search walks only the query terms' posting lists with numpy: a few ms at 100k chunks.
+and a search walks only the query terms' posting lists with numpy: a few ms at 100k chunks;
+the scoring and the exact top ``k`` (MaxScore, which leaves the long lists of common words
+unread) are :mod:`docgraph.store.bm25`'s.
 
 The scoring is FTS5's ``bm25(fts, 1.0, 1.0)`` with k1 = 1.5 and b = 0.5 (FTS5: 1.2 and
 0.75; the weaker length normalisation suits short passages and lifts hybrid quality on both
@@ -24,7 +26,6 @@ Query text is data: word tokens looked up in a dictionary, never syntax, never i
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from collections import Counter
@@ -37,13 +38,17 @@ import numpy.typing as npt
 import scipy.sparse
 
 from docgraph.languages import language_terms
+from docgraph.store import bm25
+from docgraph.store.bm25 import IDF_FLOOR as IDF_FLOOR  # BM25's constants, re-exported
+from docgraph.store.bm25 import K1 as K1
+from docgraph.store.bm25 import B as B
+from docgraph.store.bm25 import Strategy
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
 
 # Postings a row is assumed to hold when reserving room for a load into an empty index.
 RESERVED_POSTINGS_PER_ROW = 64
-K1, B, IDF_FLOOR = 1.5, 0.5, 1e-6
 BREADCRUMB_WEIGHT = TEXT_WEIGHT = 1.0
 
 
@@ -170,6 +175,9 @@ class _Snapshot:
     term_ptr: npt.NDArray[np.int64]
     term_rows: npt.NDArray[np.int32]
     term_weights: npt.NDArray[np.float32]
+    # per term: bound on its length-normalised frequency at average length bound_average
+    term_bound: npt.NDArray[np.float32]
+    bound_average: float
 
 
 def _empty() -> _Snapshot:
@@ -179,6 +187,7 @@ def _empty() -> _Snapshot:
         np.zeros(0, np.float32), np.zeros((0, 0), np.int32), 0, 0, 0,
         np.zeros(0, np.int64), np.zeros(0, np.float64),
         0, np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
+        np.zeros(0, np.float32), 0.0,
     )
 
 
@@ -192,10 +201,18 @@ class PostingIndex(RowIndex[_Snapshot]):
 
     Rows are kept in row-major order (cheap appends); a term-major copy of the older rows
     answers queries, and rows appended since it was built (the *tail*) are scanned directly
-    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt. Row
+    until the tail outgrows 1/32 of the index, when the term-major copy is rebuilt (with
+    each term's score bound, which lets :meth:`search` skip rows that cannot reach its top
+    ``k``). Row
     bookkeeping (lock, snapshot, finding rows by id, growth) is
     :class:`~docgraph.store.rows.RowIndex`'s.
     """
+
+    #: Tail postings always tolerated before a rebuild of the term-major copy (tests lower
+    #: it to get term-major lists, a tail and tombstones in a small index).
+    tail_postings = 65_536
+    #: How :meth:`search` finds the top ``k`` when not told (benchmarks compare the ways).
+    strategy: Strategy = "auto"
 
     def __init__(self) -> None:
         super().__init__()
@@ -229,7 +246,8 @@ class PostingIndex(RowIndex[_Snapshot]):
         n, nnz = snap.n, snap.nnz
         if (any(len(getattr(snap, k)) < used(snap) for k, used in _USED_LENGTH.items())
                 or (n and (int(snap.row_ptr[n]) != nnz or int(snap.row_ptr[0]) != 0))
-                or not 0 <= snap.main_rows <= n):
+                or not 0 <= snap.main_rows <= n
+                or len(snap.term_bound) != len(snap.term_ptr) - 1):
             raise ValueError("posting index: array lengths do not match")
         with self._lock:
             self._snap = snap
@@ -284,7 +302,7 @@ class PostingIndex(RowIndex[_Snapshot]):
             self._set_head(snap, publish)
 
     def _published(self, s: _Snapshot) -> _Snapshot:
-        return _maybe_reindex(s)
+        return _maybe_reindex(s, self.tail_postings)
 
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` more rows and their postings (at the mean per row so
@@ -322,90 +340,42 @@ class PostingIndex(RowIndex[_Snapshot]):
                 snap = _compact(snap)
             self._snap = snap
 
-    def scores(
-        self, term_ids: Sequence[int], kind: int = 0
-    ) -> tuple[_Snapshot, npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-        """(snapshot, BM25 score per row position, whether any term matched the row) for the
-        live rows of ``kind``, scored with that kind's statistics (other rows: not matched)."""
-        s = self._snap
-        total = np.zeros(s.n, np.float64)
-        matched = np.zeros(s.n, bool)
-        if not 0 <= kind < len(s.live_rows):
-            return s, total, matched
-        live = int(s.live_rows[kind])
-        kind_df = s.df[kind]
-        ids = [t for t in dict.fromkeys(term_ids) if 0 <= t < len(kind_df) and kind_df[t] > 0]
-        if live == 0 or not ids:
-            return s, total, matched
-        live_length = float(s.live_length[kind])
-        average = live_length / live if live_length > 0 else 1.0
-        tail_start = int(s.row_ptr[s.main_rows])
-        tail_terms = s.terms[tail_start:s.nnz]
-        in_tail = np.flatnonzero(np.isin(tail_terms, ids)) if len(tail_terms) else None
-        for term in ids:
-            df = int(kind_df[term])
-            idf = max(math.log((live - df + 0.5) / (df + 0.5)), IDF_FLOOR)
-            parts_rows: list[npt.NDArray[np.int64]] = []
-            parts_weights: list[npt.NDArray[np.float32]] = []
-            if term + 1 < len(s.term_ptr):
-                lo, hi = int(s.term_ptr[term]), int(s.term_ptr[term + 1])
-                parts_rows.append(s.term_rows[lo:hi].astype(np.int64))
-                parts_weights.append(s.term_weights[lo:hi])
-            if in_tail is not None and len(in_tail):
-                hits = in_tail[tail_terms[in_tail] == term]
-                if len(hits):
-                    postings = tail_start + hits
-                    parts_rows.append(np.searchsorted(s.row_ptr[: s.n + 1], postings,
-                                                      side="right") - 1)
-                    parts_weights.append(s.weights[postings])
-            if not parts_rows:
-                continue
-            rows = np.concatenate(parts_rows)
-            tf = np.concatenate(parts_weights).astype(np.float64)
-            norm = K1 * (1.0 - B + B * s.lengths[rows] / average)
-            total[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
-            matched[rows] = True
-        matched &= s.alive[: s.n] & (s.kinds[: s.n] == kind)
-        return s, total, matched
-
     def search(
         self, term_ids: Sequence[int], k: int, namespace_ids: list[int], kind: int = 0,
-        keep: RowFilter | None = None,
+        keep: RowFilter | None = None, strategy: Strategy | None = None,
+        cost: bm25.Cost | None = None,
     ) -> list[tuple[int, float]]:
         """Top ``k`` live rows of the given namespaces and kind among those ``keep`` lets
-        through (all when None): (row id, BM25 score), best first, ties by row id."""
-        if k <= 0 or not namespace_ids:
+        through (all when None): (row id, BM25 score), best first, ties by row id. Exact
+        whatever the ``strategy`` (:func:`docgraph.store.bm25.top_k`: ``auto`` skips the
+        rows that cannot reach the top ``k``; ``exhaustive`` scores every matching row;
+        ``cost`` is told what it read)."""
+        s = self._snap
+        q = bm25.prepare(s, term_ids, kind)
+        if k <= 0 or not namespace_ids or q is None:
             return []
-        s, total, matched = self.scores(term_ids, kind)
-        candidates = np.flatnonzero(matched)
-        if len(candidates) == 0:
-            return []
-        inside = np.isin(s.namespaces[candidates], namespace_ids)
-        if keep is not None:
-            inside &= keep(s.rowids, s.n)[candidates]
-        candidates = candidates[inside]
-        sub = total[candidates]
-        if len(candidates) > k:
-            top = np.argpartition(-sub, k - 1)[:k]
-        else:
-            top = np.arange(len(candidates))
-        top = top[np.lexsort((s.rowids[candidates[top]], -sub[top]))]
-        return [(int(s.rowids[candidates[i]]), float(sub[i])) for i in top]
+        mask = keep(s.rowids, s.n) if keep is not None else None
+        return bm25.top_k(s, q, k, namespace_ids, mask, strategy or self.strategy, cost)
 
     def scores_for(
         self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int],
         kind: int = 0, keep: RowFilter | None = None,
     ) -> dict[int, float]:
         """BM25 scores (``kind``'s statistics) of the given rows of ``kind`` that match a term,
-        are in the namespaces and pass ``keep`` (all when None)."""
-        s, total, matched = self.scores(term_ids, kind)
-        if s.n == 0 or len(rowids) == 0:
+        are in the namespaces and pass ``keep`` (all when None); only those rows are scored."""
+        s = self._snap
+        q = bm25.prepare(s, term_ids, kind)
+        if s.n == 0 or len(rowids) == 0 or q is None:
             return {}
         pos = np.clip(np.searchsorted(s.rowids[: s.n], rowids), 0, s.n - 1)
-        ok = (s.rowids[pos] == rowids) & matched[pos] & np.isin(s.namespaces[pos], namespace_ids)
+        ok = (s.rowids[pos] == rowids) & s.alive[pos] & (s.kinds[pos] == kind)
+        ok &= np.isin(s.namespaces[pos], namespace_ids)
         if keep is not None:
             ok &= keep(s.rowids, s.n)[pos]
-        return {int(r): float(total[p]) for r, p in zip(rowids[ok], pos[ok], strict=True)}
+        wanted, where = np.unique(pos[ok], return_index=True)
+        scores, matched = bm25.exact_scores(s, q, wanted)
+        ids = rowids[ok][where]
+        return {int(r): float(v) for r, v, m in zip(ids, scores, matched, strict=True) if m}
 
 
 # How much of each per-row or per-posting array a snapshot uses (the rest is capacity).
@@ -449,9 +419,9 @@ def _add_statistics(
     return df, live_rows, live_length
 
 
-def _maybe_reindex(s: _Snapshot) -> _Snapshot:
+def _maybe_reindex(s: _Snapshot, tail_postings: int) -> _Snapshot:
     tail = s.nnz - int(s.row_ptr[s.main_rows])
-    if tail <= max(65_536, s.nnz // 32):
+    if tail <= max(tail_postings, s.nnz // 32):
         return s
     return _reindex(s)
 
@@ -464,16 +434,23 @@ def _reindex(s: _Snapshot) -> _Snapshot:
     vocabulary = s.df.shape[1]
     if s.nnz == 0:
         return replace(s, main_rows=s.n, term_ptr=np.zeros(vocabulary + 1, np.int64),
-                       term_rows=np.zeros(0, np.int32), term_weights=np.zeros(0, np.float32))
+                       term_rows=np.zeros(0, np.int32), term_weights=np.zeros(0, np.float32),
+                       term_bound=np.zeros(vocabulary, np.float32), bound_average=1.0)
     row_ptr = s.row_ptr[: s.n + 1]
     if s.nnz < np.iinfo(np.int32).max:  # 32-bit offsets: scipy then copies no index array
         row_ptr = row_ptr.astype(np.int32)
     by_row = scipy.sparse.csr_array(
         (s.weights[: s.nnz], s.terms[: s.nnz], row_ptr), shape=(s.n, vocabulary))
     by_term = by_row.tocsc()
-    return replace(s, main_rows=s.n, term_ptr=by_term.indptr.astype(np.int64),
-                   term_rows=by_term.indices.astype(np.int32, copy=False),
-                   term_weights=by_term.data.astype(np.float32, copy=False))
+    term_ptr = by_term.indptr.astype(np.int64)
+    term_rows = by_term.indices.astype(np.int32, copy=False)
+    term_weights = by_term.data.astype(np.float32, copy=False)
+    average = float(s.lengths[: s.n].mean(dtype=np.float64)) if s.n else 1.0
+    average = average if average > 0 else 1.0
+    return replace(s, main_rows=s.n, term_ptr=term_ptr, term_rows=term_rows,
+                   term_weights=term_weights, bound_average=average,
+                   term_bound=bm25.term_bounds(term_ptr, term_rows, term_weights,
+                                               s.lengths[: s.n], average))
 
 
 def _room(array: np.ndarray, used: int, need: int) -> np.ndarray:
@@ -495,6 +472,6 @@ def _compact(s: _Snapshot) -> _Snapshot:
         kinds=s.kinds[keep].copy(), alive=np.ones(len(keep), bool),
         lengths=s.lengths[keep].copy(), row_ptr=row_ptr, terms=terms,
         weights=s.weights[: s.nnz][posting_keep], n=len(keep), nnz=len(terms), dead=0,
-        main_rows=0, term_ptr=np.zeros(1, np.int64),
+        main_rows=0, term_ptr=np.zeros(1, np.int64), term_bound=np.zeros(0, np.float32),
     )
     return _reindex(snap)

@@ -46,7 +46,8 @@ TRIM_AFTER_ROWS = 10_000
 # second, writing the file costs seconds at a million rows.
 SIDECAR_AFTER_ROWS = 50_000
 # Version of the sidecar's contents (bump when the arrays or their meaning change).
-SIDECAR_FORMAT = 3  # 2: BM25 statistics per chunk kind; 3: room after appendable arrays
+# 2: BM25 statistics per chunk kind; 3: room after appendable arrays; 4: BM25 term bounds
+SIDECAR_FORMAT = 4
 # Room left after each appendable sidecar array, as a share of its rows (at least the
 # minimum): a hole in the file, so it costs no disk; rows a server indexes after mapping
 # the sidecar fill it in place instead of copying the arrays into memory (27 s and 7.7 GB

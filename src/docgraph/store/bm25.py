@@ -1,0 +1,429 @@
+"""BM25 over a posting snapshot of :class:`docgraph.store.lexical.PostingIndex`: the exact
+top ``k`` without scoring every row that shares a word with the query.
+
+The exhaustive way (:func:`exhaustive_scores`, the index's only way before) adds every
+posting of every query term into a per-row accumulator and ranks the matched rows: its cost
+is the query terms' posting lists plus two arrays as long as the index (57 ms a query at 10M
+chunks). :func:`top_k` gets the same answer with *MaxScore* (Turtle and Flood, 1995): each
+term has an upper bound on what it can add to a row's score (:func:`term_bounds`, the
+largest length-normalised term frequency in its list, kept with the term-major copy);
+terms are taken rarest (highest bound) first, every readable row of a taken term's list is
+scored exactly (the other terms' frequencies found by binary search in their lists, which
+are sorted by row), and as soon as the bounds of the terms not taken yet add up to less than
+the ``k``-th best score so far, no row seen only in their lists can enter the top ``k``:
+their lists (the long ones, of common words) are never walked. Rows appended since the
+term-major copy was built (the tail) are scored directly first.
+
+Where pruning cannot pay (a query of common words only, or so few readable rows that the
+threshold stays low), a cost estimate sends the query to the exhaustive way, or, for a
+caller who may read only a few rows, to scoring just those rows (:func:`top_k` says how).
+Whatever the way, a row's score is computed by the same element-wise expression with the
+terms added in the same order, so the scores are bit-identical and so is the ranking
+(best first, ties by row id).
+
+Bounds stay valid through appends (tail rows are scored, not bounded), deletes (a dead
+row's posting only makes a bound looser) and changing statistics: the idf is applied at
+query time, and a bound computed at reference average length ``a0`` is scaled by
+``max(1, a / a0)`` for a kind of average length ``a`` (``tf / (tf + c + d * len / a)`` grows
+at most by that factor). Bounds are stored as float32 with a relative margin, so rounding
+never makes one fall below a true contribution.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from docgraph.store.lexical import _Snapshot
+
+K1, B, IDF_FLOOR = 1.5, 0.5, 1e-6
+# Relative margin on every bound (float32 storage and summation rounding).
+BOUND_MARGIN = 1e-5
+# Postings whose bound is computed at once when the term-major copy is built (bounds the
+# transient memory of that pass to a few arrays of this length: ~30 MB).
+BOUND_CHUNK = 1 << 20
+# Cost model of the way a query takes, in ns, fitted on bench/bm25_lane.py's queries at 100k
+# and 1M chunks (2 shared cores, loaded): exhaustive, a posting added into the per-row
+# accumulator and a row of the index swept (allocation, matched rows); pruned, a posting
+# of a walked list read and filtered, and a row's binary search in another term's list.
+EXHAUSTIVE_NS_PER_POSTING = 130.0
+EXHAUSTIVE_NS_PER_ROW = 12.0
+PRUNED_NS_PER_POSTING = 50.0
+PRUNED_NS_PER_LOOKUP = 80.0
+# A caller's readable rows are scored alone (looked up in every query term's list) when that
+# costs less than reading this share of the lists. Measured (bench/bm25_lane.py, p50 against
+# MaxScore): 0.69x for a caller who may read 1 % of 100k chunks, 1.1x for 1 % of 1M, 7x for
+# 10 % of 1M; so only when the readable rows are very few next to the lists.
+ROWS_SHARE = 0.1
+
+Strategy = Literal["auto", "exhaustive", "pruned", "rows"]
+
+
+@dataclass
+class Cost:
+    """What a search read (filled in when a caller passes one): postings of the lists it
+    walked, and rows it scored by looking their terms up."""
+
+    postings_read: int = 0
+    rows_scored: int = 0
+    way: str = ""
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query's terms that occur in live rows of ``kind`` (query order) and their idf."""
+
+    kind: int
+    terms: list[int]
+    idf: list[float]
+    average: float
+
+
+def prepare(s: _Snapshot, term_ids: Sequence[int], kind: int) -> Query | None:
+    """The query's scoring statistics for ``kind``; None when nothing can match."""
+    if not 0 <= kind < len(s.live_rows):
+        return None
+    live = int(s.live_rows[kind])
+    kind_df = s.df[kind]
+    ids = [t for t in dict.fromkeys(term_ids) if 0 <= t < len(kind_df) and kind_df[t] > 0]
+    if live == 0 or not ids:
+        return None
+    live_length = float(s.live_length[kind])
+    average = live_length / live if live_length > 0 else 1.0
+    idf = []
+    for term in ids:
+        df = int(kind_df[term])
+        idf.append(max(math.log((live - df + 0.5) / (df + 0.5)), IDF_FLOOR))
+    return Query(kind, ids, idf, average)
+
+
+def _contribution(s: _Snapshot, rows: npt.NDArray[np.int64], tf: npt.NDArray[np.float64],
+                  idf: float, average: float) -> npt.NDArray[np.float64]:
+    """One term's BM25 addend for ``rows`` (the one expression every way uses, so that
+    scores are bit-identical whichever way computed them)."""
+    norm = K1 * (1.0 - B + B * s.lengths[rows] / average)
+    out: npt.NDArray[np.float64] = idf * tf * (K1 + 1.0) / (tf + norm)
+    return out
+
+
+def _list(s: _Snapshot, term: int) -> tuple[int, int]:
+    """[lo, hi) of ``term``'s postings in the term-major copy."""
+    if term + 1 < len(s.term_ptr):
+        return int(s.term_ptr[term]), int(s.term_ptr[term + 1])
+    return 0, 0
+
+
+def _tail_hits(s: _Snapshot, q: Query) -> tuple[int, npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """(first tail posting, tail postings' term ids, offsets of those matching a term)."""
+    tail_start = int(s.row_ptr[s.main_rows])
+    tail_terms = s.terms[tail_start:s.nnz]
+    hits = (np.flatnonzero(np.isin(tail_terms, q.terms)) if len(tail_terms)
+            else np.zeros(0, np.int64))
+    return tail_start, tail_terms, hits
+
+
+def exhaustive_scores(
+    s: _Snapshot, q: Query
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """(BM25 score per row position, whether a term matched a live row of the kind): every
+    posting of every query term added into accumulators as long as the index."""
+    total = np.zeros(s.n, np.float64)
+    matched = np.zeros(s.n, bool)
+    tail_start, tail_terms, in_tail = _tail_hits(s, q)
+    for term, idf in zip(q.terms, q.idf, strict=True):
+        parts_rows: list[npt.NDArray[np.int64]] = []
+        parts_weights: list[npt.NDArray[np.float32]] = []
+        lo, hi = _list(s, term)
+        if hi > lo:
+            parts_rows.append(s.term_rows[lo:hi].astype(np.int64))
+            parts_weights.append(s.term_weights[lo:hi])
+        if len(in_tail):
+            hits = in_tail[tail_terms[in_tail] == term]
+            if len(hits):
+                postings = tail_start + hits
+                parts_rows.append(np.searchsorted(s.row_ptr[: s.n + 1], postings,
+                                                  side="right") - 1)
+                parts_weights.append(s.weights[postings])
+        if not parts_rows:
+            continue
+        rows = np.concatenate(parts_rows)
+        tf = np.concatenate(parts_weights).astype(np.float64)
+        total[rows] += _contribution(s, rows, tf, idf, q.average)
+        matched[rows] = True
+    matched &= s.alive[: s.n] & (s.kinds[: s.n] == q.kind)
+    return total, matched
+
+
+def exact_scores(
+    s: _Snapshot, q: Query, rows: npt.NDArray[np.int64], skip: frozenset[int] = frozenset(),
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """(score, matched) of the given row positions (ascending, unique), each term's
+    frequency found by binary search in its list (tail rows: in their own postings). Terms
+    in ``skip`` are known to match none of these rows."""
+    total = np.zeros(len(rows), np.float64)
+    matched = np.zeros(len(rows), bool)
+    if len(rows) == 0:
+        return total, matched
+    tail = rows >= s.main_rows
+    tail_tf: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+    if tail.any():  # tail rows: their own postings (ids ascending within a row)
+        at = np.flatnonzero(tail)
+        starts, ends = s.row_ptr[rows[at]], s.row_ptr[rows[at] + 1]
+        counts = ends - starts
+        posting = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(
+            int(counts.sum()))
+        owner = np.repeat(at, counts)
+        terms = s.terms[posting]
+        for term in q.terms:
+            hit = terms == term
+            tail_tf[term] = owner[hit], s.weights[posting[hit]].astype(np.float64)
+    for term, idf in zip(q.terms, q.idf, strict=True):
+        if term in skip:
+            continue
+        lo, hi = _list(s, term)
+        found_at: list[npt.NDArray[np.int64]] = []
+        found_tf: list[npt.NDArray[np.float64]] = []
+        if hi > lo:
+            listed = s.term_rows[lo:hi]
+            pos = np.searchsorted(listed, rows)
+            ok = pos < hi - lo
+            ok[ok] = listed[pos[ok]] == rows[ok]
+            found_at.append(np.flatnonzero(ok))
+            found_tf.append(s.term_weights[lo + pos[ok]].astype(np.float64))
+        if term in tail_tf and len(tail_tf[term][0]):
+            found_at.append(tail_tf[term][0])
+            found_tf.append(tail_tf[term][1])
+        if not found_at:
+            continue
+        where = np.concatenate(found_at)
+        if len(where):
+            total[where] += _contribution(s, rows[where], np.concatenate(found_tf), idf,
+                                          q.average)
+            matched[where] = True
+    return total, matched
+
+
+class _Filter:
+    """Which row positions a search may return: live, of the kind, in the namespaces,
+    readable by the caller (``keep``: a mask over positions, or None)."""
+
+    def __init__(self, s: _Snapshot, q: Query, namespace_ids: list[int],
+                 keep: npt.NDArray[np.bool_] | None) -> None:
+        self.s, self.kind, self.keep = s, q.kind, keep
+        self.namespaces = np.asarray(namespace_ids, dtype=s.namespaces.dtype)
+
+    def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        s = self.s
+        ok: npt.NDArray[np.bool_] = s.alive[rows] & (s.kinds[rows] == self.kind)
+        ok &= np.isin(s.namespaces[rows], self.namespaces)
+        if self.keep is not None:
+            ok &= self.keep[rows]
+        return ok
+
+
+def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.float64],
+            k: int, cut: float | None = None) -> list[tuple[int, float]]:
+    """The best ``k`` (row id, score), best first, ties by row id (``cut``: the ``k``-th
+    best score, when known)."""
+    if len(rows) > k:
+        if cut is None:
+            cut = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+        inside = scores >= cut  # every row tied with the k-th, so ties go by row id
+        rows, scores = rows[inside], scores[inside]
+    ids = s.rowids[rows]
+    order = np.lexsort((ids, -scores))[:k]
+    return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+class _Best:
+    """The ``k`` best scores met so far (not which rows): the pruning threshold."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.scores = np.zeros(0, np.float64)
+        self.threshold = -math.inf  # the k-th best (minus infinity while fewer than k)
+
+    def add(self, scores: npt.NDArray[np.float64]) -> None:
+        """Take more scores into account."""
+        if len(scores) == 0 or (len(self.scores) >= self.k and scores.max() <= self.threshold):
+            return
+        both = np.concatenate([self.scores, scores])
+        if len(both) > self.k:
+            both = np.partition(both, len(both) - self.k)[len(both) - self.k:]
+        self.scores = both
+        if len(both) == self.k:
+            self.threshold = float(both.min())
+
+
+def top_k(
+    s: _Snapshot, q: Query, k: int, namespace_ids: list[int],
+    keep: npt.NDArray[np.bool_] | None, strategy: Strategy = "auto",
+    cost: Cost | None = None,
+) -> list[tuple[int, float]]:
+    """The best ``k`` readable rows (row id, score), best first, ties by row id; the
+    ``strategy`` (``auto``: by the cost model) decides only the cost, never the answer
+    (``cost``, when given, is told what was read)."""
+    cost = cost if cost is not None else Cost()
+    accept = _Filter(s, q, namespace_ids, keep)
+    lists = [_list(s, t) for t in q.terms]
+    postings = sum(hi - lo for lo, hi in lists)
+    exhaustive_cost = (EXHAUSTIVE_NS_PER_POSTING * postings
+                       + EXHAUSTIVE_NS_PER_ROW * s.n)
+    if strategy == "auto" and keep is not None:  # few readable rows: look only them up
+        readable = int(np.count_nonzero(keep[: s.n]))
+        if (PRUNED_NS_PER_LOOKUP * readable * len(q.terms)
+                < ROWS_SHARE * PRUNED_NS_PER_POSTING * postings):
+            strategy = "rows"
+    if strategy == "rows" and keep is not None:
+        s = _plain(s)
+        accept.s = s
+        rows = np.flatnonzero(keep[: s.n])
+        rows = rows[accept(rows)]
+        cost.way, cost.rows_scored = "rows", len(rows)
+        scores, matched = exact_scores(s, q, rows)
+        return _ranked(s, rows[matched], scores[matched], k)
+    if strategy == "exhaustive":
+        return _exhaustive(s, q, k, accept, cost)
+    return _pruned(s, q, k, accept, lists, exhaustive_cost if strategy == "auto" else math.inf,
+                   cost)
+
+
+def _exhaustive(s: _Snapshot, q: Query, k: int, accept: _Filter,
+                cost: Cost) -> list[tuple[int, float]]:
+    cost.way = "exhaustive"
+    cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows]) + sum(
+        hi - lo for lo, hi in (_list(s, t) for t in q.terms))
+    total, matched = exhaustive_scores(s, q)
+    rows = np.flatnonzero(matched)
+    rows = rows[accept(rows)]
+    return _ranked(s, rows, total[rows], k)
+
+
+def _plain(s: _Snapshot) -> _Snapshot:
+    """``s`` with its (maybe memory-mapped) arrays seen as plain arrays: slicing a
+    ``np.memmap`` costs a Python-level wrapper each time (a fifth of a pruned query at
+    100k chunks, measured), a plain view of the same memory none."""
+    arrays = {f.name: getattr(s, f.name).view(np.ndarray) for f in fields(s)
+              if isinstance(getattr(s, f.name), np.memmap)}
+    return replace(s, **arrays) if arrays else s
+
+
+def _contains(ascending: npt.NDArray[np.int64],
+              rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Whether each of ``rows`` is in the ascending array."""
+    if len(ascending) == 0:
+        return np.zeros(len(rows), bool)
+    at = np.minimum(np.searchsorted(ascending, rows), len(ascending) - 1)
+    found: npt.NDArray[np.bool_] = ascending[at] == rows
+    return found
+
+
+def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[int, int]],
+            give_up_at: float, cost: Cost) -> list[tuple[int, float]]:
+    """MaxScore (see the module); falls back to the exhaustive way once its estimated cost
+    passes ``give_up_at`` (ns)."""
+    exhaustive = s
+    s = _plain(s)
+    accept.s = s
+    scale = (max(1.0, q.average / s.bound_average) if s.bound_average > 0 else math.inf)
+    bounds = []
+    for term, idf, (lo, hi) in zip(q.terms, q.idf, lists, strict=True):
+        if hi <= lo:
+            bounds.append(0.0)
+        elif term < len(s.term_bound):
+            bounds.append(idf * (K1 + 1.0) * float(s.term_bound[term]) * scale
+                          * (1.0 + BOUND_MARGIN))
+        else:
+            bounds.append(math.inf)
+    # tail rows first: scored exactly, never bounded
+    tail_start, _, hits = _tail_hits(s, q)
+    if len(hits):
+        tail_rows = np.unique(np.searchsorted(s.row_ptr[: s.n + 1], tail_start + hits,
+                                              side="right") - 1)
+        tail_rows = tail_rows[accept(tail_rows)]
+    else:
+        tail_rows = np.zeros(0, np.int64)
+    seen, seen_scores = [tail_rows], [exact_scores(s, q, tail_rows)[0]]
+    best = _Best(k)
+    best.add(seen_scores[0])
+    cost.way, cost.rows_scored = "pruned", len(tail_rows)
+    cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows])
+    seen_main = np.zeros(0, np.int64)  # main rows met so far (scored or ruled out)
+    order = sorted(range(len(q.terms)), key=lambda i: -bounds[i])
+    # what the terms from the j-th on can add, summed afresh (not by subtracting: that
+    # leaves a rounding residue where nothing is left, which could drop a tied row)
+    after = [sum(bounds[o] for o in order[j:]) for j in range(len(order) + 1)]
+    taken: set[int] = set()
+    spent = 0.0
+    for j, i in enumerate(order):
+        if after[j] < best.threshold:
+            break
+        lo, hi = lists[i]
+        remaining = after[j + 1]
+        taken.add(q.terms[i])
+        if hi <= lo:
+            continue
+        spent += PRUNED_NS_PER_POSTING * (hi - lo)
+        if spent > give_up_at:
+            accept.s = exhaustive
+            return _exhaustive(exhaustive, q, k, accept, cost)
+        cost.postings_read += hi - lo
+        listed = s.term_rows[lo:hi].astype(np.int64)
+        fresh = accept(listed)
+        fresh &= ~_contains(seen_main, listed)
+        at = np.flatnonzero(fresh)
+        rows = listed[at]
+        if len(seen_main):
+            seen_main = np.concatenate([seen_main, rows])
+            seen_main.sort(kind="stable")  # two ascending runs: a merge
+        else:
+            seen_main = rows
+        if best.threshold > -math.inf:  # rows this term and later ones cannot lift to it
+            partial = _contribution(s, rows, s.term_weights[lo + at].astype(np.float64),
+                                    q.idf[i], q.average)
+            rows = rows[partial + remaining >= best.threshold]
+        spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j)
+        if spent > give_up_at:
+            accept.s = exhaustive
+            return _exhaustive(exhaustive, q, k, accept, cost)
+        cost.rows_scored += len(rows)
+        scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}))
+        seen.append(rows)
+        seen_scores.append(scores)
+        best.add(scores)
+    cut = best.threshold if best.threshold > -math.inf else None
+    return _ranked(s, np.concatenate(seen), np.concatenate(seen_scores), k, cut)
+
+
+def term_bounds(
+    term_ptr: npt.NDArray[np.int64], term_rows: npt.NDArray[np.int32],
+    term_weights: npt.NDArray[np.float32], lengths: npt.NDArray[np.float32], average: float,
+) -> npt.NDArray[np.float32]:
+    """Per term: the largest ``tf / (tf + K1 * (1 - B + B * length / average))`` over its
+    list (0 for an empty one), rounded up; computed in chunks of postings so the transient
+    memory stays small however large the index."""
+    terms = len(term_ptr) - 1
+    out = np.zeros(max(terms, 0), np.float64)
+    nnz = int(term_ptr[-1]) if terms > 0 else 0
+    start = 0
+    while start < nnz:
+        # the chunk ends at a term boundary (a term longer than a chunk is taken whole)
+        end_term = int(np.searchsorted(term_ptr, start + BOUND_CHUNK, side="right")) - 1
+        first = int(np.searchsorted(term_ptr, start, side="right")) - 1
+        end_term = max(end_term, first + 1)
+        end = int(term_ptr[end_term])
+        tf = term_weights[start:end].astype(np.float64)
+        g = tf / (tf + K1 * (1.0 - B + B * lengths[term_rows[start:end]].astype(np.float64)
+                             / average))
+        ptr = term_ptr[first:end_term + 1] - start
+        nonempty = np.flatnonzero(ptr[1:] > ptr[:-1])
+        if len(nonempty):
+            out[first + nonempty] = np.maximum.reduceat(g, ptr[:-1][nonempty])
+        start = end
+    return (out * (1.0 + BOUND_MARGIN)).astype(np.float32)

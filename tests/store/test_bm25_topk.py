@@ -1,0 +1,296 @@
+"""The BM25 lane's exact top ``k`` without scoring every matching row (MaxScore, see
+:mod:`docgraph.store.bm25`): over random small posting indexes with term-major lists, an
+unindexed tail, tombstones, compactions, two row kinds, namespaces and caller row masks,
+every way of answering returns what a brute-force BM25 written out here returns (scores to
+rounding, ranking with ties by row id), the ways agree bit for bit with each other, and the
+pruned way leaves the long list of a common word unread."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import strategies as st
+
+from docgraph.model import DocumentRecord
+from docgraph.sources.urn import normalize_urn
+from docgraph.store import bm25
+from docgraph.store.lexical import PostingIndex, count_terms, term_ids
+from docgraph.store.restricted import RestrictedRows
+from docgraph.store.sidecar import read_arrays, write_arrays
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from docgraph.store.sqlite.index import sidecar_path
+from docgraph.store.sqlite.query_view import EmbeddedQueryView
+from docgraph.text import query_terms
+from tests.store import test_store_sidecar as sidecar_tests
+from tests.store.test_store import _write
+
+VOCABULARY = 12  # term ids 0..11; queries may also ask for an id no row has
+STRATEGIES: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive", "rows")
+
+
+@dataclass
+class Row:
+    namespace: int
+    kind: int
+    tf: dict[int, float]
+    length: float
+    alive: bool = True
+
+
+@dataclass
+class Model:
+    """The rows as plain Python, and BM25 over them computed the textbook way."""
+
+    rows: dict[int, Row] = field(default_factory=dict)
+
+    def scores(self, terms: list[int], kind: int) -> dict[int, float]:
+        live = [r for r in self.rows.values() if r.alive and r.kind == kind]
+        if not live:
+            return {}
+        total = sum(r.length for r in live)
+        average = total / len(live) if total > 0 else 1.0
+        out: dict[int, float] = {}
+        for term in dict.fromkeys(terms):
+            df = sum(1 for r in live if term in r.tf)
+            if df == 0:
+                continue
+            idf = max(math.log((len(live) - df + 0.5) / (df + 0.5)), 1e-6)
+            for rowid, r in self.rows.items():
+                if r.alive and r.kind == kind and term in r.tf:
+                    tf = r.tf[term]
+                    norm = bm25.K1 * (1 - bm25.B + bm25.B * r.length / average)
+                    out[rowid] = out.get(rowid, 0.0) + idf * tf * (bm25.K1 + 1) / (tf + norm)
+        return out
+
+
+def _blob(tf: dict[int, float]) -> bytes:
+    ids = sorted(tf)
+    return (np.array(ids, np.int32).tobytes()
+            + np.array([tf[t] for t in ids], np.float32).tobytes())
+
+
+def _append(index: PostingIndex, model: Model, rows: dict[int, Row]) -> None:
+    ids = sorted(rows)
+    index.append(np.array(ids, np.int64), np.array([rows[i].namespace for i in ids], np.int32),
+                 np.array([rows[i].kind for i in ids], np.int8),
+                 [_blob(rows[i].tf) for i in ids],
+                 np.array([rows[i].length for i in ids], np.float32))
+    model.rows.update(rows)
+
+
+# Zipf-like: term 0 in most rows, term 11 in few (so common terms have long lists)
+_term = st.integers(0, 39).map(lambda x: min(40 // (x + 1) - 1, VOCABULARY - 1))
+_row = st.builds(
+    lambda ns, kind, words, extra: Row(
+        ns, kind, {t: float(words.count(t)) for t in set(words)}, float(len(words) + extra)),
+    st.integers(1, 3), st.integers(0, 1), st.lists(_term, min_size=0, max_size=12),
+    st.integers(0, 5))
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> tuple[PostingIndex, Model]:
+    """An index grown by batches: some rebuild the term-major copy, some stay in the tail,
+    some rows are deleted (sometimes enough to compact)."""
+    index, model = PostingIndex(), Model()
+    next_id = 1
+    for _ in range(draw(st.integers(1, 4))):
+        rows = draw(st.lists(_row, min_size=1, max_size=40))
+        gap = draw(st.integers(0, 3))  # row ids need not be dense
+        batch = {next_id + gap + i: r for i, r in enumerate(rows)}
+        next_id += gap + len(rows)
+        index.tail_postings = 0 if draw(st.booleans()) else 10**9
+        _append(index, model, batch)
+        alive = [i for i, r in model.rows.items() if r.alive]
+        dead = draw(st.lists(st.sampled_from(alive), max_size=len(alive) // 2 + 1,
+                             unique=True)) if alive and draw(st.booleans()) else []
+        index.remove(np.array(sorted(dead), np.int64))
+        for i in dead:
+            model.rows[i].alive = False
+    return index, model
+
+
+def _mask_filter(allowed: set[int]):  # type: ignore[no-untyped-def]
+    def keep(rowids: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.bool_]:
+        return np.isin(rowids[:n], np.array(sorted(allowed), np.int64))
+    return keep
+
+
+def _check_top_k(got: list[tuple[int, float]], want: dict[int, float], k: int) -> None:
+    """``got`` is a top ``k`` of ``want`` (to rounding), best first, ties by row id."""
+    assert len(got) == min(k, len(want))
+    for (r1, s1), (r2, s2) in itertools.pairwise(got):
+        assert (-s1, r1) < (-s2, r2)
+    for rowid, score in got:
+        assert score == pytest.approx(want[rowid], rel=1e-6)
+    if got:
+        last = got[-1][1]
+        chosen = {r for r, _ in got}
+        missing = [r for r, s in want.items() if s > last * (1 + 1e-6) and r not in chosen]
+        assert not missing
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(history=_histories(), data=st.data())
+def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
+                                           data: st.DataObject) -> None:
+    index, model = history
+    for _ in range(4):
+        terms = data.draw(st.lists(st.integers(0, VOCABULARY), min_size=1, max_size=5))
+        k = data.draw(st.integers(1, 8))
+        kind = data.draw(st.integers(0, 1))
+        namespaces = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3,
+                                        unique=True))
+        everyone = list(model.rows)
+        allowed = (set(data.draw(st.lists(st.sampled_from(everyone), unique=True)))
+                   if everyone and data.draw(st.booleans()) else None)
+        keep = _mask_filter(allowed) if allowed is not None else None
+        want = {r: s for r, s in model.scores(terms, kind).items()
+                if model.rows[r].namespace in namespaces and (allowed is None or r in allowed)}
+        costs = {strategy: bm25.Cost() for strategy in STRATEGIES}
+        answers = {strategy: index.search(terms, k, namespaces, kind, keep=keep,
+                                          strategy=strategy, cost=costs[strategy])
+                   for strategy in STRATEGIES}
+        event(f"pruning skipped postings: "
+              f"{costs['pruned'].postings_read < costs['exhaustive'].postings_read}")
+        note(f"query {terms} k {k} kind {kind} namespaces {namespaces} readable {allowed}: "
+             f"{answers}")
+        _check_top_k(answers["auto"], want, k)
+        assert all(a == answers["exhaustive"] for a in answers.values())
+        asked = np.array([*everyone, 10**6], np.int64)
+        rescored = index.scores_for(terms, asked, namespaces, kind, keep=keep)
+        assert rescored.keys() == want.keys()
+        assert all(rescored[r] == pytest.approx(s, rel=1e-6) for r, s in want.items())
+
+
+def test_the_long_list_of_a_common_word_is_not_read() -> None:
+    """A rare word and a word in every row, ``k`` = 5: the five rows with the rare word
+    outscore anything the common word alone can add, so its 20,000 postings stay unread."""
+    n = 20_000
+    index = PostingIndex()
+    index.tail_postings = 0  # the term-major lists answer it (not the tail)
+    tfs = [{0: 1.0, 1: 1.0} if i % 1000 == 0 else {0: 1.0 + i % 3} for i in range(n)]
+    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
+                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
+                 np.full(n, 8.0, np.float32))
+    cost = bm25.Cost()
+    got = index.search([0, 1], 5, [1], strategy="pruned", cost=cost)
+    assert got == index.search([0, 1], 5, [1], strategy="exhaustive")
+    assert [r for r, _ in got] == [1, 1001, 2001, 3001, 4001]
+    assert cost.postings_read == 20 and cost.rows_scored == 20
+    auto = bm25.Cost()
+    assert index.search([0, 1], 5, [1], cost=auto) == got and auto.postings_read == 20
+
+
+# ---------------------------------------------------------------- through the embedded index
+
+
+def _chunk_texts(rng: np.random.Generator, n: int) -> list[str]:
+    vocabulary = [f"w{i}" for i in range(60)]
+    weights = 1.0 / np.arange(1, 61)
+    return [" ".join(rng.choice(vocabulary, size=int(rng.integers(3, 30)),
+                                p=weights / weights.sum())) for _ in range(n)]
+
+
+def _brute_force(catalog: SQLiteCatalog, written: dict[int, tuple[str, str, str]],
+                 query: str) -> dict[str, dict[int, float]]:
+    """BM25 of every live text chunk by namespace, from the texts written (tokenized by
+    :func:`count_terms`, scored as :class:`Model` does)."""
+    model = Model()
+    ids = term_ids(catalog.connection(), query_terms(query))
+    for rowid, (namespace, crumb, text) in written.items():
+        (tf, length), = count_terms([(crumb, text)])
+        model.rows[rowid] = Row(ord(namespace), 0, {ids.get(t, -1 - i): w for i, (t, w) in
+                                                    enumerate(tf.items())}, float(length))
+    return {"scores": model.scores(list(ids.values()), 0),
+            "namespace": {r: row.namespace for r, row in model.rows.items()}}  # type: ignore[dict-item]
+
+
+def test_the_embedded_index_answers_the_exact_top_k(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real catalog and :class:`EmbeddedChunkIndex`: term-major lists built at load and
+    mapped from the sidecar, documents written after (the tail) and deleted (tombstones),
+    two namespaces and a caller who may read part of the rows: the lane returns the brute-
+    force top ``k``, and the same as the exhaustive way."""
+    rng = np.random.default_rng(3)
+    catalog = SQLiteCatalog(tmp_path / "c.db")
+    sources = {ns: catalog.add_source(normalize_urn(tmp_path / ns), ns) for ns in "ab"}
+    written: dict[int, tuple[str, str, str]] = {}
+    documents: dict[str, DocumentRecord] = {}
+
+    def write(ns: str, path: str, count: int) -> None:
+        texts = _chunk_texts(rng, count)
+        vectors = rng.standard_normal((count, 8)).astype(np.float32)
+        documents[path] = _write(catalog, sources[ns], path, texts, vectors / np.linalg.norm(
+            vectors, axis=1, keepdims=True))
+        rowids = [r for (r,) in catalog.connection().execute(
+            "SELECT id FROM chunks WHERE document_id = ? ORDER BY chunk_index",
+            (documents[path].id,))]
+        for rowid, text in zip(rowids, texts, strict=True):
+            written[rowid] = (ns, f"[{path}]", text)
+
+    for i in range(16):
+        write("ab"[i % 2], f"d{i}.txt", 40)
+    monkeypatch.setattr(PostingIndex, "tail_postings", 0)  # the load builds term-major lists
+    first = EmbeddedChunkIndex(catalog, 8)
+    assert first.postings._snap.main_rows == len(written) and first.save_sidecar() > 0
+    monkeypatch.setattr(PostingIndex, "tail_postings", 10**9)  # later writes stay in the tail
+    index = EmbeddedChunkIndex(catalog, 8)
+    assert index.sidecar_status == "loaded"
+    write("a", "late.txt", 30)
+    catalog.delete_document(documents["d3.txt"])
+    written = {r: w for r, w in written.items() if w[1] != "[d3.txt]"}
+    index.sync()
+    snap = index.postings._snap
+    assert snap.main_rows < snap.n and snap.dead == 40  # a tail and tombstones
+
+    readable = {r for r in written if r % 3}
+    keep = RestrictedRows([(frozenset({"group:x"}), sorted(set(written) - readable))]
+                          ).row_filter(frozenset({"user:y"}))
+    views = {"all": (index.for_query(), set(written)),
+             "some": (EmbeddedQueryView(index, keep), readable)}
+    for query in ("w0 w7", "w45 w1 w2", "w59", "w3 w30 w31 w0 late", "d5 w9"):
+        truth = _brute_force(catalog, written, query)
+        for namespaces in ("a", "b", "ab"):
+            for name, (view, allowed) in views.items():
+                want = {r: s for r, s in truth["scores"].items()
+                        if chr(truth["namespace"][r]) in namespaces and r in allowed}
+                for k in (1, 5, 50):
+                    got = view.lexical_search(query, k, frozenset(namespaces))
+                    pairs = [(r.rowid, r.score) for r in got]
+                    _check_top_k(pairs, want, k)
+                    index.postings.strategy = "exhaustive"
+                    try:
+                        again = view.lexical_search(query, k, frozenset(namespaces))
+                    finally:
+                        index.postings.strategy = "auto"
+                    assert [(r.rowid, r.score) for r in again] == pairs, (query, name, k)
+    catalog.close()
+
+
+def test_a_sidecar_without_the_term_bounds_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    """Pruning trusts the bounds: a sidecar of format 3 (none) is foreign, and one whose
+    bounds do not match its lists is corrupt; both are rebuilt from the catalog."""
+    db = tmp_path / "c.db"
+    sidecar_tests._catalog(db).close()
+    sidecar_tests._saved(db)
+    meta, arrays = read_arrays(sidecar_path(db))
+    assert "posting.term_bound" in arrays and meta["format"] == 4
+    write_arrays(sidecar_path(db), {**meta, "format": 3},
+                 {k: a for k, a in arrays.items() if k != "posting.term_bound"})
+    index, catalog = sidecar_tests._opened(db)
+    assert index.sidecar_status == "foreign" and index.rows_read == 150
+    catalog.close()
+    sidecar_tests._saved(db)
+    meta, arrays = read_arrays(sidecar_path(db))
+    write_arrays(sidecar_path(db), meta, {**arrays, "posting.term_bound": np.zeros(3, np.float32)})
+    index, catalog = sidecar_tests._opened(db)
+    assert index.sidecar_status == "corrupt"
+    assert sidecar_tests._answers(index) == sidecar_tests._rebuilt(db)
+    catalog.close()
