@@ -10,7 +10,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +23,13 @@ from docgraph.store.dense import DenseMatrix
 from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
-from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
+from docgraph.store.quantized import QuantizedDenseMatrix
 from docgraph.store.restricted import RestrictedRows
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.query_view import EmbeddedQueryView
+from docgraph.store.sqlite.row_batch import RowBatch, read_row_batch, stored_vectors
 from docgraph.store.sqlite.schema import SCHEMA_VERSION
-from docgraph.store.sqlite.vectors import decode_vectors
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +308,8 @@ class EmbeddedChunkIndex:
                             log.info("chunk index %s: reading ~%d chunk rows from the catalog"
                                      " (sidecar %s)", self.catalog.path, expected,
                                      self.sidecar_status)
-                    self._stage(self._read_batch(batch))
+                    self._stage(read_row_batch(batch, self.dimension, self.catalog.path,
+                                                   self.exact))
                     if loaded == 0 and expected:
                         self.postings.reserve(expected - len(batch))
                     loaded += len(batch)
@@ -363,7 +363,7 @@ class EmbeddedChunkIndex:
         rows = int(db.execute("SELECT count(*) FROM chunks").fetchone()[0])
         return min(ids_to_come, max(rows - loaded, SYNC_BATCH_ROWS))
 
-    def _stage(self, batch: _RowBatch) -> None:
+    def _stage(self, batch: RowBatch) -> None:
         """Append one batch to the dense matrix (its rows with a vector) and the posting
         lists (every row), not yet visible."""
         has = batch.has_vector
@@ -376,46 +376,12 @@ class EmbeddedChunkIndex:
         self.postings.append(batch.rowids, batch.namespaces, batch.kinds, batch.terms,
                              batch.term_counts, publish=False)
 
-    def _read_batch(self, rows: list[tuple[int, int, bytes, str, bytes, float]]) -> _RowBatch:
-        """Arrays of one batch of chunk rows; vectors (of the rows that have one: a pending
-        chunk's blob is empty) quantized at once unless exact."""
-        has = np.fromiter((len(r[2]) > 0 for r in rows), dtype=bool, count=len(rows))
-        matrix = decode_vectors([r[2] for r in rows if r[2]], self.dimension, self.catalog.path)
-        batch = _RowBatch(
-            has_vector=has,
-            rowids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-            namespaces=np.fromiter((r[1] for r in rows), dtype=np.int32, count=len(rows)),
-            kinds=np.fromiter((CHUNK_KINDS.index(r[3]) for r in rows), dtype=np.int8,
-                              count=len(rows)),
-            terms=[r[4] for r in rows],
-            term_counts=np.fromiter((r[5] for r in rows), dtype=np.float32, count=len(rows)),
-        )
-        if self.exact:
-            batch.vectors = matrix
-        else:
-            batch.words = sign_words(matrix)
-            batch.codes, batch.scales = int8_codes(matrix)
-        return batch
-
     def _stored_vectors(
         self, rowids: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], Vector]:
         """The catalog's vectors (as float32) of the given chunks (deleted ones absent)."""
-        dim = self.dimension
-        ids = [int(r) for r in rowids]
-        found: list[int] = []
-        blobs: list[bytes] = []
-        db = self.catalog.connection()
-        for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for rowid, blob in db.execute(
-                f"SELECT id, vector FROM chunks WHERE id IN ({','.join('?' * len(part))})"
-                " AND vector != x''", part  # a pending chunk has none yet
-            ):
-                found.append(int(rowid))
-                blobs.append(blob)
-        return (np.array(found, dtype=np.int64),
-                decode_vectors(blobs, dim, self.catalog.path))
+        return stored_vectors(self.catalog.connection(), rowids, self.dimension,
+                              self.catalog.path)
 
     def __len__(self) -> int:
         """Live chunks loaded (all namespaces and kinds, pending ones included)."""
@@ -487,22 +453,6 @@ class EmbeddedChunkIndex:
         """Top ``k`` chunks of ``kind`` in the allowed namespaces by BM25 over breadcrumb +
         text, scored with the statistics of ``kind``'s live chunks only."""
         return self.for_query().lexical_search(text, k, namespaces, kind)
-
-
-@dataclass
-class _RowBatch:
-    """One batch of chunk rows read while following the catalog."""
-
-    has_vector: npt.NDArray[np.bool_]  # False: a pending chunk (posting lists only)
-    rowids: npt.NDArray[np.int64]
-    namespaces: npt.NDArray[np.int32]
-    kinds: npt.NDArray[np.int8]
-    terms: list[bytes]
-    term_counts: npt.NDArray[np.float32]
-    vectors: Vector = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
-    words: npt.NDArray[np.uint64] = field(default_factory=lambda: np.zeros((0, 0), np.uint64))
-    codes: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros((0, 0), np.int8))
-    scales: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, np.float32))
 
 
 _blas_limited = False
