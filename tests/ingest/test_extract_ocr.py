@@ -120,3 +120,43 @@ def test_a_pdf_with_text_is_not_sent_to_ocr():
     pdf.cell(text="Plain text layer.")
     document = extract(bytes(pdf.output()), "text.pdf")
     assert [(b.text, b.ocr) for b in document.blocks] == [("Plain text layer.", False)]
+
+
+@needs_ocr
+def test_tesseract_runs_with_one_openmp_thread(tmp_path, monkeypatch):
+    """Tesseract's OpenMP threads fight the embedding model's for the cores (one page: 2.4 s
+    of CPU with its default threads, 0.7 s with one): the program gets OMP_THREAD_LIMIT=1,
+    and the process's own environment is left as it was (the embedding engines read it)."""
+    import shutil
+
+    import pytesseract
+
+    seen = tmp_path / "env.txt"
+    real = shutil.which(pytesseract.pytesseract.tesseract_cmd)
+    wrapper = tmp_path / "tesseract"
+    wrapper.write_text(f'#!/bin/sh\necho "limit=$OMP_THREAD_LIMIT" > {seen}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", str(wrapper))
+    monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
+    png = office_fixtures.scanned_page_png(["Dock D-14 was fixed on 28 March."])
+    document = extract(png, "scans/dock.png")
+    assert "Dock D-14 was fixed on 28 March." in " ".join(b.text for b in document.blocks)
+    assert seen.read_text().strip() == "limit=1"
+    assert "OMP_THREAD_LIMIT" not in __import__("os").environ
+
+
+@needs_ocr
+def test_a_failing_tesseract_names_the_file(tmp_path, monkeypatch):
+    import shutil
+
+    import pytesseract
+
+    real = shutil.which(pytesseract.pytesseract.tesseract_cmd)
+    broken = tmp_path / "tesseract"  # answers --version (OCR is there), fails on a page
+    broken.write_text(f'#!/bin/sh\n[ "$1" = --version ] && exec {real} "$@"\n'
+                      "echo 'cannot read image' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", str(broken))
+    png = office_fixtures.scanned_page_png(["Dock D-14 was fixed on 28 March."])
+    with pytest.raises(ExtractionError, match=r"scans/dock.png.*exit 3.*cannot read image"):
+        extract(png, "scans/dock.png")
