@@ -8,6 +8,7 @@ import pytest
 
 from docgraph.config import load_settings
 from docgraph.errors import ConfigError
+from docgraph.languages import language_terms
 from docgraph.store.lexical import count_terms
 from docgraph.text import index_terms, query_terms
 
@@ -104,3 +105,16 @@ def test_source_languages_setting() -> None:
     assert source_language("file:///data/other", settings.sources) == "auto"
     with pytest.raises(ConfigError, match=r"languages.*'/x'.*'german!'"):
         load_settings(sources={"languages": {"/x": "german!"}})
+
+
+@pytest.mark.parametrize("language", ["zh", "ja", "de", "fr", "nl"])
+def test_no_language_makes_an_empty_term(language):
+    """Porter stems the "s" of "Apple's" (English words inside CJK text) to nothing: an empty
+    term would be an empty lexeme, which PostgreSQL's tsvector refuses, failing the write
+    of the whole document (and with it the build's permission changes and deletions)."""
+    from docgraph.store.postgres.catalog import own_terms
+
+    text = "苹果 Apple's notes, l'homme d'affaires, Peter's s 's"
+    terms, _ = language_terms(text, language)
+    assert terms and "" not in terms
+    assert "'':" not in own_terms("Notes > Apple's", text, language)

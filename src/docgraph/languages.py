@@ -181,13 +181,13 @@ def _analyze(text: str, language: str) -> tuple[list[str], int]:
 def _words(tokens: list[str], language: str, as_english: bool) -> list[str]:
     """The terms of a run of non-CJK word tokens: English rules in a CJK language, else the
     language's stop words, stems, then diacritics folded."""
-    if as_english:
-        return index_terms(" ".join(tokens))[0]
+    if as_english:  # Porter stems a lone "s" ("Apple's") to nothing: no empty term
+        return [t for t in index_terms(" ".join(tokens))[0] if t]
     stops = _stop_words(language)
     kept = [t for t in tokens if t not in stops]
     stemmer = _stemmer(language)
     stems = stemmer.stemWords(kept) if stemmer is not None else kept
-    return [_fold(s) for s in stems]
+    return [f for f in (_fold(s) for s in stems) if f]
 
 
 def language_terms(text: str, language: str) -> tuple[list[str], int]:

@@ -174,3 +174,45 @@ def test_a_migration_keeps_pending_chunks_pending(tmp_path: Path, make_graph,
         assert target.pending_counts() == {}
     finally:
         target.close()
+
+
+def test_pending_chunks_of_a_document_the_caller_may_not_read_are_not_counted(
+        tmp_path: Path, make_graph, embedder: GatedEmbedder) -> None:
+    """The lanes note and index_status count only chunks every reader of the namespace may
+    see: bob, who may read the namespace but not the auditors' memo, must not learn from the
+    count that a hidden document (and how large) is being written."""
+    folder = write_files(tmp_path / "docs", {"other.md": "# Other\n\nNothing to see.\n"})
+    builder = make_graph()
+    builder.index(folder, namespace="ops")
+    server = make_graph()
+    tools = DocgraphTools(Governance(server, StaticEntitlements([
+        RoleAssignment("bob", "reader", "ops"), RoleAssignment("carol", "reader", "ops")])))
+    memo = "".join(f"Paragraph {i} of the zephyr audit names kelp oil grade {i}.\n\n"
+                   for i in range(40))
+    write_files(folder, {"memo.md": f"---\naccess: [user:carol]\n---\n# Audit memo\n\n{memo}",
+                         "public.md": "# Public\n\nThe zephyr turbine runs on kelp oil.\n"})
+    embedder.arm()
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            builder.index(folder, namespace="ops")
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    try:
+        assert embedder.entered.wait(60), failed
+        assert builder.store.pending_counts()["ops"] > 1  # the memo chunks are pending too
+        for who in ("bob", "carol"):
+            found = tools.call("search_documents", Caller(who), {"query_text": QUERY})
+            assert found["lanes"] == {"dense": {"pending_chunks": 1}}, who  # public.md only
+            status = tools.call("index_status", Caller(who), {})
+            assert [n["pending_chunks"] for n in status["namespaces"]] == [1], who
+        assert "memo.md" not in _found(tools.call("search_documents", Caller("bob"),
+                                                  {"query_text": QUERY}))
+    finally:
+        embedder.release.set()
+        thread.join(60)
+    assert not failed, failed

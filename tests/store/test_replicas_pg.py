@@ -240,3 +240,19 @@ def _in_threads(replica: ReplicaCatalog, count: int) -> list[int]:
 
     with ThreadPoolExecutor(count) as pool:
         return list(pool.map(lambda _: _server_port(replica.connection()), range(count)))
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://reader:s3cret@r1:5432/db", "postgresql://reader:***@r1:5432/db"),
+    ("postgresql://reader@r1/db?password=s3cret&sslmode=require",
+     "postgresql://reader@r1/db?password=***&sslmode=require"),
+    ("postgresql://r1,r2/db?sslpassword=k3y&target_session_attrs=read-write",
+     "postgresql://r1,r2/db?sslpassword=***&target_session_attrs=read-write"),
+    ("postgresql://reader@r1/db", "postgresql://reader@r1/db"),
+])
+def test_a_url_shown_in_status_never_carries_its_password(url: str, shown: str) -> None:
+    """Replica and primary URLs appear in `docgraph status` and logs: a password given as a
+    libpq parameter is masked like one in the user info."""
+    from docgraph.store.postgres.catalog import redacted
+
+    assert redacted(url) == shown

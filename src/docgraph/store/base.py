@@ -295,7 +295,11 @@ class ChunkIndex(Protocol):
 
     def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
         """Chunks of ``namespaces`` stored but not embedded yet (skipped by the dense
-        search until their build embeds them), per namespace; absent: none."""
+        search until their build embeds them), per namespace; absent: none. Only chunks of
+        documents every reader of the namespace may see (no permission set, not a table row,
+        not a report) are counted: the count goes into agents' answers, and counting a
+        restricted document's chunks would tell a caller who may not read it that it exists
+        and how large it is."""
         ...
 
     def for_query(self, readers: frozenset[str] | None = None) -> ChunkIndex:

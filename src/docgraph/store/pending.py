@@ -42,6 +42,9 @@ class PendingVectors(Protocol):
         chunks deleted or filled meanwhile are skipped. Returns how many were filled."""
         ...
 
-    def pending_counts(self, namespaces: Iterable[str] | None = None) -> dict[str, int]:
-        """Pending chunks per namespace (of ``namespaces`` when given; absent: none)."""
+    def pending_counts(self, namespaces: Iterable[str] | None = None, *,
+                       open_only: bool = False) -> dict[str, int]:
+        """Pending chunks per namespace (of ``namespaces`` when given; absent: none);
+        ``open_only``: only those of documents every reader of the namespace may see (no
+        permission set, not a table row, not a report), what an agent may be told."""
         ...

@@ -227,9 +227,9 @@ class MilvusChunkIndex:
         return self
 
     def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
-        """Chunks of ``namespaces`` stored but not embedded yet, per namespace (the
-        catalog's count; see :mod:`docgraph.store.pending`)."""
-        return self.catalog.pending_counts(namespaces)
+        """Chunks of ``namespaces``' open documents stored but not embedded yet, per
+        namespace (the catalog's count; see :meth:`ChunkIndex.pending_counts`)."""
+        return self.catalog.pending_counts(namespaces, open_only=True)
 
     def __len__(self) -> int:
         """Live chunks (all namespaces and kinds) as of the last sync."""

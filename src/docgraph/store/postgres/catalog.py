@@ -56,15 +56,23 @@ def connection_url(url: str) -> str:
     return urlunsplit(("postgresql", *parts[1:]))
 
 
+#: libpq URL parameters that carry a secret (``?password=...`` works like the user info's).
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def redacted(url: str) -> str:
-    """``url`` without its password, for messages."""
+    """``url`` without its password (in the user info or as a ``password`` /
+    ``sslpassword`` parameter), for messages and status."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    # The hosts as written: a libpq multi-host URL (h1:5432,h2:5432) has no single port.
-    hosts = parts.netloc.rpartition("@")[2]
-    netloc = f"{parts.username}:***@{hosts}"
-    return urlunsplit((parts.scheme, netloc, *parts[2:]))
+    netloc = parts.netloc
+    if parts.password is not None:
+        # The hosts as written: a libpq multi-host URL (h1:5432,h2:5432) has no single port.
+        netloc = f"{parts.username}:***@{netloc.rpartition('@')[2]}"
+    query = "&".join(
+        f"{name}=***" if name.lower() in _SECRET_PARAMETERS else pair
+        for pair in parts.query.split("&") if pair
+        for name in (pair.partition("=")[0],))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _closed_by_server(conn: Any) -> bool:
@@ -379,9 +387,10 @@ def own_terms(breadcrumb: str, text: str, language: str) -> str:
     counts = Counter(language_terms(breadcrumb, language)[0])
     counts.update(language_terms(text, language)[0])
     # Terms are runs of letters and digits: no quote or backslash to escape. A lexeme has
-    # at most 2047 bytes (to_tsvector skips longer words the same way).
+    # at most 2047 bytes (to_tsvector skips longer words the same way) and at least one:
+    # an empty one is a tsvector syntax error that would fail the document's write.
     return " ".join(f"'{term}':" + ",".join(str(p) for p in range(1, min(n, 256) + 1))
-                    for term, n in counts.items() if len(term.encode()) < 2047)
+                    for term, n in counts.items() if 0 < len(term.encode()) < 2047)
 
 
 def _insert_chunks(db: Any, rows: list[tuple[Any, ...]]) -> None:

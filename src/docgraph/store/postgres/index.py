@@ -215,9 +215,9 @@ class PostgresChunkIndex:
         return None if self.readers is None else sorted(self.readers)
 
     def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
-        """Chunks of ``namespaces`` stored but not embedded yet, per namespace (the
-        catalog's count; see :mod:`docgraph.store.pending`)."""
-        return self.catalog.pending_counts(namespaces)
+        """Chunks of ``namespaces``' open documents stored but not embedded yet, per
+        namespace (the catalog's count; see :meth:`ChunkIndex.pending_counts`)."""
+        return self.catalog.pending_counts(namespaces, open_only=True)
 
     def __len__(self) -> int:
         """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""

@@ -394,7 +394,7 @@ class EmbeddedChunkIndex:
         marks = self._synced_marks
         kept = self._pending
         if kept is None or kept[0] != marks:
-            kept = (marks, self.catalog.pending_counts())
+            kept = (marks, self.catalog.pending_counts(open_only=True))
             self._pending = kept
         wanted = set(namespaces)
         return {name: n for name, n in kept[1].items() if name in wanted}

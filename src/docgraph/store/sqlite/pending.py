@@ -77,13 +77,17 @@ class SQLitePendingVectors:
                 filled += 1
         return filled
 
-    def pending_counts(self: _Database, namespaces: Iterable[str] | None = None
-                       ) -> dict[str, int]:
+    def pending_counts(self: _Database, namespaces: Iterable[str] | None = None, *,
+                       open_only: bool = False) -> dict[str, int]:
         """Pending chunks per namespace (through the partial index: no pending chunk, one
-        empty index probe)."""
+        empty index probe). ``open_only``: only those of documents every reader of the
+        namespace may see (no permission set, not a table row, not a report), the count an
+        agent may be told."""
+        gate = (" JOIN documents d ON d.id = c.document_id AND d.access IS NULL"
+                " AND d.origin_table IS NULL AND d.kind = 'document'") if open_only else ""
         rows = self.connection().execute(
-            "SELECT n.name, p.count FROM (SELECT namespace_id, count(*) AS count FROM chunks"
-            " WHERE vector = x'' GROUP BY namespace_id) p"
+            "SELECT n.name, p.count FROM (SELECT c.namespace_id, count(*) AS count"
+            f" FROM chunks c{gate} WHERE c.vector = x'' GROUP BY c.namespace_id) p"
             " JOIN namespaces n ON n.id = p.namespace_id").fetchall()
         wanted = None if namespaces is None else set(namespaces)
         return {str(name): int(count) for name, count in rows
