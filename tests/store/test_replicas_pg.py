@@ -174,6 +174,43 @@ def test_a_document_this_process_indexes_is_read_back_at_once(pair, indexes, tmp
     assert replica.fallbacks == paused_fallbacks  # replayed now: the standby answers
 
 
+def test_another_processs_write_is_read_within_the_staleness_bound(pair, indexes, tmp_path):
+    """A write this process did not make (a build on another server: here the writer, which
+    knows only the primary) is not waited for by read-your-writes; with the standby's replay
+    paused, the reader would read the stale copy forever. Past read_max_lag_s (and the once a
+    second check) it reads the primary instead, and the standby again once it replayed."""
+    import time
+
+    primary, standby = pair
+    writer, reader = indexes
+    replica = reader.query_store
+    assert isinstance(replica, ReplicaCatalog)
+    wait_replayed(primary, standby)
+    assert not any("Plover" in h.text
+                   for h in reader.search("Plover hoist brake", namespaces=["support"], k=3))
+    with psycopg.connect(_libpq(standby), autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_pause()")
+        try:
+            replica.max_lag_s = 0.3
+            writer.index(write_files(tmp_path / "other", {
+                "plover.md": "# Plover\n\nThe Plover hoist brake is set to 57 bar.\n"}),
+                namespace="support")
+            time.sleep(1.5)  # past the bound and the once a second check
+            before = replica.fallbacks
+            hits = reader.search("Plover hoist brake", namespaces=["support"], k=3)
+            assert hits and "Plover" in hits[0].text  # read from the primary
+            assert replica.fallbacks > before
+        finally:
+            conn.execute("SELECT pg_wal_replay_resume()")
+    wait_replayed(primary, standby)
+    time.sleep(1.1)
+    after = replica.fallbacks
+    hits = reader.search("Plover hoist brake", namespaces=["support"], k=3)
+    assert hits and "Plover" in hits[0].text
+    assert replica.fallbacks == after  # caught up: the standby answers again
+    replica.max_lag_s = 10.0
+
+
 def test_status_shows_each_replicas_lag(pair, indexes, tmp_path):
     primary, standby = pair
     _, reader = indexes

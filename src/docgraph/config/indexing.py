@@ -92,6 +92,14 @@ class StoreSettings(Section):
         "build, a console change), how long a read waits for its replica to replay past "
         "that write's WAL position before it reads the primary instead (read-your-writes).",
     )
+    read_max_lag_s: float = Field(
+        default=10.0, ge=0.0, le=3600.0,
+        description="PostgreSQL with store.read_urls: the most a read from a replica may lag "
+        "behind writes made by any process (a build on another server, a permission change "
+        "or deletion): once a second each process notes the primary's WAL position, and a "
+        "replica that has not replayed the position noted this long ago is passed over for "
+        "the primary until it has. 0: no bound (a broken replica is read however stale).",
+    )
     pg_ef_search: int = Field(
         default=DEFAULT_PG_EF_SEARCH, ge=10, le=1000,
         description="PostgreSQL: HNSW candidates per dense search (pgvector hnsw.ef_search, "

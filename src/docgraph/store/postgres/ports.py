@@ -49,7 +49,7 @@ class PostgresPorts:
         #: The query side's catalog: the replicas of ``[store] read_urls``, else the primary.
         self.query_catalog: PostgresCatalog = (
             ReplicaCatalog(self.catalog, settings.read_urls, settings.read_policy,
-                           settings.read_wait_s)
+                           settings.read_wait_s, settings.read_max_lag_s)
             if settings.read_urls else self.catalog)
 
     @cached_property

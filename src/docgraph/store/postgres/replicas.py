@@ -14,7 +14,14 @@ them). When a read finds the count grown since its connection last caught up, it
 primary once for its WAL insert position (``pg_current_wal_insert_lsn()``, shared by every
 thread for that count) and waits until its replica has replayed past it
 (``pg_last_wal_replay_lsn()``), at most ``read_wait_s``; past that bound it reads the
-primary. With no write since, a read costs the replica nothing extra. Row-level security
+primary. With no write since, a read costs the replica nothing extra.
+
+Staleness from other processes' writes (a build on another server, a revocation, a
+deletion) is bounded by ``read_max_lag_s``: once a second a process notes the primary's WAL
+position (one statement on the primary, shared by its threads), and each thread's replica
+connection, checked at most once a second, must have replayed the position noted
+``read_max_lag_s`` ago (the oldest one noted, in a process younger than that); a replica
+that has not is passed over for the primary until it has. Row-level security
 and governance hold alike on a replica: roles, policies and docgraph's tables are
 replicated with everything else.
 """
@@ -38,6 +45,9 @@ _STATUS_TIMEOUT_S = 2  # connect timeout of a status probe: one dead replica mus
 #: After no replica answered, reads go to the primary for this long before replicas are
 #: tried again (an unreachable host must not cost every read a connect timeout).
 RETRY_REPLICAS_S = 5.0
+#: How often a process notes the primary's WAL position, and a thread checks its replica
+#: against the position of ``read_max_lag_s`` ago.
+FRESHNESS_CHECK_S = 1.0
 
 
 def lsn_value(lsn: str | None) -> int | None:
@@ -77,7 +87,8 @@ class ReplicaCatalog(PostgresCatalog):
     replays them."""
 
     def __init__(self, primary: PostgresCatalog, urls: Sequence[str],
-                 policy: ReadPolicy = "round_robin", wait_s: float = 2.0) -> None:
+                 policy: ReadPolicy = "round_robin", wait_s: float = 2.0,
+                 max_lag_s: float = 10.0) -> None:
         if not urls:
             raise StoreError("a replica catalog needs at least one URL in store.read_urls")
         self.primary = primary
@@ -86,6 +97,9 @@ class ReplicaCatalog(PostgresCatalog):
         self.display_url = ", ".join(redacted(u) for u in self.urls)
         self.policy: ReadPolicy = policy
         self.wait_s = wait_s
+        self.max_lag_s = max_lag_s
+        # (monotonic time, primary WAL position) noted about once a second, oldest first
+        self._noted: list[tuple[float, str]] = []
         self.writes = 0
         self._local = threading.local()
         self._connections: list[Any] = []
@@ -156,10 +170,55 @@ class ReplicaCatalog(PostgresCatalog):
             self._replicas_down_until = time.monotonic() + RETRY_REPLICAS_S
             self.fallbacks += 1
             return self.primary.connection()
-        if _in_transaction(conn) or self._caught_up(conn):
+        if _in_transaction(conn) or (self._caught_up(conn) and self._fresh_enough(conn)):
             return conn
         self.fallbacks += 1
         return self.primary.connection()
+
+    def _fresh_enough(self, conn: Any) -> bool:
+        """Whether ``conn``'s replica has replayed what the primary held ``max_lag_s`` ago
+        (checked at most once a second per thread; see the module docstring)."""
+        import psycopg
+
+        if self.max_lag_s <= 0:
+            return True
+        now = time.monotonic()
+        checked = getattr(self._local, "fresh", None)
+        if checked is not None and checked[0] is conn and now - checked[1] < FRESHNESS_CHECK_S:
+            return True
+        try:
+            target = self._position_as_of(now)
+        except (StoreError, psycopg.Error):
+            return True  # the primary is gone (a failover): the replica is all there is
+        try:
+            (done,) = conn.execute(
+                "SELECT NOT pg_is_in_recovery()"
+                " OR coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)",
+                (target,)).fetchone()
+        except psycopg.Error:
+            return False
+        if done:
+            self._local.fresh = (conn, now)
+        return bool(done)
+
+    def _position_as_of(self, now: float) -> str:
+        """What a replica must have replayed at ``now``: the primary's WAL position noted
+        within a second before ``now - max_lag_s``; when none was (the process is younger,
+        or no read came for a while) a later one, the newest when there is a gap (stricter,
+        never staler). A new position is noted when the last is a second old."""
+        with self._target_lock:
+            if not self._noted or now - self._noted[-1][0] >= FRESHNESS_CHECK_S:
+                lsn, block_size = self.primary.connection().execute(
+                    WRITE_TARGET_SQL).fetchone()
+                self._noted.append((now, write_target(str(lsn), int(block_size))))
+            cutoff = now - self.max_lag_s
+            old = [i for i, (at, _) in enumerate(self._noted) if at <= cutoff]
+            if old:  # keep the newest position old enough, and everything after it
+                del self._noted[:old[-1]]
+            at, position = self._noted[0]
+            if at > cutoff or cutoff - at <= FRESHNESS_CHECK_S:
+                return position
+            return self._noted[-1][1]  # no position noted near the cutoff: the newest
 
     def _caught_up(self, conn: Any) -> bool:
         """Whether ``conn``'s replica has replayed every write this process committed,
