@@ -19,6 +19,16 @@ from typing import NamedTuple, Protocol
 from docgraph.model import Vector
 
 
+def pending_counts_sql(pending: str, open_only: bool) -> str:
+    """The statement of :meth:`PendingVectors.pending_counts` (name, count per namespace),
+    given the backend's test for a pending chunk ``c`` (``pending``)."""
+    gate = (" JOIN documents d ON d.id = c.document_id AND d.access IS NULL"
+            " AND d.origin_table IS NULL AND d.kind = 'document'") if open_only else ""
+    return ("SELECT n.name, p.count FROM (SELECT c.namespace_id, count(*) AS count"
+            f" FROM chunks c{gate} WHERE {pending} GROUP BY c.namespace_id) p"
+            " JOIN namespaces n ON n.id = p.namespace_id")
+
+
 class PendingChunk(NamedTuple):
     """A chunk waiting for its vector: its row id, what its embedded text is made of
     (breadcrumb and text) and the hash of the text it was stored for."""

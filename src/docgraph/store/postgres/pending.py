@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from docgraph.model import Vector
-from docgraph.store.pending import PendingChunk
+from docgraph.store.pending import PendingChunk, pending_counts_sql
 
 
 class _Database(Protocol):
@@ -59,12 +59,8 @@ class PostgresPendingVectors:
         empty index probe). ``open_only``: only those of documents every reader of the
         namespace may see (no permission set, not a table row, not a report), the count an
         agent may be told."""
-        gate = (" JOIN documents d ON d.id = c.document_id AND d.access IS NULL"
-                " AND d.origin_table IS NULL AND d.kind = 'document'") if open_only else ""
         rows = self.connection().execute(
-            "SELECT n.name, p.count FROM (SELECT c.namespace_id, count(*) AS count"
-            f" FROM chunks c{gate} WHERE c.embedding IS NULL GROUP BY c.namespace_id) p"
-            " JOIN namespaces n ON n.id = p.namespace_id").fetchall()
+            pending_counts_sql("c.embedding IS NULL", open_only)).fetchall()
         wanted = None if namespaces is None else set(namespaces)
         return {str(name): int(count) for name, count in rows
                 if wanted is None or name in wanted}

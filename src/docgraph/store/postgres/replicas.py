@@ -190,16 +190,10 @@ class ReplicaCatalog(PostgresCatalog):
             target = self._position_as_of(now)
         except (StoreError, psycopg.Error):
             return True  # the primary is gone (a failover): the replica is all there is
-        try:
-            (done,) = conn.execute(
-                "SELECT NOT pg_is_in_recovery()"
-                " OR coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)",
-                (target,)).fetchone()
-        except psycopg.Error:
-            return False
+        done = _replayed(conn, target)
         if done:
             self._local.fresh = (conn, now)
-        return bool(done)
+        return done
 
     def _position_as_of(self, now: float) -> str:
         """What a replica must have replayed at ``now``: the primary's WAL position noted
@@ -235,14 +229,7 @@ class ReplicaCatalog(PostgresCatalog):
             return True  # the primary is gone (a failover): the replica is all there is
         deadline = time.monotonic() + self.wait_s
         while True:
-            try:
-                (done,) = conn.execute(
-                    "SELECT NOT pg_is_in_recovery()"
-                    " OR coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)",
-                    (target,)).fetchone()
-            except psycopg.Error:
-                return False
-            if done:
+            if _replayed(conn, target):
                 self._local.seen = (conn, written)
                 return True
             if time.monotonic() >= deadline:
@@ -292,6 +279,21 @@ class ReplicaCatalog(PostgresCatalog):
                                        replay_lsn=replayed, lag_bytes=behind,
                                        last_replay_age_s=None if age is None else float(age)))
         return found
+
+
+def _replayed(conn: Any, target: str) -> bool:
+    """Whether ``conn``'s server has replayed the WAL up to ``target`` (a primary: always);
+    False when it cannot be asked."""
+    import psycopg
+
+    try:
+        (done,) = conn.execute(
+            "SELECT NOT pg_is_in_recovery()"
+            " OR coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)",
+            (target,)).fetchone()
+    except psycopg.Error:
+        return False
+    return bool(done)
 
 
 def _in_transaction(conn: Any) -> bool:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from docgraph.model import Vector
-from docgraph.store.pending import PendingChunk
+from docgraph.store.pending import PendingChunk, pending_counts_sql
 from docgraph.store.sqlite.vectors import encode_vector
 
 #: The stored form of "no vector yet".
@@ -83,12 +83,8 @@ class SQLitePendingVectors:
         empty index probe). ``open_only``: only those of documents every reader of the
         namespace may see (no permission set, not a table row, not a report), the count an
         agent may be told."""
-        gate = (" JOIN documents d ON d.id = c.document_id AND d.access IS NULL"
-                " AND d.origin_table IS NULL AND d.kind = 'document'") if open_only else ""
         rows = self.connection().execute(
-            "SELECT n.name, p.count FROM (SELECT c.namespace_id, count(*) AS count"
-            f" FROM chunks c{gate} WHERE c.vector = x'' GROUP BY c.namespace_id) p"
-            " JOIN namespaces n ON n.id = p.namespace_id").fetchall()
+            pending_counts_sql("c.vector = x''", open_only)).fetchall()
         wanted = None if namespaces is None else set(namespaces)
         return {str(name): int(count) for name, count in rows
                 if wanted is None or name in wanted}
