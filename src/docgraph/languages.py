@@ -38,7 +38,7 @@ from typing import Any
 
 import Stemmer
 
-from docgraph.text import MAX_QUERY_TERMS, WORD, index_terms, query_terms
+from docgraph.text import MAX_QUERY_TERMS, WORD, fold_token, index_terms, query_terms
 
 ENGLISH = "en"
 AUTO = "auto"
@@ -143,13 +143,6 @@ def _stemmer(language: str) -> Stemmer.Stemmer | None:
     return stemmer
 
 
-def _fold(token: str) -> str:
-    if token.isascii():
-        return token
-    decomposed = unicodedata.normalize("NFKD", token)
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
 def _analyze(text: str, language: str) -> tuple[list[str], int]:
     """(indexed terms of ``text`` in ``language`` in order with repeats, tokens counted)."""
     tokens: list[str] = []
@@ -187,7 +180,7 @@ def _words(tokens: list[str], language: str, as_english: bool) -> list[str]:
     kept = [t for t in tokens if t not in stops]
     stemmer = _stemmer(language)
     stems = stemmer.stemWords(kept) if stemmer is not None else kept
-    return [f for f in (_fold(s) for s in stems) if f]
+    return [f for f in (s if s.isascii() else fold_token(s) for s in stems) if f]
 
 
 def language_terms(text: str, language: str) -> tuple[list[str], int]:

@@ -74,7 +74,9 @@ def stem_words(words: list[str]) -> list[str]:
     return [found[w] for w in words]
 
 
-def _fold_token(token: str) -> str:
+def fold_token(token: str) -> str:
+    """``token`` with its diacritics removed (NFKD, combining marks dropped), lower case;
+    cached process-wide like the stems."""
     folded = _FOLDED.get(token)
     if folded is None:
         decomposed = unicodedata.normalize("NFKD", token)
@@ -91,7 +93,7 @@ def words(text: str) -> list[str]:
     tokens = WORD.findall(unicodedata.normalize("NFKC", text).lower())
     if text.isascii():
         return tokens
-    return [t if t.isascii() else _fold_token(t) for t in tokens]
+    return [t if t.isascii() else fold_token(t) for t in tokens]
 
 
 def index_terms(text: str) -> tuple[list[str], int]:

@@ -69,9 +69,12 @@ class Settings(BaseSettings):
     def _model_profile(self) -> Settings:
         """The selected embedding model's constants (``docgraph.config.profiles``) for every
         ``[index]`` / ``[retrieval]`` key not set explicitly."""
+        self._apply_model_profile()
+        return self
+
+    def _apply_model_profile(self) -> None:
         self._from_profile = apply_profile(
             {"index": self.index, "retrieval": self.retrieval}, self.embed.model)
-        return self
 
     def from_profile(self) -> dict[str, dict[str, Any]]:
         """``{section: {key: value}}`` that came from the embedding model's profile rather
@@ -83,8 +86,7 @@ class Settings(BaseSettings):
         """Switch ``embed.model`` in place and re-apply the profiles, so the ranking
         constants follow the model (explicit values still win)."""
         self.embed.model = model
-        self._from_profile = apply_profile(
-            {"index": self.index, "retrieval": self.retrieval}, model)
+        self._apply_model_profile()
 
     @classmethod
     def settings_customise_sources(

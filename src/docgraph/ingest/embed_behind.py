@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from docgraph.ingest.prepare import embedding_input
 from docgraph.store.pending import PendingChunk, PendingVectors
 from docgraph.telemetry import span
 from docgraph.text import text_hash
@@ -30,10 +31,10 @@ def embedded_text(chunk: PendingChunk, breadcrumb: bool) -> str:
     """The text a pending chunk's vector is computed from: what its hash was stored for
     (breadcrumb + text, or the text alone; the other form when ``loader.breadcrumb``
     changed since it was written)."""
-    first = f"{chunk.breadcrumb} {chunk.text}" if breadcrumb else chunk.text
+    first = embedding_input(chunk.breadcrumb, chunk.text, breadcrumb)
     if text_hash(first) == chunk.embed_hash:
         return first
-    other = chunk.text if breadcrumb else f"{chunk.breadcrumb} {chunk.text}"
+    other = embedding_input(chunk.breadcrumb, chunk.text, not breadcrumb)
     return other if text_hash(other) == chunk.embed_hash else first
 
 

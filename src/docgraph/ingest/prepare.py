@@ -130,10 +130,8 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
     language = document_language(document, spec.language)
     chunks = chunk_document(document, spec.count_tokens, spec.loader.chunk_tokens)
     breadcrumbs = [c.breadcrumb(document.title) for c in chunks]
-    embedded = [
-        f"{crumb} {c.text}" if spec.loader.breadcrumb else c.text
-        for crumb, c in zip(breadcrumbs, chunks, strict=True)
-    ]
+    embedded = [embedding_input(crumb, c.text, spec.loader.breadcrumb)
+                for crumb, c in zip(breadcrumbs, chunks, strict=True)]
     t1 = time.perf_counter()
     links = ([spec.extractor.links(c.text) for c in chunks]
              if spec.extractor is not None else [])
@@ -144,6 +142,12 @@ def _prepare_one(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocu
     return PreparedDocument(document, chunks, breadcrumbs, embedded, links, lexical,
                             {"chunk": t1 - t0, "entities": t2 - t1, "store": t3 - t2},
                             line_hashes=hashes, lines_dropped=dropped, language=language)
+
+
+def embedding_input(breadcrumb: str, text: str, with_breadcrumb: bool) -> str:
+    """The text a chunk's vector is computed from: its breadcrumb and text, or the text
+    alone (``loader.breadcrumb`` off)."""
+    return f"{breadcrumb} {text}" if with_breadcrumb else text
 
 
 def source_language(urn: str, settings: SourcesSettings | None) -> str:
