@@ -202,6 +202,24 @@ def sweep(model: MiniLMEmbedder, texts: list[str], seed: int) -> dict[str, Any]:
             "best_batching": list(best)}
 
 
+def _against(runs: dict[str, list[dict[str, Any]]], variant: str, ours: str,
+             raw_rate: float, phases: list[str]) -> dict[str, Any]:
+    """The figures of the alternating variant ``pipeline_<variant>`` beside the pipeline's:
+    its chunks/s and ratio to raw, the pipeline (``ours``) over it (of the medians and the
+    median of each round's own ratio), and its phase split."""
+    theirs = runs[f"pipeline_{variant}"]
+    rate = statistics.median(p["chunks_per_s"] for p in theirs)
+    pipe_rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline"])
+    return {f"pipeline_{variant}_chunks_per_s": rate,
+            f"{variant}_ratio": round(rate / raw_rate, 3),
+            f"{ours}_over_{variant}": round(pipe_rate / rate, 3),
+            f"{ours}_over_{variant}_per_round_median": round(statistics.median(
+                a["chunks_per_s"] / b["chunks_per_s"]
+                for a, b in zip(runs["pipeline"], theirs, strict=True)), 3),
+            f"{variant}_phase_s_median": {k: round(statistics.median(
+                p["seconds"][k] for p in theirs), 3) for k in phases}}
+
+
 def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                    workdir: Path, seed: int, swept: dict[str, Any] | None,
                    inline: bool, before: bool, commit_embed: bool = False,
@@ -247,27 +265,9 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                     for k in phases}
     wall = statistics.median(p["wall_s"] for p in runs["pipeline"])
     extra: dict[str, Any] = {}
-    if "pipeline_before" in runs:
-        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_before"])
-        extra |= {"pipeline_before_chunks_per_s": rate,
-                  "before_ratio": round(rate / raw_rate, 3),
-                  "after_over_before": round(pipe_rate / rate, 3),
-                  "after_over_before_per_round_median": round(statistics.median(
-                      a["chunks_per_s"] / b["chunks_per_s"] for a, b in
-                      zip(runs["pipeline"], runs["pipeline_before"], strict=True)), 3),
-                  "before_phase_s_median": {k: round(statistics.median(
-                      p["seconds"][k] for p in runs["pipeline_before"]), 3) for k in phases}}
-    if "pipeline_commit_embed" in runs:
-        rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_commit_embed"])
-        extra |= {"pipeline_commit_embed_chunks_per_s": rate,
-                  "commit_embed_ratio": round(rate / raw_rate, 3),
-                  "behind_over_commit_embed": round(pipe_rate / rate, 3),
-                  "behind_over_commit_embed_per_round_median": round(statistics.median(
-                      a["chunks_per_s"] / b["chunks_per_s"] for a, b in
-                      zip(runs["pipeline"], runs["pipeline_commit_embed"], strict=True)), 3),
-                  "commit_embed_phase_s_median": {k: round(statistics.median(
-                      p["seconds"][k] for p in runs["pipeline_commit_embed"]), 3)
-                      for k in phases}}
+    for variant, ours in (("before", "after"), ("commit_embed", "behind")):
+        if f"pipeline_{variant}" in runs:
+            extra |= _against(runs, variant, ours, raw_rate, phases)
     if "pipeline_overlap" in runs:
         rate = statistics.median(p["chunks_per_s"] for p in runs["pipeline_overlap"])
         extra |= {"pipeline_overlap_chunks_per_s": rate,
