@@ -20,6 +20,7 @@ from docgraph.ingest.boilerplate import line_fingerprint
 from docgraph.ingest.chunk import TokenCounter, chunk_document
 from docgraph.ingest.extract import extract
 from docgraph.ingest.limits import ExtractLimits
+from docgraph.ingest.storable import storable_document
 from docgraph.languages import (
     AUTO,
     DETECT_CHARS,
@@ -98,7 +99,9 @@ class PreparedAttachment:
 
 def prepare_document(spec: PrepareSpec, document: ExtractedDocument) -> PreparedDocument:
     """Chunk an extracted document (and each document attached to it) and derive everything
-    its write needs but vectors."""
+    its write needs but vectors. Characters no store can keep (NUL, lone surrogates) are
+    taken out first (:func:`~docgraph.ingest.storable.storable_document`)."""
+    document = storable_document(document)
     prepared = _prepare_one(spec, document)
     for attached in document.attachments:
         inner = _prepare_one(spec, attached.document)
