@@ -4,7 +4,8 @@ vectors of chunk texts the index already holds. The other chunks are written *pe
 (searchable by BM25 at once) and embedded behind in large batches
 (:mod:`docgraph.ingest.embed_behind`); with ``pipeline.embed_behind`` off (an external chunk
 index that follows only embedded rows, or the benchmark's old path) the batch is embedded
-before it is written. :class:`BatchWriter` commits at least every
+before it is written. A document the store refuses fails its file alone
+(:mod:`docgraph.ingest.failed_writes`). :class:`BatchWriter` commits at least every
 :data:`COMMIT_EVERY_DOCUMENTS` documents, :data:`COMMIT_EVERY_CHUNKS` chunks or
 :data:`COMMIT_EVERY_SECONDS`, so an interrupted build keeps what it committed."""
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from docgraph.ingest.embed_behind import VectorFiller
+from docgraph.ingest.failed_writes import write_batch
 from docgraph.ingest.prepare import PreparedDocument
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.model import Access, DocumentRecord, RowOrigin
@@ -130,8 +132,8 @@ class BatchWriter:
         t0 = time.perf_counter()
         pipeline.phase = "store"
         unit_writes: list[DocumentWrite] = []
+        unit_pending: list[int] = []  # chunks each unit writes pending
         cursor = 0
-        pending_chunks = 0
         for unit, found, doc_hashes in zip(units, reused, hashes, strict=True):
             if not found and fresh is not None:  # nothing reused: a slice, no copy
                 vectors = np.asarray(fresh[cursor:cursor + len(doc_hashes)], dtype=np.float32)
@@ -148,8 +150,7 @@ class BatchWriter:
                 vectors = (np.stack(rows).astype(np.float32) if rows
                            else np.zeros((0, embedder.dimension), dtype=np.float32))
             missing = [h not in found for h in doc_hashes] if behind else None
-            pending_chunks += sum(missing) if missing else 0
-            report.count_write(unit.doc_id, doc_hashes, set(found))
+            unit_pending.append(sum(missing) if missing else 0)
             pending, prepared = unit.pending, unit.prepared
             is_file = prepared is pending.prepared
             unit_writes.append(DocumentWrite(
@@ -175,16 +176,29 @@ class BatchWriter:
                 missing=missing,
             ))
         writes: list[DocumentWrite] = []
+        spans: list[range] = []  # each file's units (its document, then its attachments)
+        start = 0
         for pending in batch:  # a file's write carries its attachments' writes
-            count = 1 + len(pending.prepared.attachments)
-            first, rest = unit_writes[0], unit_writes[1:count]
-            unit_writes = unit_writes[count:]
+            end = start + 1 + len(pending.prepared.attachments)
+            spans.append(range(start, end))
+            first, rest = unit_writes[start], unit_writes[start + 1:end]
             writes.append(replace(first, attachments=rest) if rest else first)
+            start = end
         with span("build.write", documents=len(writes)):
-            catalog.write_documents(writes)  # one transaction, each document atomic
+            # one transaction, each document atomic; a document the store refuses becomes
+            # its file's failure, the others are written (docgraph.ingest.failed_writes)
+            refusals = write_batch(catalog, writes)
         report.seconds["store"] += time.perf_counter() - t0
-        for pending in batch:
+        pending_chunks = 0
+        for pending, file_units, refusal in zip(batch, spans, refusals, strict=True):
             path = pending.entry.relative_path
+            if refusal is not None:  # keeps its old version, if it had one
+                pipeline.fail(report, path, refusal)
+                self.file_done()
+                continue
+            for i in file_units:
+                report.count_write(units[i].doc_id, hashes[i], set(reused[i]))
+                pending_chunks += unit_pending[i]
             (report.updated if pending.existing is not None else report.added).append(path)
             self.state.chunks_written = report.chunks_written
             self.file_done()

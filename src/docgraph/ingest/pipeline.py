@@ -5,8 +5,9 @@ otherwise the bytes are hashed and an unchanged hash only refreshes the token. C
 new files are extracted, chunked and written in one transaction each (chunks whose embedded
 text did not change keep their vectors, new ones are embedded behind:
 :mod:`~docgraph.ingest.embed_behind`); files gone, even mid-build, are deleted. A file that
-cannot be read or extracted, is too large, or is not a regular file (a symlink, a FIFO) is
-recorded with its reason and skipped; whatever was indexed for it before stays searchable.
+cannot be read or extracted, is too large, is not a regular file (a symlink, a FIFO) or
+whose document the store refuses (:mod:`~docgraph.ingest.failed_writes`) is recorded with
+its reason and skipped; whatever was indexed for it before stays searchable.
 A build that completes leaves exactly its own failure records.
 
 One file can give several documents: a mail's attachments are documents of their own, path
@@ -60,6 +61,7 @@ from docgraph.ingest.batch import (
     Pending,
 )
 from docgraph.ingest.boilerplate import repeated_floor
+from docgraph.ingest.failed_writes import remember_failure
 from docgraph.ingest.prepare import (
     PrepareSpec,
     prepare_bytes,
@@ -76,10 +78,7 @@ from docgraph.ingest.workers import (
     refuse_in_worker_bootstrap,
     worker_count,
 )
-from docgraph.model import (
-    DocumentRecord,
-    SourceRecord,
-)
+from docgraph.model import DocumentRecord, SourceRecord
 from docgraph.sources.access_rules import AccessRules, AccessUnreadable
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
@@ -218,7 +217,7 @@ class IngestPipeline:
             self.catalog.set_embedding_model(self.embedder.name, self.embedder.dimension)
         self.phase = "extract"  # skipped like a file that cannot be extracted, not a fetch
         for skipped in crawler.skipped:
-            self._fail(report, skipped.relative_path, skipped.reason)
+            self.fail(report, skipped.relative_path, skipped.reason)
         entries = self._one_per_document_id(source, entries, existing, report)
         for path in shadowing:  # gone files whose paths their mail's attachments take back
             self.catalog.delete_document(existing.pop(path))
@@ -256,7 +255,7 @@ class IngestPipeline:
                 writer.state.current = entry.relative_path
                 refused = self.access.unreadable(entry, existing.get(entry.relative_path))
                 if refused is not None:  # fails closed: not indexed, reported
-                    self._fail(report, entry.relative_path, refused)
+                    self.fail(report, entry.relative_path, refused)
                     writer.file_done()
                     continue
                 fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report,
@@ -360,7 +359,7 @@ class IngestPipeline:
             self.access.unchanged(existing, entry)
             return None
         if entry.size > self.loader.max_file_bytes:
-            self._fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
+            self.fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
                        f"over loader.max_file_bytes ({self.loader.max_file_bytes})")
             return None
         t0 = time.perf_counter()
@@ -373,10 +372,10 @@ class IngestPipeline:
             return None
         except FileSkipped as exc:
             self.phase = "extract"
-            self._fail(report, entry.relative_path, str(exc))
+            self.fail(report, entry.relative_path, str(exc))
             return None
         except SourceError as exc:
-            self._fail(report, entry.relative_path, str(exc))
+            self.fail(report, entry.relative_path, str(exc))
             return None
         finally:
             report.seconds["read"] += time.perf_counter() - t0
@@ -406,7 +405,7 @@ class IngestPipeline:
             raise outcome.error
         if isinstance(outcome, PrepareFailure):
             self.phase = "extract"
-            self._fail(report, fetched.entry.relative_path, outcome.reason)
+            self.fail(report, fetched.entry.relative_path, outcome.reason)
             writer.file_done()
             return
         for phase, seconds in outcome.seconds.items():
@@ -416,7 +415,7 @@ class IngestPipeline:
         try:
             access = self.access.of_document(fetched.entry, dict(outcome.document.metadata))
         except AccessUnreadable as exc:
-            self._fail(report, path, str(exc))
+            self.fail(report, path, str(exc))
             self.access.withhold(fetched.existing)
             writer.file_done()
             return
@@ -461,7 +460,7 @@ class IngestPipeline:
             for entry in group:
                 if entry is not kept:
                     dropped.add(entry.relative_path)
-                    self._fail(report, entry.relative_path, (
+                    self.fail(report, entry.relative_path, (
                         f"skipped: same document id as {kept.relative_path!a} (the names "
                         "are equal once normalized)"))
         return [e for e in entries if e.relative_path not in dropped] if dropped else entries
@@ -478,11 +477,12 @@ class IngestPipeline:
                 report.removed.append(path)
         report.seconds["store"] += time.perf_counter() - t0
 
-    def _fail(self, report: IngestReport, path: str, reason: str) -> None:
+    def fail(self, report: IngestReport, path: str, reason: str) -> None:
+        """Report and record that ``path`` is not indexed (the next build tries it again)."""
         log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
         report.failed.append((path, reason))
         report.failed_phases[path] = self.phase
-        self.catalog.record_failure(report.source, path, reason)
+        remember_failure(self.catalog, report.source, path, reason)
 
     def _clear_stale_failures(
         self, source: SourceRecord, report: IngestReport, unknown: tuple[str, ...]
