@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from docgraph import DocGraph
 from docgraph.errors import ReadOnlyIndex, StoreError, StoreFull, StoreUnavailable
 from docgraph.ingest.storable import storable_document
+from docgraph.lifecycle.outcomes import phases_of_report
 from docgraph.model import AttachedDocument, Block, BlockKind, ExtractedDocument
 from docgraph.serve.cli import app
 from docgraph.store.outages import store_unavailable
@@ -103,6 +104,11 @@ def test_a_refused_document_fails_alone_and_the_build_finishes(
     assert path == "bad.md" and reason.startswith("bad.md: ")
     assert "refused by the retention policy" in reason
     assert report.failed_phases["bad.md"] == "store"
+    # the build history files it under the phase that refused it, not under extraction
+    phases = {p.phase: p for p in phases_of_report("src", report)}
+    assert phases["extract"].outcome == "ok" and "bad.md" not in phases["extract"].message
+    assert phases["store"].outcome == "partial" and "refused by the store" in \
+        phases["store"].message and "bad.md" in phases["store"].message
     assert sorted(report.added) == ["c.md", "z.md"] and report.unchanged == 2
     assert report.removed == ["gone.md"] and report.access_changed == 1
     documents = graph.store.documents_for_source(graph.store.list_sources()[0])

@@ -46,7 +46,9 @@ def phases_of_report(source: str, report: IngestReport) -> list[PhaseOutcome]:
     """Per-phase outcomes of a source build that ran to the end."""
     sec = report.seconds
     fetch_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) == "crawl"]
-    other_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) != "crawl"]
+    store_failed = [(p, r) for p, r in report.failed if report.failed_phases.get(p) == "store"]
+    other_failed = [(p, r) for p, r in report.failed
+                    if report.failed_phases.get(p) not in ("crawl", "store")]
     changed = len(report.added) + len(report.updated)
     listed = changed + report.unchanged + len(report.failed)
     crawl_message = f"{listed} listed, {report.bodies_read} fetched"
@@ -61,6 +63,12 @@ def phases_of_report(source: str, report: IngestReport) -> list[PhaseOutcome]:
     if other_failed:
         extract_message += (f"; {len(other_failed)} skipped (kept as indexed before), first: "
                             f"{other_failed[0][1]}")
+    store: Outcome = "partial" if store_failed else "ok"
+    store_message = (f"{len(report.added)} added, {len(report.updated)} updated, "
+                     f"{len(report.removed)} removed, {report.unchanged} unchanged")
+    if store_failed:
+        store_message += (f"; {len(store_failed)} refused by the store (kept as indexed "
+                          f"before), first: {store_failed[0][1]}")
     return [
         PhaseOutcome(source, "crawl", crawl, crawl_message, report.bodies_read,
                      sec.get("list", 0.0) + sec.get("read", 0.0)),
@@ -72,10 +80,8 @@ def phases_of_report(source: str, report: IngestReport) -> list[PhaseOutcome]:
                      report.chunks_embedded, sec.get("embed", 0.0)),
         PhaseOutcome(source, "entities", "ok", "", report.chunks_written,
                      sec.get("entities", 0.0)),
-        PhaseOutcome(source, "store", "ok",
-                     f"{len(report.added)} added, {len(report.updated)} updated, "
-                     f"{len(report.removed)} removed, {report.unchanged} unchanged",
-                     changed + len(report.removed), sec.get("store", 0.0)),
+        PhaseOutcome(source, "store", store, store_message, changed + len(report.removed),
+                     sec.get("store", 0.0)),
     ]
 
 
