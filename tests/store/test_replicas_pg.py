@@ -333,3 +333,18 @@ def test_index_status_counts_pending_chunks_once(pair, indexes):
     pending = [calls for server in pair for query, calls in _statements(server).items()
                if "embedding IS NULL" in query]
     assert sum(pending) == 1, pending
+
+
+def test_a_governed_answer_runs_no_statement_only_to_count_pending_chunks(pair, indexes):
+    """Each answer says how many chunks its dense lane skipped (pending): on PostgreSQL that
+    count comes with the dense search's own first statement, not one more per answer."""
+    _, reader = indexes
+    governance = Governance(reader, GRANTS)
+    governance.lookup(Caller("alice"), QUERIES[0])  # connections opened, caches warm
+    for server in pair:
+        _reset_statements(server)
+    governance.lookup(Caller("alice"), QUERIES[0])
+    governance.search(Caller("bob"), QUERIES[1], k=5, mode="hybrid")
+    counted = [calls for server in pair for query, calls in _statements(server).items()
+               if "embedding IS NULL" in query and "chunk_counts" not in query]
+    assert counted == []
