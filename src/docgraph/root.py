@@ -338,15 +338,16 @@ class Root:
         """Per namespace: last build and outcome, staleness, counts, errors."""
         return index_status(self)
 
-    def status(self) -> IndexStatus:
-        """Model, counts per namespace, sources and failures."""
+    def status(self, *, open_pending: bool = False) -> IndexStatus:
+        """Model, counts per namespace, sources and failures (``open_pending``: the builds'
+        pending chunks of open documents only, see :func:`index_status`)."""
         return IndexStatus(
             path=self.ports.location,
             embedding_model=self.store.embedding_model(),
             namespaces=self.store.stats(),
             sources=self.store.list_sources(),
             failures=self.store.failures(),
-            builds=self.index_status(),
+            builds=index_status(self, open_pending=open_pending),
             refresh_leader=self.leadership.leader(),
             this_process_leads=self.leadership.leading,
             refresher_running="refresher" in self.__dict__ and self.refresher.running,

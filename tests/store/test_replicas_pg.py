@@ -293,3 +293,58 @@ def test_a_url_shown_in_status_never_carries_its_password(url: str, shown: str) 
     from docgraph.store.postgres.catalog import redacted
 
     assert redacted(url) == shown
+
+
+def _counts(graph: DocGraph, caller: Caller) -> dict[str, tuple[int, int, int]]:
+    """Documents, chunks and pending chunks per namespace as ``index_status`` tells them."""
+    shown = DocgraphTools(Governance(graph, GRANTS)).call("index_status", caller, {})
+    return {n["namespace"]: (n["documents"], n["chunks"], n.get("pending_chunks", 0))
+            for n in shown["namespaces"]}
+
+
+def test_status_counts_come_from_one_server(pair, indexes, tmp_path):
+    """The counts a caller is told are the totals less what it may not read: both from one
+    snapshot of one server. Read from a standby that has not replayed a restricted document
+    yet while the totals came from the primary, bob was told of alice's document."""
+    primary, standby = pair
+    writer, reader = indexes
+    wait_replayed(primary, standby)
+    with psycopg.connect(_libpq(standby), autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_pause()")
+        try:
+            writer.index(write_files(tmp_path / "memo", {
+                "memo.md": '---\naccess: ["user:alice"]\n---\n# Memo\n\nThe Wrenfield '
+                           "audit memo, for alice only.\n"}), namespace="support")
+            assert _counts(reader, Caller("bob")) == _counts(writer, Caller("bob"))
+            assert _counts(reader, Caller("alice")) == _counts(writer, Caller("alice"))
+        finally:
+            conn.execute("SELECT pg_wal_replay_resume()")
+    wait_replayed(primary, standby)
+
+
+def test_index_status_counts_pending_chunks_once(pair, indexes):
+    """One pending-chunk count per index_status answer, on whichever server (the lifecycle's
+    count was read, then replaced by the agents' count read again)."""
+    _, reader = indexes
+    _counts(reader, Caller("alice"))  # connections opened
+    for server in pair:
+        _reset_statements(server)
+    _counts(reader, Caller("alice"))
+    pending = [calls for server in pair for query, calls in _statements(server).items()
+               if "embedding IS NULL" in query]
+    assert sum(pending) == 1, pending
+
+
+def test_a_governed_answer_runs_no_statement_only_to_count_pending_chunks(pair, indexes):
+    """Each answer says how many chunks its dense lane skipped (pending): on PostgreSQL that
+    count comes with the dense search's own first statement, not one more per answer."""
+    _, reader = indexes
+    governance = Governance(reader, GRANTS)
+    governance.lookup(Caller("alice"), QUERIES[0])  # connections opened, caches warm
+    for server in pair:
+        _reset_statements(server)
+    governance.lookup(Caller("alice"), QUERIES[0])
+    governance.search(Caller("bob"), QUERIES[1], k=5, mode="hybrid")
+    counted = [calls for server in pair for query, calls in _statements(server).items()
+               if "embedding IS NULL" in query and "chunk_counts" not in query]
+    assert counted == []

@@ -353,6 +353,28 @@ def test_delete_cascades_to_every_search_path(store: StoreHandle, tmp_path: Path
     assert [s.chunks for s in store.catalog.stats() if s.namespace == "ns"] in ([0], [])
 
 
+def test_a_snapshot_reads_one_state_of_the_catalog(store: StoreHandle, tmp_path: Path) -> None:
+    """A caller's counts are totals less what it may not read, two statements: inside
+    ``snapshot()`` a document another thread commits between them is in neither."""
+    import threading
+
+    rng = np.random.default_rng(6)
+    source = store.catalog.add_source(normalize_urn(tmp_path / "a"), "ns")
+    _write(store, source, "a.txt", ["walrus"], _unit(rng, 1))
+
+    def documents() -> int:
+        return sum(s.documents for s in store.catalog.stats() if s.namespace == "ns")
+
+    with store.catalog.snapshot():
+        assert documents() == 1
+        other = threading.Thread(target=_write, args=(store, source, "b.txt", ["penguin"],
+                                                      _unit(rng, 1)))
+        other.start()
+        other.join(30)
+        assert documents() == 1
+    assert documents() == 2
+
+
 # -- incremental re-index ---------------------------------------------------------------
 
 

@@ -140,22 +140,24 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
     """Builds, counts, sources and failed files of the caller's namespaces; the leader.
     Document and chunk counts leave out the documents the caller may not read (their
     permission sets; a table row's re-check is not run for a count); pending chunks are
-    those of open documents only (:meth:`~docgraph.store.base.ChunkIndex.pending_counts`)."""
+    those of open documents only (what an agent may be told).
+
+    Every figure is read from the primary catalog in one snapshot: totals and what is
+    subtracted from them from two servers (a replica behind the primary) or two moments
+    (a build between the statements) would tell a caller of documents it may not read."""
     allowed = scope.namespaces
-    info = root.status()
+    with root.store.snapshot():
+        info = root.status(open_pending=True)
+        restricted = root.store.restricted_counts(allowed)
     unreadable: dict[str, tuple[int, int]] = {}
-    for namespace, access, documents, chunks in root.query_store.restricted_counts(allowed):
+    for namespace, access, documents, chunks in restricted:
         if not scope.may_read(access):
             before = unreadable.get(namespace, (0, 0))
             unreadable[namespace] = (before[0] + documents, before[1] + chunks)
-    open_pending = root.chunk_index().pending_counts(allowed) if allowed else {}
     return StatusView(
         embedding_model=info.embedding_model,
         refresh_interval_seconds=root.settings.refresh.interval_seconds,
-        # pending chunks as an agent may be told them: of open documents only (the
-        # lifecycle's count, for the operator, includes restricted documents')
-        builds=[replace(_less(b, unreadable), pending_chunks=open_pending.get(b.namespace, 0))
-                for b in info.builds if b.namespace in allowed],
+        builds=[_less(b, unreadable) for b in info.builds if b.namespace in allowed],
         stats={s.namespace: _less(s, unreadable)
                for s in info.namespaces if s.namespace in allowed},
         failures=[f for f in info.failures if f.namespace in allowed],

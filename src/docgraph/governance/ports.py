@@ -118,6 +118,7 @@ class GovernedIndex(Protocol):
         """The cohort engine (``vector_first``, ``graph_first``, ``global``)."""
         ...
 
-    def status(self) -> IndexStatusView:
-        """The whole index's status (governance keeps the caller's namespaces of it)."""
+    def status(self, *, open_pending: bool = False) -> IndexStatusView:
+        """The whole index's status (governance keeps the caller's namespaces of it;
+        ``open_pending``: pending chunks of open documents only)."""
         ...

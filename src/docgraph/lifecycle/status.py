@@ -10,13 +10,16 @@ from docgraph.lifecycle.ports import StatusRoot
 from docgraph.model import NamespaceStatus as NamespaceStatus
 
 
-def index_status(root: StatusRoot, now: float | None = None) -> list[NamespaceStatus]:
-    """The freshness of every namespace that has sources or build records."""
+def index_status(root: StatusRoot, now: float | None = None, *,
+                 open_pending: bool = False) -> list[NamespaceStatus]:
+    """The freshness of every namespace that has sources or build records. Pending chunks
+    are every document's (the operator's count), or with ``open_pending`` those of open
+    documents only (what an agent may be told; read once either way)."""
     now = time.time() if now is None else now
     history = root.build_history
     interval = float(root.settings.refresh.interval_seconds)
     stats = {s.namespace: s for s in root.store.stats()}
-    pending = root.store.pending_counts()
+    pending = root.store.pending_counts(open_only=open_pending)
     names = sorted(set(root.store.namespaces()) | set(history.namespaces()))
     out: list[NamespaceStatus] = []
     leader: str | bool | None = False  # looked up once, when a build shows as running

@@ -9,6 +9,7 @@ pre-filter: there is no value that means "all namespaces".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -356,6 +357,12 @@ class StoreCatalog(Catalog, PendingVectors, Protocol):
         """(namespace, permission set, documents, text chunks) of the source documents with
         a permission set in the given namespaces, one row per distinct set: what a caller's
         counts leave out of the namespace's when it is not among a set's readers."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Reads of this thread inside the block see one snapshot of the catalog (a read
+        transaction; inside one already: that one), for a figure made of several
+        statements, such as a caller's counts (totals less :meth:`restricted_counts`)."""
         ...
 
     def set_document_access(self, changes: Mapping[int, Access]) -> int:

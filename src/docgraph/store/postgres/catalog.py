@@ -101,6 +101,13 @@ def _closed_by_server(conn: Any) -> bool:
     return False
 
 
+def in_transaction(conn: Any) -> bool:
+    """Whether psycopg connection ``conn`` is inside a transaction (or a failed one)."""
+    from psycopg.pq import TransactionStatus
+
+    return bool(conn.info.transaction_status != TransactionStatus.IDLE)
+
+
 class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
     """The catalog in a PostgreSQL database; safe to share between threads (one connection
     per thread). The document write is shared (:class:`SqlCatalogDocuments`: a batch in one
@@ -173,6 +180,21 @@ class PostgresCatalog(SqlCatalogDocuments, PostgresPendingVectors):
         with conn.transaction():
             yield conn
         self.writes += 1
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads on this thread that see one snapshot of the database (a read-only
+        ``REPEATABLE READ`` transaction), for figures computed from several statements: a
+        caller's counts are totals less what it may not read, and a build committed between
+        the two must not show in one and not the other. Inside a transaction already: that
+        one."""
+        conn = self.connection()
+        if in_transaction(conn):
+            yield
+            return
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
 
     @contextmanager
     def unmarked_transaction(self) -> Iterator[Any]:

@@ -46,6 +46,8 @@ from docgraph.store.lexical import IDF_FLOOR as BM25_IDF_FLOOR
 from docgraph.store.lexical import K1 as BM25_K1
 from docgraph.store.lexical import B as BM25_B
 from docgraph.store.postgres.catalog import PostgresCatalog, _array
+from docgraph.store.postgres.pending import CHUNKS_AND_PENDING_SQL, SeenPending
+from docgraph.store.postgres.replicas import ReplicaCatalog
 from docgraph.store.postgres.schema import (
     TS_CONFIG,
 )
@@ -192,12 +194,15 @@ class PostgresChunkIndex:
 
     def __init__(self, catalog: PostgresCatalog, dimension: int,
                  ef_search: int = DEFAULT_PG_EF_SEARCH,
-                 readers: frozenset[str] | None = None) -> None:
+                 readers: frozenset[str] | None = None,
+                 seen_pending: SeenPending | None = None) -> None:
         self.catalog = catalog
         self.dimension = int(dimension)
         self.ef_search = ef_search
         #: The principals whose readable chunks every search ranks (None: all chunks).
         self.readers = readers
+        #: Pending counts read by the dense searches (shared with :meth:`for_query`'s).
+        self.seen_pending = seen_pending if seen_pending is not None else SeenPending()
 
     def _namespace_ids(self, namespaces: frozenset[str]) -> list[int]:
         return sorted(self.catalog.namespace_ids(require_namespaces(namespaces)).values())
@@ -209,15 +214,27 @@ class PostgresChunkIndex:
         if readers is None:
             return self
         return PostgresChunkIndex(self.catalog, self.dimension, self.ef_search,
-                                  frozenset(readers))
+                                  frozenset(readers), self.seen_pending)
 
     def _readers(self) -> list[str] | None:
         return None if self.readers is None else sorted(self.readers)
 
     def pending_counts(self, namespaces: Iterable[str]) -> dict[str, int]:
         """Chunks of ``namespaces``' open documents stored but not embedded yet, per
-        namespace (the catalog's count; see :meth:`ChunkIndex.pending_counts`)."""
-        return self.catalog.pending_counts(namespaces, open_only=True)
+        namespace (see :meth:`ChunkIndex.pending_counts`): as the dense search of the
+        answer read them with its first statement (:class:`SeenPending`), else the
+        catalog's count."""
+        names = set(namespaces)
+        seen = self.seen_pending.take(names, self._writes())
+        if seen is not None:
+            return seen
+        return self.catalog.pending_counts(names, open_only=True)
+
+    def _writes(self) -> int:
+        """This process's committed writes (a replica catalog's: its primary's), which move
+        the pending counts."""
+        catalog = self.catalog
+        return (catalog.primary if isinstance(catalog, ReplicaCatalog) else catalog).writes
 
     def __len__(self) -> int:
         """Chunks in the index, all namespaces and kinds (kept by the statistics trigger)."""
@@ -238,10 +255,20 @@ class PostgresChunkIndex:
         if query.shape != (self.dimension,):
             raise StoreError(f"query vector has shape {query.shape}, the index {self.dimension}")
         d = self.dimension
-        with self.catalog.transaction() as db:
-            allowed = db.execute(
-                "SELECT coalesce(sum(n), 0) FROM chunk_counts"
-                " WHERE namespace_id = ANY(%s) AND kind = %s", (ns_ids, kind)).fetchone()[0]
+        writes = self._writes()
+        # the pending chunks of the namespaces with the first statement, unless an earlier
+        # search of this answer read them (what the answer reports: see SeenPending)
+        count_pending = kind == "text" and self.seen_pending.stale(namespaces, writes)
+        with self.catalog.unmarked_transaction() as db:  # a read: nothing to wait for
+            if count_pending:
+                allowed, pending = db.execute(CHUNKS_AND_PENDING_SQL,
+                                              {"ns": ns_ids, "kind": kind}).fetchone()
+                self.seen_pending.note(namespaces, pending, writes)
+            else:
+                allowed = db.execute(
+                    "SELECT coalesce(sum(n), 0) FROM chunk_counts"
+                    " WHERE namespace_id = ANY(%s) AND kind = %s",
+                    (ns_ids, kind)).fetchone()[0]
             rows: list[Any] = []
             if int(allowed) > EXACT_SCAN_ROWS:
                 db.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
@@ -292,7 +319,7 @@ class PostgresChunkIndex:
         own = query_terms_for(text, languages) if languages else []
         if not terms and not own:
             return []
-        with self.catalog.transaction() as db:
+        with self.catalog.unmarked_transaction() as db:  # a read: nothing to wait for
             db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             corpus = db.execute(
                 "SELECT n::float8, greatest(total_len::float8 / greatest(n, 1), 1.0)"

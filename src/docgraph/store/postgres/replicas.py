@@ -37,7 +37,12 @@ from typing import Any, Literal
 
 from docgraph.errors import StoreError, StoreUnavailable
 from docgraph.store.base import ReplicaStatus
-from docgraph.store.postgres.catalog import PostgresCatalog, connection_url, redacted
+from docgraph.store.postgres.catalog import (
+    PostgresCatalog,
+    connection_url,
+    in_transaction,
+    redacted,
+)
 
 ReadPolicy = Literal["round_robin", "least_lag"]
 _POLL_S = 0.005  # how often a read waiting for its replica asks again
@@ -158,7 +163,7 @@ class ReplicaCatalog(PostgresCatalog):
         """This thread's replica connection once it has replayed this process's last write;
         else (past ``read_wait_s``, or no replica reachable) the primary's."""
         primary_conn = getattr(self.primary._local, "conn", None)
-        if primary_conn is not None and not primary_conn.closed and _in_transaction(primary_conn):
+        if primary_conn is not None and not primary_conn.closed and in_transaction(primary_conn):
             return primary_conn  # a transaction begun on the primary stays there
         conn = getattr(self._local, "conn", None)
         if (conn is None or conn.closed) and time.monotonic() < self._replicas_down_until:
@@ -170,7 +175,7 @@ class ReplicaCatalog(PostgresCatalog):
             self._replicas_down_until = time.monotonic() + RETRY_REPLICAS_S
             self.fallbacks += 1
             return self.primary.connection()
-        if _in_transaction(conn) or (self._caught_up(conn) and self._fresh_enough(conn)):
+        if in_transaction(conn) or (self._caught_up(conn) and self._fresh_enough(conn)):
             return conn
         self.fallbacks += 1
         return self.primary.connection()
@@ -294,9 +299,3 @@ def _replayed(conn: Any, target: str) -> bool:
     except psycopg.Error:
         return False
     return bool(done)
-
-
-def _in_transaction(conn: Any) -> bool:
-    from psycopg.pq import TransactionStatus
-
-    return bool(conn.info.transaction_status != TransactionStatus.IDLE)

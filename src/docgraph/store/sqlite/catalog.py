@@ -175,17 +175,41 @@ class SQLiteCatalog(SqlCatalogDocuments, SQLitePendingVectors):
                 db.execute("ROLLBACK")
             raise disk_full(self.path, db, exc) from exc
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads on this thread that see one snapshot of the file (a deferred read
+        transaction: WAL readers keep the snapshot of their first read until it ends), for
+        figures computed from several statements (see the port). Inside a transaction
+        already: that one."""
+        db = self.connection()
+        if db.in_transaction:
+            yield
+            return
+        db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")  # nothing written: ends the read
+
     def ensure_tables(self, script: str) -> None:
         """Create the tables of ``script`` (``CREATE ... IF NOT EXISTS`` statements) if
         missing. A read-only index cannot: its connections get empty ``TEMP`` tables for
-        those the file lacks, so reading them finds nothing instead of failing."""
+        those the file lacks, so reading them finds nothing instead of failing. Inside a
+        transaction already (a :meth:`snapshot`), in that one: the statements write
+        nothing when the tables exist."""
         if self._temp_tables is not None:
             self._temp_tables.register(script)
             return
+        statements = [s for s in script.split(";") if s.strip()]
+        db = self.connection()
+        if db.in_transaction:  # a store first used inside a snapshot: created in it
+            for statement in statements:
+                db.execute(statement)
+            return
         with self.transaction() as db:
-            for statement in script.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            for statement in statements:
+                db.execute(statement)
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
