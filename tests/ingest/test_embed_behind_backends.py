@@ -19,6 +19,7 @@ from docgraph import DocGraph
 from docgraph.errors import BuildInterrupted
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
 from docgraph.model import Vector
+from docgraph.serve.setup import local_governance
 from docgraph.serve.tools import DocgraphTools
 from tests import backend_graphs
 from tests.helpers import CountingEmbedder, write_files
@@ -212,6 +213,10 @@ def test_pending_chunks_of_a_document_the_caller_may_not_read_are_not_counted(
             assert [n["pending_chunks"] for n in status["namespaces"]] == [1], who
         assert "memo.md" not in _found(tools.call("search_documents", Caller("bob"),
                                                   {"query_text": QUERY}))
+        # the index file's owner (`docgraph status` without [governance]) is told of all
+        owner, caller = local_governance(server)
+        (ops,) = owner.index_status(caller).builds
+        assert ops.pending_chunks == builder.store.pending_counts()["ops"] > 1
     finally:
         embedder.release.set()
         thread.join(60)

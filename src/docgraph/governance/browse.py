@@ -140,14 +140,15 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
     """Builds, counts, sources and failed files of the caller's namespaces; the leader.
     Document and chunk counts leave out the documents the caller may not read (their
     permission sets; a table row's re-check is not run for a count); pending chunks are
-    those of open documents only (what an agent may be told).
+    those of open documents only (what an agent may be told), except for the index file's
+    owner (a local command without ``[governance]``), who is told of every document's.
 
     Every figure is read from the primary catalog in one snapshot: totals and what is
     subtracted from them from two servers (a replica behind the primary) or two moments
     (a build between the statements) would tell a caller of documents it may not read."""
     allowed = scope.namespaces
     with root.store.snapshot():
-        info = root.status(open_pending=True)
+        info = root.status(open_pending=not scope.every_document)
         restricted = root.store.restricted_counts(allowed)
     unreadable: dict[str, tuple[int, int]] = {}
     for namespace, access, documents, chunks in restricted:
