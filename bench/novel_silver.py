@@ -7,10 +7,11 @@ their book, so "the answer string is in the chunk" labels almost nothing. The ev
 triples name the fact's two ends as they are written in the book far more often, so the
 label used here is their co-occurrence:
 
-* **Indexed text.** Each book's first :data:`CHARS` characters (about 1,100 chunks for the
-  20 books, which e5-small embeds in well under 15 minutes niced on the shared 2-core
-  machine; 60,000 would keep 247 questions instead of 207 for half as much time again), one
-  Markdown file per book, all 20 in one namespace (a search asks all books at once).
+* **Indexed text.** Each book's first :data:`CHARS` characters, one Markdown file per book,
+  all 20 in one namespace (a search asks all books at once): 1,059 MiniLM / 1,201 e5 chunks.
+  The bound is the embedding time: the e5 build took 25 minutes niced on the shared 2-core
+  machine (load 7-10, beside another e5 build: 0.8 chunks/s);
+  60,000 characters would keep 247 questions instead of 207 for half as long again.
 * **Questions** (:func:`build_split`, committed as ``bench/splits/model_tune_novel.json``).
   "Fact Retrieval" questions, halves as in the committed question split
   ``bench/splits/reports_novel.json`` (sorted ids shuffled by a fixed seed), kept when the
