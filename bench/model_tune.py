@@ -82,8 +82,8 @@ from relevance import corpus_ids, load_split
 NAMESPACE = "bench"
 DATASETS = ("scifact", "2wiki", novel_silver.NAME)
 #: dataset -> (queries per half, corpus documents); novel: every labelled question, 20 books
-PLAN: dict[str, tuple[int, int | None]] = {"scifact": (150, 450), "2wiki": (100, 600),
-                                    novel_silver.NAME: (200, 20)}
+PLAN: dict[str, tuple[int, int | None]] = {
+    "scifact": (150, 450), "2wiki": (100, 600), novel_silver.NAME: (200, 20)}
 SEARCH_K = 20
 LANE_DEPTH = 100
 GUARD = 0.01
