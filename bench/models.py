@@ -221,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from relevance import load_split
 
         lookups = {}
-        for dataset in PLAN:
+        for dataset in ("scifact", "2wiki"):  # novel has no lookup timing set
             data = load_beir(dataset)
             test = load_split(data)["test"][:PLAN[dataset][0]]
             texts = [data.queries[x] for x in test][:args.queries + args.warmup]

@@ -4,6 +4,7 @@ settings resolved."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import MappingProxyType
 
@@ -90,6 +91,20 @@ def test_every_profile_value_is_valid_for_its_setting() -> None:
             assert section in profiles.PROFILE_SECTIONS
             holder = type(getattr(Settings(), section))
             holder.model_validate(dict(values))  # raises naming the bad key
+
+
+def test_every_profile_is_what_the_tuning_bench_shipped() -> None:
+    """The profiles hold exactly the values ``bench/model_tune.py`` chose on the tuning halves
+    and confirmed on the test halves (``shipped`` in its committed result), so a re-run that
+    changes a choice cannot leave a stale constant behind (e5's ``coverage_weight`` 0.05 left
+    when GraphRAG-Bench novel joined the objective)."""
+    result = Path(__file__).resolve().parents[2] / "bench" / "results" / "model_tune.json"
+    shipped = json.loads(result.read_text(encoding="utf-8"))["shipped"]
+    assert set(shipped) <= set(MODEL_PROFILES)
+    for model, sections in shipped.items():
+        expected = {name: dict(values) for name, values in sections.items() if values}
+        actual = {name: dict(values) for name, values in MODEL_PROFILES[model].values.items()}
+        assert actual == expected, model
 
 
 def test_a_model_without_profile_keeps_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
