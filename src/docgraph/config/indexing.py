@@ -118,6 +118,14 @@ class StoreSettings(Section):
         "of memory and an 18 s build (bench/graph_ann.py).",
     )
 
+    dense_ann: Literal["lists", "hnsw"] = Field(
+        default="lists",
+        description="Embedded: what the dense lane asks from [store] dense_graph_min_rows "
+        "live chunks: 'lists', an inverted-file partition (k-means centroids, faiss; the "
+        "candidate rows scored from the in-memory codes), or 'hnsw', a graph (faiss). "
+        "PLACEHOLDER.",
+    )
+
     @model_validator(mode="after")
     def _milvus_uri_kind(self) -> StoreSettings:
         uri = self.milvus_uri
