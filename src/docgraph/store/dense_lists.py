@@ -55,7 +55,7 @@ from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 
 log = logging.getLogger(__name__)
 
-LISTS_FORMAT = 1
+LISTS_FORMAT = 2  # 2: the members' sorting permutation
 # Lists per square root of the rows at training (sqrt(n)..4 sqrt(n) is the usual range;
 # more lists read fewer rows a query but cost k-means and assignment time in proportion).
 LISTS_PER_SQRT = 1.0
@@ -84,11 +84,14 @@ def lists_path(catalog_path: Path) -> Path:
 @dataclass(frozen=True)
 class Lists:
     """One immutable partition: centroids, the row ids of each list (list ``i`` is
-    ``members[offsets[i]:offsets[i + 1]]``), lists read per query, rows trained on."""
+    ``members[offsets[i]:offsets[i + 1]]``), the permutation that sorts the members (so a
+    snapshot finds them with one ordered ``searchsorted``: 0.05 s instead of 0.8 s at 1M),
+    lists read per query, rows trained on."""
 
     centroids: npt.NDArray[np.float32]
     members: npt.NDArray[np.int64]
     offsets: npt.NDArray[np.int64]
+    order: npt.NDArray[np.int32]
     nprobe: int
     trained_rows: int
 
@@ -146,6 +149,7 @@ class DenseLists:
             lists = Lists(np.asarray(arrays["centroids"], dtype=np.float32),
                           np.asarray(arrays["members"], dtype=np.int64),
                           np.asarray(arrays["offsets"], dtype=np.int64),
+                          np.asarray(arrays["order"], dtype=np.int32),
                           int(meta["nprobe"]), int(meta["trained_rows"]))
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("chunk lists ignored: %s: %s", self.path, exc)
@@ -153,10 +157,11 @@ class DenseLists:
             return self.status
         if (lists.centroids.ndim != 2 or lists.centroids.shape[1] != self.dimension
                 or len(lists.offsets) != len(lists.centroids) + 1
-                or int(lists.offsets[-1]) != len(lists.members)):
+                or int(lists.offsets[-1]) != len(lists.members)
+                or len(lists.order) != len(lists.members)):
             self.status = "corrupt"
             return self.status
-        if len(lists.members) and int(lists.members.max()) > chunk_seq:  # an older catalog
+        if len(lists.members) and int(lists.members[lists.order[-1]]) > chunk_seq:  # older
             self.status = "stale"
             return self.status
         self.lists = lists
@@ -185,10 +190,11 @@ class DenseLists:
                     covered[at[found]] = True
             tail = np.concatenate([tail, np.flatnonzero(~covered) + start])
         else:
-            used = rowids[:n]
-            at = np.minimum(np.searchsorted(used, lists.members), max(n - 1, 0))
-            found = (used[at] == lists.members) if n else np.zeros(len(lists.members), bool)
-            pos = np.where(found, at, -1).astype(np.int32)  # half intp's memory
+            used, ordered = rowids[:n], lists.members[lists.order]
+            at = np.minimum(np.searchsorted(used, ordered), max(n - 1, 0))
+            found = (used[at] == ordered) if n else np.zeros(len(ordered), bool)
+            pos = np.full(len(ordered), -1, dtype=np.int32)  # half intp's memory
+            pos[lists.order[found]] = at[found]
             covered = np.zeros(n, dtype=bool)
             covered[at[found]] = True
             tail = np.flatnonzero(~covered)
@@ -310,15 +316,16 @@ class DenseLists:
         counts = np.bincount(which, minlength=len(centroids))
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         trained = len(live) if old is None else old.trained_rows
-        lists = Lists(np.ascontiguousarray(centroids, dtype=np.float32), members[order],
-                      offsets, nprobe, trained)
+        grouped = members[order]
+        lists = Lists(np.ascontiguousarray(centroids, dtype=np.float32), grouped, offsets,
+                      np.argsort(grouped, kind="stable").astype(np.int32), nprobe, trained)
         try:
             write_arrays(self.path, {**self._meta(), "nprobe": nprobe, "trained_rows": trained},
                          {"centroids": lists.centroids, "members": lists.members,
-                          "offsets": lists.offsets})
+                          "offsets": lists.offsets, "order": lists.order})
             _, arrays = read_arrays(self.path)  # mapped: the heap copy is let go
-            lists = Lists(arrays["centroids"], arrays["members"], arrays["offsets"], nprobe,
-                          trained)
+            lists = Lists(arrays["centroids"], arrays["members"], arrays["offsets"],
+                          arrays["order"], nprobe, trained)
         except (OSError, SidecarError) as exc:  # a read-only folder: keep it in memory
             log.warning("chunk lists kept in memory, not written: %s: %s", self.path, exc)
         self.lists = lists
