@@ -46,8 +46,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--name", default=None)
     parser.add_argument("--lists-only", action="store_true", help="skip the HNSW build")
+    parser.add_argument("--lists-per-sqrt", type=float, default=dense_lists.LISTS_PER_SQRT)
     args = parser.parse_args()
     faiss.omp_set_num_threads(2)
+    dense_lists.LISTS_PER_SQRT = args.lists_per_sqrt
     catalog = SQLiteCatalog(args.db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12)
     s = index.dense._snap  # type: ignore[union-attr]
@@ -70,14 +72,15 @@ def main() -> None:
     nprobe = dense_lists._tune(faiss, centroids, codes, scales, live, assigned, live)
     lists_s = time.perf_counter() - t
     order = np.argsort(-(queries @ centroids.T), axis=1)
-    hits = {p: 0 for p in (1, 2, 3, 4, 8, nprobe)}
+    hits = {p: 0 for p in (1, 2, 3, 4, 8, 16, nprobe)}
     for q in range(len(queries)):
         rank = np.empty(len(centroids), dtype=np.int64)
         rank[order[q]] = np.arange(len(centroids))
         r = rank[assigned[truth[q]]]
         for p in hits:
             hits[p] += int((r < p).sum())
-    out["lists"] = {"lists": len(centroids), "nprobe_tuned": nprobe,
+    out["lists"] = {"lists": len(centroids), "lists_per_sqrt": args.lists_per_sqrt,
+                    "nprobe_tuned": nprobe,
                     "train_s": round(train_s, 1), "assign_s": round(assign_s, 1),
                     "build_s": round(lists_s, 1), "loadavg_1": round(load0, 2),
                     "mean_list_rows": round(len(rows) / len(centroids), 1),

@@ -3,7 +3,7 @@
 The sign scan (:mod:`docgraph.store.quantized`) reads every allowed row's signs per query:
 ~15 ms at 1M chunks, ~125 ms at 10M. From a row count (``[store] dense_graph_min_rows``
 with ``[store] dense_ann = "lists"``) this module gives the scan's first stage a partition
-instead: the rows are split into ``lists`` by their nearest of ``~sqrt(rows)`` centroids
+instead: the rows are split into ``lists`` by their nearest of ``4 sqrt(rows)`` centroids
 (spherical k-means, faiss, on a sample), and a query reads only the rows of the lists whose
 centroids are nearest to it (``nprobe``), then the matrix ranks those exactly as the scan
 ranks its pool (signs, int8 codes, float32 cosines read from the catalog), so results carry
@@ -58,7 +58,10 @@ log = logging.getLogger(__name__)
 LISTS_FORMAT = 2  # 2: the members' sorting permutation
 # Lists per square root of the rows at training (sqrt(n)..4 sqrt(n) is the usual range;
 # more lists read fewer rows a query but cost k-means and assignment time in proportion).
-LISTS_PER_SQRT = 1.0
+# Fewer lists than the data has clusters split clusters between lists: on a 200k sample of
+# the 1M bench (2,000 clusters) 1 sqrt(n) = 447 lists needed nprobe 77 for recall@10
+# 0.9885, 4 sqrt(n) = 1,789 lists nprobe 2 for 0.999 (bench/dense_ann_sample.py).
+LISTS_PER_SQRT = 4.0
 MIN_LISTS = 8
 TRAIN_PER_LIST = 64  # k-means sample: rows per centroid (faiss warns below 39)
 KMEANS_ITERATIONS = 16

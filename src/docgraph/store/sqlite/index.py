@@ -89,7 +89,10 @@ class EmbeddedChunkIndex:
     the last one (cheap when nothing changed: one read of ``sqlite_sequence``), so writes
     from another process (a CLI build while a server runs) become visible on the next query.
     A query is :meth:`for_query` (the cohort and hybrid searchers take one and search
-    through it); each of this class's own search methods is a query of its own.
+    through it); each of this class's own search methods is a query of its own. From
+    ``graph_min_rows`` live rows the dense lane's candidates come from an ANN cache beside
+    the catalog, ``ann`` "lists" (:mod:`docgraph.store.dense_lists`) or "hnsw"
+    (:mod:`docgraph.store.graph_ann`).
     """
 
     def __init__(
