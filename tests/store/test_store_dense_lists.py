@@ -6,6 +6,7 @@ vector filled in after its chunk was stored found by a reader that opened before
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -242,6 +243,13 @@ def test_the_store_setting_chooses_the_lists(built: Path, tmp_path: Path) -> Non
     from docgraph.store.sqlite.ports import SQLitePorts
 
     db = _copy(built, tmp_path)
+    default = SQLitePorts(StoreSettings(path=db))  # lists from 250k rows: none built here
+    small = default.chunk_index(DIM)
+    assert isinstance(small.graph, DenseLists)  # type: ignore[attr-defined]
+    assert small.graph.min_rows == 250_000 and small.graph.lists is None  # type: ignore[attr-defined]
+    small.dense_search(_queries(2, 1)[0], K, BOTH)
+    assert not small.graph.busy() and not lists_path(db).exists()  # type: ignore[attr-defined]
+    default.close()
     on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
     index = on.chunk_index(DIM)
     assert isinstance(index.graph, DenseLists)  # type: ignore[attr-defined]
@@ -257,4 +265,16 @@ def test_a_partition_of_another_or_an_older_catalog_is_not_used(built: Path, tmp
     assert DenseLists(db, DIM, "another catalog", min_rows=100).open(10**6) == "foreign"
     stale = DenseLists(db, DIM, catalog.catalog_id(), min_rows=100)
     assert stale.open(5) == "stale" and stale.lists is None  # names rows beyond row id 5
+    catalog.close()
+
+
+def test_without_faiss_the_lists_are_unavailable_and_the_scan_answers(
+        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)  # as if the 'ann' extra were missing
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    assert lists.status == "unavailable" and "needs faiss-cpu" in caplog.text
+    assert len(index.dense_search(_queries(5, 1)[0], K, BOTH)) == K and lists.answered == 0
+    assert not lists.busy() and not lists_path(db).exists()  # not tried again
     catalog.close()

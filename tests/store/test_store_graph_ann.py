@@ -201,8 +201,8 @@ def test_the_store_setting_turns_the_graph_on(built: Path, tmp_path: Path) -> No
     from docgraph.store.sqlite.ports import SQLitePorts
 
     db = _copy(built, tmp_path)
-    off = SQLitePorts(StoreSettings(path=db))
-    assert off.chunk_index(DIM).graph is None  # type: ignore[attr-defined]  # the default
+    off = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=0))
+    assert off.chunk_index(DIM).graph is None  # type: ignore[attr-defined]
     off.close()
     on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100, dense_ann="hnsw"))
     index = on.chunk_index(DIM)
