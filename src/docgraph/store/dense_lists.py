@@ -27,7 +27,8 @@ the exact scan of the allowed rows instead, as does a query whose lists, read up
 
 **A cache that follows the catalog.** One file (``<catalog>.chunk-lists``, written by
 :func:`~docgraph.store.sidecar.write_arrays`: crash-safe, mapped at open, no faiss import
-to read it) holds the centroids, the row ids grouped by list and the list offsets; it is
+to read it) holds the centroids, the row ids grouped by list, the list offsets and the
+permutation that sorts the row ids; it is
 rebuilt when missing, foreign or unreadable, so deleting it loses nothing. Rows the file
 does not hold (added after it was written, by this process or another, or a vector that
 arrived later) form the *tail*, which every query reads; rows deleted since stay in their
@@ -69,8 +70,10 @@ ASSIGN_BATCH = 65_536  # rows decoded to float32 and assigned per step (~100 MB)
 TUNING_QUERIES = 200
 TUNING_K = 10
 TUNING_RECALL = 0.995  # of the tuning queries' true neighbours inside the lists read
-# Lists read at least: a cluster of the data split between two lists is read whole. With
-# the tuned 1 alone, the 1M bench's 10 % namespace lost one neighbour in 1,000 (0.99).
+# Lists read at least, a guard where the leave-one-out tuning is optimistic: at 1M with
+# sqrt(n) = 1,000 lists it chose 1, and one 10 % namespace query in 100 lost 9 of its 10
+# neighbours (its own row in one list, its cluster in the 8th nearest; 2 did not save it,
+# 4 sqrt(n) lists did: nprobe 3, recall 0.998 / 1.0).
 MIN_NPROBE = 2
 MAX_PROBE_FACTOR = 8  # lists read at most, in units of nprobe, before the scan answers
 # Share of the live rows a query's filters must allow for the lists to be asked.
