@@ -37,12 +37,15 @@ sys.path.insert(0, str(BENCH_DIR))
 from backends import DIM, K, latency  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
+from docgraph.store.dense_lists import lists_path  # noqa: E402
 from docgraph.store.graph_ann import graph_path  # noqa: E402
+from docgraph.store.rows import in_namespaces  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 from docgraph.store.sqlite.index import sidecar_path  # noqa: E402
 from store_scale import positions_of, recall, truth_path  # noqa: E402
 
-VARIANTS = ("build", "exact", "graph")
+VARIANTS = ("build", "exact", "exact_uncached", "graph", "build_lists", "lists")
+ANN = {"build": "hnsw", "graph": "hnsw", "build_lists": "lists", "lists": "lists"}
 EVERYTHING = frozenset({"bench", "side"})
 SHARES = (0.01, 0.02, 0.05, 0.1, 0.3, 1.0)
 CONCURRENCY = 6
@@ -118,19 +121,21 @@ def _shares(index: EmbeddedChunkIndex, qvectors: np.ndarray) -> dict[str, Any]:
     saved = graph.min_share
     for share in SHARES:
         keep = None if share == 1.0 else _every(round(1 / share))
-        g_times, e_times = [], []
+        g_times, e_times, hits = [], [], 0
         for q in qvectors:
             graph.min_share = 0.0
             matrix.graph = graph  # type: ignore[union-attr]
             t = time.perf_counter()
-            matrix.search(q, K, ids, keep=keep)  # type: ignore[call-arg]
+            got = matrix.search(q, K, ids, keep=keep)  # type: ignore[call-arg]
             g_times.append(time.perf_counter() - t)
             matrix.graph = None  # type: ignore[union-attr]
             t = time.perf_counter()
-            matrix.search(q, K, ids, keep=keep)  # type: ignore[call-arg]
+            want = matrix.search(q, K, ids, keep=keep)  # type: ignore[call-arg]
             e_times.append(time.perf_counter() - t)
+            hits += len({r.rowid for r in got} & {r.rowid for r in want})
         out[f"share_{share}_graph_p50_ms"] = _ms(g_times)[0]
         out[f"share_{share}_exact_p50_ms"] = _ms(e_times)[0]
+        out[f"share_{share}_graph_recall@10_vs_scan"] = round(hits / (K * len(qvectors)), 4)
     graph.min_share = saved
     matrix.graph = graph  # type: ignore[union-attr]
     return out
@@ -166,18 +171,29 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
     if variant == "build":
         for f in [graph_path(db), *db.parent.glob(graph_path(db).name + ".*.faiss")]:
             f.unlink(missing_ok=True)
+    if variant == "build_lists":
+        lists_path(db).unlink(missing_ok=True)
     t0 = time.perf_counter()
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12,
-                               graph_min_rows=None if variant == "exact" else 1)
+                               graph_min_rows=None if variant.startswith("exact") else 1,
+                               ann=ANN.get(variant, "hnsw"))
     opened = time.perf_counter() - t0
+    if variant == "exact_uncached":  # the scan as before the per-snapshot filter masks
+        matrix = index.dense
+
+        def uncached(s: Any, namespace_ids: list[int], kind: int) -> tuple[Any, int]:
+            mask = (s.alive[: s.n] & (s.kinds[: s.n] == kind)
+                    & in_namespaces(s.namespaces[: s.n], namespace_ids))
+            return mask, int(np.count_nonzero(mask))
+        matrix._allowed = uncached  # type: ignore[union-attr]
     rss, peak = rss_mb()
     result: dict[str, Any] = {
         "variant": variant, "loadavg_1": round(os.getloadavg()[0], 2),
         "sidecar_status": index.sidecar_status, "chunks": len(index),
         "open_s": round(opened, 3), "rss_after_open_mb": round(rss),
         "rss_peak_open_mb": round(peak)}
-    if variant == "build":
+    if variant in ("build", "build_lists"):
         if index.sidecar_status != "loaded":
             index.save_sidecar()
         assert index.graph is not None
@@ -188,7 +204,7 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
                        "loadavg_1_after": round(os.getloadavg()[0], 2)})
         catalog.close()
         return result
-    if variant == "graph":
+    if variant in ("graph", "lists"):
         assert index.graph is not None
         result.update({"graph_status": index.graph.status,
                        "graph_mb": round(index.graph.size_bytes() / 2**20)})
@@ -205,11 +221,17 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
         frozenset({"side"}))
     result.update(_one_percent(index, qvectors[:50]))
     result.update(_concurrent(index, qvectors))
-    if variant == "graph":
+    if variant in ("graph", "lists"):
         result.update(_shares(index, qvectors[:60]))
+        result["graph_answered"] = index.graph.answered  # type: ignore[union-attr]
+    if variant == "graph":
         result.update(_raw(index, catalog, qvectors[:recall_queries],
                            truth["truth_all"][:recall_queries]))
-        result["graph_answered"] = index.graph.answered  # type: ignore[union-attr]
+    if variant == "lists":
+        lists = index.graph.lists  # type: ignore[union-attr]
+        result.update({"lists": len(lists.centroids), "nprobe": lists.nprobe,
+                       "lists_read_per_query": round(
+                           index.graph.probed / max(index.graph.answered, 1), 2)})
     result["loadavg_1_after"] = round(os.getloadavg()[0], 2)
     catalog.close()
     return result
@@ -243,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> None:
              str(args.budget), "--recall-queries", str(args.recall_queries)],
             check=False, capture_output=True, text=True,
             # the build uses all cores but one; on this 2-core machine, both (nothing queries)
-            env={**os.environ, "DOCGRAPH_SCAN_THREADS": "3"} if variant == "build" else None)
+            env={**os.environ, "DOCGRAPH_SCAN_THREADS": "3"} if variant.startswith("build")
+            else None)
         if out.returncode:
             raise SystemExit(f"{variant} failed:\n{out.stderr}")
         row = json.loads(out.stdout.strip().splitlines()[-1])

@@ -25,6 +25,7 @@ import pytest
 
 from docgraph.errors import StoreError
 from docgraph.sources.urn import normalize_urn
+from docgraph.store.dense_lists import lists_path
 from docgraph.store.sqlite import SCHEMA_VERSION, EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.backup import backup_index, inspect_index_file
 from docgraph.store.sqlite.index import sidecar_path
@@ -93,11 +94,12 @@ def test_a_backup_holds_its_snapshot_while_writers_commit_and_restores_in_place(
     assert sorted(p.name for p in backup.parent.iterdir()) == ["b.db"]  # no -wal, no sidecar
     assert inspect_index_file(backup).schema_version == SCHEMA_VERSION
 
+    lists_path(index).write_bytes(b"the dense lists of the replaced rows")
     done = restore_index(backup, index)
     assert done.previous is not None and done.previous.parent == index.parent
     kept = sorted(p.name for p in done.previous.iterdir())
-    assert {"index.db", "index.db.chunk-index"} <= set(kept)
-    assert not sidecar_path(index).exists()
+    assert {"index.db", "index.db.chunk-index", "index.db.chunk-lists"} <= set(kept)
+    assert not sidecar_path(index).exists() and not lists_path(index).exists()
     restored, catalog = _opened(index)
     assert restored.sidecar_status == "missing"  # rebuilt from the restored catalog
     assert _answers(restored) == want

@@ -58,7 +58,7 @@ def _open(db: Path, graph: bool = True) -> tuple[EmbeddedChunkIndex, SQLiteCatal
     allowed row."""
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar=False,
-                               graph_min_rows=100 if graph else None)
+                               graph_min_rows=100 if graph else None, ann="hnsw")
     if index.graph is not None:
         index.graph.wait()
         index.graph.min_share = 0.1
@@ -201,10 +201,10 @@ def test_the_store_setting_turns_the_graph_on(built: Path, tmp_path: Path) -> No
     from docgraph.store.sqlite.ports import SQLitePorts
 
     db = _copy(built, tmp_path)
-    off = SQLitePorts(StoreSettings(path=db))
-    assert off.chunk_index(DIM).graph is None  # type: ignore[attr-defined]  # the default
+    off = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=0))
+    assert off.chunk_index(DIM).graph is None  # type: ignore[attr-defined]
     off.close()
-    on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
+    on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100, dense_ann="hnsw"))
     index = on.chunk_index(DIM)
     assert index.graph is not None  # type: ignore[attr-defined]
     index.graph.wait()  # type: ignore[attr-defined]

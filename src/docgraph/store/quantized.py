@@ -23,6 +23,7 @@ ascending row ids, tombstones, immutable snapshots, compaction at a quarter dead
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
 from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL, scan_threads
+from docgraph.store.dense_lists import DenseLists
 from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowMatrix, in_namespaces
@@ -43,6 +45,8 @@ POOL_PER_K = 20
 MIN_RESCORE_EXTRA = 50  # rows re-scored exactly beyond k, at least
 HAMMING_BLOCK = 16_384  # rows per step of the Hamming scan (temporaries of ~1 MB)
 NOT_ALLOWED = np.iinfo(np.uint16).max  # the distance of a row the filter excludes
+# Namespace/kind masks kept per snapshot (a few callers' namespace sets; 1 MB each at 1M).
+KEPT_MASKS = 16
 
 
 def sign_words(vectors: Vector) -> npt.NDArray[np.uint64]:
@@ -134,9 +138,13 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         self.fetch = fetch
         self.min_pool = min_pool
         self.pool_per_k = pool_per_k
-        # Above its row threshold, stage 1 asks this graph instead of scanning every row
-        # (see docgraph.store.graph_ann); None: always the scan.
-        self.graph: DenseGraph | None = None
+        # Above its row threshold, stage 1 asks this graph or partition instead of scanning
+        # every row (docgraph.store.graph_ann, docgraph.store.dense_lists); None: the scan.
+        self.graph: DenseGraph | DenseLists | None = None
+        # (namespace ids, kind) -> (snapshot, mask of its live rows that match, count)
+        self._masks: dict[tuple[tuple[int, ...], int], tuple[_Snapshot, npt.NDArray[
+            np.bool_], int]] = {}
+        self._masks_lock = threading.Lock()
         super().__init__()
         width = -(-dimension // 64)
         self._snap = _Snapshot(
@@ -201,14 +209,10 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         if s.n == 0 or k <= 0 or not namespace_ids:
             return []
         q = np.asarray(query, dtype=np.float32)
-        allowed = (
-            s.alive[: s.n]
-            & (s.kinds[: s.n] == kind)
-            & in_namespaces(s.namespaces[: s.n], namespace_ids)
-        )
+        allowed, allowed_count = self._allowed(s, namespace_ids, kind)
         if keep is not None:
-            allowed &= keep(s.rowids, s.n)
-        allowed_count = int(np.count_nonzero(allowed))
+            allowed = allowed & keep(s.rowids, s.n)
+            allowed_count = int(np.count_nonzero(allowed))
         if allowed_count == 0:
             return []
         pool = max(self.pool_per_k * k, self.min_pool)
@@ -217,10 +221,15 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         if self.graph is not None and allowed_count > pool:
             near = self.graph.candidates(s.rowids, s.n, s.n - s.dead, allowed, allowed_count,
                                          q, rescore, k)
-        if near is not None:  # the graph's allowed neighbours and the rows it lacks
+        if near is not None:  # the graph's (lists') allowed rows and the rows it lacks
             graph_rows, tail = near
+            qwords = sign_words(q[None, :])[0]
+            if len(graph_rows) > pool and isinstance(self.graph, DenseLists):
+                # lists are read whole: cut by signs as the scan does (a graph's rows are
+                # already its nearest)
+                graph_rows = graph_rows[nearest(hamming(s.words[graph_rows], qwords), pool)]
             if len(tail) > pool:
-                tail = tail[nearest(hamming(s.words[tail], sign_words(q[None, :])[0]), pool)]
+                tail = tail[nearest(hamming(s.words[tail], qwords), pool)]
             candidates = np.concatenate([graph_rows, tail])
         elif allowed_count <= pool:
             candidates = np.flatnonzero(allowed)
@@ -240,6 +249,27 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         exact = vectors.astype(np.float32) @ q
         order = np.lexsort((found, -exact))[:k]
         return [ScoredRow(int(found[i]), float(exact[i])) for i in order]
+
+    def _allowed(self, s: _Snapshot, namespace_ids: list[int], kind: int
+                 ) -> tuple[npt.NDArray[np.bool_], int]:
+        """The snapshot's live rows of these namespaces and kind, and their count: computed
+        once per snapshot and filter (a query of a partition then costs the lists it reads,
+        not a pass over every row; the scan saves the pass too). The mask is shared: never
+        written to."""
+        key = (tuple(namespace_ids), kind)
+        kept = self._masks.get(key)
+        if kept is not None and kept[0] is s:
+            return kept[1], kept[2]
+        mask = (s.alive[: s.n] & (s.kinds[: s.n] == kind)
+                & in_namespaces(s.namespaces[: s.n], namespace_ids))
+        count = int(np.count_nonzero(mask))
+        with self._masks_lock:
+            for old in [key for key, (snap, _, _) in self._masks.items() if snap is not s]:
+                self._masks.pop(old, None)  # masks of older snapshots are never asked again
+            while len(self._masks) >= KEPT_MASKS:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = (s, mask, count)
+        return mask, count
 
     def maintain_graph(self) -> None:
         """Start a background update of the graph when it is due (enough live rows, and no

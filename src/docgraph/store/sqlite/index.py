@@ -20,6 +20,7 @@ from docgraph.languages import query_terms_for
 from docgraph.model import CHUNK_KINDS, ChunkKind, ScoredRow, Vector
 from docgraph.store.base import require_namespaces
 from docgraph.store.dense import DenseMatrix
+from docgraph.store.dense_lists import DenseLists
 from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.lexical import APPENDABLE, PostingIndex
 from docgraph.store.lexical import term_ids as stored_term_ids
@@ -88,13 +89,16 @@ class EmbeddedChunkIndex:
     the last one (cheap when nothing changed: one read of ``sqlite_sequence``), so writes
     from another process (a CLI build while a server runs) become visible on the next query.
     A query is :meth:`for_query` (the cohort and hybrid searchers take one and search
-    through it); each of this class's own search methods is a query of its own.
+    through it); each of this class's own search methods is a query of its own. From
+    ``graph_min_rows`` live rows the dense lane's candidates come from an ANN cache beside
+    the catalog, ``ann`` "lists" (:mod:`docgraph.store.dense_lists`) or "hnsw"
+    (:mod:`docgraph.store.graph_ann`).
     """
 
     def __init__(
         self, catalog: SQLiteCatalog, dimension: int, exact: bool = False, *,
         sidecar: bool = True, sidecar_after_rows: int = SIDECAR_AFTER_ROWS,
-        graph_min_rows: int | None = None,
+        graph_min_rows: int | None = None, ann: str = "lists",
     ) -> None:
         self.catalog = catalog
         self.dimension = dimension
@@ -128,10 +132,14 @@ class EmbeddedChunkIndex:
         _limit_blas_threads()
         if self.use_sidecar:
             self.sidecar_status = self._load_sidecar()
-        # The dense lane's graph ANN index above graph_min_rows live rows (None: never;
-        # [store] dense_graph_min_rows).
-        self.graph = None if exact or graph_min_rows is None else DenseGraph(
-            catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows)
+        # The dense lane's partition ("lists") or HNSW graph ("hnsw") above graph_min_rows
+        # live rows (None: never; [store] dense_graph_min_rows and dense_ann).
+        self.graph: DenseGraph | DenseLists | None = None
+        if not exact and graph_min_rows is not None:
+            if ann not in ("lists", "hnsw"):
+                raise ValueError(f"unknown dense ANN index {ann!r}: 'lists' or 'hnsw'")
+            self.graph = (DenseLists if ann == "lists" else DenseGraph)(
+                catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows)
         if self.graph is not None:
             self.graph.open(self._marks(catalog.connection())[0])
             assert isinstance(self.dense, QuantizedDenseMatrix)

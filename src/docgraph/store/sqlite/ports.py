@@ -160,10 +160,11 @@ class SQLitePorts:
         if self.store_settings.index == "milvus":
             return milvus_index(self.catalog, dimension, self.store_settings)
         graph = self.store_settings.dense_graph_min_rows or None  # 0: the exact scan
+        ann = self.store_settings.dense_ann
         if self.catalog.read_only:  # reads a sidecar there, never writes one
             return EmbeddedChunkIndex(self.catalog, dimension, sidecar_after_rows=sys.maxsize,
-                                      graph_min_rows=graph)
-        return EmbeddedChunkIndex(self.catalog, dimension, graph_min_rows=graph)
+                                      graph_min_rows=graph, ann=ann)
+        return EmbeddedChunkIndex(self.catalog, dimension, graph_min_rows=graph, ann=ann)
 
     def close(self) -> None:
         """Release the refresh lock (if taken) and close every connection."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docgraph.errors import StoreError
+from docgraph.store.dense_lists import lists_path
 from docgraph.store.sqlite.backup import IndexFileInfo, inspect_index_file
 from docgraph.store.sqlite.catalog import SQLiteCatalog
 from docgraph.store.sqlite.index import sidecar_path
@@ -86,7 +87,8 @@ def index_holders(index: Path) -> list[str]:
 
 def _files_of(index: Path) -> Iterator[Path]:
     """The files an embedded index is made of beside its main file, when present."""
-    for path in (index, Path(f"{index}-wal"), Path(f"{index}-shm"), sidecar_path(index)):
+    for path in (index, Path(f"{index}-wal"), Path(f"{index}-shm"), sidecar_path(index),
+                 lists_path(index)):  # the dense lists are a cache of the old rows too
         if path.exists():
             yield path
 

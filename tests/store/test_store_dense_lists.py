@@ -1,0 +1,280 @@
+"""The dense lane's inverted-file partition (``docgraph.store.dense_lists``) on a small,
+clustered catalog forced above its row threshold: the same top k as the exact scan, deleted
+rows never returned, filters (a small namespace, a restricted caller) filled with k readable
+rows, the file a cache rebuilt when deleted, new rows assigned without new centroids, and a
+vector filled in after its chunk was stored found by a reader that opened before."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store.base import DocumentWrite
+from docgraph.store.dense_lists import DenseLists, lists_path
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+from tests.store.test_store import _write
+
+DIM = 16
+DOCS = 24  # of 25 chunks: 600 rows in namespace "big", 25 in "small" (4%)
+CLUSTERS = 20
+K = 10
+BOTH = frozenset({"big", "small"})
+CENTRES = np.random.default_rng(11).standard_normal((CLUSTERS, DIM)).astype(np.float32)
+
+
+def _unit(m: np.ndarray) -> np.ndarray:
+    return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _clustered(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` unit vectors, each near one of ``CLUSTERS`` centres (an easy store: the true
+    neighbours of a point share its cluster)."""
+    return _unit(CENTRES[rng.integers(CLUSTERS, size=n)]
+                 + 0.15 * rng.standard_normal((n, DIM)).astype(np.float32))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A catalog of 625 chunk rows (written once for the module; tests copy it)."""
+    db = tmp_path_factory.mktemp("lists") / "c.db"
+    rng = np.random.default_rng(3)
+    catalog = SQLiteCatalog(db)
+    big = catalog.add_source(normalize_urn(db.parent / "big"), "big")
+    small = catalog.add_source(normalize_urn(db.parent / "small"), "small")
+    for i in range(DOCS):
+        _write(catalog, big, f"d{i}.txt", [f"big {i} part {j}" for j in range(25)],
+               _clustered(rng, 25))
+    _write(catalog, small, "s.txt", [f"small part {j}" for j in range(25)],
+           _clustered(rng, 25))
+    catalog.close()
+    return db
+
+
+def _copy(built: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "c.db"
+    db.write_bytes(built.read_bytes())
+    return db
+
+
+def _open(db: Path) -> tuple[EmbeddedChunkIndex, SQLiteCatalog, DenseLists]:
+    """An index whose partition is built above 100 rows (waited for), with the Hamming pool
+    shrunk so a query of this small catalog reaches the lists instead of scoring every
+    allowed row."""
+    catalog = SQLiteCatalog(db)
+    index = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=100)
+    lists = index.graph
+    assert isinstance(lists, DenseLists)
+    lists.wait()
+    lists.min_share = 0.1
+    index.dense.min_pool = 80  # type: ignore[union-attr]
+    index.dense.pool_per_k = 1  # type: ignore[union-attr]
+    return index, catalog, lists
+
+
+def _queries(seed: int, n: int) -> np.ndarray:
+    return _clustered(np.random.default_rng(seed), n)
+
+
+def test_the_lists_return_the_exact_scans_top_k(built: Path, tmp_path: Path) -> None:
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    assert lists.status == "loaded" and lists_path(db).exists()
+    assert lists.lists is not None and len(lists.lists.members) == 625
+    assert lists.lists.nprobe < len(lists.lists.centroids)  # tuned: not every list
+    exact_catalog = SQLiteCatalog(db)
+    exact = EmbeddedChunkIndex(exact_catalog, DIM, exact=True)
+    for q in _queries(8, 20):
+        got = [(r.rowid, round(r.score, 5)) for r in index.dense_search(q, K, BOTH)]
+        want = [(r.rowid, round(r.score, 5)) for r in exact.dense_search(q, K, BOTH)]
+        assert got == want
+    assert lists.answered == 20  # every query went through the lists
+    assert lists.probed < 20 * len(lists.lists.centroids)  # and read only some of them
+    exact_catalog.close()
+    catalog.close()
+
+
+def test_a_deleted_row_never_returns(built: Path, tmp_path: Path) -> None:
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    rowids = [r for (r,) in catalog.connection().execute(
+        "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE d.doc_id LIKE '%d5.txt' ORDER BY c.id")]
+    vectors = [index.vectors([r])[r] for r in rowids]
+    assert index.dense_search(vectors[0], 1, BOTH)[0].rowid == rowids[0]
+    with catalog.transaction() as tx:
+        tx.execute("DELETE FROM documents WHERE doc_id LIKE '%d5.txt'")
+    assert lists.lists is not None and set(rowids) <= set(lists.lists.members.tolist())
+    answered = lists.answered
+    for v in vectors:  # still in their lists, never in an answer
+        assert not {r.rowid for r in index.dense_search(v, K, BOTH)} & set(rowids)
+    assert lists.answered == answered + len(vectors)
+    catalog.close()
+
+
+def test_a_small_namespace_and_a_restricted_caller_get_k_readable_rows(
+        built: Path, tmp_path: Path) -> None:
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    small = {int(r) for (r,) in catalog.connection().execute(
+        "SELECT c.id FROM chunks c JOIN namespaces n ON n.id = c.namespace_id"
+        " WHERE n.name = 'small'")}
+    # bob may read 4 of the 24 big documents (100 of 625 rows: the lists, read further)
+    docs = dict(catalog.connection().execute("SELECT doc_id, id FROM documents").fetchall())
+    bobs = {docs[d] for d in docs if d.endswith(("/d1.txt", "/d2.txt", "/d3.txt", "/d4.txt"))}
+    catalog.set_document_access({doc: frozenset({"user:bob"}) if doc in bobs
+                                 else frozenset({"group:finance"}) for doc in docs.values()})
+    readable = {int(r) for (r,) in catalog.connection().execute(
+        f"SELECT id FROM chunks WHERE document_id IN ({','.join(map(str, bobs))})")}
+    bob = frozenset({"user:bob"})
+    exact_catalog = SQLiteCatalog(db)
+    exact = EmbeddedChunkIndex(exact_catalog, DIM, exact=True)
+    for q in _queries(4, 10):
+        answered = lists.answered
+        rows = [r.rowid for r in index.dense_search(q, K, frozenset({"small"}))]
+        assert len(rows) == K and set(rows) <= small  # 4% of the rows: the exact scan
+        assert lists.answered == answered
+        got = [r.rowid for r in index.for_query(bob).dense_search(q, K, BOTH)]
+        assert lists.answered == answered + 1
+        assert len(got) == K and set(got) <= readable
+        assert got == [r.rowid for r in exact.for_query(bob).dense_search(q, K, BOTH)]
+    exact_catalog.close()
+    catalog.close()
+
+
+def test_a_deleted_lists_file_is_rebuilt(built: Path, tmp_path: Path) -> None:
+    db = _copy(built, tmp_path)
+    catalog = _open(db)[1]
+    catalog.close()
+    lists_path(db).unlink()
+    again, catalog, built_lists = _open(db)
+    assert built_lists.status == "loaded" and built_lists.last_build_s > 0  # built
+    assert lists_path(db).exists()
+    mapped, other, mapped_lists = _open(db)
+    assert mapped_lists.last_build_s == 0  # mapped, not built
+    q = _queries(1, 1)[0]
+    assert mapped.dense_search(q, K, BOTH) == again.dense_search(q, K, BOTH)
+    other.close()
+    lists_path(db).write_bytes(b"not a partition")  # corrupt: ignored, then rebuilt
+    corrupt, other, corrupt_lists = _open(db)
+    assert corrupt_lists.last_build_s > 0 and len(corrupt.dense_search(q, K, BOTH)) == K
+    other.close()
+    catalog.close()
+
+
+def test_new_rows_are_assigned_and_a_quarter_dead_retrains(built: Path, tmp_path: Path
+                                                          ) -> None:
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    before = lists.lists
+    assert before is not None
+    lists.update_rows = 20  # a tail of 20 rows is due for an update
+    source = catalog.add_source(normalize_urn(db.parent / "big"), "big")
+    late = _queries(12, 25)
+    _write(catalog, source, "late.txt", [f"late {j}" for j in range(25)], late)
+    index.sync()
+    lists.wait()
+    after = lists.lists
+    assert after is not None and len(after.members) == 650
+    assert np.array_equal(after.centroids, before.centroids)  # assigned, not trained
+    assert after.nprobe == before.nprobe
+    placed = lists.placement(index.dense._snap.rowids, index.dense._snap.n, after)  # type: ignore[union-attr]
+    assert len(placed.tail) == 0
+    top = index.dense_search(late[3], 1, BOTH)
+    assert catalog.chunks_by_rowid([top[0].rowid])[top[0].rowid].text == "late 3"
+    with catalog.transaction() as tx:  # 10 of 25 big documents: 250 of 650 rows dead
+        tx.execute("DELETE FROM documents WHERE doc_id LIKE '%/d1_.txt'")
+    index.sync()
+    lists.wait()
+    retrained = lists.lists
+    assert retrained is not None and len(retrained.members) == 650 - 250
+    assert not np.array_equal(retrained.centroids, before.centroids)
+    catalog.close()
+
+
+def test_a_vector_filled_after_its_chunk_is_found(built: Path, tmp_path: Path) -> None:
+    """Embed-behind: the chunk is stored pending (no vector: not in the dense lane), its
+    vector filled later (a new row id), and a reader that opened before finds it through
+    the lists' tail, and after the next update through its list."""
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    source = catalog.add_source(normalize_urn(db.parent / "big"), "big")
+    texts = ["late arrival"]
+    catalog.write_document(DocumentWrite(
+        source=source, path="late.txt", doc_id=document_id(source.urn, "late.txt"),
+        title="late.txt", content_hash="h", change_token="t", media_type="text/plain",
+        chunks=[_draft(texts[0])], breadcrumbs=["[late.txt]"], embedded_texts=texts,
+        vectors=np.zeros((1, DIM), dtype=np.float32), missing=[True]))
+    q = _queries(21, 1)[0]
+    index.sync()
+    assert "late arrival" not in _texts(catalog, index.dense_search(q, K, BOTH))
+    pending = catalog.pending_chunks(None, 10)
+    assert [c.text for c in pending] == texts
+    assert catalog.fill_vectors([(pending[0].rowid, q)]) == 1
+    answered = lists.answered
+    top = index.dense_search(q, K, BOTH)
+    assert lists.answered == answered + 1  # the lists answered, with their tail
+    assert _texts(catalog, top)[0] == "late arrival"
+    assert top[0].score == pytest.approx(1.0, abs=1e-3)
+    lists.update_rows = 1
+    index.dense.maintain_graph()  # type: ignore[union-attr]  # as the next sync does
+    lists.wait()
+    assert lists.lists is not None and top[0].rowid in set(lists.lists.members.tolist())
+    assert _texts(catalog, index.dense_search(q, K, BOTH))[0] == "late arrival"
+    catalog.close()
+
+
+def _draft(text: str):  # type: ignore[no-untyped-def]
+    from docgraph.model import ChunkDraft
+
+    return ChunkDraft(0, text, (), len(text.split()), None, None, None)
+
+
+def _texts(catalog: SQLiteCatalog, rows: list) -> list[str]:  # type: ignore[type-arg]
+    chunks = catalog.chunks_by_rowid([r.rowid for r in rows])
+    return [chunks[r.rowid].text for r in rows]
+
+
+def test_the_store_setting_chooses_the_lists(built: Path, tmp_path: Path) -> None:
+    from docgraph.config.indexing import StoreSettings
+    from docgraph.store.sqlite.ports import SQLitePorts
+
+    db = _copy(built, tmp_path)
+    default = SQLitePorts(StoreSettings(path=db))  # lists from 250k rows: none built here
+    small = default.chunk_index(DIM)
+    assert isinstance(small.graph, DenseLists)  # type: ignore[attr-defined]
+    assert small.graph.min_rows == 250_000 and small.graph.lists is None  # type: ignore[attr-defined]
+    small.dense_search(_queries(2, 1)[0], K, BOTH)
+    assert not small.graph.busy() and not lists_path(db).exists()  # type: ignore[attr-defined]
+    default.close()
+    on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
+    index = on.chunk_index(DIM)
+    assert isinstance(index.graph, DenseLists)  # type: ignore[attr-defined]
+    index.graph.wait()  # type: ignore[attr-defined]
+    assert lists_path(db).exists()
+    on.close()
+
+
+def test_a_partition_of_another_or_an_older_catalog_is_not_used(built: Path, tmp_path: Path
+                                                                 ) -> None:
+    db = _copy(built, tmp_path)
+    catalog = _open(db)[1]
+    assert DenseLists(db, DIM, "another catalog", min_rows=100).open(10**6) == "foreign"
+    stale = DenseLists(db, DIM, catalog.catalog_id(), min_rows=100)
+    assert stale.open(5) == "stale" and stale.lists is None  # names rows beyond row id 5
+    catalog.close()
+
+
+def test_without_faiss_the_lists_are_unavailable_and_the_scan_answers(
+        built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)  # as if the 'ann' extra were missing
+    db = _copy(built, tmp_path)
+    index, catalog, lists = _open(db)
+    assert lists.status == "unavailable" and "needs faiss-cpu" in caplog.text
+    assert len(index.dense_search(_queries(5, 1)[0], K, BOTH)) == K and lists.answered == 0
+    assert not lists.busy() and not lists_path(db).exists()  # not tried again
+    catalog.close()
