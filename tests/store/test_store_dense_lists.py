@@ -278,3 +278,37 @@ def test_without_faiss_the_lists_are_unavailable_and_the_scan_answers(
     assert len(index.dense_search(_queries(5, 1)[0], K, BOTH)) == K and lists.answered == 0
     assert not lists.busy() and not lists_path(db).exists()  # not tried again
     catalog.close()
+
+
+def test_a_short_process_does_not_wait_at_exit_for_a_lists_build(built: Path,
+                                                                  tmp_path: Path) -> None:
+    """A CLI search opening an index with no partition file starts its build in the
+    background and exits at once: the build (minutes at 1M) is the long-lived server's to
+    finish, not a one-off command's. The child's k-means is held far past the parent's
+    timeout, so a process that waited for it would be killed here."""
+    import subprocess
+    import textwrap
+
+    db = _copy(built, tmp_path)
+    script = textwrap.dedent(f"""
+        import threading, time
+        import numpy as np
+        import docgraph.store.dense_lists as dl
+        from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
+        started = threading.Event()
+        def held(*args, **kwargs):
+            started.set()
+            time.sleep(600)
+        dl._train = held
+        catalog = SQLiteCatalog({str(db)!r})
+        index = EmbeddedChunkIndex(catalog, {DIM}, sidecar=False, graph_min_rows=100)
+        assert started.wait(30), "no build started"
+        query = np.ones({DIM}, dtype=np.float32) / np.sqrt({DIM})
+        assert index.dense_search(query, 5, frozenset({{"big"}})), "the scan answers"
+        print("answered", flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "answered" in done.stdout
+    assert not lists_path(db).exists()  # nothing half-written by the build cut short

@@ -267,9 +267,10 @@ class DenseLists:
     def start_update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
                      codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
                      threads: int) -> None:
-        """Update the partition in a background thread (not a daemon: a short CLI process
-        finishes it) from the matrix's rows ``[0, n)`` (arrays of an immutable snapshot;
-        ``alive`` a copy)."""
+        """Update the partition in a background thread (a daemon: a short process, a CLI search,
+        never waits minutes at its exit for a build it does not need; the file is
+        written crash-safe, so one cut short leaves none) from the matrix's rows
+        ``[0, n)`` (arrays of an immutable snapshot; ``alive`` a copy)."""
 
         def run() -> None:
             try:
@@ -277,7 +278,7 @@ class DenseLists:
             except (OSError, RuntimeError, ValueError, MemoryError) as exc:
                 log.warning("chunk lists not updated: %s: %s", self.path, exc)
 
-        self._writer = threading.Thread(target=run, name="docgraph-lists")
+        self._writer = threading.Thread(target=run, name="docgraph-lists", daemon=True)
         self._writer.start()
 
     def wait(self, timeout: float | None = None) -> None:
