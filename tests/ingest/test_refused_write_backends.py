@@ -29,7 +29,7 @@ from docgraph.serve.cli import app
 from docgraph.store.outages import store_unavailable
 from docgraph.store.refusals import refused_write
 from docgraph.store.sql.dialect import run
-from tests import backend_graphs, office_fixtures
+from tests import backend_graphs, malformed, office_fixtures
 from tests.helpers import write_files
 
 make_graph = backend_graphs.make_graph
@@ -250,3 +250,63 @@ def test_names_keep_a_mark_where_text_loses_the_character() -> None:
     assert stored.attachments[0].document.blocks[0].text == "x\ufffdy"
     clean = ExtractedDocument("Déjà vu", (Block(BlockKind.PARAGRAPH, "naïve"),), "text/plain")
     assert storable_document(clean) is clean
+
+
+def test_a_failed_new_version_keeps_the_permissions_the_folder_now_sets(
+        tmp_path: Path, make_graph: MakeGraph) -> None:
+    """A file indexed open, then restricted by a sidecar in the same build as its new
+    version fails (refused by the store; unextractable): the old version stays searchable,
+    but only by those the folder now lets in. Before, the old, open permission set stood,
+    so the whole namespace kept reading what its owner had just restricted."""
+    folder = write_files(tmp_path / "docs", {
+        "team/plan.md": "# Plan\n\nThe Tern T3 codeword is Zephyrquartz.\n",
+        "team/scan.pdf": malformed.text_pdf("The Kelvar budget is 40."),
+        "team/other.md": "# Other\n\nNothing here.\n",
+    })
+    graph = make_graph()
+    graph.index(folder, namespace="ops")
+    docs = graph.store.documents_for_source(graph.store.list_sources()[0])
+    assert docs["team/plan.md"].access is None and docs["team/scan.pdf"].access is None
+
+    _refuse_titles(graph, "Quarantined", "refused by the retention policy")
+    (folder / "team" / SIDECAR).write_text(
+        "files:\n  plan.md: [group:finance]\n  scan.pdf: [group:finance]\n")
+    (folder / "team/plan.md").write_text("# Quarantined plan\n\nThe codeword changed.\n")
+    (folder / "team/scan.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    report = graph.index(folder, namespace="ops")
+
+    assert sorted(path for path, _ in report.failed) == ["team/plan.md", "team/scan.pdf"]
+    assert report.failed_phases == {"team/plan.md": "store", "team/scan.pdf": "extract"}
+    docs = graph.store.documents_for_source(graph.store.list_sources()[0])
+    assert docs["team/plan.md"].access == frozenset({"group:finance"})
+    assert docs["team/scan.pdf"].access == frozenset({"group:finance"})
+    assert docs["team/other.md"].access is None
+
+
+def test_a_batch_refused_whole_for_one_reason_ends_the_build(
+        tmp_path: Path, make_graph: MakeGraph) -> None:
+    """Every document of a batch refused with the same message is the store's fault (a
+    rule that refuses everything), not each file's: the build ends with the store's error
+    instead of reporting a broken store as a partial build of N failed files."""
+    folder = write_files(tmp_path / "docs", {
+        f"n{i}.md": f"# Note {i}\n\nDepot {i} runs Tern T3 robots.\n" for i in range(3)})
+    graph = make_graph()
+    _refuse_titles(graph, "Note", "every document refused")
+    with pytest.raises(Exception, match="every document refused"):
+        graph.index(folder, namespace="ops")
+
+
+def test_a_permission_failure_after_a_written_batch_is_filed_under_extraction(
+        tmp_path: Path, make_graph: MakeGraph) -> None:
+    """The build's phase is left at "store" by a batch write; a file whose permission
+    source cannot be read afterwards must not be reported as refused by the store."""
+    files = {f"a{i:02}.md": f"# Note {i}\n\nDepot {i} runs Tern T3 robots.\n" for i in range(16)}
+    files["z/secret.md"] = "# Secret\n\nThe vault code is Quillmoss.\n"
+    files[f"z/{SIDECAR}"] = "files: [unclosed\n"  # after a00..a15: written at once
+    folder = write_files(tmp_path / "docs", files)
+    graph = make_graph()
+    report = graph.index(folder, namespace="ops")
+    assert [path for path, _ in report.failed] == ["z/secret.md"]
+    assert report.failed_phases["z/secret.md"] == "extract"
+    phases = {p.phase: p for p in phases_of_report("src", report)}
+    assert phases["store"].outcome == "ok" and phases["extract"].outcome == "partial"

@@ -192,8 +192,11 @@ class BatchWriter:
         pending_chunks = 0
         for pending, file_units, refusal in zip(batch, spans, refusals, strict=True):
             path = pending.entry.relative_path
-            if refusal is not None:  # keeps its old version, if it had one
-                pipeline.fail(report, path, refusal)
+            if refusal is not None:  # keeps its old version, if it had one, under the
+                existing = pending.existing  # permission set the new one would have had
+                if existing is not None and existing.access != pending.access:
+                    pipeline.access.changes[existing.id] = pending.access
+                pipeline.fail(report, path, refusal, "store")
                 self.file_done()
                 continue
             for i in file_units:

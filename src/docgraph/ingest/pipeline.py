@@ -61,7 +61,7 @@ from docgraph.ingest.batch import (
     Pending,
 )
 from docgraph.ingest.boilerplate import repeated_floor
-from docgraph.ingest.failed_writes import remember_failure
+from docgraph.ingest.failed_writes import clear_stale_failures, remember_failure
 from docgraph.ingest.prepare import (
     PrepareSpec,
     prepare_bytes,
@@ -255,7 +255,7 @@ class IngestPipeline:
                 writer.state.current = entry.relative_path
                 refused = self.access.unreadable(entry, existing.get(entry.relative_path))
                 if refused is not None:  # fails closed: not indexed, reported
-                    self.fail(report, entry.relative_path, refused)
+                    self.fail(report, entry.relative_path, refused, "extract")
                     writer.file_done()
                     continue
                 fetched = self._fetch(crawler, entry, existing.get(entry.relative_path), report,
@@ -299,7 +299,7 @@ class IngestPipeline:
                             lambda path: path in present or path.startswith(unknown))
         self._drop_repeated_lines(crawler, entries, report, progress)
         t0 = time.perf_counter()
-        self._clear_stale_failures(source, report, unknown)
+        clear_stale_failures(self.catalog, source, report.failed, unknown)
         report.seconds["store"] += time.perf_counter() - t0
         self.catalog.mark_indexed(source)
 
@@ -360,7 +360,8 @@ class IngestPipeline:
             return None
         if entry.size > self.loader.max_file_bytes:
             self.fail(report, entry.relative_path, f"too large: file is {entry.size} bytes, "
-                       f"over loader.max_file_bytes ({self.loader.max_file_bytes})")
+                       f"over loader.max_file_bytes ({self.loader.max_file_bytes})",
+                       kept=(existing, entry))
             return None
         t0 = time.perf_counter()
         self.phase = "crawl"
@@ -372,10 +373,10 @@ class IngestPipeline:
             return None
         except FileSkipped as exc:
             self.phase = "extract"
-            self.fail(report, entry.relative_path, str(exc))
+            self.fail(report, entry.relative_path, str(exc), kept=(existing, entry))
             return None
         except SourceError as exc:
-            self.fail(report, entry.relative_path, str(exc))
+            self.fail(report, entry.relative_path, str(exc), kept=(existing, entry))
             return None
         finally:
             report.seconds["read"] += time.perf_counter() - t0
@@ -405,7 +406,8 @@ class IngestPipeline:
             raise outcome.error
         if isinstance(outcome, PrepareFailure):
             self.phase = "extract"
-            self.fail(report, fetched.entry.relative_path, outcome.reason)
+            self.fail(report, fetched.entry.relative_path, outcome.reason,
+                      kept=(fetched.existing, fetched.entry))
             writer.file_done()
             return
         for phase, seconds in outcome.seconds.items():
@@ -415,7 +417,7 @@ class IngestPipeline:
         try:
             access = self.access.of_document(fetched.entry, dict(outcome.document.metadata))
         except AccessUnreadable as exc:
-            self.fail(report, path, str(exc))
+            self.fail(report, path, str(exc), "extract")
             self.access.withhold(fetched.existing)
             writer.file_done()
             return
@@ -477,24 +479,15 @@ class IngestPipeline:
                 report.removed.append(path)
         report.seconds["store"] += time.perf_counter() - t0
 
-    def fail(self, report: IngestReport, path: str, reason: str) -> None:
-        """Report and record that ``path`` is not indexed (the next build tries it again)."""
+    def fail(self, report: IngestReport, path: str, reason: str, phase: str | None = None,
+             kept: tuple[DocumentRecord | None, FileEntry] | None = None) -> None:
+        """Report and record that ``path`` is not indexed (the next build tries it again),
+        in ``phase`` (else the build's current one). ``kept``: the file's indexed version,
+        which stays, and its entry: the folder's permissions now are stored for it (a
+        sidecar or chmod tightened in the same build is not lost with the new version)."""
         log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
         report.failed.append((path, reason))
-        report.failed_phases[path] = self.phase
+        report.failed_phases[path] = phase or self.phase
+        if kept is not None and kept[0] is not None:
+            self.access.unchanged(kept[0], kept[1])
         remember_failure(self.catalog, report.source, path, reason)
-
-    def _clear_stale_failures(
-        self, source: SourceRecord, report: IngestReport, unknown: tuple[str, ...]
-    ) -> None:
-        """Forget the failures of this source that this build did not record again: their
-        files now index, are unchanged since they indexed, or are gone. (Every file that
-        still fails is recorded again by each build; files below a folder this build could
-        not read keep theirs.)"""
-        failed_now = {path for path, _ in report.failed}
-        for record in self.catalog.failures():
-            if (record.namespace == source.namespace and record.source_urn == source.urn
-                    and record.path not in failed_now and not record.path.startswith(unknown)):
-                self.catalog.clear_failure(source, record.path)
-
-

@@ -123,4 +123,6 @@ class SeenPending:
         earlier = self._fresh((), writes)
         kept = dict(earlier[1]) if earlier else {}
         kept.update({n: int(counts.get(n, 0)) for n in names})
-        self._local.seen = (frozenset(kept), kept, time.monotonic(), writes)
+        # as old as the oldest count kept: merging never makes an old count look fresh
+        stamp = earlier[2] if earlier else time.monotonic()
+        self._local.seen = (frozenset(kept), kept, stamp, writes)
