@@ -105,8 +105,9 @@ class MiniLMTokenCounter:
 # and smaller batches run faster per token on a small CPU: with a bound of 1024 a build's
 # embed phase ran 1.34x (sample corpus) and 1.45x (SciFact) faster than with batches of 32
 # passages of any length (bench/results/ingest_throughput.json, 2 cores; 2048 gave 1.23x
-# and 1.29x), and 512 beat 1024 again on both folders' texts (5 of 6 alternating sweeps,
-# 1.12x on SciFact; the sweep of every ingest_throughput run keeps checking). 0 = no bound.
+# and 1.29x), and 512 beat 1024 again on both folders' texts (5 of 6 alternating sweeps;
+# in the results run 1.08x on the sample corpus, 1.38x on SciFact, at load 5-8; every
+# ingest_throughput run sweeps both folders again). 0 = no bound.
 BATCH_TOKENS = 512
 
 
