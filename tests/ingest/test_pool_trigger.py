@@ -36,8 +36,7 @@ def _after_inline(trigger: PoolTrigger, files: int, seconds_each: float) -> None
     """``files`` files fetched and prepared inline, ``seconds_each`` each."""
     for visited in range(1, files + 1):
         assert not trigger.due(visited)
-        trigger.seconds += seconds_each
-        trigger.prepared += 1
+        trigger.seconds.append(seconds_each)
 
 
 def test_default_trigger_starts_workers_once_the_rest_outweighs_their_start_up():
@@ -64,10 +63,20 @@ def test_incremental_build_scales_the_estimate_by_the_files_that_changed():
     trigger = PoolTrigger(0, 2, 10_000, after)
     for visited in range(1, after + 1):  # one changed file in every 100 listed
         assert not trigger.due(visited * 100)
-        trigger.seconds += 0.01
-        trigger.prepared += 1
+        trigger.seconds.append(0.01)
     # 10 ms a file, ~6,700 files left of which ~1% change: ~0.7 s, not worth 2 s of start-up
     assert not trigger.due((after + 1) * 100)
+
+
+def test_a_one_off_load_in_the_first_file_does_not_start_workers():
+    """A fresh process's first document also loads py3langid's model (~0.5 s, 2 s on a
+    busy machine): the estimate goes by the typical file, not the mean."""
+    after = PARALLEL_AFTER_FILES
+    trigger = PoolTrigger(0, 2, 200, after)  # 200 small files, 1 ms each
+    for visited in range(1, after + 1):
+        assert not trigger.due(visited)
+        trigger.seconds.append(2.0 if visited == 1 else 0.001)
+    assert not trigger.due(after + 1)
 
 
 @pytest.mark.parametrize("configured", [2, 4])

@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -137,18 +138,19 @@ class PoolTrigger:
     core) they start only once they would pay: their start-up costs
     :data:`WORKER_START_SECONDS` of CPU each, taken from the cores the model embeds on, and
     they save at most ``1 - 1/workers`` of the preparing still to do. That is estimated from
-    the files prepared inline so far (seconds per file) times the listed files not yet
-    visited, scaled by the share of visited files that needed preparing (an incremental
-    build skips unchanged ones). A folder of small text files (200 SciFact passages: 0.7 s
-    of preparing in all) is then prepared inline instead of paying 2 s of start-up; a
-    folder of heavy files still gets its processes after ``after_files`` files."""
+    the files prepared inline so far (their median seconds per file: the first file of a
+    fresh process also pays one-off loads, py3langid's model and the tokenizer's, that the
+    rest will not) times the listed files not yet visited, scaled by the share of visited
+    files that needed preparing (an incremental build skips unchanged ones). A folder of
+    small text files (200 SciFact passages: 0.7 s of preparing in all) is then prepared
+    inline instead of paying 2 s of start-up; a folder of heavy files still gets its
+    processes after ``after_files`` files."""
 
     def __init__(self, configured: int, workers: int, total: int, after_files: int) -> None:
         self.configured, self.workers, self.total = configured, workers, total
         self.after_files = after_files
         self.fetched = 0  # files of the build that needed preparing so far
-        self.prepared = 0  # of them prepared inline, in ``seconds``
-        self.seconds = 0.0
+        self.seconds: list[float] = []  # each file prepared inline so far
 
     def due(self, visited: int) -> bool:
         """Count one more file to prepare (the ``visited``-th listed file); True when the
@@ -158,9 +160,9 @@ class PoolTrigger:
             return False
         if self.configured > 1:
             return True
-        if not self.prepared:
+        if not self.seconds:
             return False
-        left = (self.seconds / self.prepared) * (self.total - visited + 1) \
+        left = statistics.median(self.seconds) * (self.total - visited + 1) \
             * (self.fetched / visited)
         return left * (1 - 1 / self.workers) > self.workers * WORKER_START_SECONDS
 
@@ -170,8 +172,7 @@ class PoolTrigger:
         try:
             return prepare(item)
         finally:
-            self.seconds += time.perf_counter() - started
-            self.prepared += 1
+            self.seconds.append(time.perf_counter() - started)
 
 
 def _init(spec_bytes: bytes, parent_pid: int, parent_alive: Connection) -> None:
