@@ -2,7 +2,7 @@
 passages/s over exactly the texts the pipeline embeds, measured alternating in one run.
 
     python bench/ingest_throughput.py [--scifact-files 300] [--rounds 3] [--before] [--inline]
-        [--quick]
+        [--old] [--quick]
 
 Folders: the sample corpus ``examples/corpus`` (mixed formats) and SciFact as a folder of
 one Markdown file per passage (``--scifact-files`` seeded passages, as quality.py writes
@@ -19,12 +19,23 @@ them). For each folder:
     threads, shared with the pipeline, loaded before any timing) embedding every text the
     pipeline sent to it (recorded by a pass-through wrapper in a warm-up build) in ONE call,
     length-sorted, at the best batching of a short sweep (passages per call, padded tokens
-    per call) on a sample of the first folder's texts.
+    per call) on a sample of that folder's texts (each folder its own sweep: the raw side is
+    the model at its best on exactly those texts).
+
+Every build's chunks (text, breadcrumb, section, tokens, embedded-text hash, BM25 terms,
+document language; vectors aside) are hashed, and every build of a folder, whichever
+variant, must give the same digest (``chunk_digest`` in the results): the variants change
+where and when the work runs, never what is stored.
 ``--before`` adds a third variant, the pipeline with the model's padded-token bound off
 (``batch_tokens = 0``: batches of 32 passages of any length, as before the bound), so the
 change is measured before/after in the same run. ``--commit-embed`` adds the pipeline that
 embeds each commit batch before writing it (``embed_behind`` off: the path before chunks
 were written pending and embedded behind in batches of ``FILL_BATCH`` across documents).
+``--old`` adds the pipeline as it was before ``workers.PoolTrigger`` and the model's
+batches of :data:`OLD_BATCH_TOKENS`: prepare processes (one per core) started for every
+build of more than ``PARALLEL_AFTER_FILES`` files (as an explicit ``loader.workers`` still
+does; the default now starts them only once they would pay), batches of at most
+:data:`OLD_BATCH_TOKENS` padded tokens.
 ``--overlap`` adds the experiment of extracting in worker processes from the first file
 (``PARALLEL_AFTER_FILES`` 0, a window of 64 files) while this process embeds smaller
 batches behind (64 passages), so extraction and embedding run at the same time.
@@ -40,9 +51,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -56,16 +69,19 @@ import numpy as np
 from common import REPO_ROOT, load_beir, log, write_corpus_folder, write_result
 from docgraph.app import DocGraph
 from docgraph.config import load_settings
-from docgraph.embedding.embedders import BATCH_TOKENS, MiniLMEmbedder
+from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.ingest import embed_behind
 from docgraph.ingest import pipeline as pipeline_module
 from docgraph.ingest.pipeline import IngestPipeline
 from docgraph.ingest.workers import PreparePool
 from docgraph.model import Vector
+from docgraph.store.lexical import decode_terms
 
 NAMESPACE = "bench"
 # (passages, padded tokens) per model call tried for the raw figure; 0 tokens = no bound.
-SWEEP_BATCHES = ((32, 0), (16, 0), (8, 0), (32, BATCH_TOKENS))
+SWEEP_BATCHES = ((32, 0), (16, 0), (8, 0), (32, 1024), (32, 512))
+# The model's padded-token bound before it was measured on both folders (``--old``).
+OLD_BATCH_TOKENS = 1024
 SWEEP_SAMPLE = 96  # texts per batch-size trial (seeded sample)
 
 
@@ -118,6 +134,7 @@ def build(folder: Path, workdir: Path, embedder: Any, tag: str,
     report = graph.index(folder, NAMESPACE)
     wall = time.perf_counter() - started
     graph.close()
+    digest = chunk_digest(db)
     for path in workdir.glob(f"{tag}.db*"):
         path.unlink()
     if not report.chunks_written or report.failed:
@@ -135,7 +152,26 @@ def build(folder: Path, workdir: Path, embedder: Any, tag: str,
         "seconds": seconds,
         "not_embed_s": round(wall - report.seconds["embed"], 3),
         "load_before": before,
+        "chunk_digest": digest,
     }
+
+
+def chunk_digest(db: Path) -> str:
+    """SHA-256 of every chunk the index ``db`` holds, as stored (vectors aside: batching
+    may move their last bits; BM25 terms by name, as term ids follow the build's order),
+    in path and chunk order."""
+    digest = hashlib.sha256()
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        names = dict(connection.execute("SELECT id, term FROM terms"))  # ids: build order
+        for *row, blob in connection.execute(
+                "SELECT d.path, d.language, c.chunk_index, c.kind, c.text, c.breadcrumb, "
+                "c.section_path, c.token_count, c.embed_hash, c.term_count, c.terms "
+                "FROM chunks c JOIN documents d ON d.id = c.document_id "
+                "ORDER BY d.path, c.chunk_index"):
+            ids, weights = decode_terms(blob)
+            terms = sorted(zip((names[int(i)] for i in ids), weights.tolist(), strict=True))
+            digest.update(repr((row, terms)).encode())
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -175,10 +211,12 @@ def raw(model: MiniLMEmbedder, texts: list[str], batching: tuple[int, int]) -> d
             "load_before": before}
 
 
-def unbounded(model: MiniLMEmbedder, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``step`` with the model's padded-token bound off (the batching before it)."""
+def unbounded(model: MiniLMEmbedder, step: Callable[[], dict[str, Any]],
+              tokens: int = 0) -> dict[str, Any]:
+    """``step`` with the model's padded-token bound at ``tokens`` (0: off, the batching
+    before the bound)."""
     default = model.batch_tokens
-    model.batch_tokens = 0
+    model.batch_tokens = tokens
     try:
         return step()
     finally:
@@ -221,18 +259,18 @@ def _against(runs: dict[str, list[dict[str, Any]]], variant: str, ours: str,
 
 
 def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
-                   workdir: Path, seed: int, swept: dict[str, Any] | None,
-                   inline: bool, before: bool, commit_embed: bool = False,
-                   overlap: bool = False) -> dict[str, Any]:
-    """Warm-up build (records the texts), batch sweep (the first folder's, reused after
-    it: each trial costs tens of seconds here), then alternating rounds."""
+                   workdir: Path, seed: int, inline: bool, before: bool,
+                   commit_embed: bool = False, overlap: bool = False,
+                   old: bool = False) -> dict[str, Any]:
+    """Warm-up build (records the texts), batch sweep on this folder's texts, then
+    alternating rounds."""
     recorder = RecordingEmbedder(model)
     warm = build(folder, workdir, recorder, f"{label}-warm")
     texts = [t for call in recorder.calls for t in call]
     tokens = model.count_tokens(texts)
     log(f"[{label}] {warm['files']} files, {warm['chunks']} chunks, {len(texts)} passages "
         f"in {len(recorder.calls)} embed calls; warm-up {warm['chunks_per_s']:.1f} chunks/s")
-    best = swept or sweep(model, texts, seed)
+    best = sweep(model, texts, seed)
     steps: dict[str, Callable[[int], dict[str, Any]]] = {
         "raw": lambda _: raw(model, texts, tuple(best["best_batching"])),
         "pipeline": lambda r: build(folder, workdir, model, f"{label}-{r}"),
@@ -246,6 +284,9 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
     if overlap:  # extraction in workers from the first file while this process embeds
         steps["pipeline_overlap"] = lambda r: overlapped(
             lambda: build(folder, workdir, model, f"{label}-o{r}"))
+    if old:  # prepare processes after PARALLEL_AFTER_FILES files, batches as before
+        steps["pipeline_old"] = lambda r: unbounded(model, lambda: build(
+            folder, workdir, model, f"{label}-old{r}", os.cpu_count() or 1), OLD_BATCH_TOKENS)
     if inline and warm["workers"] > 1:  # where the prepare processes' cost shows
         steps["pipeline_inline"] = lambda r: build(folder, workdir, model, f"{label}-i{r}", 1)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steps}
@@ -265,7 +306,12 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                     for k in phases}
     wall = statistics.median(p["wall_s"] for p in runs["pipeline"])
     extra: dict[str, Any] = {}
-    for variant, ours in (("before", "after"), ("commit_embed", "behind")):
+    digests = {run["chunk_digest"] for runs_ in runs.values() for run in runs_
+               if "chunk_digest" in run} | {warm["chunk_digest"]}
+    if len(digests) != 1:
+        raise SystemExit(f"[{label}] builds stored different chunks: {sorted(digests)}")
+    for variant, ours in (("before", "after"), ("commit_embed", "behind"),
+                          ("old", "new")):
         if f"pipeline_{variant}" in runs:
             extra |= _against(runs, variant, ours, raw_rate, phases)
     if "pipeline_overlap" in runs:
@@ -286,6 +332,7 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
         "passages": len(texts),
         "embed_calls": len(recorder.calls),
         "passages_per_call": [len(c) for c in recorder.calls],
+        "chunk_digest": digests.pop(),
         "mean_tokens": round(float(np.mean(tokens)), 1),
         "workers": warm["workers"],
         "rounds": rounds,
@@ -333,6 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commit-embed", action="store_true",
                         help="also build embedding each commit batch before writing it "
                              "(embed_behind off; a third alternating variant)")
+    parser.add_argument("--old", action="store_true",
+                        help="also build as before: prepare processes after "
+                             "PARALLEL_AFTER_FILES files whatever they cost, batches of "
+                             "OLD_BATCH_TOKENS padded tokens (a further variant)")
     parser.add_argument("--overlap", action="store_true",
                         help="also build with extraction in workers from the first file while "
                              "embedding behind in batches of 64 (a further variant)")
@@ -357,9 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 raise SystemExit(f"unknown folder {label!r}; choose examples, scifact")
             results.append(measure_folder(label, folder, model, args.rounds, root, args.seed,
-                                          results[0]["batch_sweep"] if results else None,
                                           args.inline, args.before, args.commit_embed,
-                                          args.overlap))
+                                          args.overlap, args.old))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     write_result(name, {

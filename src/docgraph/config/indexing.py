@@ -197,7 +197,9 @@ class LoaderSettings(Section):
     workers: int = Field(
         default=0, ge=0, le=64,
         description="Processes that extract and chunk documents of a bulk build while the "
-        "main process embeds and writes; 0 = one per core (at most 8), 1 = none.",
+        "main process embeds and writes; 0 = one per core (at most 8), started only once the "
+        "build's preparing still to do outweighs their start-up; 1 = none; 2 or more: that "
+        "many, for every build of more than 32 files.",
     )
     include: list[str] = Field(
         default_factory=lambda: [

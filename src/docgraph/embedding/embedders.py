@@ -100,13 +100,15 @@ class MiniLMTokenCounter:
 
 
 # Padded tokens one MiniLM call may hold (passages x its longest passage's tokens, [CLS]
-# and [SEP] included): 4 full-length passages, 32 of 32 tokens. The model's cost follows
+# and [SEP] included): 2 full-length passages, 32 of 16 tokens. The model's cost follows
 # the padded tokens, so a batch of mixed lengths pays for the longest of them in every row,
-# and smaller batches run faster per token on a small CPU: with this bound a build's embed
-# phase ran 1.34x (sample corpus) and 1.45x (SciFact) faster than with batches of 32
+# and smaller batches run faster per token on a small CPU: with a bound of 1024 a build's
+# embed phase ran 1.34x (sample corpus) and 1.45x (SciFact) faster than with batches of 32
 # passages of any length (bench/results/ingest_throughput.json, 2 cores; 2048 gave 1.23x
-# and 1.29x). 0 = no bound.
-BATCH_TOKENS = 1024
+# and 1.29x), and 512 beat 1024 again on both folders' texts (5 of 6 alternating sweeps;
+# in the results run 1.08x on the sample corpus, 1.38x on SciFact, at load 5-8; every
+# ingest_throughput run sweeps both folders again). 0 = no bound.
+BATCH_TOKENS = 512
 
 
 def token_batches(lengths: Sequence[int], batch_size: int, batch_tokens: int) -> list[list[int]]:

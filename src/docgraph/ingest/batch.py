@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 # Finished documents are committed at least every this many documents, chunks or seconds
 # (whichever comes first), so a build that is interrupted (Ctrl-C) or killed loses at most
 # the batch in flight and the next build continues after the documents already committed.
-# Embedders batch internally (MiniLM: 32 passages, 1024 padded tokens), so a smaller commit batch
+# Embedders batch internally (MiniLM: 32 passages, 512 padded tokens), so a smaller commit batch
 # costs little embedding throughput; the commit itself is a few milliseconds.
 COMMIT_EVERY_DOCUMENTS = 16
 COMMIT_EVERY_CHUNKS = 64

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from docgraph.ingest.report import IngestReport
 
 #: Pending chunks embedded per model call: large enough for the model's length sorting to
-#: pay across documents (MiniLM packs 1024 padded tokens a forward pass), small enough that
+#: pay across documents (MiniLM packs 512 padded tokens a forward pass), small enough that
 #: the dense lane fills in steadily during a long build.
 FILL_BATCH = 256
 

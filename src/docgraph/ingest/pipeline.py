@@ -70,6 +70,7 @@ from docgraph.ingest.prepare import (
 from docgraph.ingest.report import IngestProgress, IngestReport, ProgressCallback
 from docgraph.ingest.rows import index_rows as index_table_rows
 from docgraph.ingest.workers import (
+    PoolTrigger,
     PrepareCrash,
     PrepareFailure,
     PrepareOutcome,
@@ -102,8 +103,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Worker processes start only once this many files of one build need extracting: a small
-# incremental build never pays their start-up (~1 s), a bulk build gains ~2x on 2 cores.
+# Worker processes start only once this many files of one build need extracting (and, by
+# default, once they would pay: workers.PoolTrigger): a small build never pays their start-up.
 PARALLEL_AFTER_FILES = 32
 
 
@@ -249,9 +250,10 @@ class IngestPipeline:
         """Fetch, prepare (inline, or in worker processes for a bulk build), embed and
         write every listed file, committing in bounded batches."""
         pool: PreparePool | None = None
-        fetched_count = 0
+        trigger = PoolTrigger(self.loader.workers, self.workers, len(entries),
+                              PARALLEL_AFTER_FILES)
         try:
-            for entry in entries:
+            for visited, entry in enumerate(entries, 1):
                 writer.state.current = entry.relative_path
                 refused = self.access.unreadable(entry, existing.get(entry.relative_path))
                 if refused is not None:  # fails closed: not indexed, reported
@@ -263,14 +265,12 @@ class IngestPipeline:
                 if fetched is None:
                     writer.file_done()
                     continue
-                fetched_count += 1
-                if pool is None and fetched_count > PARALLEL_AFTER_FILES:
-                    spec = self._worker_spec()
-                    if spec is not None:
-                        pool = PreparePool(spec, self.workers)
-                        report.workers = self.workers
+                if trigger.due(visited) and pool is None \
+                        and (spec := self._worker_spec()) is not None:
+                    pool = PreparePool(spec, self.workers)
+                    report.workers = self.workers
                 if pool is None:
-                    self._take(writer, fetched, self._prepare_inline(fetched))
+                    self._take(writer, fetched, trigger.inline(self._prepare_inline, fetched))
                 else:
                     for done, outcome in pool.submit(fetched, entry.relative_path, fetched.data):
                         self._take(writer, done, outcome or self._prepare_inline(done))
