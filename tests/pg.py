@@ -344,6 +344,7 @@ MIGRATION_UNDO: dict[int, tuple[str, ...]] = {
          "ALTER TABLE namespaces DROP COLUMN languages"),
     22: ("DROP INDEX chunks_pending",  # the trigger function is kept: it refuses more
          "ALTER TABLE chunks ALTER COLUMN embedding SET NOT NULL"),
+    23: ("ALTER TABLE failures DROP COLUMN access",),
 }
 
 

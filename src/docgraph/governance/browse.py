@@ -9,6 +9,7 @@ never listed as documents.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -23,6 +24,9 @@ from docgraph.store.graph import CommunityInfo, EntityInfo, GraphStore, Neighbor
 
 #: A namespace's counts: its build status or its stats.
 C = TypeVar("C", NamespaceStatus, NamespaceStats)
+
+#: What a phase message says in place of a failure the caller may not be told of.
+UNTOLD = "(a file you may not read)"
 
 #: Document ids of community reports (derived from the graph, not source documents).
 REPORT_PREFIX = "community://"
@@ -142,6 +146,9 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
     permission sets; a table row's re-check is not run for a count); pending chunks are
     those of open documents only (what an agent may be told), except for the index file's
     owner (a local command without ``[governance]``), who is told of every document's.
+    A failed file is listed, and counted, only for callers its permission set lets in (its
+    name and the extractor's message are its text); one recorded before failures carried
+    their set counts as the owner's only.
 
     Every figure is read from the primary catalog in one snapshot: totals and what is
     subtracted from them from two servers (a replica behind the primary) or two moments
@@ -155,13 +162,18 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
         if not scope.may_read(access):
             before = unreadable.get(namespace, (0, 0))
             unreadable[namespace] = (before[0] + documents, before[1] + chunks)
+    failures = [f for f in info.failures if f.namespace in allowed]
+    told = [f for f in failures if scope.may_read(f.access)]
+    hidden = [f for f in failures if not scope.may_read(f.access)]
+    untold = Counter(f.namespace for f in hidden)
     return StatusView(
         embedding_model=info.embedding_model,
         refresh_interval_seconds=root.settings.refresh.interval_seconds,
-        builds=[_less(b, unreadable) for b in info.builds if b.namespace in allowed],
-        stats={s.namespace: _less(s, unreadable)
+        builds=[_build_told(b, unreadable, hidden) for b in info.builds
+                if b.namespace in allowed],
+        stats={s.namespace: _stats_told(s, unreadable, untold)
                for s in info.namespaces if s.namespace in allowed},
-        failures=[f for f in info.failures if f.namespace in allowed],
+        failures=told,
         sources=[s for s in info.sources if s.namespace in allowed],
         refresh_leader=info.refresh_leader,
         this_process_leads=info.this_process_leads,
@@ -178,3 +190,34 @@ def _less(counts: C, unreadable: dict[str, tuple[int, int]]) -> C:
         return counts
     return replace(counts, documents=max(0, counts.documents - documents),
                    chunks=max(0, counts.chunks - chunks))
+
+
+def _build_told(build: NamespaceStatus, unreadable: dict[str, tuple[int, int]],
+                hidden: list[FailureRecord]) -> NamespaceStatus:
+    """A build's status without what the caller may not read nor be told of: the counts,
+    and the hidden failures' reasons and paths in its phases' messages (a phase quotes its
+    first failure)."""
+    build = _less(build, unreadable)
+    mine = [f for f in hidden if f.namespace == build.namespace]
+    if not mine:
+        return build
+    errors = [replace(e, message=_untold(e.message, mine)) for e in build.errors]
+    return replace(build, failed_documents=max(0, build.failed_documents - len(mine)),
+                   errors=errors)
+
+
+def _untold(message: str, hidden: list[FailureRecord]) -> str:
+    """``message`` with each hidden failure's reason and path taken out."""
+    for failure in hidden:
+        for text in (failure.reason, failure.path):
+            if text:
+                message = message.replace(text, UNTOLD)
+    return message
+
+
+def _stats_told(stats: NamespaceStats, unreadable: dict[str, tuple[int, int]],
+                untold: Counter[str]) -> NamespaceStats:
+    """A namespace's stats without what the caller may not read nor be told of."""
+    stats = _less(stats, unreadable)
+    failed = untold.get(stats.namespace, 0)
+    return replace(stats, failures=max(0, stats.failures - failed)) if failed else stats

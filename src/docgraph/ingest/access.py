@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any
 
 from docgraph.config import SourcesSettings
@@ -48,6 +49,12 @@ from docgraph.sources.urn import document_id, normalize_urn
 NOBODY: frozenset[str] = frozenset()
 
 
+class FailureSet(Enum):
+    """A failed file's permission set when its caller names none: the folder's."""
+
+    FOLDER = "folder"
+
+
 class BuildAccess:
     """The permission decisions of one folder build (see the module docstring)."""
 
@@ -70,6 +77,8 @@ class BuildAccess:
         self.mail = mail
         #: Documents (row id -> set) whose stored set this build changes without a write.
         self.changes: dict[int, Access] = {}
+        #: The folder's listing by relative path (what :meth:`of_failure` decides by).
+        self.listed: dict[str, FileEntry] = {}
 
     @classmethod
     def of_folder(cls, crawler: FolderCrawler, posix: PosixReaders | None = None,
@@ -155,6 +164,29 @@ class BuildAccess:
             return front_matter_access(metadata)
         return folder_access
 
+    def of_failure(self, path: str, indexed: DocumentRecord | None = None) -> Access:
+        """Who may be told that ``path`` failed to index, and why (a restricted file's
+        name and the extractor's message count as its text): its indexed version's own set
+        where its front matter gave one, else the set the folder gives it
+        (:meth:`of_file`); the index's owner only (:data:`NOBODY`) where that cannot be
+        read or known: a broken sidecar or permission source, a file not listed whose
+        POSIX, tag or table readers are not known, a mail whose readers are its
+        participants (not extracted)."""
+        if indexed is not None and ACCESS_KEY in indexed.metadata:
+            return indexed.access
+        entry = self.listed.get(path)
+        try:
+            if entry is not None:
+                found = self.of_file(entry)
+            else:
+                found = self.rules.access_for(path)
+                per_file = (self.posix, self.s3, self.table)  # readers known by listing
+                if found is None and any(s is not None for s in per_file):
+                    return NOBODY
+        except AccessUnreadable:
+            return NOBODY
+        return NOBODY if found is None and self.mail is not None else found
+
     def unchanged(self, document: DocumentRecord, entry: FileEntry) -> None:
         """A file not read again: store its new set if the folder changed it (a sidecar
         edited, a chmod; a set its own front matter gives is the file's, unchanged with
@@ -186,7 +218,9 @@ def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | 
     sources ``[sources]`` gives the folder (the permissions table; POSIX permissions for
     local and SFTP folders; object tags for S3 folders; mail participants)."""
     if settings is None:
-        return BuildAccess.of_folder(crawler)
+        access = BuildAccess.of_folder(crawler)
+        access.listed = {e.relative_path: e for e in entries}
+        return access
     scheme = urn_scheme(urn)
     posix = PosixReaders(settings.principal_map, local=scheme == "file") if scheme in (
         "file", "sftp") and listed(urn, settings.posix_permissions) else None
@@ -200,6 +234,7 @@ def folder_access(crawler: FolderCrawler, urn: str, settings: SourcesSettings | 
         except PermissionTableUnreadable as exc:
             table = (urn, str(exc))  # every file of the folder fails closed
     access = BuildAccess.of_folder(crawler, posix, mail, s3, table)
+    access.listed = {e.relative_path: e for e in entries}
     if posix is not None and scheme == "sftp":
         access.owners = crawler.remote_owners(entries)
     return access

@@ -196,7 +196,7 @@ class BatchWriter:
                 existing = pending.existing  # permission set the new one would have had
                 if existing is not None and existing.access != pending.access:
                     pipeline.access.changes[existing.id] = pending.access
-                pipeline.fail(report, path, refusal, "store")
+                pipeline.fail(report, path, refusal, "store", access=pending.access)
                 self.file_done()
                 continue
             for i in file_units:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from docgraph.model import SourceRecord
+from docgraph.model import Access, SourceRecord
 from docgraph.store.base import Catalog, DocumentWrite
 from docgraph.store.refusals import refusal_reason, refused_write
 
@@ -67,12 +67,15 @@ def write_batch(catalog: Catalog, writes: Sequence[DocumentWrite]) -> list[str |
     return outcome
 
 
-def remember_failure(catalog: Catalog, source: SourceRecord, path: str, reason: str) -> None:
-    """Record that ``path`` could not be indexed, and why; when the store refuses that
-    record itself (a value it cannot hold), log it instead: the build goes on and reports
-    the failure, which ``docgraph status`` then does not list."""
+def remember_failure(catalog: Catalog, source: SourceRecord, path: str, reason: str,
+                     access: Access) -> None:
+    """Record that ``path`` could not be indexed, why, and who may be told so (``access``:
+    the file's permission set; ``docgraph status`` and ``index_status`` list the failure only
+    to readers it lets in); when the store refuses that record itself (a value it cannot
+    hold), log it instead: the build goes on and reports the failure, which ``docgraph
+    status`` then does not list."""
     try:
-        catalog.record_failure(source, path, reason)
+        catalog.record_failure(source, path, reason, access)
     except Exception as exc:
         if not refused_write(exc):
             raise

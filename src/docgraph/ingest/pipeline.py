@@ -51,7 +51,7 @@ from docgraph.errors import (
     StoreFull,
 )
 from docgraph.graph.extract import EntityExtractor
-from docgraph.ingest.access import BuildAccess, folder_access
+from docgraph.ingest.access import NOBODY, BuildAccess, FailureSet, folder_access
 from docgraph.ingest.attachments import drop_shadowed_attachments, mails_to_read_again
 from docgraph.ingest.batch import (
     COMMIT_EVERY_CHUNKS,
@@ -79,7 +79,7 @@ from docgraph.ingest.workers import (
     refuse_in_worker_bootstrap,
     worker_count,
 )
-from docgraph.model import DocumentRecord, SourceRecord
+from docgraph.model import Access, DocumentRecord, SourceRecord
 from docgraph.sources.access_rules import AccessRules, AccessUnreadable
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
@@ -417,7 +417,7 @@ class IngestPipeline:
         try:
             access = self.access.of_document(fetched.entry, dict(outcome.document.metadata))
         except AccessUnreadable as exc:
-            self.fail(report, path, str(exc), "extract")
+            self.fail(report, path, str(exc), "extract", access=NOBODY)
             self.access.withhold(fetched.existing)
             writer.file_done()
             return
@@ -480,14 +480,19 @@ class IngestPipeline:
         report.seconds["store"] += time.perf_counter() - t0
 
     def fail(self, report: IngestReport, path: str, reason: str, phase: str | None = None,
-             kept: tuple[DocumentRecord | None, FileEntry] | None = None) -> None:
+             kept: tuple[DocumentRecord | None, FileEntry] | None = None,
+             access: Access | FailureSet = FailureSet.FOLDER) -> None:
         """Report and record that ``path`` is not indexed (the next build tries it again),
         in ``phase`` (else the build's current one). ``kept``: the file's indexed version,
         which stays, and its entry: the folder's permissions now are stored for it (a
-        sidecar or chmod tightened in the same build is not lost with the new version)."""
+        sidecar or chmod tightened in the same build is not lost with the new version).
+        ``access``: who may be told of the failure (its document's own set), else the
+        folder's set for the file (:meth:`BuildAccess.of_failure`)."""
         log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
         report.failed.append((path, reason))
         report.failed_phases[path] = phase or self.phase
         if kept is not None and kept[0] is not None:
             self.access.unchanged(kept[0], kept[1])
-        remember_failure(self.catalog, report.source, path, reason)
+        told = access if access is not FailureSet.FOLDER else self.access.of_failure(
+            path, kept[0] if kept is not None else None)
+        remember_failure(self.catalog, report.source, path, reason, told)

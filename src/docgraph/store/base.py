@@ -127,13 +127,17 @@ class ReplicaStatus:
 
 @dataclass(frozen=True, slots=True)
 class FailureRecord:
-    """A file that could not be indexed, and why."""
+    """A file that could not be indexed, and why; ``access``: who may be told of it (the
+    permission set the file had at its source when it failed: None, everyone the namespace
+    is granted to; empty, the index's owner only, also for a failure recorded before
+    failures carried their set)."""
 
     namespace: str
     source_urn: str
     path: str
     reason: str
     at: float
+    access: Access = frozenset()
 
 
 def require_namespaces(namespaces: Iterable[str] | None) -> frozenset[str]:
@@ -233,8 +237,10 @@ class Catalog(Protocol):
         """Vectors of the document's current chunks whose embedded text hash matches."""
         ...
 
-    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
-        """Remember that a file could not be indexed."""
+    def record_failure(self, source: SourceRecord, path: str, reason: str,
+                       access: Access = frozenset()) -> None:
+        """Remember that a file could not be indexed, and who may be told so (``access``:
+        the file's permission set; the default, nobody but the index's owner)."""
         ...
 
     def clear_failure(self, source: SourceRecord, path: str) -> None:

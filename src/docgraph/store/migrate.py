@@ -97,7 +97,7 @@ def migrate_to_postgres(
     for failure in embedded.failures():
         for copy in target.list_sources():
             if copy.urn == failure.source_urn and copy.namespace == failure.namespace:
-                target.record_failure(copy, failure.path, failure.reason)
+                target.record_failure(copy, failure.path, failure.reason, failure.access)
                 report.failures += 1
     _copy_registry_and_history(embedded, target, report)
     report.tokens = _copy_tokens(embedded, target)

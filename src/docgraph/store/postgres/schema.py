@@ -37,6 +37,7 @@ from docgraph.store.postgres.migrations_8_17 import MIGRATIONS_8_17
 from docgraph.store.postgres.migrations_18_20 import MIGRATIONS_18_20
 from docgraph.store.postgres.migrations_21 import MIGRATIONS_21
 from docgraph.store.postgres.migrations_22 import MIGRATIONS_22
+from docgraph.store.postgres.migrations_23 import MIGRATIONS_23
 
 __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSION", "TS_CONFIG",
            "drop_hnsw_index_statements", "hnsw_index_statements"]
@@ -45,11 +46,12 @@ __all__ = ["LEADER_LOCK_KEYS", "MIGRATIONS", "MIGRATION_LOCK_KEY", "SCHEMA_VERSI
 #: :mod:`~docgraph.store.postgres.migrations_1_7`,
 #: :mod:`~docgraph.store.postgres.migrations_8_17`,
 #: :mod:`~docgraph.store.postgres.migrations_18_20`,
-#: :mod:`~docgraph.store.postgres.migrations_21` and
-#: :mod:`~docgraph.store.postgres.migrations_22`).
+#: :mod:`~docgraph.store.postgres.migrations_21`,
+#: :mod:`~docgraph.store.postgres.migrations_22` and
+#: :mod:`~docgraph.store.postgres.migrations_23`).
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (*MIGRATIONS_1_7, *MIGRATIONS_8_17,
                                                   *MIGRATIONS_18_20, *MIGRATIONS_21,
-                                                  *MIGRATIONS_22)
+                                                  *MIGRATIONS_22, *MIGRATIONS_23)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed 64-bit key: serializes migrations between processes.

@@ -20,6 +20,7 @@ from typing import Any
 from docgraph.errors import StoreError
 from docgraph.languages import ENGLISH
 from docgraph.model import (
+    Access,
     DocGate,
     DocumentRecord,
     RowOrigin,
@@ -335,13 +336,17 @@ class SqlCatalogRecords:
         """Stored chunks for the given row ids (:mod:`docgraph.store.sql.documents`)."""
         raise NotImplementedError
 
-    def record_failure(self, source: SourceRecord, path: str, reason: str) -> None:
-        """Remember that ``path`` under ``source`` could not be indexed, and why."""
+    def record_failure(self, source: SourceRecord, path: str, reason: str,
+                       access: Access = frozenset()) -> None:
+        """Remember that ``path`` under ``source`` could not be indexed, why, and who may
+        be told so (``access``, the file's permission set)."""
         with self.transaction() as db:
             db.execute(self.dialect.sql(
-                "INSERT INTO failures VALUES (?, ?, ?, ?) ON CONFLICT (source_id, path)"
-                " DO UPDATE SET reason = excluded.reason, at = excluded.at"),
-                (source.id, path, reason, time.time()))
+                "INSERT INTO failures (source_id, path, reason, at, access)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_id, path)"
+                " DO UPDATE SET reason = excluded.reason, at = excluded.at,"
+                " access = excluded.access"),
+                (source.id, path, reason, time.time(), self.dialect.access_param(access)))
 
     def clear_failure(self, source: SourceRecord, path: str) -> None:
         """Forget a recorded failure."""
@@ -350,13 +355,14 @@ class SqlCatalogRecords:
                        (source.id, path))
 
     def failures(self) -> list[FailureRecord]:
-        """Every recorded failure, newest first."""
+        """Every recorded failure, newest first, with who may be told of it."""
         rows = self._run(
-            "SELECT n.name, s.urn, f.path, f.reason, f.at FROM failures f"
+            "SELECT n.name, s.urn, f.path, f.reason, f.at, f.access FROM failures f"
             " JOIN sources s ON s.id = f.source_id JOIN namespaces n ON n.id = s.namespace_id"
             " ORDER BY f.at DESC").fetchall()
-        return [FailureRecord(str(n), str(u), str(p), str(r), float(a))
-                for n, u, p, r, a in rows]
+        return [FailureRecord(str(n), str(u), str(p), str(r), float(a),
+                              self.dialect.access_value(access))
+                for n, u, p, r, a, access in rows]
 
     # -- counts --------------------------------------------------------------
 

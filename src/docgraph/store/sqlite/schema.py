@@ -167,6 +167,7 @@ CREATE TABLE IF NOT EXISTS failures (
     path TEXT NOT NULL,
     reason TEXT NOT NULL,
     at REAL NOT NULL,
+    access TEXT DEFAULT '[]',
     PRIMARY KEY (source_id, path)
 );
 """
@@ -205,6 +206,7 @@ def prepare(db: sqlite3.Connection, terms: TermDictionary, path: Path) -> None:
     _add_document_parents(db)
     _add_line_fingerprints(db)
     _add_namespace_languages(db)
+    _add_failure_access(db)
 
 
 def _add_source_naming(db: sqlite3.Connection) -> None:
@@ -360,3 +362,12 @@ def _add_namespace_languages(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
     if "languages" not in {r[1] for r in db.execute("PRAGMA table_info(namespaces)")}:
         db.execute("ALTER TABLE namespaces ADD COLUMN languages TEXT NOT NULL DEFAULT ''")
+
+
+def _add_failure_access(db: sqlite3.Connection) -> None:
+    """Give ``failures`` the permission set of each failed file (NULL: every reader of the
+    namespace may be told of it; a JSON array: those principals). A failure recorded before
+    reads as ``[]``, the index's owner only, until the next build records it again: a
+    restricted file's name is not shown to readers it does not let in."""
+    if "access" not in {r[1] for r in db.execute("PRAGMA table_info(failures)")}:
+        db.execute("ALTER TABLE failures ADD COLUMN access TEXT DEFAULT '[]'")
