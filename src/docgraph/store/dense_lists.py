@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from docgraph.store.graph_ann import _faiss
+from docgraph.store.ann_cache import BackgroundUpdates, load_faiss
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 
 log = logging.getLogger(__name__)
@@ -114,14 +113,17 @@ class _Placement:
     tail: npt.NDArray[np.intp]
 
 
-class DenseLists:
+class DenseLists(BackgroundUpdates):
     """The partition of one catalog's dense rows: opened from its file, asked for
     candidates by the matrix, updated in a background thread as the matrix changes (the
     interface of :class:`~docgraph.store.graph_ann.DenseGraph`)."""
 
+    what = "chunk lists"
+
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int, min_share: float = LISTS_MIN_SHARE,
                  update_rows: int = LISTS_UPDATE_ROWS) -> None:
+        super().__init__()
         self.path = lists_path(catalog_path)
         self.dimension = dimension
         self.catalog_id = catalog_id
@@ -129,7 +131,6 @@ class DenseLists:
         self.lists: Lists | None = None
         self.status = "missing"
         self._placement: _Placement | None = None
-        self._writer: threading.Thread | None = None
         self.last_build_s = 0.0  # seconds the last update took (0: none in this process)
         self.answered = 0  # queries whose candidates came from the lists (tests, benches)
         self.probed = 0  # lists read by those queries, in all
@@ -260,32 +261,6 @@ class DenseLists:
         return (outside >= self.update_rows or 4 * dead > len(lists.members)
                 or live > 4 * lists.trained_rows)
 
-    def busy(self) -> bool:
-        """Whether a background update is running."""
-        return self._writer is not None and self._writer.is_alive()
-
-    def start_update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
-                     codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
-                     threads: int) -> None:
-        """Update the partition in a background thread (a daemon: a short process, a CLI search,
-        never waits minutes at its exit for a build it does not need; the file is
-        written crash-safe, so one cut short leaves none) from the matrix's rows
-        ``[0, n)`` (arrays of an immutable snapshot; ``alive`` a copy)."""
-
-        def run() -> None:
-            try:
-                self.update(rowids, alive, codes, scales, n, threads)
-            except (OSError, RuntimeError, ValueError, MemoryError) as exc:
-                log.warning("chunk lists not updated: %s: %s", self.path, exc)
-
-        self._writer = threading.Thread(target=run, name="docgraph-lists", daemon=True)
-        self._writer.start()
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait for a background update (if any) to finish."""
-        if self._writer is not None:
-            self._writer.join(timeout)
-
     def update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
                codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
                threads: int) -> None:
@@ -301,7 +276,7 @@ class DenseLists:
             if 4 * int((~kept).sum()) > len(old.members) or len(live) > 4 * old.trained_rows:
                 old = None
         try:
-            faiss = _faiss()
+            faiss = load_faiss()
         except RuntimeError:
             self.status = "unavailable"  # said once; never tried again by this process
             raise

@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from docgraph.store.ann_cache import BackgroundUpdates, load_faiss
 from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
 
 log = logging.getLogger(__name__)
@@ -75,18 +75,6 @@ TRAIN_ROWS = 65_536  # rows the 8-bit scalar quantizer's ranges are trained on
 ADD_BATCH = 65_536  # rows added to the graph per call (bounds the float32 copy)
 
 
-def _faiss() -> Any:
-    """faiss, imported on first use: an index without a graph never pays its import (0.1 s,
-    15 MB of RSS, measured). Missing, it is a RuntimeError naming the extra, which the
-    graph's callers log and answer with the exact scan."""
-    try:
-        import faiss
-    except ImportError as exc:
-        raise RuntimeError(
-            f"[store] dense_graph_min_rows needs faiss-cpu (the 'ann' extra): {exc}") from exc
-    return faiss
-
-
 def graph_path(catalog_path: Path) -> Path:
     """The descriptor file of the catalog's graph (row ids, and the graph file it names)."""
     return catalog_path.with_name(catalog_path.name + ".chunk-graph")
@@ -103,13 +91,16 @@ class Graph:
     token: str
 
 
-class DenseGraph:
+class DenseGraph(BackgroundUpdates):
     """The graph of one catalog's dense rows: opened from its file, asked for candidates by
     the matrix, updated in a background thread as the matrix grows or loses rows."""
+
+    what = "chunk graph"
 
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int = GRAPH_MIN_ROWS, min_share: float = GRAPH_MIN_SHARE,
                  update_rows: int = GRAPH_UPDATE_ROWS) -> None:
+        super().__init__()
         self.path = graph_path(catalog_path)
         self.dimension = dimension
         self.catalog_id = catalog_id
@@ -120,7 +111,6 @@ class DenseGraph:
         # otherwise): the tail's positions, and each label's position (-1: gone).
         self._tail: tuple[object, Graph, int, npt.NDArray[np.intp]] | None = None
         self._labels: tuple[object, Graph, npt.NDArray[np.intp]] | None = None
-        self._writer: threading.Thread | None = None
         self.last_build_s = 0.0  # seconds the last update took (0: none in this process)
         self.answered = 0  # queries whose candidates came from the graph (tests, benches)
 
@@ -151,7 +141,7 @@ class DenseGraph:
             return self.status
         token = str(meta["token"])
         try:
-            faiss = _faiss()
+            faiss = load_faiss()
         except RuntimeError as exc:
             log.warning("chunk graph not used: %s", exc)
             self.status = "unavailable"
@@ -218,7 +208,7 @@ class DenseGraph:
         ok = np.zeros(n + 1, dtype=bool)  # the last entry answers for label position -1
         ok[:n] = allowed[:n]
         bitmap = np.packbits(ok[labels], bitorder="little")
-        faiss = _faiss()
+        faiss = load_faiss()
         params = faiss.SearchParametersHNSW()
         count = max(want, GRAPH_CANDIDATES)
         params.efSearch = max(EXPANSION_SEARCH, count)
@@ -243,32 +233,6 @@ class DenseGraph:
         dead = len(g.keys) - (live - outside)
         return outside >= self.update_rows or 4 * dead > len(g.keys)
 
-    def busy(self) -> bool:
-        """Whether a background update is running."""
-        return self._writer is not None and self._writer.is_alive()
-
-    def start_update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
-                     codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
-                     threads: int) -> None:
-        """Update the graph in a background thread (a daemon: a short process, a CLI search,
-        never waits minutes at its exit for a build it does not need; the file is
-        written crash-safe, so one cut short leaves none) from the matrix's rows
-        ``[0, n)`` (arrays of an immutable snapshot; ``alive`` a copy)."""
-
-        def run() -> None:
-            try:
-                self.update(rowids, alive, codes, scales, n, threads)
-            except (OSError, RuntimeError, ValueError, MemoryError) as exc:
-                log.warning("chunk graph not updated: %s: %s", self.path, exc)
-
-        self._writer = threading.Thread(target=run, name="docgraph-graph", daemon=True)
-        self._writer.start()
-
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait for a background update (if any) to finish."""
-        if self._writer is not None:
-            self._writer.join(timeout)
-
     def update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
                codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
                threads: int) -> None:
@@ -283,7 +247,7 @@ class DenseGraph:
             if 4 * dead > len(old.keys):
                 old = None
         try:
-            faiss = _faiss()
+            faiss = load_faiss()
         except RuntimeError:
             self.status = "unavailable"  # said once; never tried again by this process
             raise
@@ -325,7 +289,7 @@ class DenseGraph:
     def _write(self, graph: Graph) -> Graph:
         """Write the graph under a fresh name, then the descriptor naming it (the switch is
         the descriptor's atomic rename), remove older graph files, and map the new one."""
-        faiss = _faiss()
+        faiss = load_faiss()
         token = secrets.token_hex(8)
         target = self._file(token)
         tmp = target.with_name(target.name + ".tmp")

@@ -1,0 +1,77 @@
+"""What the dense lane's two ANN caches beside the catalog share: faiss imported on first
+use, and one background update at a time.
+
+The partition (:mod:`docgraph.store.dense_lists`) and the HNSW graph
+(:mod:`docgraph.store.graph_ann`) are both caches the index keeps current by itself: when
+one is due, it is rebuilt or extended in a background thread from an immutable snapshot of
+the matrix while the exact scan (or the previous file) answers. The thread is a daemon: a
+short process (a CLI search) never waits at its exit for a build it does not need (minutes
+at 1M rows), and the file is written crash-safe, so a build cut short leaves none.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+
+def load_faiss() -> Any:
+    """faiss, imported on first use: an index without an ANN cache never pays its import
+    (0.1 s, 15 MB of RSS, measured). Missing, it is a RuntimeError naming the extra, which
+    the caches' callers log and answer with the exact scan."""
+    try:
+        import faiss
+    except ImportError as exc:
+        raise RuntimeError(
+            f"[store] dense_graph_min_rows needs faiss-cpu (the 'ann' extra): {exc}") from exc
+    return faiss
+
+
+class BackgroundUpdates:
+    """One background update at a time of an ANN cache file (``path``); subclasses give
+    :meth:`update` and name themselves in ``what`` for the log."""
+
+    path: Path
+    what = "ANN cache"
+
+    def __init__(self) -> None:
+        self._writer: threading.Thread | None = None
+
+    def update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
+               codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
+               threads: int) -> None:
+        """Bring the cache to the matrix's live rows ``[0, n)`` (the subclass's)."""
+        raise NotImplementedError
+
+    def busy(self) -> bool:
+        """Whether a background update is running."""
+        return self._writer is not None and self._writer.is_alive()
+
+    def start_update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
+                     codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
+                     threads: int) -> None:
+        """Run :meth:`update` in a daemon thread (see the module) from the matrix's rows
+        ``[0, n)`` (arrays of an immutable snapshot; ``alive`` a copy); a failure is logged,
+        never raised: the scan answers meanwhile."""
+
+        def run() -> None:
+            try:
+                self.update(rowids, alive, codes, scales, n, threads)
+            except (OSError, RuntimeError, ValueError, MemoryError) as exc:
+                log.warning("%s not updated: %s: %s", self.what, self.path, exc)
+
+        self._writer = threading.Thread(target=run, name=f"docgraph-{self.what.replace(' ', '-')}",
+                                        daemon=True)
+        self._writer.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a background update (if any) to finish."""
+        if self._writer is not None:
+            self._writer.join(timeout)
