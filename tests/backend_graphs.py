@@ -14,11 +14,13 @@ name, as the conftest fixture does; the same name opens the same index again.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,19 @@ def point_the_cli_at(graph: DocGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCGRAPH_STORE__BACKEND", graph.backend)
     if graph.settings.store.url is not None:
         monkeypatch.setenv("DOCGRAPH_STORE__URL", graph.settings.store.url)
+
+
+def cli_status(graph: DocGraph, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What ``docgraph status --json`` tells the owner of ``graph``'s index (no
+    ``[governance]``), run through the real CLI."""
+    from typer.testing import CliRunner
+
+    from docgraph.serve.cli import app
+
+    point_the_cli_at(graph, monkeypatch)
+    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", graph.embedder.name)
+    shown = CliRunner().invoke(app, ["--index", str(graph.settings.store.path), "status",
+                                     "--json"])
+    assert shown.exit_code == 0, shown.output
+    status: dict[str, Any] = json.loads(shown.stdout)
+    return status

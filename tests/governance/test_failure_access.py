@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from docgraph import DocGraph
 from docgraph.governance import Caller, Governance, RoleAssignment, StaticEntitlements
-from docgraph.serve.cli import app
 from docgraph.serve.tools import DocgraphTools
 from tests import backend_graphs
 from tests.helpers import write_files
@@ -54,17 +52,6 @@ def _failed(shown: dict[str, Any]) -> list[str]:
     return sorted(f["path"] for f in shown["failed_files"])
 
 
-def _owner_status(graph: DocGraph, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """What ``docgraph status --json`` tells the index's owner (no ``[governance]``)."""
-    backend_graphs.point_the_cli_at(graph, monkeypatch)
-    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", graph.embedder.name)
-    shown = CliRunner().invoke(app, ["--index", str(graph.settings.store.path), "status",
-                                     "--json"])
-    assert shown.exit_code == 0, shown.output
-    status: dict[str, Any] = json.loads(shown.stdout)
-    return status
-
-
 def test_a_restricted_files_failure_is_told_only_to_its_readers(
         tmp_path: Path, make_graph: MakeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = write_files(tmp_path / "docs", {
@@ -89,7 +76,7 @@ def test_a_restricted_files_failure_is_told_only_to_its_readers(
         assert shown["namespaces"][0]["failed_documents"] == 1
         assert shown["namespaces"][0]["documents"] == 1  # as documents already were
     # `docgraph status`: the owner sees both, with the per-namespace count
-    owner = _owner_status(graph, monkeypatch)
+    owner = backend_graphs.cli_status(graph, monkeypatch)
     assert sorted(f["path"] for f in owner["failures"]) == [SECRET, OPEN]
     assert owner["namespaces"][0]["failures"] == 2
 
@@ -109,7 +96,7 @@ def test_an_unreadable_sidecars_failures_are_the_owners_only(
         shown = _index_status(tools, user)
         assert "layoffs" not in json.dumps(shown), user
         assert _failed(shown) == [] and shown["namespaces"][0]["failed_documents"] == 0
-    owner = _owner_status(graph, monkeypatch)
+    owner = backend_graphs.cli_status(graph, monkeypatch)
     assert [f["path"] for f in owner["failures"]] == ["hr/2027-layoffs-plan.md"]
 
 
@@ -132,7 +119,8 @@ def test_failures_recorded_before_the_upgrade_are_the_owners_only_until_rebuilt(
     tools = _tools(upgraded)
     shown = _index_status(tools, "bob")
     assert _failed(shown) == [] and shown["namespaces"][0]["failed_documents"] == 0
-    assert [f["path"] for f in _owner_status(upgraded, monkeypatch)["failures"]] == [OPEN]
+    owner = backend_graphs.cli_status(upgraded, monkeypatch)
+    assert [f["path"] for f in owner["failures"]] == [OPEN]
     upgraded.index(folder, namespace="ops")  # recorded again, with the file's (open) set
     assert _failed(_index_status(tools, "bob")) == [OPEN]
 

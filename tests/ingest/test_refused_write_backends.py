@@ -10,7 +10,6 @@ taken out before anything is written, so such files index on both backends.
 
 from __future__ import annotations
 
-import json
 import random
 import sqlite3
 import string
@@ -18,14 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from docgraph import DocGraph
 from docgraph.errors import ReadOnlyIndex, StoreError, StoreFull, StoreUnavailable
 from docgraph.ingest.storable import storable_document
 from docgraph.lifecycle.outcomes import phases_of_report
 from docgraph.model import AttachedDocument, Block, BlockKind, ExtractedDocument
-from docgraph.serve.cli import app
 from docgraph.store.outages import store_unavailable
 from docgraph.store.refusals import refused_write
 from docgraph.store.sql.dialect import run
@@ -56,17 +53,6 @@ def _refuse_titles(graph: DocGraph, word: str, message: str) -> None:
         run(graph.store, f"CREATE TRIGGER refuse_titles_{event} BEFORE {event} ON documents"
                          f" WHEN NEW.title LIKE '%{word}%'"
                          f" BEGIN SELECT RAISE(ABORT, '{message}'); END")
-
-
-def _status(graph: DocGraph, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
-    """What ``docgraph status --json`` says about ``graph``'s index."""
-    backend_graphs.point_the_cli_at(graph, monkeypatch)
-    monkeypatch.setenv("DOCGRAPH_EMBED__MODEL", graph.embedder.name)
-    shown = CliRunner().invoke(app, ["--index", str(graph.settings.store.path), "status",
-                                     "--json"])
-    assert shown.exit_code == 0, shown.output
-    status: dict[str, object] = json.loads(shown.stdout)
-    return status
 
 
 def _texts(graph: DocGraph, query: str) -> str:
@@ -121,7 +107,7 @@ def test_a_refused_document_fails_alone_and_the_build_finishes(
     assert "Vexholm" not in _texts(graph, "Vexholm pallet scheme")
     assert "Brackwater" not in _texts(graph, "Brackwater audit corrosion")
     assert _last_indexed(graph) > before  # the build ended as a build does
-    status = _status(graph, monkeypatch)
+    status = backend_graphs.cli_status(graph, monkeypatch)
     assert [(f["path"], f["reason"]) for f in status["failures"]] == [("bad.md", reason)]
 
     (folder / "bad.md").write_text("# Dock notes\n\nThe Brackwater audit found corrosion on "
@@ -129,7 +115,7 @@ def test_a_refused_document_fails_alone_and_the_build_finishes(
     fixed = graph.index(folder, namespace="ops")
     assert fixed.added == ["bad.md"] and not fixed.failed and fixed.unchanged == 4
     assert "Brackwater" in _texts(graph, "Brackwater audit corrosion")
-    assert _status(graph, monkeypatch)["failures"] == []
+    assert backend_graphs.cli_status(graph, monkeypatch)["failures"] == []
 
 
 @postgres_only
