@@ -8,7 +8,7 @@
 
 **Data**: the synthetic chunks of ``bench/store_scale.py`` (its ``Synthetic`` generator,
 seed 7: same vectors, same texts, position = id), its catalog at ``--db`` (built there when
-missing, reused read-only otherwise) and its query texts, query vectors and exact top 10
+missing, reused and never rebuilt otherwise) and its query texts, query vectors and exact top 10
 (``<db>.truth.npz``; recall@10 of every dense search is measured against that truth).
 
 **Builds** (untimed by the lock, each in a subprocess under ``nice -n 10``, skipped when
@@ -210,7 +210,9 @@ def child(engine: str, db: Path, work: Path, args: argparse.Namespace) -> dict[s
         rows = [[r.rowid for r in index.dense_search(q, K, EVERYTHING)] for q in qvectors]
         where = positions_of(catalog, [r for rs in rows for r in rs])
         result["dense_recall@10"] = _recall([[where[r] for r in rs] for rs in rows], exact)
-        result["dense_ann"] = (f"{store.dense_ann}: {index.graph.status}" if index.graph
+        answered = index.graph.answered if index.graph else 0  # below min rows: the scan
+        result["dense_ann"] = (f"{store.dense_ann} ({index.graph.status}), answered"
+                               f" {answered} searches" if index.graph and answered
                                else "exact scan")
         catalog.close()
     elif engine == "lancedb":
@@ -303,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--lance-ef", type=int, default=64)
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--name", default=None)
+    parser.add_argument("--note", default="", help="a remark stored with the result")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -352,15 +355,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                           *passed], engine)
             rows.append({"round": round_no + 1, **row})
     write_result(args.name or f"peers_{args.n}", {
-        "settings": {"n": args.n, "lancedb_rows": args.lancedb_n, "k": K, "dimension": DIM,
+        "settings": {"n": args.n, "k": K, "dimension": DIM,
+                     "lancedb_rows": args.lancedb_n if "lancedb" in engines else None,
                      "queries": args.queries, "rounds": args.rounds, "warmup": WARMUP,
                      "faiss": f"IndexIVFFlat inner product, nprobe {args.nprobe}",
-                     "lancedb": f"IVF_HNSW_SQ cosine (default partitions, m, ef_construction),"
+                     "lancedb": "not run (see note / skipped)" if "lancedb" not in engines
+                     else f"IVF_HNSW_SQ cosine (default partitions, m, ef_construction),"
                                 f" nprobes {args.lance_nprobes}, ef {args.lance_ef}; native"
                                 " FTS (defaults); hybrid = its default RRF reranker",
                      "docgraph": "[store] and [index] defaults (dense_ann lists from 250k"
                                  " rows, BM25, RRF of 100-deep lanes)"},
-        "skipped": skipped, "builds": [b for k, b in builds.items()
+        "note": args.note, "skipped": skipped, "builds": [b for k, b in builds.items()
                                        if k in (f"faiss_{args.n}",
                                                 f"lancedb_{args.lancedb_n}")],
         "rounds": rows, "results": summarise(rows)})
