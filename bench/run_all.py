@@ -1,8 +1,10 @@
 """Run every benchmark in sequence: embedders, quality, speed, evidence, relevance, graph,
 ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
 serve_backends, quality_backends, graph_backends, agent_loop, crash, jwt_auth,
-filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable) and
-ingest_throughput (the pipeline's chunks/s beside the raw model's passages/s).
+filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable),
+ingest_throughput (the pipeline's chunks/s beside the raw model's passages/s) and peers
+(docgraph beside LanceDB and raw faiss on the same 1M vectors; LanceDB is skipped, with the
+reason in the result, unless ``DOCGRAPH_PEERS_PATH`` names a folder it was installed into).
 
     python bench/run_all.py [--quick] [--only quality,speed]
 
@@ -25,7 +27,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
          "graph_backends", "agent_loop", "crash", "jwt_auth", "filtered_search",
-         "ingest_throughput")
+         "ingest_throughput", "peers")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -50,6 +52,7 @@ QUICK_ARGS = {
     "filtered_search": ["--n", "20000", "--queries", "20", "--rounds", "1",
                         "--name", "filtered_search_quick"],
     "ingest_throughput": ["--quick"],
+    "peers": ["--n", "20000", "--queries", "50", "--rounds", "1", "--name", "peers_quick"],
 }
 
 
