@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from docgraph.store.sidecar import SidecarError, read_arrays
+
 log = logging.getLogger(__name__)
 
 
@@ -43,6 +45,22 @@ class BackgroundUpdates:
 
     def __init__(self) -> None:
         self._writer: threading.Thread | None = None
+
+    def read_file(self, expected: dict[str, Any]
+                  ) -> tuple[str, dict[str, Any], dict[str, npt.NDArray[Any]]]:
+        """The cache file's (status, meta, arrays), mapped: status "missing" (none),
+        "corrupt" (unreadable, logged), "foreign" (its meta differs from ``expected``: another
+        catalog, format or dimension) or "read"; meta and arrays are empty unless read."""
+        try:
+            meta, arrays = read_arrays(self.path)
+        except SidecarError as exc:
+            if not self.path.exists():
+                return "missing", {}, {}
+            log.warning("%s ignored: %s", self.what, exc)
+            return "corrupt", {}, {}
+        if any(meta.get(k) != v for k, v in expected.items()):
+            return "foreign", {}, {}
+        return "read", meta, arrays
 
     def update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
                codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,

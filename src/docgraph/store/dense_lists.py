@@ -142,15 +142,9 @@ class DenseLists(BackgroundUpdates):
     def open(self, chunk_seq: int) -> str:
         """Map the partition's file if it belongs to this catalog; returns how it went
         (missing, foreign, stale: it names rows this catalog never had, corrupt, loaded)."""
-        try:
-            meta, arrays = read_arrays(self.path)
-        except SidecarError as exc:
-            if self.path.exists():
-                log.warning("chunk lists ignored: %s", exc)
-                self.status = "corrupt"
-            return self.status
-        if any(meta.get(k) != v for k, v in self._meta().items()):
-            self.status = "foreign"
+        found, meta, arrays = self.read_file(self._meta())
+        if found != "read":
+            self.status = found
             return self.status
         try:
             lists = Lists(np.asarray(arrays["centroids"], dtype=np.float32),

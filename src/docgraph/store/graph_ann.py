@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.store.ann_cache import BackgroundUpdates, load_faiss
-from docgraph.store.sidecar import SidecarError, read_arrays, write_arrays
+from docgraph.store.sidecar import write_arrays
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +125,9 @@ class DenseGraph(BackgroundUpdates):
         """Map the graph file if it belongs to this catalog; returns how it went (missing,
         foreign, stale: it names rows this catalog never had, corrupt, unavailable: faiss
         is not installed, loaded)."""
-        try:
-            meta, arrays = read_arrays(self.path)
-        except SidecarError as exc:
-            if self.path.exists():
-                log.warning("chunk graph ignored: %s", exc)
-                self.status = "corrupt"
-            return self.status
-        if any(meta.get(k) != v for k, v in self._meta().items()):
-            self.status = "foreign"
+        found, meta, arrays = self.read_file(self._meta())
+        if found != "read":
+            self.status = found
             return self.status
         keys = np.asarray(arrays["keys"], dtype=np.int64)
         if len(keys) and int(keys.max()) > chunk_seq:  # a restored, older catalog
