@@ -2,7 +2,8 @@
 ablation, refresh, serve_load, backends, store_scale (the embedded store at 1M chunks),
 serve_backends, quality_backends, graph_backends, agent_loop, crash, jwt_auth,
 filtered_search (permissions filtered before ranking, 100 %/10 %/1 % readable),
-ingest_throughput (the pipeline's chunks/s beside the raw model's passages/s) and peers
+ingest_throughput (the pipeline's chunks/s beside the raw model's passages/s), lists_real
+(the dense lane's partition against the exact scan on real MiniLM embeddings) and peers
 (docgraph beside LanceDB and raw faiss on the same 1M vectors; LanceDB is skipped, with the
 reason in the result, unless ``DOCGRAPH_PEERS_PATH`` names a folder it was installed into).
 
@@ -27,7 +28,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 ORDER = ("embedders", "quality", "speed", "evidence", "relevance", "graph", "ablation",
          "refresh", "serve_load", "backends", "store_scale", "serve_backends", "quality_backends",
          "graph_backends", "agent_loop", "crash", "jwt_auth", "filtered_search",
-         "ingest_throughput", "peers")
+         "ingest_throughput", "lists_real", "peers")
 # Quick-run arguments per benchmark (small sizes; results go beside the real ones).
 QUICK_ARGS = {
     "embedders": ["--limit", "400", "--name", "embedders_quick"],
@@ -52,6 +53,7 @@ QUICK_ARGS = {
     "filtered_search": ["--n", "20000", "--queries", "20", "--rounds", "1",
                         "--name", "filtered_search_quick"],
     "ingest_throughput": ["--quick"],
+    "lists_real": ["--datasets", "scifact", "--limit", "1500", "--name", "lists_real_quick"],
     "peers": ["--n", "20000", "--queries", "50", "--rounds", "1", "--name", "peers_quick"],
 }
 

@@ -243,13 +243,19 @@ def test_the_store_setting_chooses_the_lists(built: Path, tmp_path: Path) -> Non
     from docgraph.store.sqlite.ports import SQLitePorts
 
     db = _copy(built, tmp_path)
-    default = SQLitePorts(StoreSettings(path=db))  # lists from 250k rows: none built here
+    default = SQLitePorts(StoreSettings(path=db))  # the exact scan: no ANN cache at all
     small = default.chunk_index(DIM)
-    assert isinstance(small.graph, DenseLists)  # type: ignore[attr-defined]
-    assert small.graph.min_rows == 250_000 and small.graph.lists is None  # type: ignore[attr-defined]
+    assert small.graph is None  # type: ignore[attr-defined]
     small.dense_search(_queries(2, 1)[0], K, BOTH)
-    assert not small.graph.busy() and not lists_path(db).exists()  # type: ignore[attr-defined]
+    assert not lists_path(db).exists()
     default.close()
+    at = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=250_000))
+    large_only = at.chunk_index(DIM)  # lists from 250k rows: none built for 625
+    assert isinstance(large_only.graph, DenseLists)  # type: ignore[attr-defined]
+    assert large_only.graph.lists is None  # type: ignore[attr-defined]
+    large_only.dense_search(_queries(2, 1)[0], K, BOTH)
+    assert not large_only.graph.busy() and not lists_path(db).exists()  # type: ignore[attr-defined]
+    at.close()
     on = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
     index = on.chunk_index(DIM)
     assert isinstance(index.graph, DenseLists)  # type: ignore[attr-defined]
