@@ -137,16 +137,18 @@ class PostgresServer:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}"
                                f"\n{done.stdout.strip()}\n{log}")
 
+    #: What :meth:`start` calls this server when it cannot start it.
+    what = "PostgreSQL"
+
     def start(self) -> None:
-        """initdb, then start the server on a free port (a few tries against port races)."""
+        """Make the data directory (:meth:`_make_data`), then start the server on a free
+        port (a few tries against port races)."""
         self.sockets.mkdir()
         if self.run_as is not None:
             entry = pwd.getpwnam(self.run_as)
             for path in (self.base, self.sockets):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
-            self._make_binaries_reachable()
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
+        self._make_data()
         last_error: Exception | None = None
         for _ in range(3):
             self.port = _free_port()
@@ -159,7 +161,14 @@ class PostgresServer:
             atexit.register(self.stop)
             self._wait_ready()
             return
-        raise RuntimeError(f"PostgreSQL did not start: {last_error}")
+        raise RuntimeError(f"{self.what} did not start: {last_error}")
+
+    def _make_data(self) -> None:
+        """A new cluster: initdb (the binaries made reachable first for ``run_as``)."""
+        if self.run_as is not None:
+            self._make_binaries_reachable()
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8", "--locale=C", "--no-sync")
 
     def _pg_ctl_start(self) -> None:
         options = (f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 "

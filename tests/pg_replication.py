@@ -15,15 +15,13 @@ WAL record to a connected standby before the primary exits.
 
 from __future__ import annotations
 
-import os
-import pwd
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from docgraph.store.postgres.replicas import WRITE_TARGET_SQL, write_target
-from tests.pg import PostgresServer, _free_port, find_pgvector_bindir
+from tests.pg import PostgresServer, find_pgvector_bindir
 
 _CATCH_UP_S = 30.0
 STAT_OPTIONS = "-c shared_preload_libraries=pg_stat_statements -c hot_standby_feedback=on"
@@ -36,29 +34,14 @@ class StandbyServer(PostgresServer):
         super().__init__(primary.bindir, primary.options)
         self.primary = primary
 
-    def start(self) -> None:
-        """Copy the primary with ``pg_basebackup`` (streaming its WAL), then start on a free
-        loopback port as a hot standby."""
-        self.sockets.mkdir()
-        if self.run_as is not None:
-            entry = pwd.getpwnam(self.run_as)
-            for path in (self.base, self.sockets):
-                os.chown(path, entry.pw_uid, entry.pw_gid)
+    what = "the standby"
+
+    def _make_data(self) -> None:
+        """Copy the primary with ``pg_basebackup -R`` (streaming its WAL): :meth:`start`
+        then starts it on a free loopback port as a hot standby."""
         self._run("pg_basebackup", "-D", str(self.data), "-R", "-X", "stream",
                   "-c", "fast", "--no-sync", "-h", "127.0.0.1",
                   "-p", str(self.primary.port), "-U", "postgres")
-        last_error: Exception | None = None
-        for _ in range(3):
-            self.port = _free_port()
-            try:
-                self._pg_ctl_start()
-            except RuntimeError as exc:
-                last_error = exc
-                continue
-            self._started = True
-            self._wait_ready()
-            return
-        raise RuntimeError(f"the standby did not start: {last_error}")
 
     def promote(self) -> None:
         """End recovery: the standby becomes a primary that accepts writes."""
