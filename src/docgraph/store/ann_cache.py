@@ -37,13 +37,23 @@ def load_faiss() -> Any:
 
 
 class BackgroundUpdates:
-    """One background update at a time of an ANN cache file (``path``); subclasses give
+    """One background update at a time of an ANN cache file (``path``) of one catalog, and
+    what both caches keep of it: the rows they wait for (``min_rows``), the share of rows a
+    filter must allow (``min_share``), the tail that triggers an update (``update_rows``),
+    how the file was found (``status``) and what the last update took. Subclasses give
     :meth:`update` and name themselves in ``what`` for the log."""
 
-    path: Path
     what = "ANN cache"
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path, dimension: int, catalog_id: str, *, min_rows: int,
+                 min_share: float, update_rows: int) -> None:
+        self.path = path
+        self.dimension = dimension
+        self.catalog_id = catalog_id
+        self.min_rows, self.min_share, self.update_rows = min_rows, min_share, update_rows
+        self.status = "missing"
+        self.last_build_s = 0.0  # seconds the last update took (0: none in this process)
+        self.answered = 0  # queries whose candidates came from the cache (tests, benches)
         self._writer: threading.Thread | None = None
 
     def read_file(self, expected: dict[str, Any]

@@ -123,16 +123,10 @@ class DenseLists(BackgroundUpdates):
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int, min_share: float = LISTS_MIN_SHARE,
                  update_rows: int = LISTS_UPDATE_ROWS) -> None:
-        super().__init__()
-        self.path = lists_path(catalog_path)
-        self.dimension = dimension
-        self.catalog_id = catalog_id
-        self.min_rows, self.min_share, self.update_rows = min_rows, min_share, update_rows
+        super().__init__(lists_path(catalog_path), dimension, catalog_id, min_rows=min_rows,
+                         min_share=min_share, update_rows=update_rows)
         self.lists: Lists | None = None
-        self.status = "missing"
         self._placement: _Placement | None = None
-        self.last_build_s = 0.0  # seconds the last update took (0: none in this process)
-        self.answered = 0  # queries whose candidates came from the lists (tests, benches)
         self.probed = 0  # lists read by those queries, in all
 
     def _meta(self) -> dict[str, Any]:

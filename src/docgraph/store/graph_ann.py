@@ -100,19 +100,13 @@ class DenseGraph(BackgroundUpdates):
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int = GRAPH_MIN_ROWS, min_share: float = GRAPH_MIN_SHARE,
                  update_rows: int = GRAPH_UPDATE_ROWS) -> None:
-        super().__init__()
-        self.path = graph_path(catalog_path)
-        self.dimension = dimension
-        self.catalog_id = catalog_id
-        self.min_rows, self.min_share, self.update_rows = min_rows, min_share, update_rows
+        super().__init__(graph_path(catalog_path), dimension, catalog_id, min_rows=min_rows,
+                         min_share=min_share, update_rows=update_rows)
         self.graph: Graph | None = None
-        self.status = "missing"
         # Per row-id array of the matrix (replaced on growth and compaction, appended to
         # otherwise): the tail's positions, and each label's position (-1: gone).
         self._tail: tuple[object, Graph, int, npt.NDArray[np.intp]] | None = None
         self._labels: tuple[object, Graph, npt.NDArray[np.intp]] | None = None
-        self.last_build_s = 0.0  # seconds the last update took (0: none in this process)
-        self.answered = 0  # queries whose candidates came from the graph (tests, benches)
 
     def _meta(self) -> dict[str, Any]:
         return {"format": GRAPH_FORMAT, "catalog_id": self.catalog_id,
