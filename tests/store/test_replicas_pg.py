@@ -104,6 +104,16 @@ def _reset_statements(server: PostgresServer) -> None:
         conn.execute("SELECT pg_stat_statements_reset()")
 
 
+def _warm_governance(pair: tuple[PostgresServer, ...], reader: DocGraph) -> Governance:
+    """A governed service over ``reader`` whose connections are open and caches warm (one
+    lookup), with both servers' statement counts reset after it."""
+    governance = Governance(reader, GRANTS)
+    governance.lookup(Caller("alice"), QUERIES[0])
+    for server in pair:
+        _reset_statements(server)
+    return governance
+
+
 def _answers(graph: DocGraph) -> list[Any]:
     governance = Governance(graph, GRANTS)
     return [[governance.lookup(caller, q).to_dict(),
@@ -125,10 +135,7 @@ def test_answers_through_the_replica_equal_the_primarys(indexes):
 def test_a_lookups_statements_reach_the_replica_not_the_primary(pair, indexes):
     primary, standby = pair
     _, reader = indexes
-    governance = Governance(reader, GRANTS)
-    governance.lookup(Caller("alice"), QUERIES[0])  # connections opened, caches warm
-    for server in pair:
-        _reset_statements(server)
+    governance = _warm_governance(pair, reader)
     governance.lookup(Caller("alice"), QUERIES[0])
     on_primary, on_replica = _statements(primary), _statements(standby)
     searched = ("postings", "chunks", "documents", "sources")
@@ -339,10 +346,7 @@ def test_a_governed_answer_runs_no_statement_only_to_count_pending_chunks(pair, 
     """Each answer says how many chunks its dense lane skipped (pending): on PostgreSQL that
     count comes with the dense search's own first statement, not one more per answer."""
     _, reader = indexes
-    governance = Governance(reader, GRANTS)
-    governance.lookup(Caller("alice"), QUERIES[0])  # connections opened, caches warm
-    for server in pair:
-        _reset_statements(server)
+    governance = _warm_governance(pair, reader)
     governance.lookup(Caller("alice"), QUERIES[0])
     governance.search(Caller("bob"), QUERIES[1], k=5, mode="hybrid")
     counted = [calls for server in pair for query, calls in _statements(server).items()
