@@ -9,7 +9,6 @@ never listed as documents.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -162,16 +161,21 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
         if not scope.may_read(access):
             before = unreadable.get(namespace, (0, 0))
             unreadable[namespace] = (before[0] + documents, before[1] + chunks)
-    failures = [f for f in info.failures if f.namespace in allowed]
-    told = [f for f in failures if scope.may_read(f.access)]
-    hidden = [f for f in failures if not scope.may_read(f.access)]
-    untold = Counter(f.namespace for f in hidden)
+    told: list[FailureRecord] = []
+    hidden: dict[str, list[FailureRecord]] = {}  # by namespace
+    for failure in info.failures:
+        if failure.namespace not in allowed:
+            continue
+        if scope.may_read(failure.access):
+            told.append(failure)
+        else:
+            hidden.setdefault(failure.namespace, []).append(failure)
     return StatusView(
         embedding_model=info.embedding_model,
         refresh_interval_seconds=root.settings.refresh.interval_seconds,
         builds=[_build_told(b, unreadable, hidden) for b in info.builds
                 if b.namespace in allowed],
-        stats={s.namespace: _stats_told(s, unreadable, untold)
+        stats={s.namespace: _stats_told(s, unreadable, hidden)
                for s in info.namespaces if s.namespace in allowed},
         failures=told,
         sources=[s for s in info.sources if s.namespace in allowed],
@@ -193,12 +197,12 @@ def _less(counts: C, unreadable: dict[str, tuple[int, int]]) -> C:
 
 
 def _build_told(build: NamespaceStatus, unreadable: dict[str, tuple[int, int]],
-                hidden: list[FailureRecord]) -> NamespaceStatus:
+                hidden: dict[str, list[FailureRecord]]) -> NamespaceStatus:
     """A build's status without what the caller may not read nor be told of: the counts,
     and the hidden failures' reasons and paths in its phases' messages (a phase quotes its
     first failure)."""
     build = _less(build, unreadable)
-    mine = [f for f in hidden if f.namespace == build.namespace]
+    mine = hidden.get(build.namespace, [])
     if not mine:
         return build
     errors = [replace(e, message=_untold(e.message, mine)) for e in build.errors]
@@ -216,8 +220,8 @@ def _untold(message: str, hidden: list[FailureRecord]) -> str:
 
 
 def _stats_told(stats: NamespaceStats, unreadable: dict[str, tuple[int, int]],
-                untold: Counter[str]) -> NamespaceStats:
+                hidden: dict[str, list[FailureRecord]]) -> NamespaceStats:
     """A namespace's stats without what the caller may not read nor be told of."""
     stats = _less(stats, unreadable)
-    failed = untold.get(stats.namespace, 0)
+    failed = len(hidden.get(stats.namespace, []))
     return replace(stats, failures=max(0, stats.failures - failed)) if failed else stats
