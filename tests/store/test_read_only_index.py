@@ -183,3 +183,43 @@ def test_an_unreadable_index_says_why(shared_folder: Path) -> None:
     junk.write_bytes(b"this is not a database file, just text " * 200)
     with pytest.raises(StoreError, match="not a docgraph index"):
         DocGraph.open(junk, embedder=HashingEmbedder())
+
+
+def test_a_read_only_index_from_before_the_added_columns_reads_as_upgraded(
+        tmp_path: Path) -> None:
+    """A file written before the columns added without a version step (every one of
+    ``ADDED_COLUMNS``, so a column added later is covered too), opened read-only (it cannot
+    gain them): status, search and the source list answer instead of a traceback,
+    and each column reads as the writable upgrade makes it: a failure recorded before is the
+    owner's to see only (a governed caller is told a file failed, not its path)."""
+    import sqlite3
+
+    from docgraph.store.sqlite.schema import ADDED_COLUMNS
+
+    index = tmp_path / "index" / "index.db"
+    docs = write_files(tmp_path / "ops", {**DOCS, "broken.pdf": "%PDF-1.4 not a pdf"})
+    with DocGraph.open(index, embedder=HashingEmbedder()) as graph:
+        graph.index(docs, "ops")
+    with sqlite3.connect(index) as con:
+        for table, column, _, _ in ADDED_COLUMNS:
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.close()
+    before = _digest(index)
+    with DocGraph.open(index, embedder=HashingEmbedder(),
+                       store={"path": index, "read_only": True}) as graph:
+        failures = graph.status().failures
+        hits = graph.search("Zephyrine coolant pump", k=1, namespaces=["ops"])
+    assert [(f.path, f.access) for f in failures] == [("broken.pdf", frozenset())]
+    assert hits and hits[0].source_path.endswith("pump.md")
+    replica = Deployment(tmp_path, embedded_store(index) + "read_only = true\n", POLICY)
+    for read in (("status",), ("search", "Kestrel lidar", "-n", "ops"), ("sources", "list")):
+        done = replica.attempt("--user", "root", *read)
+        assert done.returncode == 0, (read, done.stderr[-3000:])
+        assert "Traceback" not in done.stderr, read
+        told = " ".join((done.stdout + done.stderr).split())
+        assert "broken.pdf" not in told, read
+        if read == ("status",):
+            assert "first: (a file you may not read)" in told
+        if read[0] == "search":
+            assert "runbook.md" in told
+    assert _digest(index) == before

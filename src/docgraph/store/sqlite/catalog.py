@@ -17,7 +17,6 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.errors import ReadOnlyIndex, StoreError
-from docgraph.languages import ENGLISH
 from docgraph.model import Vector
 from docgraph.store.base import DocumentWrite
 from docgraph.store.lexical import CountedTerms, EncodedTerms, TermDictionary, count_terms
@@ -33,8 +32,8 @@ from docgraph.store.sqlite.access import (
 )
 from docgraph.store.sqlite.connections import ConnectionPool
 from docgraph.store.sqlite.pending import PENDING_BLOB, SQLitePendingVectors, pending_flags
-from docgraph.store.sqlite.readonly import TempTables
-from docgraph.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, prepare
+from docgraph.store.sqlite.readonly import TempTables, stand_in_columns
+from docgraph.store.sqlite.schema import ADDED_COLUMNS, SCHEMA, SCHEMA_VERSION, prepare
 from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 
 log = logging.getLogger(__name__)
@@ -68,7 +67,6 @@ class SQLiteCatalog(SqlCatalogDocuments, SQLitePendingVectors):
         #: Writable, or read-only and why (``read_only``: ``store.read_only``).
         self.mode = open_mode(self.path, read_only)
         self._temp_tables = TempTables() if self.mode.read_only else None
-        self._languages_recorded: bool | None = None  # namespaces.languages exists
         self._connections = ConnectionPool(functools.partial(_connect, self.path, self.mode))
         if self.mode.read_only:
             self._check_read_only()
@@ -108,17 +106,6 @@ class SQLiteCatalog(SqlCatalogDocuments, SQLitePendingVectors):
                 f"{self.path}: index schema version {found}, this docgraph reads version "
                 f"{SCHEMA_VERSION}; the index is read-only ({self.mode.reason}), so it "
                 "cannot be upgraded in place: open it once where it is writable")
-
-    def namespace_languages(self, namespace_ids: Sequence[int]) -> frozenset[str]:
-        """:meth:`SqlCatalogRecords.namespace_languages`; English only for a read-only file
-        written before namespaces recorded their languages (it cannot gain the column)."""
-        if self._languages_recorded is None:
-            self._languages_recorded = any(
-                r[1] == "languages"
-                for r in self.connection().execute("PRAGMA table_info(namespaces)"))
-        if not self._languages_recorded:
-            return frozenset({ENGLISH})
-        return super().namespace_languages(namespace_ids)
 
     def _unread_wal(self) -> bool:
         """Opened immutable beside a non-empty ``-wal``: SQLite does not read that file."""
@@ -378,6 +365,7 @@ def _connect_read_only(path: Path, mode: OpenMode) -> sqlite3.Connection:
         db.execute("PRAGMA query_only=ON")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=30000")
+        stand_in_columns(db, ADDED_COLUMNS)
     except sqlite3.DatabaseError as exc:
         raise cannot_open(path, exc) from exc
     return db

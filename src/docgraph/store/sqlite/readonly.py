@@ -6,6 +6,11 @@ must not fail, so each connection gets an empty ``TEMP`` table of the same layou
 (:class:`TempTables`): SQLite resolves an unqualified name to ``temp`` first, and a
 ``TEMP`` table lives in the connection's memory, never in the index file.
 
+Columns a newer docgraph added to a table without a version step (``schema.ADDED_COLUMNS``)
+cannot be added to a read-only file either: each connection reads such a table through a
+``TEMP`` view of the same name that gives a missing column the value the upgrade gives the
+rows written before (:func:`stand_in_columns`).
+
 Traces and audit records are not recorded on a read-only index (:class:`UnrecordedTraces`,
 :class:`UnrecordedAudit`: the records already in the file stay readable); the catalog says
 so once when it opens, and ``store.require_audit`` refuses governed reads instead.
@@ -62,6 +67,32 @@ class TempTables:
         """The catalog's connections were closed: new ones start from none applied."""
         with self._lock:
             self._applied.clear()
+
+
+def stand_in_columns(db: sqlite3.Connection,
+                     added: Sequence[tuple[str, str, str, str]]) -> None:
+    """Give ``db`` a ``TEMP`` view over each table of ``added`` (``(table, column,
+    declaration, value before)``) that lacks some of its columns: the table's own columns,
+    then each missing one as its value before. An unqualified name resolves to ``temp``
+    first, so every query reads the view; a simple view is flattened by SQLite, so the
+    table's indexes still serve."""
+    present: dict[str, set[str]] = {}
+    missing: dict[str, list[str]] = {}
+    for table, column, _, before in added:
+        if table not in present:
+            present[table] = {str(r[1]) for r in db.execute(
+                f"PRAGMA main.table_info({table})")}
+        if present[table] and column not in present[table]:
+            missing.setdefault(table, []).append(f"{before} AS {column}")
+    if not missing:
+        return
+    db.execute("PRAGMA query_only=OFF")  # temp only: the connection is mode=ro
+    try:
+        for table, columns in missing.items():
+            db.execute(f"CREATE TEMP VIEW IF NOT EXISTS {table} AS"
+                       f" SELECT *, {', '.join(columns)} FROM main.{table}")
+    finally:
+        db.execute("PRAGMA query_only=ON")
 
 
 def _apply_script(db: sqlite3.Connection, script: str) -> None:

@@ -14,6 +14,30 @@ from docgraph.store.sqlite.vectors import STORED, float32_to_stored
 
 SCHEMA_VERSION = 7
 
+#: Columns a docgraph added to a table without a version step: ``(table, column, its
+#: declaration, what a row written before holds)``. A writable open adds the ones a file
+#: lacks (:func:`prepare`); a read-only open, which cannot, reads the table through a
+#: ``TEMP`` view giving them that value (``readonly.stand_in_columns``), so an older file
+#: copied or mounted read-only reads as the upgrade would have made it.
+ADDED_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
+    # a source's display name and public URL: none until set
+    ("sources", "display_name", "TEXT", "NULL"),
+    ("sources", "public_url", "TEXT", "NULL"),
+    # the fingerprints of a document's lines and those dropped as repeated across its
+    # source: a document written before counts no line until it is read again
+    ("documents", "line_hashes", "TEXT", "NULL"),
+    ("documents", "lines_dropped", "TEXT NOT NULL DEFAULT '[]'", "'[]'"),
+    # the language a document was analysed in (NULL: English) and the languages other
+    # than English a namespace's documents were analysed in ('': English only, as it was)
+    ("documents", "language", "TEXT", "NULL"),
+    ("namespaces", "languages", "TEXT NOT NULL DEFAULT ''", "''"),
+    # a failed file's permission set (NULL: every reader of the namespace may be told of
+    # it); a failure recorded before reads as [], the index's owner only, until the next
+    # build records it again: a restricted file's name is not shown to readers it does not
+    # let in
+    ("failures", "access", "TEXT DEFAULT '[]'", "'[]'"),
+)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS namespaces (
@@ -202,20 +226,8 @@ def prepare(db: sqlite3.Connection, terms: TermDictionary, path: Path) -> None:
         )
     db.execute("INSERT OR IGNORE INTO meta VALUES ('catalog_id', ?)",
                 (uuid.uuid4().hex,))
-    _add_source_naming(db)
     _add_document_parents(db)
-    _add_line_fingerprints(db)
-    _add_namespace_languages(db)
-    _add_failure_access(db)
-
-
-def _add_source_naming(db: sqlite3.Connection) -> None:
-    """Give ``sources`` its display name and public URL columns where an older file lacks
-    them (nullable, so a file written before reads the same; no version step needed)."""
-    columns = {r[1] for r in db.execute("PRAGMA table_info(sources)").fetchall()}
-    for column in ("display_name", "public_url"):
-        if column not in columns:
-            db.execute(f"ALTER TABLE sources ADD COLUMN {column} TEXT")
+    _add_columns(db)
 
 
 def _migrate_1_to_2(db: sqlite3.Connection, terms: TermDictionary) -> None:
@@ -341,33 +353,12 @@ def _migrate_6_to_7(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
 
 
-def _add_line_fingerprints(db: sqlite3.Connection) -> None:
-    """Give ``documents`` the fingerprints of its lines and those dropped as repeated across
-    its source where the file lacks them (nullable: a document written before counts no
-    line until it is read again; no version step needed)."""
-    columns = {r[1] for r in db.execute("PRAGMA table_info(documents)")}
-    if "line_hashes" not in columns:
-        db.execute("ALTER TABLE documents ADD COLUMN line_hashes TEXT")
-    if "lines_dropped" not in columns:
-        db.execute("ALTER TABLE documents ADD COLUMN lines_dropped TEXT NOT NULL DEFAULT '[]'")
-
-
-def _add_namespace_languages(db: sqlite3.Connection) -> None:
-    """Give ``documents`` the language each was analysed in (NULL for one written before:
-    English) and ``namespaces`` the languages other than English its documents were
-    analysed in (comma-separated; '' for a namespace written before: English only, as it
-    was), which a query is read in. No version step needed: an older docgraph reads every
-    query as English, as it always did."""
-    if "language" not in {r[1] for r in db.execute("PRAGMA table_info(documents)")}:
-        db.execute("ALTER TABLE documents ADD COLUMN language TEXT")
-    if "languages" not in {r[1] for r in db.execute("PRAGMA table_info(namespaces)")}:
-        db.execute("ALTER TABLE namespaces ADD COLUMN languages TEXT NOT NULL DEFAULT ''")
-
-
-def _add_failure_access(db: sqlite3.Connection) -> None:
-    """Give ``failures`` the permission set of each failed file (NULL: every reader of the
-    namespace may be told of it; a JSON array: those principals). A failure recorded before
-    reads as ``[]``, the index's owner only, until the next build records it again: a
-    restricted file's name is not shown to readers it does not let in."""
-    if "access" not in {r[1] for r in db.execute("PRAGMA table_info(failures)")}:
-        db.execute("ALTER TABLE failures ADD COLUMN access TEXT DEFAULT '[]'")
+def _add_columns(db: sqlite3.Connection) -> None:
+    """Add each of :data:`ADDED_COLUMNS` the file lacks (no version step: an older docgraph
+    ignores them and reads as it always did)."""
+    columns: dict[str, set[str]] = {}
+    for table, column, declaration, _ in ADDED_COLUMNS:
+        if table not in columns:
+            columns[table] = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if column not in columns[table]:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
