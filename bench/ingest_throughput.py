@@ -2,7 +2,7 @@
 passages/s over exactly the texts the pipeline embeds, measured alternating in one run.
 
     python bench/ingest_throughput.py [--scifact-files 300] [--rounds 3] [--before] [--inline]
-        [--old] [--serial-ocr] [--quick]
+        [--old] [--quick]
 
 Folders: the sample corpus ``examples/corpus`` (mixed formats) and SciFact as a folder of
 one Markdown file per passage (``--scifact-files`` seeded passages, as quality.py writes
@@ -36,8 +36,6 @@ batches of :data:`OLD_BATCH_TOKENS`: prepare processes (one per core) started fo
 build of more than ``PARALLEL_AFTER_FILES`` files (as an explicit ``loader.workers`` still
 does; the default now starts them only once they would pay), batches of at most
 :data:`OLD_BATCH_TOKENS` padded tokens.
-``--old`` also prepares the files that may need OCR inline (``--serial-ocr`` adds the
-pipeline as it is with only that changed: ``ocr_ahead`` off, :mod:`docgraph.ingest.ocr_ahead`).
 ``--overlap`` adds the experiment of extracting in worker processes from the first file
 (``PARALLEL_AFTER_FILES`` 0, a window of 64 files) while this process embeds smaller
 batches behind (64 passages), so extraction and embedding run at the same time.
@@ -115,24 +113,22 @@ def load() -> list[float]:
 
 
 def build(folder: Path, workdir: Path, embedder: Any, tag: str,
-          workers: int = 0, behind: bool = True, ahead: bool = True) -> dict[str, Any]:
+          workers: int = 0, behind: bool = True) -> dict[str, Any]:
     """One ``DocGraph.index`` of ``folder`` into a fresh index; wall clock and phases.
     ``workers`` is ``loader.workers`` (0, the default: one prepare process per core once a
     build has more than ``PARALLEL_AFTER_FILES`` files; 1: everything inline); ``behind``
-    False embeds each commit batch before writing it (the path before embedding behind);
-    ``ahead`` False prepares the files that may need OCR inline, before the embedding (the
-    path before ``ingest/ocr_ahead.py``)."""
+    False embeds each commit batch before writing it (the path before embedding behind)."""
     db = workdir / f"{tag}.db"
     graph = DocGraph(load_settings(store={"path": db}, loader={"workers": workers}), embedder)
-    if not behind or not ahead:
+    if not behind:
         made = graph._pipeline
 
-        def changed() -> IngestPipeline:
+        def commit_embed() -> IngestPipeline:
             pipeline = made()
-            pipeline.embed_behind, pipeline.ocr_ahead = behind, ahead
+            pipeline.embed_behind = False
             return pipeline
 
-        graph._pipeline = changed  # type: ignore[method-assign]
+        graph._pipeline = commit_embed  # type: ignore[method-assign]
     before = load()
     started = time.perf_counter()
     report = graph.index(folder, NAMESPACE)
@@ -265,7 +261,7 @@ def _against(runs: dict[str, list[dict[str, Any]]], variant: str, ours: str,
 def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
                    workdir: Path, seed: int, inline: bool, before: bool,
                    commit_embed: bool = False, overlap: bool = False,
-                   old: bool = False, serial_ocr: bool = False) -> dict[str, Any]:
+                   old: bool = False) -> dict[str, Any]:
     """Warm-up build (records the texts), batch sweep on this folder's texts, then
     alternating rounds."""
     recorder = RecordingEmbedder(model)
@@ -290,11 +286,7 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
             lambda: build(folder, workdir, model, f"{label}-o{r}"))
     if old:  # prepare processes after PARALLEL_AFTER_FILES files, batches as before
         steps["pipeline_old"] = lambda r: unbounded(model, lambda: build(
-            folder, workdir, model, f"{label}-old{r}", os.cpu_count() or 1, ahead=False),
-            OLD_BATCH_TOKENS)
-    if serial_ocr:  # today's pipeline with the files that may need OCR prepared inline
-        steps["pipeline_serial_ocr"] = lambda r: build(folder, workdir, model,
-                                                       f"{label}-s{r}", ahead=False)
+            folder, workdir, model, f"{label}-old{r}", os.cpu_count() or 1), OLD_BATCH_TOKENS)
     if inline and warm["workers"] > 1:  # where the prepare processes' cost shows
         steps["pipeline_inline"] = lambda r: build(folder, workdir, model, f"{label}-i{r}", 1)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in steps}
@@ -319,7 +311,7 @@ def measure_folder(label: str, folder: Path, model: MiniLMEmbedder, rounds: int,
     if len(digests) != 1:
         raise SystemExit(f"[{label}] builds stored different chunks: {sorted(digests)}")
     for variant, ours in (("before", "after"), ("commit_embed", "behind"),
-                          ("old", "new"), ("serial_ocr", "ahead")):
+                          ("old", "new")):
         if f"pipeline_{variant}" in runs:
             extra |= _against(runs, variant, ours, raw_rate, phases)
     if "pipeline_overlap" in runs:
@@ -392,10 +384,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also build as before: prepare processes after "
                              "PARALLEL_AFTER_FILES files whatever they cost, batches of "
                              "OLD_BATCH_TOKENS padded tokens (a further variant)")
-    parser.add_argument("--serial-ocr", action="store_true",
-                        help="also build with the files that may need OCR prepared inline "
-                             "before the embedding, not in a thread beside it (a further "
-                             "variant)")
     parser.add_argument("--overlap", action="store_true",
                         help="also build with extraction in workers from the first file while "
                              "embedding behind in batches of 64 (a further variant)")
@@ -421,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise SystemExit(f"unknown folder {label!r}; choose examples, scifact")
             results.append(measure_folder(label, folder, model, args.rounds, root, args.seed,
                                           args.inline, args.before, args.commit_embed,
-                                          args.overlap, args.old, args.serial_ocr))
+                                          args.overlap, args.old))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     write_result(name, {

@@ -83,13 +83,6 @@ class BatchWriter:
         if self.batch and time.monotonic() - self.batch_started >= COMMIT_EVERY_SECONDS:
             self.flush()
 
-    def embed_some(self) -> bool:
-        """Write the waiting batch and embed one batch of the pending chunks; False when
-        none were pending. What a build does while it waits for a file prepared beside it
-        (:mod:`~docgraph.ingest.ocr_ahead`)."""
-        self.flush()
-        return self.filler.fill_some()
-
     def add(self, pending: Pending) -> None:
         """Queue one document; writes the batch once it is full or due."""
         if not self.batch:

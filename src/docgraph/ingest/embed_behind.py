@@ -62,17 +62,6 @@ class VectorFiller:
         build left)."""
         self.fill(1)
 
-    def fill_some(self) -> bool:
-        """Embed one batch (up to :data:`FILL_BATCH`) of the pending chunks, however few;
-        False when none were pending."""
-        t0 = time.perf_counter()
-        chunks = self.catalog.pending_chunks(self.report.source.id, FILL_BATCH)
-        self.report.seconds["store"] += time.perf_counter() - t0
-        if chunks:
-            self._embed(chunks)
-            self.waiting = max(self.waiting - len(chunks), 0)
-        return bool(chunks)
-
     def fill(self, at_least: int) -> None:
         """Embed pending chunks, :data:`FILL_BATCH` at a time, while at least ``at_least``
         wait."""

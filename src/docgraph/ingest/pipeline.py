@@ -27,10 +27,8 @@ per row, incremental by content hash.
 
 Beside this module: :mod:`~docgraph.ingest.rows` builds a table's rows,
 :mod:`~docgraph.ingest.batch` embeds and writes the prepared documents in committed
-batches, :mod:`~docgraph.ingest.ocr_ahead` prepares the files that may need OCR in a
-thread beside the embedding, :mod:`~docgraph.ingest.attachments` decides which attachments
-a mail keeps and which mails are read again, :mod:`~docgraph.ingest.report` holds what a
-build reports.
+batches, :mod:`~docgraph.ingest.attachments` decides which attachments a mail keeps and
+which mails are read again, :mod:`~docgraph.ingest.report` holds what a build reports.
 """
 
 from __future__ import annotations
@@ -65,7 +63,6 @@ from docgraph.ingest.batch import (
 from docgraph.ingest.boilerplate import repeated_floor
 from docgraph.ingest.entries import one_per_document_id
 from docgraph.ingest.failed_writes import clear_stale_failures, remember_failure
-from docgraph.ingest.ocr_ahead import OcrAhead, thread_token_counter
 from docgraph.ingest.prepare import (
     PrepareSpec,
     prepare_bytes,
@@ -140,8 +137,7 @@ class IngestPipeline:
     """Indexes document folders into a :class:`StoreCatalog` with an :class:`Embedder`.
 
     ``workers`` (``loader.workers``; 0 = one per core) processes prepare documents of a bulk
-    build while this process embeds and writes; 1 prepares everything inline (PDFs and
-    images, when OCR is installed, in a thread: ``ocr_ahead``, :mod:`~.ocr_ahead`). Finished
+    build while this process embeds and writes; 1 prepares everything inline. Finished
     documents are committed in batches of at most ``embed_batch_chunks`` chunks,
     :data:`COMMIT_EVERY_DOCUMENTS` documents or :data:`COMMIT_EVERY_SECONDS`, their new
     chunks pending and embedded behind (``embed_behind``, :mod:`~docgraph.ingest.batch`).
@@ -162,7 +158,6 @@ class IngestPipeline:
         self.embed_batch_chunks = embed_batch_chunks
         self.extractor = extractor
         self.workers = worker_count(loader.workers)
-        self.ocr_ahead = True  # files that may need OCR prepared beside the embedding
         self.phase = "crawl"  # the phase in progress, for attributing an escaping error
         self._listed: set[str] = set()  # the relative paths of the build's listed files
         self.access = BuildAccess(AccessRules(()))  # a folder build reads its sidecars
@@ -254,19 +249,11 @@ class IngestPipeline:
     def _visit(self, crawler: FolderCrawler, entries: list[FileEntry],
                existing: dict[str, DocumentRecord], reread: set[str], writer: BatchWriter,
                report: IngestReport) -> None:
-        """Fetch, prepare (inline, files that may need OCR in a thread, or in worker
-        processes for a bulk build), embed and write every listed file in list order,
-        committing in bounded batches."""
+        """Fetch, prepare (inline, or in worker processes for a bulk build), embed and
+        write every listed file, committing in bounded batches."""
         pool: PreparePool | None = None
         trigger = PoolTrigger(self.loader.workers, self.workers, len(entries),
                               PARALLEL_AFTER_FILES)
-        counter = thread_token_counter(self.embedder) if self.ocr_ahead else None
-        ahead = None if counter is None else OcrAhead(replace(self.spec, count_tokens=counter),
-                                                      trigger.seconds)
-
-        def take(fetched: _Fetched, outcome: PrepareOutcome) -> None:
-            self._take(writer, fetched, outcome)
-
         try:
             for visited, entry in enumerate(entries, 1):
                 writer.state.current = entry.relative_path
@@ -282,17 +269,9 @@ class IngestPipeline:
                     continue
                 if trigger.due(visited) and pool is None \
                         and (spec := self._worker_spec()) is not None:
-                    if ahead is not None:  # what waits is written first, in list order
-                        ahead.write(take, writer.embed_some, everything=True)
                     pool = PreparePool(spec, self.workers)
                     report.workers = self.workers
-                if pool is None and ahead is not None:  # in list order, OCR in a thread
-                    if ahead.takes(entry.relative_path):
-                        ahead.submit(fetched, entry.relative_path, fetched.data)
-                    else:
-                        ahead.add(fetched, trigger.inline(self._prepare_inline, fetched))
-                    ahead.write(take, writer.embed_some)
-                elif pool is None:
+                if pool is None:
                     self._take(writer, fetched, trigger.inline(self._prepare_inline, fetched))
                 else:
                     for done, outcome in pool.submit(fetched, entry.relative_path, fetched.data):
@@ -300,13 +279,9 @@ class IngestPipeline:
             if pool is not None:
                 for done, outcome in pool.drain():
                     self._take(writer, done, outcome or self._prepare_inline(done))
-            if ahead is not None:
-                ahead.write(take, writer.embed_some, everything=True)
         finally:
             if pool is not None:
                 pool.close()
-            if ahead is not None:
-                ahead.close()
         writer.flush()
 
     def _finish(self, crawler: FolderCrawler, entries: list[FileEntry],
