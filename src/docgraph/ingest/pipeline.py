@@ -61,6 +61,7 @@ from docgraph.ingest.batch import (
     Pending,
 )
 from docgraph.ingest.boilerplate import repeated_floor
+from docgraph.ingest.entries import one_per_document_id
 from docgraph.ingest.failed_writes import clear_stale_failures, remember_failure
 from docgraph.ingest.prepare import (
     PrepareSpec,
@@ -83,7 +84,6 @@ from docgraph.model import Access, DocumentRecord, SourceRecord
 from docgraph.sources.access_rules import AccessRules, AccessUnreadable
 from docgraph.sources.folder import FileEntry, FolderCrawler
 from docgraph.sources.rows import RowDocument
-from docgraph.sources.urn import document_id
 from docgraph.store.base import Catalog, StoreCatalog
 from docgraph.telemetry import span
 
@@ -219,7 +219,9 @@ class IngestPipeline:
         self.phase = "extract"  # skipped like a file that cannot be extracted, not a fetch
         for skipped in crawler.skipped:
             self.fail(report, skipped.relative_path, skipped.reason)
-        entries = self._one_per_document_id(source, entries, existing, report)
+        entries, duplicates = one_per_document_id(source.urn, entries, existing)
+        for path, reason in duplicates:
+            self.fail(report, path, reason)
         for path in shadowing:  # gone files whose paths their mail's attachments take back
             self.catalog.delete_document(existing.pop(path))
             report.removed.append(path)
@@ -438,34 +440,6 @@ class IngestPipeline:
         """
         check_embedding_model(self.catalog, self.embedder)
         return index_table_rows(self, source, rows, progress)
-
-    def _one_per_document_id(
-        self,
-        source: SourceRecord,
-        entries: list[FileEntry],
-        existing: dict[str, DocumentRecord],
-        report: IngestReport,
-    ) -> list[FileEntry]:
-        """The entries with distinct document ids. Names that differ only in Unicode
-        normalization (NFC and NFD) or in '\\' versus '/' share one id; the one already
-        indexed under it is kept (else the first in path order) and the others reported, so
-        the build never writes one id twice."""
-        indexed = {document.doc_id: path for path, document in existing.items()}
-        groups: dict[str, list[FileEntry]] = {}
-        for entry in entries:
-            groups.setdefault(document_id(source.urn, entry.name_path), []).append(entry)
-        dropped: set[str] = set()
-        for doc_id, group in groups.items():
-            if len(group) < 2:
-                continue
-            kept = next((e for e in group if indexed.get(doc_id) == e.relative_path), group[0])
-            for entry in group:
-                if entry is not kept:
-                    dropped.add(entry.relative_path)
-                    self.fail(report, entry.relative_path, (
-                        f"skipped: same document id as {kept.relative_path!a} (the names "
-                        "are equal once normalized)"))
-        return [e for e in entries if e.relative_path not in dropped] if dropped else entries
 
     def delete_absent(self, report: IngestReport, existing: dict[str, DocumentRecord],
                        kept: Callable[[str], bool]) -> None:
