@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store import dense_lists
 from docgraph.store.base import DocumentWrite
 from docgraph.store.dense_lists import DenseLists, lists_path
 from docgraph.store.quantized import int8_codes
@@ -350,3 +351,18 @@ def test_the_tuned_nprobe_holds_for_questions_between_passages(tmp_path: Path) -
         found += len(set(exact.tolist()) & set(np.concatenate(got).tolist()))
     assert found / (K * len(questions)) >= 0.98
     assert lists.lists.nprobe < len(lists.lists.centroids) // 4  # still a small share
+
+
+def test_probes_of_duplicate_and_zero_rows_stay_finite() -> None:
+    """A probe moves toward another row; where that row is the same vector (a duplicate,
+    or the row itself) it moves toward a random direction instead, and a zero vector
+    yields no NaN: the tuning never sees an undefined query."""
+    rows = np.tile(_unit(np.ones((1, DIM), dtype=np.float32)), (50, 1))
+    rows[7] = 0.0
+    codes, scales = int8_codes(rows)
+    probes = dense_lists._probes(codes, scales, np.arange(50), np.random.default_rng(1))
+    assert probes.shape == (50, DIM) and np.isfinite(probes).all()
+    full = np.linalg.norm(probes, axis=1) > 0.9  # all but the zero row's
+    assert full.sum() == 49
+    assert np.allclose(np.linalg.norm(probes[full], axis=1), 1.0, atol=1e-3)
+    assert np.allclose(probes[full] @ rows[0], dense_lists.TUNING_COSINE, atol=1e-2)

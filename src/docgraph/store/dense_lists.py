@@ -402,7 +402,7 @@ def _probes(codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32],
     ``TUNING_COSINE`` with where it started; unit length."""
     picks = rng.choice(len(rows), size=min(TUNING_QUERIES, len(rows)), replace=False)
     start = _floats(codes, scales, rows[picks])
-    start /= np.linalg.norm(start, axis=1, keepdims=True)
+    start /= np.maximum(np.linalg.norm(start, axis=1, keepdims=True), 1e-12)  # a zero row
     toward = _floats(codes, scales, rows[rng.integers(0, len(rows), size=len(picks))])
     toward -= (toward * start).sum(axis=1, keepdims=True) * start
     flat = np.linalg.norm(toward, axis=1) < 1e-3
@@ -410,6 +410,6 @@ def _probes(codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32],
         noise = rng.standard_normal((int(flat.sum()), start.shape[1])).astype(np.float32)
         noise -= (noise * start[flat]).sum(axis=1, keepdims=True) * start[flat]
         toward[flat] = noise
-    toward /= np.linalg.norm(toward, axis=1, keepdims=True)
+    toward /= np.maximum(np.linalg.norm(toward, axis=1, keepdims=True), 1e-12)
     moved = TUNING_COSINE * start + math.sqrt(1 - TUNING_COSINE ** 2) * toward
     return np.ascontiguousarray(moved, dtype=np.float32)
