@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from docgraph.sources.urn import document_id, normalize_urn
+from docgraph.store import dense_lists
 from docgraph.store.base import DocumentWrite
 from docgraph.store.dense_lists import DenseLists, lists_path
+from docgraph.store.quantized import int8_codes
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from tests.store.test_store import _write
 
@@ -318,3 +320,49 @@ def test_a_short_process_does_not_wait_at_exit_for_a_lists_build(built: Path,
     assert done.returncode == 0, done.stderr
     assert "answered" in done.stdout
     assert not lists_path(db).exists()  # nothing half-written by the build cut short
+
+
+def test_the_tuned_nprobe_holds_for_questions_between_passages(tmp_path: Path) -> None:
+    """The build's nprobe must hold for questions, not only for the catalog's own rows: in a
+    catalog of tight groups (a document's chunks), a row's 10 nearest other rows are its
+    own group, in its own list, so tuning on them chose 2 lists; a question halfway between
+    two passages has its neighbours in both groups and around them, and 2 lists lost a
+    tenth of them (0.89). The question-like probes read enough lists."""
+    dim, groups, per = 32, 200, 12
+    rng = np.random.default_rng(5)
+    centres = rng.standard_normal((groups, dim)).astype(np.float32)
+    rows = _unit(np.repeat(centres, per, axis=0)
+                 + 0.1 * rng.standard_normal((groups * per, dim)).astype(np.float32))
+    codes, scales = int8_codes(rows)
+    n = len(rows)
+    rowids = np.arange(1, n + 1, dtype=np.int64)
+    alive = np.ones(n, dtype=bool)
+    lists = DenseLists(tmp_path / "c.db", dim, "catalog", min_rows=1)
+    lists.update(rowids, alive, codes, scales, n, threads=1)
+    assert lists.lists is not None
+    pick = np.random.default_rng(9)
+    questions = _unit(rows[pick.integers(0, n, 200)] + rows[pick.integers(0, n, 200)])
+    decoded = codes.astype(np.float32) * scales[:, None]
+    found = 0
+    for q in questions:
+        exact = np.argsort(-(decoded @ q), kind="stable")[:K]
+        got = lists.candidates(rowids, n, n, alive, n, q, K, K)
+        assert got is not None
+        found += len(set(exact.tolist()) & set(np.concatenate(got).tolist()))
+    assert found / (K * len(questions)) >= 0.98
+    assert lists.lists.nprobe < len(lists.lists.centroids) // 4  # still a small share
+
+
+def test_probes_of_duplicate_and_zero_rows_stay_finite() -> None:
+    """A probe moves toward another row; where that row is the same vector (a duplicate,
+    or the row itself) it moves toward a random direction instead, and a zero vector
+    yields no NaN: the tuning never sees an undefined query."""
+    rows = np.tile(_unit(np.ones((1, DIM), dtype=np.float32)), (50, 1))
+    rows[7] = 0.0
+    codes, scales = int8_codes(rows)
+    probes = dense_lists._probes(codes, scales, np.arange(50), np.random.default_rng(1))
+    assert probes.shape == (50, DIM) and np.isfinite(probes).all()
+    full = np.linalg.norm(probes, axis=1) > 0.9  # all but the zero row's
+    assert full.sum() == 49
+    assert np.allclose(np.linalg.norm(probes[full], axis=1), 1.0, atol=1e-3)
+    assert np.allclose(probes[full] @ rows[0], dense_lists.TUNING_COSINE, atol=1e-2)
