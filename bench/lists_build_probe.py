@@ -2,13 +2,14 @@
 k-means iterations and the assignment of rows, flat against the product-quantizer fast
 scan (``docgraph.store.dense_lists``), on ``bench/store_scale.py``'s synthetic vectors.
 
-    python bench/lists_build_probe.py [--n 10000000] [--iterations 2] [--assign 200000]
+    python bench/lists_build_probe.py [--n 10000000] [--iterations 2] [--flat-iterations 1]
+        [--assign 200000]
         [--name lists_build_probe_<n>]
 
 The partition of ``n`` rows has ``list_count(n)`` centroids trained on ``TRAIN_PER_LIST``
 rows each: this probe draws that sample from the first slices of the generator (rows pick
 their cluster at random, so a prefix is a uniform sample), runs ``--iterations`` k-means
-iterations each way (the fast scan's result seeds nothing: both start from the same
+iterations through the fast scan and ``--flat-iterations`` flat (both start from the same
 random rows), then assigns ``--assign`` later rows to the fast-scan centroids each way
 (seconds and how many rows got the same centroid). The projection of a full build: 16 x
 one iteration, plus ``n / assign`` x the assignment; the tuning (200 queries over every row,
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000_000)
     parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--flat-iterations", type=int, default=1)
     parser.add_argument("--assign", type=int, default=200_000)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default=None)
@@ -94,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                               "loadavg_1_before": round(os.getloadavg()[0], 2)}
     fast_c, fast_iter = _kmeans(faiss, sample, nlist, args.iterations, True)
     log(f"  fast-scan k-means: {fast_iter:.1f} s an iteration")
-    _, flat_iter = _kmeans(faiss, sample, nlist, args.iterations, False)
+    _, flat_iter = _kmeans(faiss, sample, nlist, args.flat_iterations, False)
     log(f"  flat k-means: {flat_iter:.1f} s an iteration")
     fast_a, fast_s = _assign(faiss, fast_c, later, True)
     flat_a, flat_s = _assign(faiss, fast_c, later, False)
@@ -114,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "loadavg_1_after": round(os.getloadavg()[0], 2)})
     log(f"  {result}")
     write_result(args.name or f"lists_build_probe_{args.n}", {
-        "settings": {"n": args.n, "iterations": args.iterations, "assign": args.assign,
+        "settings": {"n": args.n, "iterations": args.iterations,
+                     "flat_iterations": args.flat_iterations, "assign": args.assign,
                      "threads": args.threads, "dimension": DIM}, **result})
 
 
