@@ -3,7 +3,7 @@ k-means iterations and the assignment of rows, flat against the product-quantize
 scan (``docgraph.store.dense_lists``), on ``bench/store_scale.py``'s synthetic vectors.
 
     python bench/lists_build_probe.py [--n 10000000] [--iterations 2] [--flat-iterations 1]
-        [--assign 200000]
+        [--assign 200000] [--hnsw-ef 16,64]
         [--name lists_build_probe_<n>]
 
 The partition of ``n`` rows has ``list_count(n)`` centroids trained on ``TRAIN_PER_LIST``
@@ -11,7 +11,8 @@ rows each: this probe draws that sample from the first slices of the generator (
 their cluster at random, so a prefix is a uniform sample), runs ``--iterations`` k-means
 iterations through the fast scan and ``--flat-iterations`` flat (both start from the same
 random rows), then assigns ``--assign`` later rows to the fast-scan centroids each way
-(seconds and how many rows got the same centroid). The projection of a full build: 16 x
+(seconds and how many rows got the same centroid), and through an HNSW graph over the
+centroids at ``--hnsw-ef`` (the lever that did not pay). The projection of a full build: 16 x
 one iteration, plus ``n / assign`` x the assignment; the tuning (200 queries over every row,
 ~4 % of the 1M build) is not probed. Run timed under ``flock /tmp/docgraph-bench.lock``.
 """
@@ -73,6 +74,26 @@ def _assign(faiss: Any, centroids: np.ndarray, x: np.ndarray, fast: bool
     return out, time.perf_counter() - t
 
 
+def _hnsw(faiss: Any, centroids: np.ndarray, x: np.ndarray, flat: np.ndarray,
+          efs: str) -> dict[str, Any]:
+    """The rejected lever: an HNSW graph (M 32, efConstruction 80) over the centroids,
+    assigning the same rows: seconds (graph build included) and rows that got the flat
+    scan's centroid, per efSearch."""
+    out: dict[str, Any] = {}
+    for ef in [int(e) for e in efs.split(",") if e]:
+        t = time.perf_counter()
+        graph = faiss.IndexHNSWFlat(DIM, 32, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = 80
+        graph.add(centroids)
+        graph.hnsw.efSearch = ef
+        _, nearest = graph.search(x, 1)
+        out[f"hnsw_ef{ef}_assign_s"] = round(time.perf_counter() - t, 1)
+        out[f"hnsw_ef{ef}_same_centroid"] = round(float(np.mean(nearest[:, 0] == flat)), 4)
+        log(f"  hnsw ef {ef}: {out[f'hnsw_ef{ef}_assign_s']} s, "
+            f"{out[f'hnsw_ef{ef}_same_centroid']} same")
+    return out
+
+
 def _misses(x: np.ndarray, centroids: np.ndarray, fast: np.ndarray, flat: np.ndarray
             ) -> dict[str, Any]:
     """What the rows the fast scan put elsewhere lose: the exact inner product with the
@@ -98,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--flat-iterations", type=int, default=1)
     parser.add_argument("--assign", type=int, default=200_000)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--hnsw-ef", default="16,64",
+                        help="efSearch values of the HNSW assignment to compare ('' none)")
     parser.add_argument("--name", default=None)
     args = parser.parse_args(argv)
     import faiss
@@ -121,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     fast_a, fast_s = _assign(faiss, fast_c, later, True)
     flat_a, flat_s = _assign(faiss, fast_c, later, False)
     log(f"  assign {args.assign}: fast {fast_s:.1f} s, flat {flat_s:.1f} s")
+    result.update(_hnsw(faiss, fast_c, later, flat_a, args.hnsw_ef))
     scale = args.n / args.assign
     iterations = dense_lists.KMEANS_ITERATIONS
     result.update({
@@ -138,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     log(f"  {result}")
     write_result(args.name or f"lists_build_probe_{args.n}", {
         "settings": {"n": args.n, "iterations": args.iterations,
-                     "flat_iterations": args.flat_iterations, "assign": args.assign,
+                     "flat_iterations": args.flat_iterations,
+                     "hnsw_ef": args.hnsw_ef, "assign": args.assign,
                      "threads": args.threads, "dimension": DIM}, **result})
 
 
