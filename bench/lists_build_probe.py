@@ -119,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--flat-iterations", type=int, default=1)
     parser.add_argument("--assign", type=int, default=200_000)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--refine", default="",
+                        help="other ASSIST_REFINE values to assign with ('' none)")
     parser.add_argument("--hnsw-ef", default="16,64",
                         help="efSearch values of the HNSW assignment to compare ('' none)")
     parser.add_argument("--name", default=None)
@@ -145,6 +147,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     flat_a, flat_s = _assign(faiss, fast_c, later, False)
     log(f"  assign {args.assign}: fast {fast_s:.1f} s, flat {flat_s:.1f} s")
     result.update(_hnsw(faiss, fast_c, later, flat_a, args.hnsw_ef))
+    saved = dense_lists.ASSIST_REFINE
+    for refine in [int(r) for r in args.refine.split(",") if r]:
+        dense_lists.ASSIST_REFINE = refine
+        got, seconds = _assign(faiss, fast_c, later, True)
+        result[f"refine{refine}_assign_s"] = round(seconds, 1)
+        result[f"refine{refine}_same_centroid"] = round(float(np.mean(got == flat_a)), 4)
+        log(f"  fast scan, best {refine} re-ranked: {seconds:.1f} s, "
+            f"{result[f'refine{refine}_same_centroid']} same")
+    dense_lists.ASSIST_REFINE = saved
     scale = args.n / args.assign
     iterations = dense_lists.KMEANS_ITERATIONS
     result.update({
@@ -163,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     write_result(args.name or f"lists_build_probe_{args.n}", {
         "settings": {"n": args.n, "iterations": args.iterations,
                      "flat_iterations": args.flat_iterations,
-                     "hnsw_ef": args.hnsw_ef, "assign": args.assign,
+                     "hnsw_ef": args.hnsw_ef, "refine": args.refine,
+                     "assign": args.assign,
                      "threads": args.threads, "dimension": DIM}, **result})
 
 
