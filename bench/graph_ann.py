@@ -6,7 +6,9 @@
 
 One fresh process per variant, in order: ``build`` opens the catalog (mapping the sidecar,
 written first if missing), deletes the graph files and times the graph's build and its
-size; ``exact`` opens with the graph off, ``graph`` maps it. ``exact`` and ``graph`` report
+size (``build_lists`` the lists' instead, with its phases; ``build_lists_flat`` the lists as
+built before the fast-scan assignment, flat at every size); ``exact`` opens with the graph
+off, ``graph`` maps it. ``exact`` and ``graph`` report
 open seconds and RSS, hybrid and dense-lane p50/p95 over everything and the 10 % "side"
 namespace, dense recall@10 against the exact truth (all, side), a 1 % caller (a row filter
 passing every 100th row: k filled from it, recall against the exact scan), the dense lane
@@ -37,6 +39,7 @@ sys.path.insert(0, str(BENCH_DIR))
 from backends import DIM, K, latency  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
+from docgraph.store import dense_lists  # noqa: E402
 from docgraph.store.dense_lists import lists_path  # noqa: E402
 from docgraph.store.graph_ann import graph_path  # noqa: E402
 from docgraph.store.rows import in_namespaces  # noqa: E402
@@ -44,11 +47,31 @@ from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E40
 from docgraph.store.sqlite.index import sidecar_path  # noqa: E402
 from store_scale import positions_of, recall, truth_path  # noqa: E402
 
-VARIANTS = ("build", "exact", "exact_uncached", "graph", "build_lists", "lists")
-ANN = {"build": "hnsw", "graph": "hnsw", "build_lists": "lists", "lists": "lists"}
+VARIANTS = ("build", "exact", "exact_uncached", "graph", "build_lists", "build_lists_flat",
+            "lists")
+ANN = {"build": "hnsw", "graph": "hnsw", "build_lists": "lists", "build_lists_flat": "lists",
+       "lists": "lists"}
 EVERYTHING = frozenset({"bench", "side"})
 SHARES = (0.01, 0.02, 0.05, 0.1, 0.3, 1.0)
 CONCURRENCY = 6
+
+
+def time_lists_phases() -> dict[str, float]:
+    """Seconds the lists build spends in k-means (``train``), assigning every row
+    (``assign``) and choosing ``nprobe`` (``tune``), filled in as the build runs (the
+    module's phase functions wrapped in this process)."""
+    phases: dict[str, float] = {}
+    for name in ("train", "assign", "tune"):
+        inner = getattr(dense_lists, f"_{name}")
+
+        def timed(*args: Any, _inner: Any = inner, _name: str = name) -> Any:
+            t = time.perf_counter()
+            try:
+                return _inner(*args)
+            finally:
+                phases[_name] = phases.get(_name, 0.0) + time.perf_counter() - t
+        setattr(dense_lists, f"_{name}", timed)
+    return phases
 
 
 def _every(m: int) -> Any:
@@ -171,8 +194,12 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
     if variant == "build":
         for f in [graph_path(db), *db.parent.glob(graph_path(db).name + ".*.faiss")]:
             f.unlink(missing_ok=True)
-    if variant == "build_lists":
+    phases: dict[str, float] = {}
+    if variant.startswith("build_lists"):
         lists_path(db).unlink(missing_ok=True)
+        phases = time_lists_phases()
+        if variant == "build_lists_flat":  # the build before the fast scan: flat throughout
+            dense_lists.ASSIST_MIN_LISTS = 10**12
     t0 = time.perf_counter()
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12,
@@ -193,7 +220,7 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
         "sidecar_status": index.sidecar_status, "chunks": len(index),
         "open_s": round(opened, 3), "rss_after_open_mb": round(rss),
         "rss_peak_open_mb": round(peak)}
-    if variant in ("build", "build_lists"):
+    if variant.startswith("build"):
         if index.sidecar_status != "loaded":
             index.save_sidecar()
         assert index.graph is not None
@@ -202,6 +229,10 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
                        "graph_mb": round(index.graph.size_bytes() / 2**20),
                        "rss_peak_build_mb": round(rss_mb()[1]),
                        "loadavg_1_after": round(os.getloadavg()[0], 2)})
+        result.update({f"{name}_s": round(v, 1) for name, v in phases.items()})
+        if variant.startswith("build_lists"):
+            lists = index.graph.lists  # type: ignore[attr-defined]
+            result.update({"lists": len(lists.centroids), "nprobe": lists.nprobe})
         catalog.close()
         return result
     if variant in ("graph", "lists"):

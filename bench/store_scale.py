@@ -2,6 +2,7 @@
 
     python bench/store_scale.py [--n 1000000] [--db bench/.cache/store_scale_<n>/catalog.db]
         [--build-only] [--variants rebuild,sidecar,cold,write] [--name store_scale_<n>]
+        [--dense-ann lists [--ann-min-rows 250000]]
 
 Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 60 per chunk, 50 chunks a
 document, every 10th document in the "side" namespace, 384-d vectors clustered around
@@ -21,6 +22,13 @@ the same after evicting the catalog and sidecar pages (``posix_fadvise DONTNEED`
 reports open seconds, RSS after open and peak, hybrid p50/p95 (dense + BM25 lists 100
 deep, RRF, chunk fetch) over everything and over the 10 % side namespace, dense recall@10
 against the exact truth, and the cohort engine's ``vector_first`` p50/p95.
+
+**With the dense ANN cache** (``--dense-ann lists`` or ``hnsw``: every variant opens with
+``graph_min_rows`` = ``--ann-min-rows`` and that kind): the variant ``ann_build`` deletes the
+cache file, opens (writing the sidecar first if missing), waits for the background build and
+reports its seconds, peak RSS, file size, lists and ``nprobe``, and measures nothing else;
+put it first. The later variants map the file at open, so their open seconds and RSS include
+it, and they report the lists read per query.
 Wrap timed runs in ``flock /work/.bench.lock`` or another shared lock.
 """
 
@@ -59,6 +67,8 @@ from docgraph.embedding.embedders import MiniLMEmbedder  # noqa: E402
 from docgraph.model import ChunkDraft  # noqa: E402
 from docgraph.sources.urn import document_id, normalize_urn  # noqa: E402
 from docgraph.store.base import DocumentWrite  # noqa: E402
+from docgraph.store.dense_lists import DenseLists, lists_path  # noqa: E402
+from docgraph.store.graph_ann import graph_path  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 from docgraph.store.sqlite.index import sidecar_path  # noqa: E402
 from speed import zipf_vocabulary  # noqa: E402
@@ -66,7 +76,7 @@ from speed import zipf_vocabulary  # noqa: E402
 SLICE = 100_000  # chunks generated at once (a multiple of CHUNKS_PER_DOC)
 DOCS_PER_WRITE = 20  # documents per write_documents transaction
 SEED = 7
-VARIANTS = ("rebuild", "sidecar", "cold", "write")
+VARIANTS = ("rebuild", "sidecar", "cold", "write", "ann_build")
 
 
 class Synthetic:
@@ -256,15 +266,49 @@ def write_one_document(catalog: SQLiteCatalog, index: EmbeddedChunkIndex) -> dic
             "written_chunk_found": bool(found) and found[0].score > 0.99}
 
 
-def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[str, Any]:
+def ann_files(db: Path, ann: str) -> list[Path]:
+    """The dense ANN cache's files beside the catalog (``lists`` or ``hnsw``)."""
+    if ann == "lists":
+        return [lists_path(db)]
+    return [graph_path(db), *db.parent.glob(graph_path(db).name + ".*.faiss")]
+
+
+def ann_build(catalog: SQLiteCatalog, index: EmbeddedChunkIndex) -> dict[str, Any]:
+    """Wait for the ANN cache's background build (started at open): seconds, peak RSS of
+    the process (open included), file size, and the lists' shape."""
+    if index.sidecar_status != "loaded":  # the build reads the codes either way
+        index.save_sidecar()
+    graph = index.graph
+    assert graph is not None
+    graph.wait()
+    out: dict[str, Any] = {"ann_status": graph.status,
+                           "ann_build_s": round(graph.last_build_s, 1),
+                           "ann_mb": round(graph.size_bytes() / 2**20),
+                           "rss_peak_build_mb": round(rss_mb()[1])}
+    lists = getattr(graph, "lists", None)
+    if lists is not None:
+        out.update({"lists": len(lists.centroids), "nprobe": lists.nprobe})
+    catalog.close()
+    return out
+
+
+def child(db: Path, variant: str, budget: float, recall_queries: int,
+          ann: str | None = None, ann_min_rows: int = 250_000) -> dict[str, Any]:
     """Open the catalog as ``variant`` says and measure it (runs in a fresh process)."""
     truth = np.load(truth_path(db))
     qtexts = [str(t) for t in truth["qtexts"]]
     qvectors, side_qvectors = truth["qvectors"], truth["side_qvectors"]
+    if variant == "ann_build":
+        if ann is None:
+            raise SystemExit("the ann_build variant needs --dense-ann")
+        for f in ann_files(db, ann):
+            f.unlink(missing_ok=True)
     before, _ = rss_mb()
     t0 = time.perf_counter()
     catalog = SQLiteCatalog(db)
-    index = EmbeddedChunkIndex(catalog, DIM, sidecar=True, sidecar_after_rows=10**12)
+    index = EmbeddedChunkIndex(catalog, DIM, sidecar=True, sidecar_after_rows=10**12,
+                               graph_min_rows=ann_min_rows if ann else None,
+                               ann=ann or "lists")
     opened = time.perf_counter() - t0
     rss, peak = rss_mb()
     anon_after_open, _ = resident_kinds_mb()
@@ -276,6 +320,11 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
         "rss_anon_after_open_mb": round(anon_after_open),
         "rss_peak_open_mb": round(peak),
     }
+    if index.graph is not None:
+        result["ann_status_at_open"] = index.graph.status
+    if variant == "ann_build":
+        result.update(ann_build(catalog, index))
+        return result
     if variant == "rebuild":  # the first open of a sidecar-less catalog writes it
         t1 = time.perf_counter()
         index.save_sidecar()
@@ -307,6 +356,12 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
                                        truth["truth_side"][:recall_queries],
                                        frozenset({"side"})),
     })
+    graph = index.graph
+    if graph is not None:
+        result["ann_answered"] = graph.answered
+        if isinstance(graph, DenseLists) and graph.lists is not None:
+            result.update({"nprobe": graph.lists.nprobe, "lists_read_per_query": round(
+                graph.probed / max(graph.answered, 1), 2)})
     catalog.close()
     return result
 
@@ -324,12 +379,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated, run in this order, of {', '.join(VARIANTS)}")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--dense-ann", choices=("lists", "hnsw"), default=None,
+                        help="open every variant with this dense ANN cache on")
+    parser.add_argument("--ann-min-rows", type=int, default=250_000,
+                        help="live rows from which the ANN cache answers (graph_min_rows)")
     parser.add_argument("--name", default=None)
     parser.add_argument("--child", nargs=2, metavar=("DB", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(Path(args.child[0]), args.child[1], args.budget,
-                               args.recall_queries)))
+                               args.recall_queries, args.dense_ann, args.ann_min_rows)))
         return
     if args.db is None:
         args.db = BENCH_DIR / ".cache" / f"store_scale_{args.n}" / "catalog.db"
@@ -352,8 +411,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         log(f"  {variant} ...")
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(args.db), variant, "--budget",
-             str(args.budget), "--recall-queries", str(args.recall_queries)],
-            check=False, capture_output=True, text=True)
+             str(args.budget), "--recall-queries", str(args.recall_queries),
+             *(["--dense-ann", args.dense_ann, "--ann-min-rows", str(args.ann_min_rows)]
+               if args.dense_ann else [])],
+            check=False, capture_output=True, text=True,
+            # the build uses all cores but one; on this 2-core machine, both (nothing queries)
+            env={**os.environ, "DOCGRAPH_SCAN_THREADS": "3"} if variant == "ann_build" else None)
         if out.returncode:
             raise SystemExit(f"{variant} failed:\n{out.stderr}")
         row = json.loads(out.stdout.strip().splitlines()[-1])
@@ -361,7 +424,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         results.append(row)
     write_result(args.name or f"store_scale_{args.n}", {
         "settings": {"n": args.n, "queries": args.queries, "budget_s": args.budget,
-                     "recall_queries": args.recall_queries, "dimension": DIM},
+                     "recall_queries": args.recall_queries, "dimension": DIM,
+                     "dense_ann": args.dense_ann,
+                     "ann_min_rows": args.ann_min_rows if args.dense_ann else None},
         "catalog_mb": round(args.db.stat().st_size / 2**20), **built, "results": results})
 
 

@@ -67,6 +67,16 @@ MIN_LISTS = 8
 TRAIN_PER_LIST = 64  # k-means sample: rows per centroid (faiss warns below 39)
 KMEANS_ITERATIONS = 16
 ASSIGN_BATCH = 65_536  # rows decoded to float32 and assigned per step (~100 MB)
+# From this many centroids, rows find their nearest (in the k-means iterations and in the
+# assignment of every row) through a 4-bit product-quantizer fast scan of the centroids that
+# re-ranks its best ASSIST_REFINE exactly, instead of the flat float32 product: 5.5x faster
+# at 12,649 centroids (10M rows) and 3.8x at 4,000, same nearest centroid for 99.9 % of rows
+# on the synthetic store's clusters. An HNSW graph over the centroids did not pay there: at
+# 12,649 centroids it found the flat's nearest for 0.36-0.97 of rows at 3x-0.4x its speed
+# (efSearch 8-64; near-orthogonal clusters give its walk nothing to follow).
+ASSIST_MIN_LISTS = 2_000
+ASSIST_REFINE = 4
+ASSIST_TRAIN_ROWS = 16_384  # vectors the product quantizer's codebooks are trained on
 # The tuning queries are made to look like questions, not passages: the catalog's own rows
 # asking for their nearest other rows (leave-one-out) are easier than real questions (on
 # MiniLM's SciFact passages that tuning chose nprobe 53 of 433 lists and the questions kept
@@ -347,7 +357,10 @@ def _train(faiss: Any, codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float
     kmeans = faiss.Kmeans(dimension, nlist, niter=KMEANS_ITERATIONS, spherical=True,
                           seed=SEED, max_points_per_centroid=TRAIN_PER_LIST,
                           min_points_per_centroid=1, verbose=False)
-    kmeans.train(_floats(codes, scales, sample))
+    x = _floats(codes, scales, sample)
+    if _assisted(nlist):  # the k-means iterations assign through the fast scan
+        kmeans.index = _nearest_index(faiss, x)
+    kmeans.train(x)
     centroids: npt.NDArray[np.float32] = np.asarray(kmeans.centroids, dtype=np.float32)
     return centroids
 
@@ -355,15 +368,50 @@ def _train(faiss: Any, codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float
 def _assign(faiss: Any, centroids: npt.NDArray[np.float32], codes: npt.NDArray[np.int8],
             scales: npt.NDArray[np.float32], rows: npt.NDArray[np.intp]
             ) -> npt.NDArray[np.int64]:
-    """The nearest centroid (inner product) of each of ``rows``, in batches."""
-    index = faiss.IndexFlatIP(centroids.shape[1])
-    index.add(np.ascontiguousarray(centroids))
+    """The nearest centroid (inner product) of each of ``rows``, in batches (through the
+    product-quantizer fast scan from ``ASSIST_MIN_LISTS`` centroids)."""
+    centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+    index = (_nearest_index(faiss, centroids) if _assisted(len(centroids))
+             else faiss.IndexFlatIP(centroids.shape[1]))
+    index.add(centroids)
     out = np.empty(len(rows), dtype=np.int64)
     for start in range(0, len(rows), ASSIGN_BATCH):
         part = rows[start:start + ASSIGN_BATCH]
         _, nearest = index.search(_floats(codes, scales, part), 1)
         out[start:start + len(part)] = nearest[:, 0]
     return out
+
+
+def _assisted(centroids: int) -> bool:
+    """Whether rows find their nearest of ``centroids`` through :func:`_nearest_index`
+    (the product quantizer needs 16 vectors a sub-space to train on)."""
+    return centroids >= max(ASSIST_MIN_LISTS, 16)
+
+
+def _nearest_index(faiss: Any, sample: npt.NDArray[np.float32]) -> Any:
+    """An empty index that finds the nearest centroid (inner product) of many rows faster
+    than the flat scan when the centroids are many: a 4-bit product quantizer (4 dimensions
+    a sub-quantizer) scanned with SIMD lookups, its best ``ASSIST_REFINE`` re-ranked by exact
+    inner products (``IndexRefineFlat``), so a near miss costs a tie, not a far centroid.
+    Its codebooks are trained on ``sample`` (the rows or centroids it will meet) once; the
+    k-means iterations then reset and refill it with each iteration's centroids."""
+    dimension = sample.shape[1]
+    subs = max(1, dimension // 4)
+    while dimension % subs:
+        subs -= 1
+    quantizer = faiss.IndexPQFastScan(dimension, subs, 4, faiss.METRIC_INNER_PRODUCT)
+    take = np.linspace(0, len(sample) - 1, min(len(sample), ASSIST_TRAIN_ROWS)).astype(np.intp)
+    threads = faiss.omp_get_max_threads()
+    # one thread: its 16-centroid k-means per sub-space is tiny, and OpenMP threads waiting
+    # on each other on busy cores made it 20x slower (1.2 s vs 25 s at load 9 on 2 cores)
+    faiss.omp_set_num_threads(1)
+    try:
+        quantizer.train(np.ascontiguousarray(sample[take]))
+    finally:
+        faiss.omp_set_num_threads(threads)
+    index = faiss.IndexRefineFlat(quantizer)
+    index.k_factor = ASSIST_REFINE
+    return index
 
 
 def _tune(faiss: Any, centroids: npt.NDArray[np.float32], codes: npt.NDArray[np.int8],
