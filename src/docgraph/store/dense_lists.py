@@ -69,11 +69,14 @@ KMEANS_ITERATIONS = 16
 ASSIGN_BATCH = 65_536  # rows decoded to float32 and assigned per step (~100 MB)
 # From this many centroids, rows find their nearest (in the k-means iterations and in the
 # assignment of every row) through a 4-bit product-quantizer fast scan of the centroids that
-# re-ranks its best ASSIST_REFINE exactly, instead of the flat float32 product: 5.5x faster
-# at 12,649 centroids (10M rows) and 3.8x at 4,000, same nearest centroid for 99.9 % of rows
-# on the synthetic store's clusters. An HNSW graph over the centroids did not pay there: at
-# 12,649 centroids it found the flat's nearest for 0.36-0.97 of rows at 3x-0.4x its speed
-# (efSearch 8-64; near-orthogonal clusters give its walk nothing to follow).
+# re-ranks its best ASSIST_REFINE exactly, instead of the flat float32 product. At the 10M
+# shape (12,649 centroids, bench/lists_build_probe.py) a k-means iteration took 12.5-21.8 s
+# against 112.9 and assigning 200k rows 3.5-6.2 s against 11.4-27.4; rows near a centroid
+# get the flat's, rows near none (clusters without a centroid of their own) a near one:
+# 0.876 / 0.938 / 0.962 agreement re-ranking 4 / 16 / 32 for 3.5 / 3.8 / 4.4 s, but 16 did
+# not raise recall at 1M (0.995 against 4's 0.997 / 0.997, flat 0.998), so 4. An HNSW
+# graph over the centroids did not pay there: 0.71 / 0.91 agreement at efSearch 16 / 64 in
+# 20.6 / 41.2 s, slower than the flat scan (near-orthogonal clusters: nothing to follow).
 ASSIST_MIN_LISTS = 2_000
 ASSIST_REFINE = 4
 ASSIST_TRAIN_ROWS = 16_384  # vectors the product quantizer's codebooks are trained on
