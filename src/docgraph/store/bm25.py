@@ -168,10 +168,13 @@ def exhaustive_scores(
 
 def exact_scores(
     s: _Snapshot, q: Query, rows: npt.NDArray[np.int64], skip: frozenset[int] = frozenset(),
+    known: tuple[int, npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """(score, matched) of the given row positions (ascending, unique), each term's
     frequency found by binary search in its list (tail rows: in their own postings). Terms
-    in ``skip`` are known to match none of these rows."""
+    in ``skip`` are known to match none of these rows; ``known`` = (term, frequency of each
+    row): a term every one of these main rows has, read from its list by the caller, so its
+    binary search is spared (the same addend, added in the same order)."""
     total = np.zeros(len(rows), np.float64)
     matched = np.zeros(len(rows), bool)
     if len(rows) == 0:
@@ -195,7 +198,10 @@ def exact_scores(
         lo, hi = _list(s, term)
         found_at: list[npt.NDArray[np.int64]] = []
         found_tf: list[npt.NDArray[np.float64]] = []
-        if hi > lo:
+        if known is not None and known[0] == term:
+            found_at.append(np.arange(len(rows)))
+            found_tf.append(known[1])
+        elif hi > lo:
             listed = s.term_rows[lo:hi]
             pos = np.searchsorted(listed, rows)
             ok = pos < hi - lo
@@ -411,16 +417,18 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
             seen_main.sort(kind="stable")  # two ascending runs: a merge
         else:
             seen_main = rows
+        tf = s.term_weights[lo + at].astype(np.float64)
         if best.threshold > -math.inf:  # rows this term and later ones cannot lift to it
-            partial = _contribution(s, rows, s.term_weights[lo + at].astype(np.float64),
-                                    q.idf[i], q.average)
-            rows = rows[partial + remaining >= best.threshold]
-        spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j)
+            partial = _contribution(s, rows, tf, q.idf[i], q.average)
+            lifted = partial + remaining >= best.threshold
+            rows, tf = rows[lifted], tf[lifted]
+        spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j - 1)
         if spent > give_up_at:
             accept.s = exhaustive
             return _exhaustive(exhaustive, q, k, accept, cost)
         cost.rows_scored += len(rows)
-        scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}))
+        scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}),
+                                 known=(q.terms[i], tf))
         seen.append(rows)
         seen_scores.append(scores)
         best.add(scores)
