@@ -62,6 +62,12 @@ PRUNED_NS_PER_LOOKUP = 80.0
 # 10 % of 1M; so only when the readable rows are very few next to the lists.
 ROWS_SHARE = 0.1
 
+# The k best of this many scores or fewer are found by np.partition directly; of more, by a
+# cut from LARGEST_SAMPLE of them first (:func:`largest`).
+LARGEST_DIRECT = 1 << 16
+LARGEST_SAMPLE = 4096
+LARGEST_SORT = 1 << 18  # what is above the cut is sorted up to this many
+
 Strategy = Literal["auto", "exhaustive", "pruned", "rows"]
 
 
@@ -162,10 +168,13 @@ def exhaustive_scores(
 
 def exact_scores(
     s: _Snapshot, q: Query, rows: npt.NDArray[np.int64], skip: frozenset[int] = frozenset(),
+    known: tuple[int, npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """(score, matched) of the given row positions (ascending, unique), each term's
     frequency found by binary search in its list (tail rows: in their own postings). Terms
-    in ``skip`` are known to match none of these rows."""
+    in ``skip`` are known to match none of these rows; ``known`` = (term, frequency of each
+    row): a term every one of these main rows has, read from its list by the caller, so its
+    binary search is spared (the same addend, added in the same order)."""
     total = np.zeros(len(rows), np.float64)
     matched = np.zeros(len(rows), bool)
     if len(rows) == 0:
@@ -189,7 +198,10 @@ def exact_scores(
         lo, hi = _list(s, term)
         found_at: list[npt.NDArray[np.int64]] = []
         found_tf: list[npt.NDArray[np.float64]] = []
-        if hi > lo:
+        if known is not None and known[0] == term:
+            found_at.append(np.arange(len(rows)))
+            found_tf.append(known[1])
+        elif hi > lo:
             listed = s.term_rows[lo:hi]
             pos = np.searchsorted(listed, rows)
             ok = pos < hi - lo
@@ -233,12 +245,35 @@ def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.fl
     best score, when known)."""
     if len(rows) > k:
         if cut is None:
-            cut = float(np.partition(scores, len(scores) - k)[len(scores) - k])
+            cut = float(largest(scores, k).min())
         inside = scores >= cut  # every row tied with the k-th, so ties go by row id
         rows, scores = rows[inside], scores[inside]
     ids = s.rowids[rows]
     order = np.lexsort((ids, -scores))[:k]
     return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+def largest(values: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
+    """The ``k`` largest of ``values`` (all of them when fewer; in no order). BM25 scores
+    of a query of common words take a handful of distinct values over a million rows (the
+    rows' lengths alike, frequencies 1 or 2), where ``np.partition`` slows to 90-300 ms at
+    1.7M (introselect splits ties badly); so a large array is first cut at a value taken
+    from a strided sample, about ``4 k`` from the top, with one comparison, and only what
+    is above it (ties included) is sorted. A cut the sample placed too high keeps fewer
+    than ``k``; the whole array is then partitioned as before."""
+    n = len(values)
+    if n <= k:
+        return values
+    if n <= LARGEST_DIRECT:
+        return np.partition(values, n - k)[n - k:]
+    sample = np.sort(values[:: max(1, n // LARGEST_SAMPLE)])
+    above = min(len(sample) - 1, int(4 * k * len(sample) / n))
+    top = values[values >= sample[len(sample) - 1 - above]]
+    if len(top) < k:
+        return np.partition(values, n - k)[n - k:]
+    if len(top) > LARGEST_SORT:  # a vast tie at the top: partition handles all-equal well
+        return np.partition(top, len(top) - k)[len(top) - k:]
+    return np.sort(top)[len(top) - k:]
 
 
 class _Best:
@@ -253,9 +288,7 @@ class _Best:
         """Take more scores into account."""
         if len(scores) == 0 or (len(self.scores) >= self.k and scores.max() <= self.threshold):
             return
-        both = np.concatenate([self.scores, scores])
-        if len(both) > self.k:
-            both = np.partition(both, len(both) - self.k)[len(both) - self.k:]
+        both = largest(np.concatenate([self.scores, scores]), self.k)
         self.scores = both
         if len(both) == self.k:
             self.threshold = float(both.min())
@@ -384,16 +417,18 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
             seen_main.sort(kind="stable")  # two ascending runs: a merge
         else:
             seen_main = rows
+        tf = s.term_weights[lo + at].astype(np.float64)
         if best.threshold > -math.inf:  # rows this term and later ones cannot lift to it
-            partial = _contribution(s, rows, s.term_weights[lo + at].astype(np.float64),
-                                    q.idf[i], q.average)
-            rows = rows[partial + remaining >= best.threshold]
-        spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j)
+            partial = _contribution(s, rows, tf, q.idf[i], q.average)
+            lifted = partial + remaining >= best.threshold
+            rows, tf = rows[lifted], tf[lifted]
+        spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j - 1)
         if spent > give_up_at:
             accept.s = exhaustive
             return _exhaustive(exhaustive, q, k, accept, cost)
         cost.rows_scored += len(rows)
-        scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}))
+        scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}),
+                                 known=(q.terms[i], tf))
         seen.append(rows)
         seen_scores.append(scores)
         best.add(scores)
