@@ -366,3 +366,26 @@ def test_probes_of_duplicate_and_zero_rows_stay_finite() -> None:
     assert full.sum() == 49
     assert np.allclose(np.linalg.norm(probes[full], axis=1), 1.0, atol=1e-3)
     assert np.allclose(probes[full] @ rows[0], dense_lists.TUNING_COSINE, atol=1e-2)
+
+
+@pytest.mark.parametrize("change", ["none", "appended", "deleted", "deleted_and_appended"])
+def test_each_member_is_placed_at_its_rows_position(change: str) -> None:
+    """Where each member of the lists sits among a snapshot's rows, and which rows no list
+    holds (the tail every query scans): right whether the rows are the build's, rows were
+    only appended since (the shortcut that keeps a 10M open fast), or some were deleted."""
+    rng = np.random.default_rng(3)
+    members = np.sort(rng.choice(np.arange(1, 5000), size=1200, replace=False)).astype(np.int64)
+    shuffled = rng.permutation(members)  # grouped by list, as the file holds them
+    lists = dense_lists.Lists(np.eye(4, 8, dtype=np.float32), shuffled,
+                              np.array([0, 300, 600, 900, 1200], dtype=np.int64),
+                              np.argsort(shuffled, kind="stable").astype(np.int32), 2, 1200)
+    rows = members
+    if change in ("deleted", "deleted_and_appended"):
+        rows = np.delete(rows, [0, 17, 600, 1199])
+    if change in ("appended", "deleted_and_appended"):
+        rows = np.concatenate([rows, np.arange(6000, 6050, dtype=np.int64)])
+    part = DenseLists(Path("unused.db"), 8, "catalog", min_rows=1)
+    placed = part.placement(rows, len(rows), lists)
+    where = {int(r): i for i, r in enumerate(rows)}
+    assert placed.pos.tolist() == [where.get(int(m), -1) for m in shuffled]
+    assert placed.tail.tolist() == [i for i, r in enumerate(rows) if int(r) not in set(members)]

@@ -213,6 +213,16 @@ class DenseLists(BackgroundUpdates):
             tail = np.concatenate([tail, np.flatnonzero(~covered) + start])
         else:
             used, ordered = rowids[:n], lists.members[lists.order]
+            members = len(ordered)
+            if members <= n and np.array_equal(used[:members], ordered):
+                # no member gone, rows only appended since the build: the members are the
+                # snapshot's first rows in order (at 10M the general way below took 1-2 s
+                # of the open, which runs this through the first update check)
+                pos = np.empty(members, dtype=np.int32)
+                pos[lists.order] = np.arange(members, dtype=np.int32)
+                made = _Placement(rowids, lists, n, pos, np.arange(members, n, dtype=np.intp))
+                self._placement = made
+                return made
             at = np.minimum(np.searchsorted(used, ordered), max(n - 1, 0))
             found = (used[at] == ordered) if n else np.zeros(len(ordered), bool)
             pos = np.full(len(ordered), -1, dtype=np.int32)  # half intp's memory
