@@ -6,6 +6,7 @@ the product's own."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Sequence
 
@@ -36,4 +37,10 @@ docgraph.root.make_embedder = _make  # type: ignore[assignment]
 if __name__ == "__main__":
     from docgraph.serve.cli import main
 
+    # Started as a terminal starts a foreground command: Ctrl-C raises KeyboardInterrupt.
+    # A process that starts with SIGINT ignored keeps it ignored across exec (POSIX; what
+    # `cmd &` in a script relies on), and a test runner's worker may ignore it (a whole-suite
+    # run under pytest-xdist did), which made the Ctrl-C tests' builds run to the end.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     main()

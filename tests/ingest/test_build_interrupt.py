@@ -74,7 +74,7 @@ def _start_build(tmp: Path, folder: Path, command: str = "index") -> subprocess.
     args = ["index", str(folder)] if command == "index" else ["refresh"]
     return subprocess.Popen([sys.executable, "-m", "tests.slow_embed_child", "--index",
                              str(tmp / "i.db"), *args],
-                            cwd=tmp, env=_env(0.5), stdout=subprocess.PIPE,
+                            cwd=tmp, env=_env(0.2), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
