@@ -173,8 +173,8 @@ def exact_scores(
     """(score, matched) of the given row positions (ascending, unique), each term's
     frequency found by binary search in its list (tail rows: in their own postings). Terms
     in ``skip`` are known to match none of these rows; ``known`` = (term, frequency of each
-    row): a term every one of these main rows has, read from its list by the caller, so its
-    binary search is spared (the same addend, added in the same order)."""
+    row): a term every one of these rows has (main rows only), read from its list by the
+    caller, so its binary search is spared (the same addend, added in the same order)."""
     total = np.zeros(len(rows), np.float64)
     matched = np.zeros(len(rows), bool)
     if len(rows) == 0:
@@ -195,13 +195,15 @@ def exact_scores(
     for term, idf in zip(q.terms, q.idf, strict=True):
         if term in skip:
             continue
+        if known is not None and known[0] == term:
+            # every row has it: added in place (the same addend as through the index below)
+            total += _contribution(s, rows, known[1], idf, q.average)
+            matched[:] = True
+            continue
         lo, hi = _list(s, term)
         found_at: list[npt.NDArray[np.int64]] = []
         found_tf: list[npt.NDArray[np.float64]] = []
-        if known is not None and known[0] == term:
-            found_at.append(np.arange(len(rows)))
-            found_tf.append(known[1])
-        elif hi > lo:
+        if hi > lo:
             listed = s.term_rows[lo:hi]
             pos = np.searchsorted(listed, rows)
             ok = pos < hi - lo
