@@ -96,10 +96,10 @@ TUNING_RECALL = 0.995  # of the probes' true neighbours inside the lists read
 # 0.6, 0.8 and 0.85 kept >= 0.98 of the scan's top 10 on that half for every seed, and 0.6
 # is the nearest to the questions' own cosine to their nearest passage (median 0.64).
 TUNING_COSINE = 0.6
-# Lists read at least, a guard where the leave-one-out tuning is optimistic: at 1M with
-# sqrt(n) = 1,000 lists it chose 1, and one 10 % namespace query in 100 lost 9 of its 10
-# neighbours (its own row in one list, its cluster in the 8th nearest; 2 did not save it,
-# 4 sqrt(n) lists did: nprobe 3, recall 0.998 / 1.0).
+# Lists read at least, a guard where the tuning is optimistic: at 1M with sqrt(n) = 1,000
+# lists the leave-one-out tuning the probes replaced chose 1, and one 10 % namespace query
+# in 100 lost 9 of its 10 neighbours (its own row in one list, its cluster in the 8th
+# nearest; 2 did not save it, 4 sqrt(n) lists did: nprobe 3, recall 0.998 / 1.0).
 MIN_NPROBE = 2
 MAX_PROBE_FACTOR = 8  # lists read at most, in units of nprobe, before the scan answers
 # Share of the live rows a query's filters must allow for the lists to be asked.
