@@ -33,7 +33,7 @@ from docgraph.store.sqlite.access import (
 from docgraph.store.sqlite.connections import ConnectionPool
 from docgraph.store.sqlite.pending import PENDING_BLOB, SQLitePendingVectors, pending_flags
 from docgraph.store.sqlite.readonly import TempTables, stand_in_columns
-from docgraph.store.sqlite.schema import ADDED_COLUMNS, SCHEMA, SCHEMA_VERSION, prepare
+from docgraph.store.sqlite.schema import SCHEMA, SCHEMA_VERSION, missing_columns, prepare
 from docgraph.store.sqlite.vectors import decode_vector, encode_vector
 
 log = logging.getLogger(__name__)
@@ -365,7 +365,7 @@ def _connect_read_only(path: Path, mode: OpenMode) -> sqlite3.Connection:
         db.execute("PRAGMA query_only=ON")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=30000")
-        stand_in_columns(db, ADDED_COLUMNS)
+        stand_in_columns(db, missing_columns(db))
     except sqlite3.DatabaseError as exc:
         raise cannot_open(path, exc) from exc
     return db

@@ -70,25 +70,20 @@ class TempTables:
 
 
 def stand_in_columns(db: sqlite3.Connection,
-                     added: Sequence[tuple[str, str, str, str]]) -> None:
-    """Give ``db`` a ``TEMP`` view over each table of ``added`` (``(table, column,
-    declaration, value before)``) that lacks some of its columns: the table's own columns,
-    then each missing one as its value before. An unqualified name resolves to ``temp``
-    first, so every query reads the view; a simple view is flattened by SQLite, so the
-    table's indexes still serve."""
-    present: dict[str, set[str]] = {}
-    missing: dict[str, list[str]] = {}
-    for table, column, _, before in added:
-        if table not in present:
-            present[table] = {str(r[1]) for r in db.execute(
-                f"PRAGMA main.table_info({table})")}
-        if present[table] and column not in present[table]:
-            missing.setdefault(table, []).append(f"{before} AS {column}")
+                     missing: Sequence[tuple[str, str, str, str]]) -> None:
+    """Give ``db`` a ``TEMP`` view over each table of ``missing`` (``(table, column,
+    declaration, value before)``, the columns the file lacks: ``schema.missing_columns``):
+    the table's own columns, then each missing one as its value before. An unqualified name
+    resolves to ``temp`` first, so every query reads the view; a simple view is flattened
+    by SQLite, so the table's indexes still serve."""
     if not missing:
         return
+    by_table: dict[str, list[str]] = {}
+    for table, column, _, before in missing:
+        by_table.setdefault(table, []).append(f"{before} AS {column}")
     db.execute("PRAGMA query_only=OFF")  # temp only: the connection is mode=ro
     try:
-        for table, columns in missing.items():
+        for table, columns in by_table.items():
             db.execute(f"CREATE TEMP VIEW IF NOT EXISTS {table} AS"
                        f" SELECT *, {', '.join(columns)} FROM main.{table}")
     finally:

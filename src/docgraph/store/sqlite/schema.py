@@ -353,12 +353,22 @@ def _migrate_6_to_7(db: sqlite3.Connection) -> None:
     db.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
 
 
+def missing_columns(db: sqlite3.Connection) -> list[tuple[str, str, str, str]]:
+    """The entries of :data:`ADDED_COLUMNS` whose table the file has without that column
+    (a table the file lacks altogether is left out)."""
+    present: dict[str, set[str]] = {}
+    missing = []
+    for table, column, declaration, before in ADDED_COLUMNS:
+        if table not in present:
+            present[table] = {str(r[1]) for r in db.execute(
+                f"PRAGMA main.table_info({table})")}
+        if present[table] and column not in present[table]:
+            missing.append((table, column, declaration, before))
+    return missing
+
+
 def _add_columns(db: sqlite3.Connection) -> None:
     """Add each of :data:`ADDED_COLUMNS` the file lacks (no version step: an older docgraph
     ignores them and reads as it always did)."""
-    columns: dict[str, set[str]] = {}
-    for table, column, declaration, _ in ADDED_COLUMNS:
-        if table not in columns:
-            columns[table] = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-        if column not in columns[table]:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    for table, column, declaration, _ in missing_columns(db):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
