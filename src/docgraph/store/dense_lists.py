@@ -220,16 +220,15 @@ class DenseLists(BackgroundUpdates):
                 # of the open, which runs this through the first update check)
                 pos = np.empty(members, dtype=np.int32)
                 pos[lists.order] = np.arange(members, dtype=np.int32)
-                made = _Placement(rowids, lists, n, pos, np.arange(members, n, dtype=np.intp))
-                self._placement = made
-                return made
-            at = np.minimum(np.searchsorted(used, ordered), max(n - 1, 0))
-            found = (used[at] == ordered) if n else np.zeros(len(ordered), bool)
-            pos = np.full(len(ordered), -1, dtype=np.int32)  # half intp's memory
-            pos[lists.order[found]] = at[found]
-            covered = np.zeros(n, dtype=bool)
-            covered[at[found]] = True
-            tail = np.flatnonzero(~covered)
+                tail = np.arange(members, n)
+            else:
+                at = np.minimum(np.searchsorted(used, ordered), max(n - 1, 0))
+                found = (used[at] == ordered) if n else np.zeros(len(ordered), bool)
+                pos = np.full(len(ordered), -1, dtype=np.int32)  # half intp's memory
+                pos[lists.order[found]] = at[found]
+                covered = np.zeros(n, dtype=bool)
+                covered[at[found]] = True
+                tail = np.flatnonzero(~covered)
         made = _Placement(rowids, lists, n, pos, tail.astype(np.intp))
         self._placement = made
         return made
