@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -97,13 +97,15 @@ class _Inline:
     def get(self) -> _Inline:
         return self
 
-    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Future[Any]:
         done: Future[Any] = Future()
         try:
-            done.set_result(fn(*args))
+            done.set_result(fn(*args, **kwargs))
         except BaseException as error:  # handed to the caller, as a pool would
             done.set_exception(error)
         return done
+
+    lane = submit  # the pool's call since lanes run inline when no worker is free
 
 
 def diagnose() -> None:
@@ -119,7 +121,44 @@ def diagnose() -> None:
         sys.setswitchinterval(float(interval))
 
 
-def child(db: Path, budget: float, ann: str | None, ann_min_rows: int) -> dict[str, Any]:
+def concurrent_latency(catalog: Any, index: Any, queries: list[str], qvectors: np.ndarray,
+                       namespaces: frozenset[str], budget_s: float,
+                       concurrency: int) -> dict[str, Any]:
+    """Hybrid latency with ``concurrency`` threads sharing one searcher, as a server's
+    request threads do (each takes every ``concurrency``-th query); lanes are not timed
+    alone here."""
+    from backends import WARMUP, FixedQueries
+    from common import percentile
+    from docgraph.config import IndexSettings
+    from docgraph.retrieve.hybrid import HybridSearcher
+
+    searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(queries, qvectors,
+                                                                     strict=True))),
+                              IndexSettings())
+    for query in queries[:WARMUP]:
+        searcher.search(query, namespaces=namespaces, k=10)
+    started = time.perf_counter()
+
+    def worker(first: int) -> list[float]:
+        times = []
+        for query in queries[first::concurrency]:
+            if time.perf_counter() - started > budget_s:
+                break
+            t0 = time.perf_counter()
+            searcher.search(query, namespaces=namespaces, k=10)
+            times.append(time.perf_counter() - t0)
+        return times
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        times = [t for part in pool.map(worker, range(concurrency)) for t in part]
+    return {"queries": len(times), "concurrency": concurrency,
+            "hybrid_p50_ms": round(1000 * percentile(times, 50), 2),
+            "hybrid_p95_ms": round(1000 * percentile(times, 95), 2),
+            "queries_per_s": round(len(times) / (time.perf_counter() - started), 1)}
+
+
+def child(db: Path, budget: float, ann: str | None, ann_min_rows: int,
+          concurrency: int = 1) -> dict[str, Any]:
     """Open the catalog and time the queries (runs in a fresh process)."""
     from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
     from store_scale import truth_path
@@ -134,12 +173,15 @@ def child(db: Path, budget: float, ann: str | None, ann_min_rows: int) -> dict[s
                                ann=ann or "lists")
     if index.graph is not None:
         index.graph.wait()
-    out = latency(catalog, index, qtexts, truth["qvectors"], frozenset({"bench", "side"}),
-                  budget)
+    everything = frozenset({"bench", "side"})
+    out = (latency(catalog, index, qtexts, truth["qvectors"], everything, budget)
+           if concurrency == 1 else
+           concurrent_latency(catalog, index, qtexts, truth["qvectors"], everything, budget,
+                              concurrency))
     result: dict[str, Any] = {
         "loadavg_1_start": round(load_start, 2), "loadavg_1_end": round(os.getloadavg()[0], 2),
         "sidecar_status": index.sidecar_status, **out}
-    for lane in ("hybrid", "dense_lane", "bm25_lane"):
+    for lane in ("hybrid", "dense_lane", "bm25_lane")[:3 if concurrency == 1 else 1]:
         result[f"{lane}_p95_over_p50"] = round(out[f"{lane}_p95_ms"] / out[f"{lane}_p50_ms"], 2)
     if index.graph is not None:
         result["ann_answered"] = index.graph.answered
@@ -183,11 +225,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="seconds to wait at most for the load average to reach a level")
     parser.add_argument("--dense-ann", choices=("lists", "hnsw"), default="lists")
     parser.add_argument("--ann-min-rows", type=int, default=250_000)
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="threads querying at once in a child (above 1: hybrid only)")
     parser.add_argument("--name", default="load_tail")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.budget, args.dense_ann, args.ann_min_rows)))
+        print(json.dumps(child(args.child, args.budget, args.dense_ann, args.ann_min_rows,
+                                     args.concurrency)))
         return
     if args.db is None:
         parser.error("--db is required")
@@ -206,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     out = subprocess.run(
                         [sys.executable, __file__, "--child", str(args.db), "--budget",
                          str(args.budget), "--dense-ann", args.dense_ann,
-                         "--ann-min-rows", str(args.ann_min_rows)],
+                         "--ann-min-rows", str(args.ann_min_rows),
+                         "--concurrency", str(args.concurrency)],
                         check=False, capture_output=True, text=True,
                         env={**os.environ, **env})
                     if out.returncode:
@@ -223,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     write_result(args.name, {
         "settings": {"db_chunks_note": str(args.db.name), "loads": loads,
                      "rounds": args.rounds, "budget_s": args.budget,
+                     "concurrency": args.concurrency,
                      "dense_ann": args.dense_ann, "ann_min_rows": args.ann_min_rows,
                      "variants": {n: e for n, e in variants},
                      "cores": len(os.sched_getaffinity(0)), "nice": os.nice(0)},
