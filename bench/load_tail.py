@@ -14,7 +14,9 @@ process, and stop the busy processes before the next level. A child opens the ca
 ``store_scale.py`` does (sidecar mapped, ``--dense-ann`` on from ``--ann-min-rows`` live
 rows), warms up, and times the same queries as its ``latency`` (hybrid = both lanes, RRF,
 chunk fetch; then each lane alone, 100 deep) over every namespace; it reports p50 / p95,
-the ratio p95 / p50 and the 1-minute load average at its start and end. A variant is a name
+the ratio p95 / p50, how the hybrid's time per query follows each lane's (correlation, the
+BM25 lane's mean on the hybrid's slowest tenth) and the 1-minute load average at its start
+and end. A variant is a name
 and environment variables set for its child (e.g. ``inline:DOCGRAPH_LANES=inline``), so
 old and new can be compared in one run.
 
@@ -44,7 +46,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import DIM, latency  # noqa: E402
+from backends import DIM  # noqa: E402
 from common import log, write_result  # noqa: E402
 
 # Spins in Python until its parent (the pid given) is gone; checks ten times a second.
@@ -121,6 +123,49 @@ def diagnose() -> None:
         sys.setswitchinterval(float(interval))
 
 
+def serial_latency(catalog: Any, index: Any, queries: list[str], qvectors: np.ndarray,
+                   namespaces: frozenset[str], budget_s: float) -> dict[str, Any]:
+    """``backends.latency``'s loop (each query hybrid, then each lane alone, 100 deep), and
+    where the hybrid's slow queries come from: the per-query correlation of the hybrid's
+    time with each lane's, and the BM25 lane's mean time on the hybrid's slowest tenth
+    against the other queries."""
+    from backends import WARMUP, FixedQueries
+    from common import percentile
+    from docgraph.config import IndexSettings
+    from docgraph.retrieve.hybrid import HybridSearcher
+
+    searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(queries, qvectors,
+                                                                     strict=True))),
+                              IndexSettings())
+    for query in queries[:WARMUP]:
+        searcher.search(query, namespaces=namespaces, k=10)
+    rows: list[tuple[float, float, float]] = []
+    started = time.perf_counter()
+    for query, vector in zip(queries, qvectors, strict=True):
+        if time.perf_counter() - started > budget_s:
+            break
+        t0 = time.perf_counter()
+        searcher.search(query, namespaces=namespaces, k=10)
+        t1 = time.perf_counter()
+        index.dense_search(vector, 100, namespaces)
+        t2 = time.perf_counter()
+        index.lexical_search(query, 100, namespaces)
+        rows.append((t1 - t0, t2 - t1, time.perf_counter() - t2))
+    times = 1000 * np.array(rows)
+    out: dict[str, Any] = {"queries": len(rows)}
+    for column, name in enumerate(("hybrid", "dense_lane", "bm25_lane")):
+        out[f"{name}_p50_ms"] = round(percentile(times[:, column].tolist(), 50), 2)
+        out[f"{name}_p95_ms"] = round(percentile(times[:, column].tolist(), 95), 2)
+    hybrid, dense, bm25 = times.T
+    slow = hybrid >= np.quantile(hybrid, 0.9)
+    out.update({
+        "corr_hybrid_bm25": round(float(np.corrcoef(hybrid, bm25)[0, 1]), 2),
+        "corr_hybrid_dense": round(float(np.corrcoef(hybrid, dense)[0, 1]), 2),
+        "bm25_ms_on_hybrid_slowest_tenth": round(float(bm25[slow].mean()), 2),
+        "bm25_ms_on_the_rest": round(float(bm25[~slow].mean()), 2)})
+    return out
+
+
 def concurrent_latency(catalog: Any, index: Any, queries: list[str], qvectors: np.ndarray,
                        namespaces: frozenset[str], budget_s: float,
                        concurrency: int) -> dict[str, Any]:
@@ -174,7 +219,7 @@ def child(db: Path, budget: float, ann: str | None, ann_min_rows: int,
     if index.graph is not None:
         index.graph.wait()
     everything = frozenset({"bench", "side"})
-    out = (latency(catalog, index, qtexts, truth["qvectors"], everything, budget)
+    out = (serial_latency(catalog, index, qtexts, truth["qvectors"], everything, budget)
            if concurrency == 1 else
            concurrent_latency(catalog, index, qtexts, truth["qvectors"], everything, budget,
                               concurrency))
