@@ -272,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ann-min-rows", type=int, default=250_000)
     parser.add_argument("--concurrency", type=int, default=1,
                         help="threads querying at once in a child (above 1: hybrid only)")
+    parser.add_argument("--note", default="",
+                        help="what the variants are, for the result file (a variant's "
+                        "paths are not written there)")
     parser.add_argument("--name", default="load_tail")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -316,7 +319,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                      "rounds": args.rounds, "budget_s": args.budget,
                      "concurrency": args.concurrency,
                      "dense_ann": args.dense_ann, "ann_min_rows": args.ann_min_rows,
-                     "variants": {n: e for n, e in variants},
+                     "variants": {n: {var: "(a path)" if os.sep in value else value
+                                      for var, value in e.items()} for n, e in variants},
+                     "note": args.note,
                      "cores": len(os.sched_getaffinity(0)), "nice": os.nice(0)},
         "levels": levels, "results": medians, "rounds": rows})
 
