@@ -9,8 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def core_count(limit: int = 8) -> int:
-    """Cores of this machine, at least 1 and at most ``limit``."""
-    return max(1, min(os.cpu_count() or 1, limit))
+    """Cores this process may run on (its CPU affinity, which a container or ``taskset``
+    may set below the machine's count), at least 1 and at most ``limit``."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, limit))
 
 
 class LazyThreadPool:
