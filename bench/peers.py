@@ -1,22 +1,37 @@
-"""docgraph side by side with its peers on the same 1M vectors and texts (issue 36): LanceDB
-(IVF_HNSW_SQ vector index, its native full-text index, its hybrid query) and raw faiss
-(IVF flat) as a floor.
+"""docgraph side by side with its peers on the same 1M (or 10M) vectors and texts (issue
+36): LanceDB (IVF_HNSW_SQ vector index, its native full-text index, its hybrid query) and raw
+faiss (IVF flat, or IVF SQ8 where float32 vectors do not fit) as a floor.
 
     python bench/peers.py [--n 1000000] [--db PATH] [--work DIR] [--peers-path DIR]
         [--lancedb-n N] [--queries 300] [--rounds 2] [--engines docgraph,lancedb,faiss]
-        [--build-only] [--name peers_1m]
+        [--faiss-index ivf_flat|ivf_sq8] [--nprobe 16 | auto,64 [--recall-target 0.98]]
+        [--dense-ann lists [--ann-min-rows 250000]] [--build-only] [--name peers_1m]
 
 **Data**: the synthetic chunks of ``bench/store_scale.py`` (its ``Synthetic`` generator,
 seed 7: same vectors, same texts, position = id), its catalog at ``--db`` (built there when
 missing, reused and never rebuilt otherwise) and its query texts, query vectors and exact top 10
 (``<db>.truth.npz``; recall@10 of every dense search is measured against that truth).
 
-**Builds** (untimed by the lock, each in a subprocess under ``nice -n 10``, skipped when
-already in ``--work``): the LanceDB table (id, text, vector) with an ``IVF_HNSW_SQ`` index
-(cosine; LanceDB's default partitions, ``m`` and ``ef_construction``) and a native FTS index
-on ``text`` (LanceDB defaults: simple tokenizer, stemming, stop words); a faiss
-``IndexIVFFlat`` (inner product on the unit vectors, ``sqrt(n)`` lists trained on 64k
-vectors). Build seconds and on-disk size are reported.
+**Builds** (each in a subprocess under ``nice -n 10`` and the bench lock, so a build never
+evicts the pages of a timed run beside it; skipped when already in ``--work``): the LanceDB
+table (id, text, vector) with an ``IVF_HNSW_SQ`` index (cosine; LanceDB's default
+partitions, ``m`` and ``ef_construction``) and a native FTS index on ``text`` (LanceDB
+defaults: simple tokenizer, stemming, stop words); a faiss IVF index (inner product on the
+unit vectors, ``sqrt(n)`` lists trained on 64 sampled vectors a list): ``--faiss-index
+ivf_flat`` (the default: ``IndexIVFFlat``, float32, 15.4 GB at 10M) or ``ivf_sq8``
+(``IndexIVFScalarQuantizer``, 8 bits a dimension of the residual, 3.8 GB at 10M). Build
+seconds, on-disk size and the build's peak RSS are reported.
+
+**faiss's nprobe**: ``--nprobe`` takes a count, or several (each timed and its recall
+reported, the first beside docgraph's dense search), and ``auto``: the smallest power of
+two whose recall@10 reaches ``--recall-target`` on the *first half* of the queries (or,
+where the quantizer's ceiling stops it short, where doubling stops gaining recall); every
+engine is then timed and scored on the *second half*, so the figures reported are not those
+the choice was made on. The ladder is in the result.
+
+**docgraph's dense lane**: ``[store]`` defaults (the exact scan), or with ``--dense-ann
+lists`` the ANN cache from ``--ann-min-rows`` rows, as ``store_scale.py --dense-ann`` opens
+it (the 10M store's lists file is read, never rebuilt; the sidecar is never rewritten).
 
 **Rounds**: ``--rounds`` times, engine by engine in turn (alternating), one fresh process per
 engine per round, each started under ``flock /tmp/docgraph-bench.lock`` so no other timed
@@ -59,7 +74,19 @@ from dense_codes import rss_mb  # noqa: E402
 from docgraph.config import IndexSettings, StoreSettings  # noqa: E402
 from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
-from store_scale import SLICE, Synthetic, positions_of, truth_path  # noqa: E402
+from peers_faiss import (  # noqa: E402
+    FAISS_INDEXES,
+    build_faiss,
+    faiss_file,
+    faiss_key,
+    faiss_search,
+    nprobes_of,
+    query_set,
+    recall,
+    size_mb,
+    tune_nprobe,
+)
+from store_scale import Synthetic, positions_of  # noqa: E402
 
 ENGINES = ("docgraph", "lancedb", "faiss")
 EVERYTHING = frozenset({"bench", "side"})
@@ -88,11 +115,6 @@ def lancedb_missing(peers_path: str | None) -> str | None:
         last = (out.stderr.strip().splitlines() or ["import failed"])[-1]
         return f"lancedb not importable (--peers-path {peers_path or 'unset'}): {last}"
     return None
-
-
-def _size_mb(path: Path) -> float:
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    return round(sum(p.stat().st_size for p in files) / 2**20, 1)
 
 
 def build_lancedb(work: Path, n: int, peers_path: str | None) -> dict[str, Any]:
@@ -131,31 +153,8 @@ def build_lancedb(work: Path, n: int, peers_path: str | None) -> dict[str, Any]:
             "vector_index_s": round(vector_s, 1), "fts_index_s": round(fts_s, 1),
             "vector_index": {"type": str(stats.index_type), "distance": str(stats.distance_type),
                              "segments": stats.num_indices},
-            "dir_mb": _size_mb(target),
-            "index_mb": _size_mb(target / f"{TABLE}.lance" / "_indices")}
-
-
-def build_faiss(work: Path, n: int) -> dict[str, Any]:
-    """An IVF flat faiss index (inner product, sqrt(n) lists) over the ``n`` vectors."""
-    import faiss
-
-    data = Synthetic(n)
-    nlist = round(float(np.sqrt(n)))
-    quantizer = faiss.IndexFlatIP(DIM)
-    index = faiss.IndexIVFFlat(quantizer, DIM, nlist, faiss.METRIC_INNER_PRODUCT)
-    sample = np.random.default_rng(11).choice(n, size=min(n, 64 * nlist), replace=False)
-    t0 = time.perf_counter()
-    train = np.concatenate([data.vectors(s)[sample[(sample >= s) & (sample < s + SLICE)] - s]
-                            for s in data.slices()])
-    index.train(train)
-    train_s = time.perf_counter() - t0
-    for start in data.slices():
-        index.add(data.vectors(start))
-    build_s = time.perf_counter() - t0
-    path = work / f"faiss_ivf_{n}.index"
-    faiss.write_index(index, str(path))
-    return {"engine": "faiss", "rows": n, "nlist": nlist, "train_s": round(train_s, 1),
-            "build_s": round(build_s, 1), "index_mb": _size_mb(path)}
+            "dir_mb": size_mb(target),
+            "index_mb": size_mb(target / f"{TABLE}.lance" / "_indices")}
 
 
 def _timed(calls: dict[str, Callable[[int], Any]], count: int) -> dict[str, list[float]]:
@@ -180,25 +179,22 @@ def _summary(times: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def _recall(found: list[list[int]], truth: np.ndarray) -> float:
-    hits = sum(len(set(f) & set(t.tolist())) for f, t in zip(found, truth, strict=True))
-    return round(hits / (K * len(found)), 4)
-
-
 def child(engine: str, db: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Open one engine and measure it (runs in a fresh process, under the bench lock)."""
-    truth = np.load(truth_path(db))
-    qtexts = [str(t) for t in truth["qtexts"]][: args.queries]
-    qvectors = truth["qvectors"][: args.queries].astype(np.float32)
-    exact = truth["truth_all"][: args.queries]
+    qtexts, qvectors, exact = query_set(db, args.queries, args.query_part)
     result: dict[str, Any] = {"engine": engine, "loadavg_1": round(os.getloadavg()[0], 2),
                               "queries": len(qtexts)}
     t0 = time.perf_counter()
     if engine == "docgraph":
         catalog = SQLiteCatalog(db)
         store = StoreSettings()  # the defaults, passed as the app's chunk_index() does
-        index = EmbeddedChunkIndex(catalog, DIM, graph_min_rows=store.dense_graph_min_rows
-                                   or None, ann=store.dense_ann)
+        if args.dense_ann:  # as store_scale's --dense-ann: the ANN cache from that size
+            store = StoreSettings(dense_ann=args.dense_ann,
+                                  dense_graph_min_rows=args.ann_min_rows)
+        # a bench never rewrites the catalog's sidecar (the 10M store is shared, read only)
+        index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12,
+                                   graph_min_rows=store.dense_graph_min_rows or None,
+                                   ann=store.dense_ann)
         result["open_s"] = round(time.perf_counter() - t0, 3)
         result["rss_after_open_mb"] = round(rss_mb()[0])
         searcher = HybridSearcher(catalog, index, FixedQueries(dict(zip(
@@ -209,7 +205,7 @@ def child(engine: str, db: Path, work: Path, args: argparse.Namespace) -> dict[s
             "fts": lambda i: index.lexical_search(qtexts[i], K, EVERYTHING)}, len(qtexts))
         rows = [[r.rowid for r in index.dense_search(q, K, EVERYTHING)] for q in qvectors]
         where = positions_of(catalog, [r for rs in rows for r in rs])
-        result["dense_recall@10"] = _recall([[where[r] for r in rs] for rs in rows], exact)
+        result["dense_recall@10"] = recall([[where[r] for r in rs] for rs in rows], exact)
         answered = index.graph.answered if index.graph else 0  # below min rows: the scan
         result["dense_ann"] = (f"{store.dense_ann} ({index.graph.status}), answered"
                                f" {answered} searches" if index.graph and answered
@@ -233,20 +229,28 @@ def child(engine: str, db: Path, work: Path, args: argparse.Namespace) -> dict[s
             "dense": vector,
             "fts": lambda i: table.search(qtexts[i], query_type="fts").limit(K)
             .select(["id"]).to_arrow()}, len(qtexts))
-        result["dense_recall@10"] = _recall(
+        result["dense_recall@10"] = recall(
             [vector(i)["id"].to_pylist() for i in range(len(qvectors))], exact)
     else:
         import faiss
 
-        index = faiss.read_index(str(work / f"faiss_ivf_{args.n}.index"))
-        index.nprobe = args.nprobe
+        index = faiss.read_index(str(faiss_file(work, args.faiss_index, args.n)))
         result["open_s"] = round(time.perf_counter() - t0, 3)
         result["rss_after_open_mb"] = round(rss_mb()[0])
         result["faiss_threads"] = faiss.omp_get_max_threads()
-        times = _timed({"dense": lambda i: index.search(qvectors[i: i + 1], K)},
-                       len(qvectors))
-        result["dense_recall@10"] = _recall(
-            [[int(x) for x in index.search(q[None, :], K)[1][0]] for q in qvectors], exact)
+        result["faiss_index"] = args.faiss_index
+        # the first nprobe is "dense" (beside the others' dense search), more: "dense_npN"
+        names = {p: "dense" if not at else f"dense_np{p}"
+                 for at, p in enumerate(nprobes_of(args.nprobe, args.nprobe_chosen))}
+        result["nprobe"] = {name: p for p, name in names.items()}
+
+        def probing(p: int) -> Callable[[int], Any]:
+            params = faiss.SearchParametersIVF(nprobe=p)
+            return lambda i: index.search(qvectors[i: i + 1], K, params=params)
+
+        times = _timed({name: probing(p) for p, name in names.items()}, len(qvectors))
+        for p, name in names.items():
+            result[f"{name}_recall@10"] = recall(faiss_search(index, p, qvectors), exact)
     result.update(_summary(times))
     result["rss_after_queries_mb"] = round(rss_mb()[0])
     return result
@@ -262,19 +266,19 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for engine in dict.fromkeys(r["engine"] for r in rows):
         mine = [r for r in rows if r["engine"] == engine]
-        for search in ("hybrid", "dense", "fts"):
-            if f"{search}_p50_ms" not in mine[0]:
-                continue
+        for search in [k.removesuffix("_p50_ms") for k in mine[0] if k.endswith("_p50_ms")]:
             out.append({
                 "engine": engine, "search": search, "rounds": len(mine),
+                **({"nprobe": mine[0]["nprobe"][search]} if "nprobe" in mine[0] else {}),
                 "p50_ms": round(float(np.median([r[f"{search}_p50_ms"] for r in mine])), 2),
                 "p95_ms": round(float(np.median([r[f"{search}_p95_ms"] for r in mine])), 2),
-                "recall@10": mine[0]["dense_recall@10"] if search == "dense" else None,
+                "recall@10": mine[0].get(f"{search}_recall@10"),
                 "rss_after_open_mb": round(float(np.median(
                     [r["rss_after_open_mb"] for r in mine]))),
                 "loadavg_1": [r["loadavg_1"] for r in mine]})
     for row in out:
-        same = [o for o in out if o["engine"] == "docgraph" and o["search"] == row["search"]]
+        search = row["search"].split("_np")[0]  # faiss's dense_npN: beside docgraph's dense
+        same = [o for o in out if o["engine"] == "docgraph" and o["search"] == search]
         if same:
             row["docgraph_p50_over_this"] = _ratio(same[0]["p50_ms"], row["p50_ms"])
     return out
@@ -300,24 +304,48 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--engines", default=",".join(ENGINES))
-    parser.add_argument("--nprobe", type=int, default=16, help="faiss IVF lists probed")
+    parser.add_argument("--faiss-index", choices=sorted(FAISS_INDEXES), default="ivf_flat",
+                        help="the raw faiss index: IVF flat (float32) or IVF SQ8 (int8)")
+    parser.add_argument("--nprobe", default="16",
+                        help="faiss IVF lists probed: a count, or several (comma list, each"
+                             " timed), 'auto' the smallest reaching --recall-target on the"
+                             " first half of the queries (all engines then timed on the"
+                             " second half)")
+    parser.add_argument("--recall-target", type=float, default=0.98,
+                        help="recall@10 that --nprobe auto must reach on the tuning half")
+    parser.add_argument("--dense-ann", choices=("lists", "hnsw"), default=None,
+                        help="docgraph's ANN cache (as store_scale's); default: [store]"
+                             " defaults")
+    parser.add_argument("--ann-min-rows", type=int, default=250_000,
+                        help="with --dense-ann: live rows from which it answers")
     parser.add_argument("--lance-nprobes", type=int, default=20)
     parser.add_argument("--lance-ef", type=int, default=64)
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--lock", default=LOCK,
+                        help="the lock every build and timed process holds (another path:"
+                             " a functional run beside a timed one)")
     parser.add_argument("--name", default=None)
     parser.add_argument("--note", default="", help="a remark stored with the result")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--build", help=argparse.SUPPRESS)
+    parser.add_argument("--tune", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--query-part", default="all", help=argparse.SUPPRESS)
+    parser.add_argument("--nprobe-chosen", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.lancedb_n = args.lancedb_n or args.n
     db = args.db or BENCH_DIR / ".cache" / f"store_scale_{args.n}" / "catalog.db"
     work = args.work or db.parent / "peers"
+    if args.tune:
+        print(json.dumps(tune_nprobe(faiss_file(work, args.faiss_index, args.n), db,
+                                      args.queries, args.recall_target)))
+        return
     if args.child:
         print(json.dumps(child(args.child, db, work, args)))
         return
     if args.build:
         print(json.dumps(build_lancedb(work, args.lancedb_n, args.peers_path)
-                         if args.build == "lancedb" else build_faiss(work, args.n)))
+                         if args.build == "lancedb"
+                         else build_faiss(work, args.n, args.faiss_index)))
         return
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if set(engines) - set(ENGINES):
@@ -333,43 +361,59 @@ def main(argv: Sequence[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     passed = ["--n", str(args.n), "--db", str(db), "--work", str(work),
               "--lancedb-n", str(args.lancedb_n), "--queries", str(args.queries),
-              "--nprobe", str(args.nprobe), "--lance-nprobes", str(args.lance_nprobes),
+              "--faiss-index", args.faiss_index,
+              "--nprobe", args.nprobe, "--recall-target", str(args.recall_target),
+              "--ann-min-rows", str(args.ann_min_rows), "--lance-nprobes", str(args.lance_nprobes),
               "--lance-ef", str(args.lance_ef)] + (
-        ["--peers-path", args.peers_path] if args.peers_path else [])
+        ["--peers-path", args.peers_path] if args.peers_path else []) + (
+        ["--dense-ann", args.dense_ann] if args.dense_ann else [])
     builds_file = work / "builds.json"
     builds = json.loads(builds_file.read_text()) if builds_file.exists() else {}
-    for engine, rows in (("lancedb", args.lancedb_n), ("faiss", args.n)):
-        key = f"{engine}_{rows}"
+    keys = {"lancedb": f"lancedb_{args.lancedb_n}", "faiss": faiss_key(args.faiss_index, args.n)}
+    for engine, key in keys.items():
         if engine in engines and key not in builds:
-            log(f"  building {key} (nice -n 10, outside the lock) ...")
-            builds[key] = _spawn(["nice", "-n", "10", sys.executable, __file__, "--build",
-                                  engine, *passed], f"{engine} build")
+            log(f"  building {key} (nice -n 10, under {args.lock}) ...")
+            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable, __file__,
+                                  "--build", engine, *passed], f"{engine} build")
             builds_file.write_text(json.dumps(builds, indent=1))
+    tuned: dict[str, Any] | None = None
+    if "faiss" in engines and "auto" in args.nprobe:
+        key = f"{keys['faiss']}_tune_{args.recall_target}_{args.queries}"
+        if key not in builds:
+            log(f"  tuning faiss nprobe on the first {args.queries // 2} queries ...")
+            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable,
+                                  __file__, "--tune", *passed], "faiss nprobe tuning")
+            builds_file.write_text(json.dumps(builds, indent=1))
+        tuned = builds[key]
+        passed += ["--query-part", "report", "--nprobe-chosen", str(tuned["chosen"])]
     if args.build_only:
         return
     rows = []
     for round_no in range(args.rounds):
         for engine in engines:
-            log(f"  round {round_no + 1}: {engine} (under {LOCK}) ...")
-            row = _spawn(["flock", LOCK, sys.executable, __file__, "--child", engine,
+            log(f"  round {round_no + 1}: {engine} (under {args.lock}) ...")
+            row = _spawn(["flock", args.lock, sys.executable, __file__, "--child", engine,
                           *passed], engine)
             rows.append({"round": round_no + 1, **row})
+    half = "the second half (faiss's nprobe tuned on the first)" if tuned else "all"
     write_result(args.name or f"peers_{args.n}", {
         "settings": {"n": args.n, "k": K, "dimension": DIM,
                      "lancedb_rows": args.lancedb_n if "lancedb" in engines else None,
-                     "queries": args.queries, "rounds": args.rounds, "warmup": WARMUP,
-                     "faiss": f"IndexIVFFlat inner product, nprobe {args.nprobe}",
+                     "queries": args.queries, "queries_timed": half,
+                     "rounds": args.rounds, "warmup": WARMUP,
+                     "faiss": f"{FAISS_INDEXES[args.faiss_index]} (index_factory) inner"
+                              f" product, nprobe {args.nprobe}"
+                              + (f" (auto = {tuned['chosen']})" if tuned else ""),
                      "lancedb": "not run (see note / skipped)" if "lancedb" not in engines
                      else f"IVF_HNSW_SQ cosine (default partitions, m, ef_construction),"
                                 f" nprobes {args.lance_nprobes}, ef {args.lance_ef}; native"
                                 " FTS (defaults); hybrid = its default RRF reranker",
-                     "docgraph": "[store] and [index] defaults (dense_ann lists from 250k"
-                                 " rows, BM25, RRF of 100-deep lanes)"},
-        "note": args.note, "skipped": skipped, "builds": [b for k, b in builds.items()
-                                       if k in (f"faiss_{args.n}",
-                                                f"lancedb_{args.lancedb_n}")],
-        "rounds": rows, "results": summarise(rows)})
-
+                     "docgraph": "[index] defaults (BM25, RRF of 100-deep lanes), dense: "
+                                 + (f"{args.dense_ann} from {args.ann_min_rows} rows"
+                                    if args.dense_ann else "[store] defaults")},
+        "note": args.note, "skipped": skipped,
+        "builds": [b for k, b in builds.items() if k in keys.values()],
+        "faiss_nprobe_tuning": tuned, "rounds": rows, "results": summarise(rows)})
 
 if __name__ == "__main__":
     main()
