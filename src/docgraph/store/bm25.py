@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
+from docgraph.store import posting_lookup
+
 if TYPE_CHECKING:
     from docgraph.store.lexical import _Snapshot
 
@@ -171,10 +173,11 @@ def exact_scores(
     known: tuple[int, npt.NDArray[np.float64]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """(score, matched) of the given row positions (ascending, unique), each term's
-    frequency found by binary search in its list (tail rows: in their own postings). Terms
-    in ``skip`` are known to match none of these rows; ``known`` = (term, frequency of each
-    row): a term every one of these rows has (main rows only), read from its list by the
-    caller, so its binary search is spared (the same addend, added in the same order)."""
+    frequency found in its list (:func:`~docgraph.store.posting_lookup.find`; tail rows: in
+    their own postings). Terms in ``skip`` are known to match none of these rows; ``known`` =
+    (term, its addend for each row): a term every one of these rows has (main rows only),
+    scored by the caller from its list, so it is not looked up (the same addend, added in the
+    same order)."""
     total = np.zeros(len(rows), np.float64)
     matched = np.zeros(len(rows), bool)
     if len(rows) == 0:
@@ -197,19 +200,16 @@ def exact_scores(
             continue
         if known is not None and known[0] == term:
             # every row has it: added in place (the same addend as through the index below)
-            total += _contribution(s, rows, known[1], idf, q.average)
+            total += known[1]
             matched[:] = True
             continue
         lo, hi = _list(s, term)
         found_at: list[npt.NDArray[np.int64]] = []
         found_tf: list[npt.NDArray[np.float64]] = []
         if hi > lo:
-            listed = s.term_rows[lo:hi]
-            pos = np.searchsorted(listed, rows)
-            ok = pos < hi - lo
-            ok[ok] = listed[pos[ok]] == rows[ok]
-            found_at.append(np.flatnonzero(ok))
-            found_tf.append(s.term_weights[lo + pos[ok]].astype(np.float64))
+            at, pos = posting_lookup.find(s.term_rows[lo:hi], rows)
+            found_at.append(at)
+            found_tf.append(s.term_weights[lo + pos].astype(np.float64))
         if term in tail_tf and len(tail_tf[term][0]):
             found_at.append(tail_tf[term][0])
             found_tf.append(tail_tf[term][1])
@@ -276,6 +276,25 @@ def largest(values: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
     if len(top) > LARGEST_SORT:  # a vast tie at the top: partition handles all-equal well
         return np.partition(top, len(top) - k)[len(top) - k:]
     return np.sort(top)[len(top) - k:]
+
+
+def _floor(met: npt.NDArray[np.float64], addends: npt.NDArray[np.float64], k: int) -> float:
+    """A score at least ``k`` of the rows scored (``met``) and of the rows of a walked list
+    (each row's full score at least its ``addends``) reach: so no higher than the final
+    ``k``-th best; minus infinity when none is found. Small arrays: their ``k``-th best.
+    Large ones: a value from a strided sample, about 2 (then 8) ``k`` from the top, checked
+    by counting (one comparison a row; no sort of a million tied addends)."""
+    n = len(addends)
+    if n == 0 or n + len(met) < k:
+        return -math.inf
+    if n <= LARGEST_DIRECT:
+        return float(largest(np.concatenate([met, addends]), k).min())
+    sample = np.sort(addends[:: max(1, n // LARGEST_SAMPLE)])
+    for share in (2, 8):
+        value = sample[len(sample) - 1 - min(len(sample) - 1, int(share * k * len(sample) / n))]
+        if np.count_nonzero(addends >= value) + np.count_nonzero(met >= value) >= k:
+            return float(value)
+    return -math.inf
 
 
 class _Best:
@@ -349,16 +368,6 @@ def _plain(s: _Snapshot) -> _Snapshot:
     return replace(s, **arrays) if arrays else s
 
 
-def _contains(ascending: npt.NDArray[np.int64],
-              rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Whether each of ``rows`` is in the ascending array."""
-    if len(ascending) == 0:
-        return np.zeros(len(rows), bool)
-    at = np.minimum(np.searchsorted(ascending, rows), len(ascending) - 1)
-    found: npt.NDArray[np.bool_] = ascending[at] == rows
-    return found
-
-
 def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[int, int]],
             give_up_at: float, cost: Cost) -> list[tuple[int, float]]:
     """MaxScore (see the module); falls back to the exhaustive way once its estimated cost
@@ -411,7 +420,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
         cost.postings_read += hi - lo
         listed = s.term_rows[lo:hi].astype(np.int64)
         fresh = accept(listed)
-        fresh &= ~_contains(seen_main, listed)
+        fresh &= ~posting_lookup.contains(seen_main, listed)
         at = np.flatnonzero(fresh)
         rows = listed[at]
         if len(seen_main):
@@ -420,17 +429,27 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
         else:
             seen_main = rows
         tf = s.term_weights[lo + at].astype(np.float64)
-        if best.threshold > -math.inf:  # rows this term and later ones cannot lift to it
-            partial = _contribution(s, rows, tf, q.idf[i], q.average)
-            lifted = partial + remaining >= best.threshold
-            rows, tf = rows[lifted], tf[lifted]
+        partial = _contribution(s, rows, tf, q.idf[i], q.average)
+        # A row's full score is at least this term's addend (the others add >= 0), so the
+        # k-th best of the scores met so far and of these addends is a floor under the
+        # final k-th best: rows this term and the later ones cannot lift to it are dropped
+        # before their other terms are looked up (on the first list, where no score is met
+        # yet, that lookup was the query's cost: 735k binary searches in a 5.6M list).
+        floor = best.threshold
+        if len(partial) and partial.min() + remaining < max(
+                partial.max(), best.scores.max() if len(best.scores) else -math.inf):
+            floor = max(floor, _floor(best.scores, partial, k))  # (else it can drop no row)
+        if floor > -math.inf:
+            lifted = partial + remaining >= floor
+            if not lifted.all():
+                rows, partial = rows[lifted], partial[lifted]
         spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j - 1)
         if spent > give_up_at:
             accept.s = exhaustive
             return _exhaustive(exhaustive, q, k, accept, cost)
         cost.rows_scored += len(rows)
         scores, _ = exact_scores(s, q, rows, skip=frozenset(taken - {q.terms[i]}),
-                                 known=(q.terms[i], tf))
+                                 known=(q.terms[i], partial))
         seen.append(rows)
         seen_scores.append(scores)
         best.add(scores)

@@ -1,0 +1,53 @@
+"""Finding rows in a posting list (:mod:`docgraph.store.posting_lookup`): whichever way
+answers (stamps scattered from the list, or a binary search), the answer is the rows
+present and their positions, also when the stamp array still holds the stamps of other
+lists (it is never cleared) and when every stamp array is lent out."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from docgraph.store import posting_lookup
+from docgraph.store.posting_lookup import StampPool, contains, find
+
+_sorted_rows = st.lists(st.integers(0, 300), unique=True, max_size=120).map(sorted)
+
+
+def _expected(listed: list[int], rows: list[int]) -> tuple[list[int], list[int]]:
+    where = {r: i for i, r in enumerate(listed)}
+    hits = [i for i, r in enumerate(rows) if r in where]
+    return hits, [where[rows[i]] for i in hits]
+
+
+@settings(max_examples=300, deadline=None)
+@given(lists=st.lists(st.tuples(_sorted_rows, _sorted_rows), min_size=1, max_size=6),
+       limit=st.integers(0, 2))
+def test_found_rows_and_positions_are_exact_whatever_stamps_are_left(
+        lists: list[tuple[list[int], list[int]]], limit: int) -> None:
+    pool = StampPool(limit)  # one pool across the lists: later ones meet stale stamps
+    for listed, rows in lists:
+        hits, positions = find(np.array(listed, np.int32), np.array(rows, np.int64), pool)
+        assert (hits.tolist(), positions.tolist()) == _expected(listed, rows)
+        flags = contains(np.array(listed, np.int64), np.array(rows, np.int64))
+        assert flags.tolist() == [r in set(listed) for r in rows]
+
+
+def test_a_stale_stamp_beyond_the_list_is_not_taken_for_a_hit() -> None:
+    """Row 7 sat at position 5 of a longer list; in a two-row list its stamp points past
+    the end (and a stamp 0 points at another row): neither may count as found."""
+    pool = StampPool(1)
+    find(np.array([1, 2, 3, 4, 5, 7], np.int32), np.array([7], np.int64), pool)
+    hits, positions = find(np.array([1, 9], np.int32), np.array([2, 7, 9], np.int64), pool)
+    assert hits.tolist() == [2] and positions.tolist() == [1]
+
+
+def test_the_shared_pool_lends_one_array_per_core_at_most() -> None:
+    pool = StampPool(2)
+    first, second = pool.take(10), pool.take(10)
+    assert first is not None and second is not None and pool.take(10) is None
+    pool.give(first)
+    again = pool.take(5)
+    assert again is first  # reused, not reallocated
+    assert posting_lookup.POOL.limit >= 1
