@@ -8,7 +8,7 @@ chunks). :func:`top_k` gets the same answer with *MaxScore* (Turtle and Flood, 1
 term has an upper bound on what it can add to a row's score (:func:`term_bounds`, the
 largest length-normalised term frequency in its list, kept with the term-major copy);
 terms are taken rarest (highest bound) first, every readable row of a taken term's list is
-scored exactly (the other terms' frequencies found by binary search in their lists, which
+scored exactly (the other terms' frequencies looked up in their lists, which
 are sorted by row), and as soon as the bounds of the terms not taken yet add up to less than
 the ``k``-th best score so far, no row seen only in their lists can enter the top ``k``:
 their lists (the long ones, of common words) are never walked. Rows appended since the
