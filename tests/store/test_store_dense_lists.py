@@ -276,6 +276,34 @@ def test_a_partition_of_another_or_an_older_catalog_is_not_used(built: Path, tmp
     catalog.close()
 
 
+def test_a_reopened_file_places_its_members_by_its_digest_and_an_older_one_still_opens(
+        built: Path, tmp_path: Path) -> None:
+    """The file keeps each member's rank and the digest of its sorted members, so a process
+    opening it places the members without gathering them; a file written before those were
+    kept (no rank, no digest) opens and places them the old way, the same placement."""
+    db = _copy(built, tmp_path)
+    index, catalog, _ = _open(db)
+    snap = index.dense._snap  # type: ignore[union-attr]
+    again = DenseLists(db, DIM, catalog.catalog_id(), min_rows=100)
+    assert again.open(10**6) == "loaded" and again.lists is not None
+    assert again.lists.rank is not None and again.lists.digest
+    placed = again.placement(snap.rowids, snap.n, again.lists)
+    assert placed.pos is again.lists.rank  # the digest matched: the ranks are the positions
+    older = lists_path(db)
+    _, arrays = dense_lists.read_arrays(older)
+    meta = {"format": dense_lists.LISTS_FORMAT, "catalog_id": catalog.catalog_id(),
+            "dimension": DIM, "nprobe": again.lists.nprobe,
+            "trained_rows": again.lists.trained_rows}
+    dense_lists.write_arrays(older, meta, {k: np.array(a) for k, a in arrays.items()
+                                           if k != "rank"})
+    old = DenseLists(db, DIM, catalog.catalog_id(), min_rows=100)
+    assert old.open(10**6) == "loaded" and old.lists is not None and old.lists.rank is None
+    placed_old = old.placement(snap.rowids, snap.n, old.lists)
+    assert placed_old.pos.tolist() == placed.pos.tolist()
+    assert placed_old.tail.tolist() == placed.tail.tolist()
+    catalog.close()
+
+
 def test_without_faiss_the_lists_are_unavailable_and_the_scan_answers(
         built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -368,21 +396,33 @@ def test_probes_of_duplicate_and_zero_rows_stay_finite() -> None:
     assert np.allclose(probes[full] @ rows[0], dense_lists.TUNING_COSINE, atol=1e-2)
 
 
-@pytest.mark.parametrize("change", ["none", "appended", "deleted", "deleted_and_appended"])
-def test_each_member_is_placed_at_its_rows_position(change: str) -> None:
+@pytest.mark.parametrize("digest", [True, False], ids=["with_digest", "older_file"])
+@pytest.mark.parametrize("change", ["none", "appended", "deleted", "deleted_and_appended",
+                                    "replaced", "replaced_and_appended"])
+def test_each_member_is_placed_at_its_rows_position(change: str, digest: bool) -> None:
     """Where each member of the lists sits among a snapshot's rows, and which rows no list
     holds (the tail every query scans): right whether the rows are the build's, rows were
-    only appended since (the shortcut that keeps a 10M open fast), or some were deleted."""
+    only appended since (the shortcuts that keep a 10M open fast: the file's digest of its
+    sorted members, or in an older file without one the members compared), or some were
+    deleted, or one was replaced by another row with the count and the last row unchanged
+    (the digest must tell)."""
     rng = np.random.default_rng(3)
     members = np.sort(rng.choice(np.arange(1, 5000), size=1200, replace=False)).astype(np.int64)
     shuffled = rng.permutation(members)  # grouped by list, as the file holds them
+    order = np.argsort(shuffled, kind="stable").astype(np.int32)
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
     lists = dense_lists.Lists(np.eye(4, 8, dtype=np.float32), shuffled,
-                              np.array([0, 300, 600, 900, 1200], dtype=np.int64),
-                              np.argsort(shuffled, kind="stable").astype(np.int32), 2, 1200)
+                              np.array([0, 300, 600, 900, 1200], dtype=np.int64), order, 2,
+                              1200, *((rank, dense_lists.members_digest(members)) if digest
+                                      else ()))
     rows = members
     if change in ("deleted", "deleted_and_appended"):
         rows = np.delete(rows, [0, 17, 600, 1199])
-    if change in ("appended", "deleted_and_appended"):
+    if change.startswith("replaced"):  # a row no list holds, in a member's place
+        stranger = next(r for r in range(int(rows[40]) + 1, int(rows[41])) if r not in rows)
+        rows = np.sort(np.concatenate([np.delete(rows, 40), [stranger]])).astype(np.int64)
+    if change.endswith("appended"):
         rows = np.concatenate([rows, np.arange(6000, 6050, dtype=np.int64)])
     part = DenseLists(Path("unused.db"), 8, "catalog", min_rows=1)
     placed = part.placement(rows, len(rows), lists)
