@@ -15,6 +15,7 @@ import platform
 import random
 import re
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -319,3 +320,16 @@ def progress_printer(label: str) -> Callable[[IngestProgress], None]:
             f"{state.chunks_written} chunks, eta {eta / 60:.1f} min")
 
     return show
+
+
+def stop_processes(processes: Sequence[subprocess.Popen[Any]], wait_s: float) -> None:
+    """Terminate every process, give each ``wait_s`` to exit, then kill and reap the rest
+    (all terminated first, so they stop together)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -47,7 +47,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from backends import DIM  # noqa: E402
-from common import log, write_result  # noqa: E402
+from common import log, stop_processes, write_result  # noqa: E402
 
 # Spins in Python until its parent (the pid given) is gone; checks ten times a second.
 SPIN = ("import os, sys, time\n"
@@ -73,14 +73,7 @@ def busy(count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
             procs.append(subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())]))
         yield procs
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs, 5)
         signal.signal(signal.SIGTERM, previous)
 
 

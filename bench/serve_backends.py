@@ -58,7 +58,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
 
 from backends import synthetic_data, write_chunks  # noqa: E402
-from common import load_beir, log, write_result  # noqa: E402
+from common import load_beir, log, stop_processes, write_result  # noqa: E402
 from docgraph.config import EmbedSettings  # noqa: E402
 from docgraph.embedding.embedders import make_embedder  # noqa: E402
 from docgraph.store.sqlite import SQLiteCatalog  # noqa: E402
@@ -192,13 +192,7 @@ def serve_configuration(name: str, env: dict[str, str], root: Path, servers: int
                 + ", ".join(f"{t} p50 {s['p50_ms']} ms" for t, s in figures["tools"].items()))
         return results
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_processes(processes, 30)
 
 
 def build_embedded(n: int, root: Path, model: str, dimension: int,

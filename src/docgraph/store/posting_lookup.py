@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from docgraph.parallel import core_count
+
 # A list at most this many times longer than the rows asked about is scattered into stamps;
 # a longer one is searched. Chosen on random sorted arrays at 10M positions (not on the
 # benchmark's queries): the two ways cost the same at ~8-16x (a 2M list: 7.2 / 9.2 ms at
@@ -70,8 +72,7 @@ class StampPool:
         return positions[:count]
 
 
-POOL = StampPool(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                 else (os.cpu_count() or 1))
+POOL = StampPool(core_count(limit=os.cpu_count() or 1))  # one per core this process may use
 
 
 def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
