@@ -141,3 +141,40 @@ def test_a_file_its_front_matter_restricts_keeps_that_set_when_its_new_version_f
     assert _failed(_index_status(tools, "alice")) == ["open/layoffs-memo.md"]
     shown = _index_status(tools, "bob")
     assert "layoffs" not in json.dumps(shown) and _failed(shown) == []
+
+
+def test_a_never_indexed_file_restricted_by_its_front_matter_is_not_told_to_its_folder(
+        tmp_path: Path, make_graph: MakeGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Markdown or HTML file names its own readers. When it fails before it was ever
+    indexed, its failure goes to the readers its bytes name where they were read (a body
+    that cannot be extracted), and to the index's owner only where they were not (over
+    the size limit: what it says of its readers is unknown), never to its open folder's
+    readers. Before, both went to everyone who reads the folder."""
+    restricted = b"---\ntitle: Layoffs\naccess: [group:hr]\n---\n"
+    binary = bytes(range(256)) * 8  # NUL bytes after the block: not text, not extracted
+    folder = write_files(tmp_path / "docs", {
+        "open/2027-layoffs-list.md": restricted + binary,
+        "open/2027-layoffs-memo.md": restricted + b"# Memo\n\n" + b"Who goes.\n" * 600,
+        "open/layoffs-page.html": b'<html><head><meta name="docgraph-access" '
+                                  b'content="group:hr"></head><body>' + binary,
+        "open/broken-notes.md": b"# Notes\n\n" + binary,  # names no readers: the folder's
+        "open/notes.md": "# Notes\n\nThe Tern T3 ships in May.\n",
+    })
+    graph = make_graph(loader={"max_file_bytes": 4096})
+    report = graph.index(folder, namespace="ops")
+    assert sorted(p for p, _ in report.failed) == [
+        "open/2027-layoffs-list.md", "open/2027-layoffs-memo.md", "open/broken-notes.md",
+        "open/layoffs-page.html"]
+    reasons = dict(report.failed)
+    assert "binary" in reasons["open/2027-layoffs-list.md"]  # read, then not extracted
+    assert "too large" in reasons["open/2027-layoffs-memo.md"]  # never read
+    tools = _tools(graph)
+    alice = _index_status(tools, "alice")  # group:hr, whom the list names
+    assert _failed(alice) == ["open/2027-layoffs-list.md", "open/broken-notes.md"]
+    for user in ("bob", "dave"):
+        shown = _index_status(tools, user)
+        assert "layoffs" not in json.dumps(shown), user
+        assert _failed(shown) == ["open/broken-notes.md"]
+        assert shown["namespaces"][0]["failed_documents"] == 1
+    owner = backend_graphs.cli_status(graph, monkeypatch)
+    assert len(owner["failures"]) == 4

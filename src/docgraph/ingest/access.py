@@ -29,6 +29,7 @@ from typing import Any
 
 from docgraph.config import SourcesSettings
 from docgraph.errors import SourceError
+from docgraph.ingest.declared_access import declared_access, declares_access
 from docgraph.ingest.formats.mail import PARTICIPANTS_KEY
 from docgraph.ingest.front_matter import ACCESS_ERROR_KEY, ACCESS_KEY, front_matter_access
 from docgraph.model import USER_PREFIX, Access, DocumentRecord, urn_scheme
@@ -164,16 +165,28 @@ class BuildAccess:
             return front_matter_access(metadata)
         return folder_access
 
-    def of_failure(self, path: str, indexed: DocumentRecord | None = None) -> Access:
+    def of_failure(self, path: str, indexed: DocumentRecord | None = None,
+                   data: bytes | None = None) -> Access:
         """Who may be told that ``path`` failed to index, and why (a restricted file's
         name and the extractor's message count as its text): its indexed version's own set
-        where its front matter gave one, else the set the folder gives it
-        (:meth:`of_file`); the index's owner only (:data:`NOBODY`) where that cannot be
-        read or known: a broken sidecar or permission source, a file not listed whose
-        POSIX, tag or table readers are not known, a mail whose readers are its
-        participants (not extracted)."""
+        where its front matter gave one; else, for a file that can name its own readers
+        (Markdown, HTML), the set its bytes ``data`` name
+        (:func:`~docgraph.ingest.declared_access.declared_access`), and the index's owner
+        only (:data:`NOBODY`) where it was never indexed and not read (too large,
+        unreadable: what it says of its readers is unknown); else the set the folder gives
+        it (:meth:`of_file`); the index's owner only where that cannot be read or known: a
+        broken sidecar or permission source, a file not listed whose POSIX, tag or table
+        readers are not known, a mail whose readers are its participants (not
+        extracted)."""
         if indexed is not None and ACCESS_KEY in indexed.metadata:
             return indexed.access
+        if declares_access(path):
+            if data is not None:
+                own = declared_access(path, data)
+                if own is not None:
+                    return own
+            elif indexed is None:
+                return NOBODY
         entry = self.listed.get(path)
         try:
             if entry is not None:

@@ -409,7 +409,7 @@ class IngestPipeline:
         if isinstance(outcome, PrepareFailure):
             self.phase = "extract"
             self.fail(report, fetched.entry.relative_path, outcome.reason,
-                      kept=(fetched.existing, fetched.entry))
+                      kept=(fetched.existing, fetched.entry), data=fetched.data)
             writer.file_done()
             return
         for phase, seconds in outcome.seconds.items():
@@ -455,18 +455,20 @@ class IngestPipeline:
 
     def fail(self, report: IngestReport, path: str, reason: str, phase: str | None = None,
              kept: tuple[DocumentRecord | None, FileEntry] | None = None,
-             access: Access | FailureSet = FailureSet.FOLDER) -> None:
+             access: Access | FailureSet = FailureSet.FOLDER, data: bytes | None = None
+             ) -> None:
         """Report and record that ``path`` is not indexed (the next build tries it again),
         in ``phase`` (else the build's current one). ``kept``: the file's indexed version,
         which stays, and its entry: the folder's permissions now are stored for it (a
         sidecar or chmod tightened in the same build is not lost with the new version).
-        ``access``: who may be told of the failure (its document's own set), else the
-        folder's set for the file (:meth:`BuildAccess.of_failure`)."""
+        ``access``: who may be told of the failure (its document's own set), else the set
+        :meth:`BuildAccess.of_failure` finds for it (``data``: its bytes, where it was read:
+        what it says of its own readers)."""
         log.warning("not indexed: %s/%s: %s", report.source.urn, path, reason)
         report.failed.append((path, reason))
         report.failed_phases[path] = phase or self.phase
         if kept is not None and kept[0] is not None:
             self.access.unchanged(kept[0], kept[1])
         told = access if access is not FailureSet.FOLDER else self.access.of_failure(
-            path, kept[0] if kept is not None else None)
+            path, kept[0] if kept is not None else None, data)
         remember_failure(self.catalog, report.source, path, reason, told)
