@@ -26,8 +26,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.parser import text_string_to_metric_families
 
 from docgraph import DocGraph
+from docgraph.governance import Caller
 from docgraph.serve.auth import BearerTokens
 from docgraph.serve.http import create_app
+from docgraph.serve.observe import IndexCollector
 from docgraph.telemetry.logs import use_log_format
 from docgraph.telemetry.tracing import install_tracer
 from tests.serve.test_http_server import Running, mcp_calls
@@ -129,6 +131,7 @@ def test_metrics_move_with_requests_denials_errors_and_builds(served: dict[str, 
     assert value(after, "docgraph_refresher_running") == 0
     sidecar = [labels for name, labels in after if name == "docgraph_sidecar"]
     assert len(sidecar) == 1 and dict(sidecar[0])["state"] in ("loaded", "missing", "rebuilt")
+    assert not [n for n, _ in after if n.startswith("docgraph_dense_ann")]  # the scan only
     assert value(after, "docgraph_worker_threads_waiting") == 0
 
     # a build: counted with its phases, and the new document is in the namespace's gauge
@@ -313,3 +316,25 @@ def test_a_build_is_one_trace_with_a_span_per_phase(served: dict[str, Any],
             "docgraph.build.write"} <= phases, phases
     if graph.extractor is not None:
         assert "docgraph.build.graph" in phases
+
+
+def test_the_dense_ann_cache_is_scraped_with_its_state(tmp_path: Path) -> None:
+    """With the lists turned on ([store] dense_graph_min_rows), ``/metrics`` says whether
+    they answer and what their build took: an operator of a large index learns from it
+    that the exact scan is answering while they build, or for good without faiss."""
+    path = tmp_path / "index.db"
+    graph = build_corpus(open_isolated_graph(path, {"path": str(path),
+                                                    "dense_graph_min_rows": 8}), tmp_path)
+    try:
+        tools = make_tools(graph)
+        assert tools.call("lookup_knowledge", Caller("alice"), {"query": QUERY})["evidence"]
+        index = graph.opened_chunk_index
+        index.graph.wait()  # type: ignore[union-attr]
+        collector = IndexCollector(tools, None)
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in collector.collect() for s in family.samples}
+        assert value(samples, "docgraph_dense_ann", kind="lists", state="loaded") == 1
+        assert [n for n, _ in samples if n == "docgraph_dense_ann"] == ["docgraph_dense_ann"]
+        assert value(samples, "docgraph_dense_ann_build_seconds", kind="lists") > 0
+    finally:
+        graph.close()

@@ -7,7 +7,9 @@ vector filled in after its chunk was stored found by a reader that opened before
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -429,3 +431,39 @@ def test_each_member_is_placed_at_its_rows_position(change: str, digest: bool) -
     where = {int(r): i for i, r in enumerate(rows)}
     assert placed.pos.tolist() == [where.get(int(m), -1) for m in shuffled]
     assert placed.tail.tolist() == [i for i, r in enumerate(rows) if int(r) not in set(members)]
+
+
+def test_the_dense_ann_state_says_which_way_answers(built: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``/metrics`` tells an operator who turned the lists on (minutes to build at
+    10M): below the row threshold, building (the scan answers), loaded with the build's
+    seconds, mapped again by the next process (no build), and unavailable without faiss.
+    An index without the lists has no state."""
+    db = _copy(built, tmp_path)
+    catalog = SQLiteCatalog(db)
+    assert EmbeddedChunkIndex(catalog, DIM, sidecar=False).dense_ann_state() is None
+    waiting = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=10_000)
+    assert waiting.dense_ann_state() == ("lists", "below_min_rows", 0.0)
+    release, train = threading.Event(), dense_lists._train
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(60)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(dense_lists, "_train", held)
+    index = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=100)
+    assert index.dense_ann_state() == ("lists", "building", 0.0)
+    release.set()
+    index.graph.wait()  # type: ignore[union-attr]
+    kind, state, seconds = index.dense_ann_state() or ("", "", 0.0)
+    assert (kind, state) == ("lists", "loaded") and seconds > 0
+    again = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=100)
+    assert again.dense_ann_state() == ("lists", "loaded", 0.0)  # mapped, not built
+    catalog.close()
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    lists_path(db).unlink()
+    catalog = SQLiteCatalog(db)
+    without = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=100)
+    without.graph.wait()  # type: ignore[union-attr]
+    assert without.dense_ann_state() == ("lists", "unavailable", 0.0)
+    catalog.close()

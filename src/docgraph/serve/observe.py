@@ -197,6 +197,7 @@ class IndexCollector(Collector):
         state = "not opened" if index is None else str(getattr(index, "sidecar_status", "none"))
         sidecar.add_metric([state], 1)
         yield sidecar
+        yield from self._dense_ann(index)
         if self.threads is not None:
             busy = GaugeMetricFamily("docgraph_worker_threads_busy", "Worker threads "
                                      "running blocking work (tool calls, store reads).")
@@ -206,6 +207,28 @@ class IndexCollector(Collector):
             waiting.add_metric([], self.threads[1])
             yield busy
             yield waiting
+
+    def _dense_ann(self, index: object) -> Iterator[GaugeMetricFamily]:
+        """``docgraph_dense_ann{kind,state}`` and its last build's seconds: whether the
+        dense lane's ANN cache ([store] dense_graph_min_rows) answers, or the exact scan
+        while it builds, is missing or cannot be (an index with none: no series)."""
+        described = getattr(index, "dense_ann_state", None)
+        found = described() if callable(described) else None
+        if found is None:
+            return
+        kind, state, seconds = found
+        ann = GaugeMetricFamily("docgraph_dense_ann", "The dense lane's ANN cache in this "
+                                "process (1 for its state: loaded, updating, building, "
+                                "below_min_rows, missing, stale, corrupt, foreign, "
+                                "unavailable; all but loaded and updating mean the exact "
+                                "scan answers).", labels=["kind", "state"])
+        ann.add_metric([kind, state], 1)
+        yield ann
+        built = GaugeMetricFamily("docgraph_dense_ann_build_seconds", "Seconds the dense "
+                                  "ANN cache's last update in this process took (0: none).",
+                                  labels=["kind"])
+        built.add_metric([kind], seconds)
+        yield built
 
     def _leader(self) -> Iterator[GaugeMetricFamily]:
         """``docgraph_leader{state}``: 1 for who leads the refresh as this process sees it."""

@@ -82,6 +82,19 @@ class BackgroundUpdates:
         """Whether a background update is running."""
         return self._writer is not None and self._writer.is_alive()
 
+    def state(self, live: int) -> str:
+        """How the cache answers a matrix of ``live`` rows now, for an operator: "loaded"
+        (its file mapped; "updating" while a newer one is built behind it), "building"
+        (none yet, one being built: the exact scan answers meanwhile), "below_min_rows"
+        (fewer live rows than ``min_rows``: the scan answers, by design), "unavailable"
+        (faiss missing: the scan answers), else how its file was found ("missing",
+        "stale", "corrupt", "foreign"; the next update due replaces it)."""
+        if self.busy():
+            return "updating" if self.status == "loaded" else "building"
+        if self.status in ("loaded", "unavailable"):
+            return self.status
+        return "below_min_rows" if live < self.min_rows else self.status
+
     def start_update(self, rowids: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_],
                      codes: npt.NDArray[np.int8], scales: npt.NDArray[np.float32], n: int,
                      threads: int) -> None:

@@ -271,6 +271,12 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
             self._masks[key] = (s, mask, count)
         return mask, count
 
+    def ann_state(self) -> str | None:
+        """How the graph or partition answers now (:meth:`BackgroundUpdates.state
+        <docgraph.store.ann_cache.BackgroundUpdates.state>`); None without one."""
+        s = self._snap
+        return None if self.graph is None else self.graph.state(s.n - s.dead)
+
     def maintain_graph(self) -> None:
         """Start a background update of the graph when it is due (enough live rows, and no
         graph yet, a long tail of rows it lacks, or many of its rows deleted), on all cores

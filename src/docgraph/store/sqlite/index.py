@@ -146,6 +146,16 @@ class EmbeddedChunkIndex:
             self.dense.graph = self.graph
         self.sync()
 
+    def dense_ann_state(self) -> tuple[str, str, float] | None:
+        """The dense lane's ANN cache as an operator sees it (``/metrics``): its kind
+        ("lists" or "hnsw"), how it answers now (:meth:`QuantizedDenseMatrix.ann_state`:
+        "loaded", "building", "below_min_rows", ...) and the seconds its last update in
+        this process took (0: none); None when the exact scan is the only way."""
+        if self.graph is None or not isinstance(self.dense, QuantizedDenseMatrix):
+            return None
+        kind = "lists" if isinstance(self.graph, DenseLists) else "hnsw"
+        return kind, self.dense.ann_state() or "off", self.graph.last_build_s
+
     # -- sidecar ---------------------------------------------------------------
 
     def _sidecar_meta(self) -> dict[str, object]:
