@@ -268,6 +268,37 @@ def test_the_store_setting_chooses_the_lists(built: Path, tmp_path: Path) -> Non
     on.close()
 
 
+def test_a_read_only_index_reads_the_lists_beside_it_and_writes_none(built: Path,
+                                                                     tmp_path: Path) -> None:
+    """``store.read_only`` promises nothing is written beside the file: the lists it
+    builds (none found) are kept in memory and answer, and a lists file copied with the
+    index (the way to spare a replica that build at every start) is mapped, not rebuilt."""
+    from docgraph.config import StoreSettings
+    from docgraph.store.sqlite.ports import SQLitePorts
+
+    db = _copy(built, tmp_path)
+    replica = SQLitePorts(StoreSettings(path=db, read_only=True, dense_graph_min_rows=100))
+    index = replica.chunk_index(DIM)
+    index.graph.wait()  # type: ignore[attr-defined]
+    assert index.dense_ann_state()[:2] == ("lists", "loaded")  # type: ignore[attr-defined]
+    index.graph.min_share = 0.1  # type: ignore[attr-defined]
+    index.dense.min_pool, index.dense.pool_per_k = 80, 1  # type: ignore[attr-defined]
+    assert len(index.dense_search(_queries(4, 1)[0], K, BOTH)) == K
+    assert index.graph.answered == 1  # type: ignore[attr-defined]
+    assert not lists_path(db).exists()
+    beside = {p.name for p in db.parent.iterdir()} - {"c.db", "c.db-shm", "c.db-wal"}
+    assert not beside  # not even the sidecar
+    replica.close()
+    writable = SQLitePorts(StoreSettings(path=db, dense_graph_min_rows=100))
+    writable.chunk_index(DIM).graph.wait()  # type: ignore[attr-defined]
+    writable.close()
+    assert lists_path(db).exists()
+    replica = SQLitePorts(StoreSettings(path=db, read_only=True, dense_graph_min_rows=100))
+    assert replica.chunk_index(DIM).dense_ann_state() == (  # type: ignore[attr-defined]
+        "lists", "loaded", 0.0)  # mapped from the copied file
+    replica.close()
+
+
 def test_a_partition_of_another_or_an_older_catalog_is_not_used(built: Path, tmp_path: Path
                                                                  ) -> None:
     db = _copy(built, tmp_path)

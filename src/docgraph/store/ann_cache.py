@@ -40,14 +40,18 @@ class BackgroundUpdates:
     """One background update at a time of an ANN cache file (``path``) of one catalog, and
     what both caches keep of it: the rows they wait for (``min_rows``), the share of rows a
     filter must allow (``min_share``), the tail that triggers an update (``update_rows``),
-    how the file was found (``status``) and what the last update took. Subclasses give
+    how the file was found (``status``), whether updates are written (``persist``) and
+    what the last update took. Subclasses give
     :meth:`update` and name themselves in ``what`` for the log."""
 
     what = "ANN cache"
 
     def __init__(self, path: Path, dimension: int, catalog_id: str, *, min_rows: int,
-                 min_share: float, update_rows: int) -> None:
+                 min_share: float, update_rows: int, persist: bool = True) -> None:
         self.path = path
+        #: False for a read-only index: what an update builds is kept in memory, never
+        #: written beside the catalog (a file found there is still read).
+        self.persist = persist
         self.dimension = dimension
         self.catalog_id = catalog_id
         self.min_rows, self.min_share, self.update_rows = min_rows, min_share, update_rows

@@ -166,9 +166,9 @@ class DenseLists(BackgroundUpdates):
 
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int, min_share: float = LISTS_MIN_SHARE,
-                 update_rows: int = LISTS_UPDATE_ROWS) -> None:
+                 update_rows: int = LISTS_UPDATE_ROWS, persist: bool = True) -> None:
         super().__init__(lists_path(catalog_path), dimension, catalog_id, min_rows=min_rows,
-                         min_share=min_share, update_rows=update_rows)
+                         min_share=min_share, update_rows=update_rows, persist=persist)
         self.lists: Lists | None = None
         self._placement: _Placement | None = None
         self.probed = 0  # lists read by those queries, in all
@@ -351,6 +351,9 @@ class DenseLists(BackgroundUpdates):
         lists = Lists(np.ascontiguousarray(centroids, dtype=np.float32), grouped, offsets,
                       sorting, nprobe, trained, rank, members_digest(grouped[sorting]))
         try:
+            if not self.persist:
+                raise OSError("the index is read-only (copy this file with it to spare the "
+                              "build at every start)")
             write_arrays(self.path, {**self._meta(), "nprobe": nprobe, "trained_rows": trained,
                                      "members_digest": lists.digest},
                          {"centroids": lists.centroids, "members": lists.members,

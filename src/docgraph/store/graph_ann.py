@@ -99,9 +99,9 @@ class DenseGraph(BackgroundUpdates):
 
     def __init__(self, catalog_path: Path, dimension: int, catalog_id: str, *,
                  min_rows: int = GRAPH_MIN_ROWS, min_share: float = GRAPH_MIN_SHARE,
-                 update_rows: int = GRAPH_UPDATE_ROWS) -> None:
+                 update_rows: int = GRAPH_UPDATE_ROWS, persist: bool = True) -> None:
         super().__init__(graph_path(catalog_path), dimension, catalog_id, min_rows=min_rows,
-                         min_share=min_share, update_rows=update_rows)
+                         min_share=min_share, update_rows=update_rows, persist=persist)
         self.graph: Graph | None = None
         # Per row-id array of the matrix (replaced on growth and compaction, appended to
         # otherwise): the tail's positions, and each label's position (-1: gone).
@@ -265,6 +265,9 @@ class DenseGraph(BackgroundUpdates):
         keys = np.concatenate([keys, rowids[add]]).astype(np.int64)
         graph = Graph(index, keys, np.sort(keys), "")
         try:
+            if not self.persist:
+                raise OSError("the index is read-only (copy this file with it to spare the "
+                              "build at every start)")
             graph = self._write(graph)
         except (OSError, RuntimeError) as exc:  # a read-only folder: keep it in memory
             log.warning("chunk graph kept in memory, not written: %s: %s", self.path, exc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -92,13 +93,15 @@ class EmbeddedChunkIndex:
     through it); each of this class's own search methods is a query of its own. From
     ``graph_min_rows`` live rows the dense lane's candidates come from an ANN cache beside
     the catalog, ``ann`` "lists" (:mod:`docgraph.store.dense_lists`) or "hnsw"
-    (:mod:`docgraph.store.graph_ann`).
+    (:mod:`docgraph.store.graph_ann`). With ``write_caches`` False (a read-only index) the
+    sidecar and the ANN cache found beside the catalog are read, and what the index builds
+    itself is kept in memory, never written there.
     """
 
     def __init__(
         self, catalog: SQLiteCatalog, dimension: int, exact: bool = False, *,
         sidecar: bool = True, sidecar_after_rows: int = SIDECAR_AFTER_ROWS,
-        graph_min_rows: int | None = None, ann: str = "lists",
+        graph_min_rows: int | None = None, ann: str = "lists", write_caches: bool = True,
     ) -> None:
         self.catalog = catalog
         self.dimension = dimension
@@ -125,7 +128,8 @@ class EmbeddedChunkIndex:
         # "foreign", "corrupt", "off") and the writer thread, if one runs.
         self.sidecar_path = sidecar_path(catalog.path)
         self.use_sidecar = sidecar and not exact
-        self.sidecar_after_rows = sidecar_after_rows
+        # A read-only index reads the caches found beside it and writes none.
+        self.sidecar_after_rows = sidecar_after_rows if write_caches else sys.maxsize
         self.sidecar_status = "off"
         self._sidecar_writer: threading.Thread | None = None
         self._catalog_id = catalog.catalog_id() if self.use_sidecar else ""
@@ -139,7 +143,8 @@ class EmbeddedChunkIndex:
             if ann not in ("lists", "hnsw"):
                 raise ValueError(f"unknown dense ANN index {ann!r}: 'lists' or 'hnsw'")
             self.graph = (DenseLists if ann == "lists" else DenseGraph)(
-                catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows)
+                catalog.path, dimension, catalog.catalog_id(), min_rows=graph_min_rows,
+                persist=write_caches)
         if self.graph is not None:
             self.graph.open(self._marks(catalog.connection())[0])
             assert isinstance(self.dense, QuantizedDenseMatrix)

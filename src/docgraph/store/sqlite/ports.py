@@ -3,7 +3,6 @@ store needs are created when the store is first used)."""
 
 from __future__ import annotations
 
-import sys
 from functools import cached_property
 
 from docgraph.config import StoreSettings
@@ -161,10 +160,9 @@ class SQLitePorts:
             return milvus_index(self.catalog, dimension, self.store_settings)
         graph = self.store_settings.dense_graph_min_rows or None  # 0: the exact scan
         ann = self.store_settings.dense_ann
-        if self.catalog.read_only:  # reads a sidecar there, never writes one
-            return EmbeddedChunkIndex(self.catalog, dimension, sidecar_after_rows=sys.maxsize,
-                                      graph_min_rows=graph, ann=ann)
-        return EmbeddedChunkIndex(self.catalog, dimension, graph_min_rows=graph, ann=ann)
+        # A read-only index reads the sidecar and lists found beside it, never writes them.
+        return EmbeddedChunkIndex(self.catalog, dimension, graph_min_rows=graph, ann=ann,
+                                  write_caches=not self.catalog.read_only)
 
     def close(self) -> None:
         """Release the refresh lock (if taken) and close every connection."""
