@@ -178,3 +178,31 @@ def test_a_never_indexed_file_restricted_by_its_front_matter_is_not_told_to_its_
         assert shown["namespaces"][0]["failed_documents"] == 1
     owner = backend_graphs.cli_status(graph, monkeypatch)
     assert len(owner["failures"]) == 4
+
+
+def test_the_consoles_build_phases_do_not_name_a_failure_the_admin_may_not_read(
+        tmp_path: Path, make_graph: MakeGraph) -> None:
+    """A console admin administers every domain but reads restricted documents only where
+    their sets say so. The Status page lists the last build's phases, whose messages quote
+    a failure ("first: <path>: <reason>"); before, those came unfiltered from the build
+    history, so an admin outside group:hr read the restricted file's name there."""
+    from docgraph.serve.console.status import RefreshJob, status_page
+
+    folder = write_files(tmp_path / "docs", {
+        f"hr/{SIDECAR}": "access: [group:hr]\n",
+        SECRET: BROKEN_PDF,
+        "open/notes.md": "# Notes\n\nThe Tern T3 ships in May.\n",
+    })
+    graph = make_graph()
+    graph.index(folder, namespace="ops")
+    latest = graph.build_history.latest("ops")
+    assert latest is not None and "layoffs" in json.dumps([p.message for p in latest.phases])
+    admins = [RoleAssignment("root", "admin", "*"), RoleAssignment("carol", "admin", "*")]
+    governance = Governance(graph, StaticEntitlements(
+        admins, members={"hr": ["carol"]}))
+    job = RefreshJob(graph)  # type: ignore[arg-type]
+    outside = status_page(governance, Caller("root"), job)  # type: ignore[arg-type]
+    shown = json.dumps(outside, default=str)
+    assert "layoffs" not in shown and "(a file you may not read)" in shown
+    inside = status_page(governance, Caller("carol"), job)  # type: ignore[arg-type]
+    assert "layoffs" in json.dumps(inside["namespaces"], default=str)  # group:hr is told

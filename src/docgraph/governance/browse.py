@@ -69,6 +69,16 @@ class StatusView:
     refresher_running: bool = False
     #: Each read replica's lag (``[store] read_urls``): like the leader, no namespace data.
     replicas: list[ReplicaStatus] = field(default_factory=list)
+    #: Per namespace, the paths and reasons of the failures the caller may not be told of:
+    #: never shown, only taken out of the messages :meth:`told` is given.
+    untold: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def told(self, namespace: str, message: str) -> str:
+        """``message`` (a build phase's in ``namespace``, which may quote its first
+        failure) with what the caller may not be told of replaced by :data:`UNTOLD`."""
+        for text in self.untold.get(namespace, ()):
+            message = message.replace(text, UNTOLD)
+        return message
 
 
 def mentions(graph: GraphStore, scope: Visibility, entities: list[EntityInfo],
@@ -183,6 +193,8 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
         this_process_leads=info.this_process_leads,
         refresher_running=info.refresher_running,
         replicas=list(info.replicas),
+        untold={namespace: tuple(text for f in failures for text in (f.reason, f.path) if text)
+                for namespace, failures in hidden.items()},
     )
 
 

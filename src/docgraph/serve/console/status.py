@@ -77,7 +77,8 @@ def status_page(governance: ConsoleGovernance, admin: Caller, job: RefreshJob) -
             "staleness_seconds": b.staleness_seconds, "overdue": b.overdue,
             "failed_documents": b.failed_documents, "in_progress": b.in_progress,
             "phases": [{"source": p.source, "phase": p.phase, "outcome": p.outcome,
-                        "message": p.message, "items": p.items, "seconds": p.seconds}
+                        "message": view.told(b.namespace, p.message), "items": p.items,
+                        "seconds": p.seconds}
                        for p in (latest.phases if latest else [])],
         })
     model = view.embedding_model
