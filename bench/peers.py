@@ -1,11 +1,13 @@
 """docgraph side by side with its peers on the same 1M (or 10M) vectors and texts (issue
-36): LanceDB (IVF_HNSW_SQ vector index, its native full-text index, its hybrid query) and raw
-faiss (IVF flat, or IVF SQ8 where float32 vectors do not fit) as a floor.
+36): LanceDB (IVF_HNSW_SQ or IVF_PQ vector index, its native full-text index, its hybrid
+query) and raw faiss (IVF flat, or IVF SQ8 where float32 vectors do not fit) as a floor.
 
     python bench/peers.py [--n 1000000] [--db PATH] [--work DIR] [--peers-path DIR]
         [--lancedb-n N] [--queries 300] [--rounds 2] [--engines docgraph,lancedb,faiss]
         [--faiss-index ivf_flat|ivf_sq8] [--nprobe 16 | auto,64 [--recall-target 0.98]]
-        [--dense-ann lists [--ann-min-rows 250000]] [--build-only] [--name peers_1m]
+        [--lancedb-index ivf_hnsw_sq|ivf_pq [--lance-partitions N] [--lance-sub-vectors N]]
+        [--lance-nprobes 20 [--lance-refine 0] | auto] [--lance-ef 64]
+        [--dense-ann lists [--ann-min-rows 250000]] [--build-only] [--lock PATH] [--name peers_1m]
 
 **Data**: the synthetic chunks of ``bench/store_scale.py`` (its ``Synthetic`` generator,
 seed 7: same vectors, same texts, position = id), its catalog at ``--db`` (built there when
@@ -14,20 +16,27 @@ missing, reused and never rebuilt otherwise) and its query texts, query vectors 
 
 **Builds** (each in a subprocess under ``nice -n 10`` and the bench lock, so a build never
 evicts the pages of a timed run beside it; skipped when already in ``--work``): the LanceDB
-table (id, text, vector) with an ``IVF_HNSW_SQ`` index (cosine; LanceDB's default
-partitions, ``m`` and ``ef_construction``) and a native FTS index on ``text`` (LanceDB
-defaults: simple tokenizer, stemming, stop words); a faiss IVF index (inner product on the
-unit vectors, ``sqrt(n)`` lists trained on 64 sampled vectors a list): ``--faiss-index
-ivf_flat`` (the default: ``IndexIVFFlat``, float32, 15.4 GB at 10M) or ``ivf_sq8``
-(``IndexIVFScalarQuantizer``, 8 bits a dimension of the residual, 3.8 GB at 10M). Build
-seconds, on-disk size and the build's peak RSS are reported.
+table (id, text, vector) with an ``IVF_HNSW_SQ`` index (the default; cosine, LanceDB's
+default partitions, ``m`` and ``ef_construction``) or, with ``--lancedb-index ivf_pq``, an
+``IVF_PQ`` one (LanceDB's default partitions and sub-vectors unless ``--lance-partitions`` /
+``--lance-sub-vectors``; the one that builds at 10M on 2 cores, ``bench/peers_lance.py``),
+and a native FTS index on ``text`` (LanceDB defaults: simple tokenizer, stemming, stop
+words); a complete table already there is reused, only its indexes rebuilt; a faiss IVF
+index (inner product on the unit vectors, ``sqrt(n)`` lists trained on 64 sampled vectors a
+list): ``--faiss-index ivf_flat`` (the default: ``IndexIVFFlat``, float32, 15.4 GB at 10M)
+or ``ivf_sq8`` (``IndexIVFScalarQuantizer``, 8 bits a dimension of the residual, 3.8 GB at
+10M). Build seconds, on-disk size and the build's peak RSS are reported.
 
 **faiss's nprobe**: ``--nprobe`` takes a count, or several (each timed and its recall
-reported, the first beside docgraph's dense search), and ``auto``: the smallest power of
-two whose recall@10 reaches ``--recall-target`` on the *first half* of the queries (or,
-where the quantizer's ceiling stops it short, where doubling stops gaining recall); every
-engine is then timed and scored on the *second half*, so the figures reported are not those
-the choice was made on. The ladder is in the result.
+reported, the first beside docgraph's dense search), and ``auto``: the smallest power of two
+whose recall@10 reaches ``--recall-target`` on the *first half* of the queries (or, where
+the quantizer's ceiling stops it short, where doubling stops gaining recall); every engine
+is then timed and scored on the *second half*, so the figures reported are not those the
+choice was made on. The ladder is in the result. ``--lance-nprobes auto`` does the same for
+LanceDB's ``nprobes`` and ``refine_factor`` (a doubling walk of nprobes at each refine
+factor 0 / 10 / 50: the fastest setting on the tuning half reaching the target, else the
+best recall, and a cheaper one timed beside it; its hybrid query's vector part uses the
+chosen setting).
 
 **docgraph's dense lane**: ``[store]`` defaults (the exact scan), or with ``--dense-ann
 lists`` the ANN cache from ``--ann-min-rows`` rows, as ``store_scale.py --dense-ann`` opens
@@ -40,7 +49,8 @@ reports RSS after open, then per query (warm: 20 warm-up queries first) k = 10 e
 docgraph's hybrid search (default settings: its ``lists`` dense lane, BM25, RRF over 100-deep
 lanes, chunk texts fetched), its dense lane alone and its BM25 lane alone; LanceDB's hybrid
 query (vector + FTS, its default RRF reranker, texts fetched), its vector search alone
-(``--lance-nprobes``, ``--lance-ef``) and its FTS alone; faiss's search alone (``--nprobe``).
+(``--lance-nprobes``, ``--lance-refine``, ``--lance-ef``) and its FTS alone; faiss's search
+alone (``--nprobe``).
 p50/p95 per search, recall@10 of the dense searches against exact.
 
 **Containment**: LanceDB is never a project dependency. Install it into a folder of its own
@@ -55,7 +65,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -83,25 +92,23 @@ from peers_faiss import (  # noqa: E402
     nprobes_of,
     query_set,
     recall,
-    size_mb,
     tune_nprobe,
 )
-from store_scale import Synthetic, positions_of  # noqa: E402
+from peers_lance import (  # noqa: E402
+    LANCE_INDEXES,
+    build_lancedb,
+    hybrid_query,
+    lance_dir,
+    open_table,
+    tune_lance,
+    vector_query,
+)
+from store_scale import positions_of  # noqa: E402
 
 ENGINES = ("docgraph", "lancedb", "faiss")
 EVERYTHING = frozenset({"bench", "side"})
 LOCK = "/tmp/docgraph-bench.lock"
 WARMUP = 20
-TABLE = "chunks"
-
-
-def _peers_import(peers_path: str | None) -> Any:
-    """Import lancedb, with ``peers_path`` appended to ``sys.path`` (never prepended)."""
-    if peers_path:
-        sys.path.append(peers_path)
-    import lancedb  # type: ignore[import-not-found]
-
-    return lancedb
 
 
 def lancedb_missing(peers_path: str | None) -> str | None:
@@ -117,44 +124,13 @@ def lancedb_missing(peers_path: str | None) -> str | None:
     return None
 
 
-def build_lancedb(work: Path, n: int, peers_path: str | None) -> dict[str, Any]:
-    """Write the first ``n`` synthetic chunks to a LanceDB table, then its IVF_HNSW_SQ and
-    FTS indexes; seconds and sizes."""
-    import pyarrow as pa
-
-    lancedb = _peers_import(peers_path)
-    target = work / f"lancedb_{n}"
-    shutil.rmtree(target, ignore_errors=True)
-    data = Synthetic(n)
-    db = lancedb.connect(str(target))
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("text", pa.string()),
-                        pa.field("vector", pa.list_(pa.float32(), DIM))])
-    table = db.create_table(TABLE, schema=schema)
-    t0 = time.perf_counter()
-    for start in data.slices():
-        vectors = data.vectors(start)
-        flat = pa.array(vectors.reshape(-1), type=pa.float32())
-        table.add(pa.table({
-            "id": pa.array(np.arange(start, start + len(vectors)), type=pa.int64()),
-            "text": pa.array(data.texts(start)),
-            "vector": pa.FixedSizeListArray.from_arrays(flat, DIM)}, schema=schema))
-        log(f"    lancedb {start + len(vectors)}/{n} rows")
-    write_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    table.create_index(metric="cosine", vector_column_name="vector",
-                       index_type="IVF_HNSW_SQ")
-    vector_s = time.perf_counter() - t0
-    log(f"    lancedb IVF_HNSW_SQ {vector_s:.0f} s")
-    t0 = time.perf_counter()
-    table.create_fts_index("text")
-    fts_s = time.perf_counter() - t0
-    stats = table.index_stats("vector_idx")
-    return {"engine": "lancedb", "rows": n, "write_s": round(write_s, 1),
-            "vector_index_s": round(vector_s, 1), "fts_index_s": round(fts_s, 1),
-            "vector_index": {"type": str(stats.index_type), "distance": str(stats.distance_type),
-                             "segments": stats.num_indices},
-            "dir_mb": size_mb(target),
-            "index_mb": size_mb(target / f"{TABLE}.lance" / "_indices")}
+def lance_setting(spec: str) -> tuple[int, int]:
+    """``NPROBES:REFINE`` (as the tuning passes it to the timed processes) as numbers."""
+    try:
+        nprobes, refine = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise SystemExit(f"lancedb search setting {spec!r}: expected NPROBES:REFINE") from None
+    return nprobes, refine
 
 
 def _timed(calls: dict[str, Callable[[int], Any]], count: int) -> dict[str, list[float]]:
@@ -212,25 +188,31 @@ def child(engine: str, db: Path, work: Path, args: argparse.Namespace) -> dict[s
                                else "exact scan")
         catalog.close()
     elif engine == "lancedb":
-        lancedb = _peers_import(args.peers_path)
-        table = lancedb.connect(str(work / f"lancedb_{args.lancedb_n}")).open_table(TABLE)
+        table = open_table(work, args.lancedb_index, args.lancedb_n, args.peers_path)
         result["open_s"] = round(time.perf_counter() - t0, 3)
         result["rss_after_open_mb"] = round(rss_mb()[0])
         result["rows"] = args.lancedb_n
+        result["lancedb_index"] = args.lancedb_index
+        # the chosen setting is "dense" (and the hybrid's), a cheaper one "dense_npN"
+        chosen = lance_setting(args.lance_chosen or f"{args.lance_nprobes}:{args.lance_refine}")
+        settings = {"dense": chosen}
+        if args.lance_cheaper:
+            settings[f"dense_np{lance_setting(args.lance_cheaper)[0]}"] = lance_setting(
+                args.lance_cheaper)
+        result["search_settings"] = {name: {"nprobes": p, "refine_factor": r, "ef": args.lance_ef}
+                                     for name, (p, r) in settings.items()}
 
-        def vector(i: int) -> Any:
-            return (table.search(qvectors[i], vector_column_name="vector")
-                    .distance_type("cosine").nprobes(args.lance_nprobes).ef(args.lance_ef)
-                    .limit(K).select(["id"]).to_arrow())
+        def searching(p: int, r: int) -> Callable[[int], Any]:
+            return lambda i: vector_query(table, qvectors[i], p, r, args.lance_ef).to_arrow()
 
         times = _timed({
-            "hybrid": lambda i: table.search(query_type="hybrid").vector(qvectors[i])
-            .text(qtexts[i]).limit(K).select(["id", "text"]).to_arrow(),
-            "dense": vector,
+            "hybrid": lambda i: hybrid_query(table, qtexts[i], qvectors[i], *chosen).to_arrow(),
+            **{name: searching(*setting) for name, setting in settings.items()},
             "fts": lambda i: table.search(qtexts[i], query_type="fts").limit(K)
             .select(["id"]).to_arrow()}, len(qtexts))
-        result["dense_recall@10"] = recall(
-            [vector(i)["id"].to_pylist() for i in range(len(qvectors))], exact)
+        for name, setting in settings.items():
+            result[f"{name}_recall@10"] = recall(
+                [searching(*setting)(i)["id"].to_pylist() for i in range(len(qvectors))], exact)
     else:
         import faiss
 
@@ -270,6 +252,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({
                 "engine": engine, "search": search, "rounds": len(mine),
                 **({"nprobe": mine[0]["nprobe"][search]} if "nprobe" in mine[0] else {}),
+                **({"setting": mine[0]["search_settings"][search]}
+                   if search in mine[0].get("search_settings", {}) else {}),
                 "p50_ms": round(float(np.median([r[f"{search}_p50_ms"] for r in mine])), 2),
                 "p95_ms": round(float(np.median([r[f"{search}_p95_ms"] for r in mine])), 2),
                 "recall@10": mine[0].get(f"{search}_recall@10"),
@@ -318,7 +302,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                              " defaults")
     parser.add_argument("--ann-min-rows", type=int, default=250_000,
                         help="with --dense-ann: live rows from which it answers")
-    parser.add_argument("--lance-nprobes", type=int, default=20)
+    parser.add_argument("--lancedb-index", choices=sorted(LANCE_INDEXES), default="ivf_hnsw_sq",
+                        help="LanceDB's vector index (IVF_PQ: the one that builds at 10M here)")
+    parser.add_argument("--lance-partitions", type=int, default=None,
+                        help="its num_partitions (default: LanceDB's)")
+    parser.add_argument("--lance-sub-vectors", type=int, default=None,
+                        help="IVF_PQ's num_sub_vectors (default: LanceDB's)")
+    parser.add_argument("--lance-nprobes", default="20",
+                        help="LanceDB's nprobes, or 'auto': nprobes and refine_factor chosen"
+                             " on the first half of the queries as --nprobe auto does")
+    parser.add_argument("--lance-refine", type=int, default=0,
+                        help="LanceDB's refine_factor with a fixed --lance-nprobes (0: none)")
     parser.add_argument("--lance-ef", type=int, default=64)
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--lock", default=LOCK,
@@ -331,19 +325,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tune", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--query-part", default="all", help=argparse.SUPPRESS)
     parser.add_argument("--nprobe-chosen", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--tune-lance", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--lance-chosen", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--lance-cheaper", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.lancedb_n = args.lancedb_n or args.n
+    if args.lance_nprobes != "auto" and not args.lance_nprobes.isdigit():
+        parser.error(f"--lance-nprobes {args.lance_nprobes!r}: a count or auto")
     db = args.db or BENCH_DIR / ".cache" / f"store_scale_{args.n}" / "catalog.db"
     work = args.work or db.parent / "peers"
     if args.tune:
         print(json.dumps(tune_nprobe(faiss_file(work, args.faiss_index, args.n), db,
                                       args.queries, args.recall_target)))
         return
+    if args.tune_lance:
+        print(json.dumps(tune_lance(
+            open_table(work, args.lancedb_index, args.lancedb_n, args.peers_path), db,
+            args.queries, args.recall_target, args.lance_ef)))
+        return
     if args.child:
         print(json.dumps(child(args.child, db, work, args)))
         return
     if args.build:
-        print(json.dumps(build_lancedb(work, args.lancedb_n, args.peers_path)
+        print(json.dumps(build_lancedb(work, args.lancedb_n, args.peers_path,
+                                       args.lancedb_index, args.lance_partitions,
+                                       args.lance_sub_vectors)
                          if args.build == "lancedb"
                          else build_faiss(work, args.n, args.faiss_index)))
         return
@@ -363,13 +369,15 @@ def main(argv: Sequence[str] | None = None) -> None:
               "--lancedb-n", str(args.lancedb_n), "--queries", str(args.queries),
               "--faiss-index", args.faiss_index,
               "--nprobe", args.nprobe, "--recall-target", str(args.recall_target),
-              "--ann-min-rows", str(args.ann_min_rows), "--lance-nprobes", str(args.lance_nprobes),
-              "--lance-ef", str(args.lance_ef)] + (
+              "--ann-min-rows", str(args.ann_min_rows), "--lance-nprobes", args.lance_nprobes,
+              "--lance-ef", str(args.lance_ef), "--lance-refine", str(args.lance_refine),
+              "--lancedb-index", args.lancedb_index] + (
         ["--peers-path", args.peers_path] if args.peers_path else []) + (
         ["--dense-ann", args.dense_ann] if args.dense_ann else [])
     builds_file = work / "builds.json"
     builds = json.loads(builds_file.read_text()) if builds_file.exists() else {}
-    keys = {"lancedb": f"lancedb_{args.lancedb_n}", "faiss": faiss_key(args.faiss_index, args.n)}
+    keys = {"lancedb": lance_dir(work, args.lancedb_index, args.lancedb_n).name,
+            "faiss": faiss_key(args.faiss_index, args.n)}
     for engine, key in keys.items():
         if engine in engines and key not in builds:
             log(f"  building {key} (nice -n 10, under {args.lock}) ...")
@@ -385,7 +393,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                                   __file__, "--tune", *passed], "faiss nprobe tuning")
             builds_file.write_text(json.dumps(builds, indent=1))
         tuned = builds[key]
-        passed += ["--query-part", "report", "--nprobe-chosen", str(tuned["chosen"])]
+        passed += ["--nprobe-chosen", str(tuned["chosen"])]
+    lance_tuned: dict[str, Any] | None = None
+    if "lancedb" in engines and args.lance_nprobes == "auto":
+        key = f"{keys['lancedb']}_tune_{args.recall_target}_{args.queries}_ef{args.lance_ef}"
+        if key not in builds:
+            log(f"  tuning lancedb nprobes/refine on the first {args.queries // 2} queries ...")
+            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable,
+                                  __file__, "--tune-lance", *passed], "lancedb tuning")
+            builds_file.write_text(json.dumps(builds, indent=1))
+        lance_tuned = builds[key]
+        passed += ["--lance-chosen", "{}:{}".format(*lance_tuned["chosen"])] + (
+            ["--lance-cheaper", "{}:{}".format(*lance_tuned["cheaper"])]
+            if lance_tuned["cheaper"] else [])
+    if tuned or lance_tuned:
+        passed += ["--query-part", "report"]
     if args.build_only:
         return
     rows = []
@@ -395,7 +417,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             row = _spawn(["flock", args.lock, sys.executable, __file__, "--child", engine,
                           *passed], engine)
             rows.append({"round": round_no + 1, **row})
-    half = "the second half (faiss's nprobe tuned on the first)" if tuned else "all"
+    half = ("the second half (the search settings tuned on the first)"
+            if tuned or lance_tuned else "all")
+    lance_search = ("nprobes:refine_factor auto = {} (cheaper {})".format(
+        *[":".join(map(str, s)) if s else "none" for s in (lance_tuned["chosen"],
+                                                           lance_tuned["cheaper"])])
+        if lance_tuned else f"nprobes {args.lance_nprobes}, refine_factor {args.lance_refine}")
     write_result(args.name or f"peers_{args.n}", {
         "settings": {"n": args.n, "k": K, "dimension": DIM,
                      "lancedb_rows": args.lancedb_n if "lancedb" in engines else None,
@@ -405,15 +432,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                               f" product, nprobe {args.nprobe}"
                               + (f" (auto = {tuned['chosen']})" if tuned else ""),
                      "lancedb": "not run (see note / skipped)" if "lancedb" not in engines
-                     else f"IVF_HNSW_SQ cosine (default partitions, m, ef_construction),"
-                                f" nprobes {args.lance_nprobes}, ef {args.lance_ef}; native"
-                                " FTS (defaults); hybrid = its default RRF reranker",
+                     else f"{LANCE_INDEXES[args.lancedb_index]} cosine ("
+                          + (f"num_partitions {args.lance_partitions}" if args.lance_partitions
+                             else "default partitions")
+                          + (f", num_sub_vectors {args.lance_sub_vectors}"
+                             if args.lance_sub_vectors else "")
+                          + f", else defaults), {lance_search}, ef {args.lance_ef}; native"
+                            " FTS (defaults); hybrid = its default RRF reranker, its vector"
+                            " part at the same setting",
                      "docgraph": "[index] defaults (BM25, RRF of 100-deep lanes), dense: "
                                  + (f"{args.dense_ann} from {args.ann_min_rows} rows"
                                     if args.dense_ann else "[store] defaults")},
         "note": args.note, "skipped": skipped,
         "builds": [b for k, b in builds.items() if k in keys.values()],
-        "faiss_nprobe_tuning": tuned, "rounds": rows, "results": summarise(rows)})
+        "faiss_nprobe_tuning": tuned, "lancedb_search_tuning": lance_tuned,
+        "rounds": rows, "results": summarise(rows)})
 
 if __name__ == "__main__":
     main()
