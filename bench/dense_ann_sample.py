@@ -1,6 +1,6 @@
 """Which dense ANN structure reaches recall@10 >= 0.98 on store_scale's clustered vectors, and
 at what build cost: a denser HNSW graph (M 32, efConstruction 128) against the inverted-file
-partition (``docgraph.store.dense_lists``), on the same sample of an existing synthetic store.
+partition (``docgraph.store.lists_build``), on the same sample of an existing synthetic store.
 
     python bench/dense_ann_sample.py --db <store_scale catalog> [--sample 200000]
         [--name dense_ann_sample_200k]
@@ -28,7 +28,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from common import log, write_result  # noqa: E402
-from docgraph.store import dense_lists  # noqa: E402
+from docgraph.store import lists_build  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 from store_scale import truth_path  # noqa: E402
 
@@ -46,16 +46,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--name", default=None)
     parser.add_argument("--lists-only", action="store_true", help="skip the HNSW build")
-    parser.add_argument("--lists-per-sqrt", type=float, default=dense_lists.LISTS_PER_SQRT)
+    parser.add_argument("--lists-per-sqrt", type=float, default=lists_build.LISTS_PER_SQRT)
     args = parser.parse_args()
     faiss.omp_set_num_threads(2)
-    dense_lists.LISTS_PER_SQRT = args.lists_per_sqrt
+    lists_build.LISTS_PER_SQRT = args.lists_per_sqrt
     catalog = SQLiteCatalog(args.db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12)
     s = index.dense._snap  # type: ignore[union-attr]
     step = max(1, s.n // args.sample)
     rows = np.arange(0, s.n, step)[: args.sample]
-    base = dense_lists._floats(s.codes, s.scales, rows)
+    base = lists_build.floats(s.codes, s.scales, rows)
     queries = np.load(truth_path(args.db))["qvectors"][: args.queries].astype(np.float32)
     _, truth = faiss.knn(queries, base, K, metric=faiss.METRIC_INNER_PRODUCT)
     out: dict[str, object] = {"settings": {"sample": len(rows), "of_rows": int(s.n),
@@ -65,11 +65,11 @@ def main() -> None:
     t = time.perf_counter()
     live = np.arange(len(rows))
     codes, scales = s.codes[rows], s.scales[rows]
-    centroids = dense_lists._train(faiss, codes, scales, live, DIM)
+    centroids = lists_build.train(faiss, codes, scales, live, DIM)
     train_s = time.perf_counter() - t
-    assigned = dense_lists._assign(faiss, centroids, codes, scales, live)
+    assigned = lists_build.assign(faiss, centroids, codes, scales, live)
     assign_s = time.perf_counter() - t - train_s
-    nprobe = dense_lists._tune(faiss, centroids, codes, scales, live, assigned, live)
+    nprobe = lists_build.tune(faiss, centroids, codes, scales, live, assigned, live)
     lists_s = time.perf_counter() - t
     order = np.argsort(-(queries @ centroids.T), axis=1)
     hits = {p: 0 for p in (1, 2, 3, 4, 8, 16, nprobe)}

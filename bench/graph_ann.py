@@ -39,7 +39,7 @@ sys.path.insert(0, str(BENCH_DIR))
 from backends import DIM, K, latency  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
-from docgraph.store import dense_lists  # noqa: E402
+from docgraph.store import lists_build  # noqa: E402
 from docgraph.store.dense_lists import lists_path  # noqa: E402
 from docgraph.store.graph_ann import graph_path  # noqa: E402
 from docgraph.store.rows import in_namespaces  # noqa: E402
@@ -62,7 +62,7 @@ def time_lists_phases() -> dict[str, float]:
     module's phase functions wrapped in this process)."""
     phases: dict[str, float] = {}
     for name in ("train", "assign", "tune"):
-        inner = getattr(dense_lists, f"_{name}")
+        inner = getattr(lists_build, name)
 
         def timed(*args: Any, _inner: Any = inner, _name: str = name) -> Any:
             t = time.perf_counter()
@@ -70,7 +70,7 @@ def time_lists_phases() -> dict[str, float]:
                 return _inner(*args)
             finally:
                 phases[_name] = phases.get(_name, 0.0) + time.perf_counter() - t
-        setattr(dense_lists, f"_{name}", timed)
+        setattr(lists_build, name, timed)
     return phases
 
 
@@ -199,7 +199,7 @@ def child(db: Path, variant: str, budget: float, recall_queries: int) -> dict[st
         lists_path(db).unlink(missing_ok=True)
         phases = time_lists_phases()
         if variant == "build_lists_flat":  # the build before the fast scan: flat throughout
-            dense_lists.ASSIST_MIN_LISTS = 10**12
+            lists_build.ASSIST_MIN_LISTS = 10**12
     t0 = time.perf_counter()
     catalog = SQLiteCatalog(db)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar_after_rows=10**12,

@@ -1,6 +1,6 @@
 """The lists build's two costly steps at a row count too large to build here in full:
 k-means iterations and the assignment of rows, flat against the product-quantizer fast
-scan (``docgraph.store.dense_lists``), on ``bench/store_scale.py``'s synthetic vectors.
+scan (``docgraph.store.lists_build``), on ``bench/store_scale.py``'s synthetic vectors.
 
     python bench/lists_build_probe.py [--n 10000000] [--iterations 2] [--flat-iterations 1]
         [--assign 200000] [--hnsw-ef 16,64]
@@ -35,7 +35,7 @@ sys.path.insert(0, str(BENCH_DIR))
 from backends import DIM  # noqa: E402
 from common import log, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
-from docgraph.store import dense_lists  # noqa: E402
+from docgraph.store import lists_build  # noqa: E402
 from store_scale import SLICE, Synthetic  # noqa: E402
 
 
@@ -51,12 +51,12 @@ def _rows(data: Synthetic, start: int, count: int) -> np.ndarray:
 def _kmeans(faiss: Any, x: np.ndarray, nlist: int, iterations: int, fast: bool
             ) -> tuple[np.ndarray, float]:
     """Centroids after ``iterations`` and seconds a iteration (the build's settings)."""
-    kmeans = faiss.Kmeans(DIM, nlist, niter=iterations, spherical=True, seed=dense_lists.SEED,
-                          max_points_per_centroid=dense_lists.TRAIN_PER_LIST,
+    kmeans = faiss.Kmeans(DIM, nlist, niter=iterations, spherical=True, seed=lists_build.SEED,
+                          max_points_per_centroid=lists_build.TRAIN_PER_LIST,
                           min_points_per_centroid=1, verbose=False)
     t = time.perf_counter()
     if fast:
-        kmeans.index = dense_lists._nearest_index(faiss, x)
+        kmeans.index = lists_build.nearest_index(faiss, x)
     kmeans.train(x)
     return np.asarray(kmeans.centroids, np.float32), (time.perf_counter() - t) / iterations
 
@@ -64,12 +64,12 @@ def _kmeans(faiss: Any, x: np.ndarray, nlist: int, iterations: int, fast: bool
 def _assign(faiss: Any, centroids: np.ndarray, x: np.ndarray, fast: bool
             ) -> tuple[np.ndarray, float]:
     t = time.perf_counter()
-    index = (dense_lists._nearest_index(faiss, centroids) if fast
+    index = (lists_build.nearest_index(faiss, centroids) if fast
              else faiss.IndexFlatIP(DIM))
     index.add(centroids)
     out = np.empty(len(x), np.int64)
-    for start in range(0, len(x), dense_lists.ASSIGN_BATCH):
-        _, nearest = index.search(x[start:start + dense_lists.ASSIGN_BATCH], 1)
+    for start in range(0, len(x), lists_build.ASSIGN_BATCH):
+        _, nearest = index.search(x[start:start + lists_build.ASSIGN_BATCH], 1)
         out[start:start + len(nearest)] = nearest[:, 0]
     return out, time.perf_counter() - t
 
@@ -129,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     faiss.omp_set_num_threads(args.threads)
     data = Synthetic(args.n)
-    nlist = dense_lists.list_count(args.n)
-    take = nlist * dense_lists.TRAIN_PER_LIST
+    nlist = lists_build.list_count(args.n)
+    take = nlist * lists_build.TRAIN_PER_LIST
     t = time.perf_counter()
     sample = _rows(data, 0, take)
     later = _rows(data, take, args.assign)
@@ -147,17 +147,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     flat_a, flat_s = _assign(faiss, fast_c, later, False)
     log(f"  assign {args.assign}: fast {fast_s:.1f} s, flat {flat_s:.1f} s")
     result.update(_hnsw(faiss, fast_c, later, flat_a, args.hnsw_ef))
-    saved = dense_lists.ASSIST_REFINE
+    saved = lists_build.ASSIST_REFINE
     for refine in [int(r) for r in args.refine.split(",") if r]:
-        dense_lists.ASSIST_REFINE = refine
+        lists_build.ASSIST_REFINE = refine
         got, seconds = _assign(faiss, fast_c, later, True)
         result[f"refine{refine}_assign_s"] = round(seconds, 1)
         result[f"refine{refine}_same_centroid"] = round(float(np.mean(got == flat_a)), 4)
         log(f"  fast scan, best {refine} re-ranked: {seconds:.1f} s, "
             f"{result[f'refine{refine}_same_centroid']} same")
-    dense_lists.ASSIST_REFINE = saved
+    lists_build.ASSIST_REFINE = saved
     scale = args.n / args.assign
-    iterations = dense_lists.KMEANS_ITERATIONS
+    iterations = lists_build.KMEANS_ITERATIONS
     result.update({
         "kmeans_iteration_s_fast": round(fast_iter, 1),
         "kmeans_iteration_s_flat": round(flat_iter, 1) if args.flat_iterations else None,

@@ -32,13 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ablation import open_dataset_index, to_documents
 from common import cached_embedder, load_beir, log, ndcg_at_k, write_result
 from docgraph.embedding.embedders import MiniLMEmbedder
-from docgraph.store.dense_lists import (
-    TUNING_COSINE,
-    TUNING_QUERIES,
-    TUNING_RECALL,
-    DenseLists,
-    lists_path,
-)
+from docgraph.store.dense_lists import DenseLists, lists_path
+from docgraph.store.lists_build import TUNING_COSINE, TUNING_QUERIES, TUNING_RECALL
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 
 BENCH_DIR = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from docgraph.sources.urn import document_id, normalize_urn
-from docgraph.store import dense_lists
+from docgraph.store import dense_lists, lists_build
 from docgraph.store.base import DocumentWrite
 from docgraph.store.dense_lists import DenseLists, lists_path
 from docgraph.store.quantized import int8_codes
@@ -362,13 +362,13 @@ def test_a_short_process_does_not_wait_at_exit_for_a_lists_build(built: Path,
     script = textwrap.dedent(f"""
         import threading, time
         import numpy as np
-        import docgraph.store.dense_lists as dl
+        import docgraph.store.lists_build as lb
         from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
         started = threading.Event()
         def held(*args, **kwargs):
             started.set()
             time.sleep(600)
-        dl._train = held
+        lb.train = held
         catalog = SQLiteCatalog({str(db)!r})
         index = EmbeddedChunkIndex(catalog, {DIM}, sidecar=False, graph_min_rows=100)
         assert started.wait(30), "no build started"
@@ -421,12 +421,12 @@ def test_probes_of_duplicate_and_zero_rows_stay_finite() -> None:
     rows = np.tile(_unit(np.ones((1, DIM), dtype=np.float32)), (50, 1))
     rows[7] = 0.0
     codes, scales = int8_codes(rows)
-    probes = dense_lists._probes(codes, scales, np.arange(50), np.random.default_rng(1))
+    probes = lists_build.probes(codes, scales, np.arange(50), np.random.default_rng(1))
     assert probes.shape == (50, DIM) and np.isfinite(probes).all()
     full = np.linalg.norm(probes, axis=1) > 0.9  # all but the zero row's
     assert full.sum() == 49
     assert np.allclose(np.linalg.norm(probes[full], axis=1), 1.0, atol=1e-3)
-    assert np.allclose(probes[full] @ rows[0], dense_lists.TUNING_COSINE, atol=1e-2)
+    assert np.allclose(probes[full] @ rows[0], lists_build.TUNING_COSINE, atol=1e-2)
 
 
 @pytest.mark.parametrize("digest", [True, False], ids=["with_digest", "older_file"])
@@ -475,13 +475,13 @@ def test_the_dense_ann_state_says_which_way_answers(built: Path, tmp_path: Path,
     assert EmbeddedChunkIndex(catalog, DIM, sidecar=False).dense_ann_state() is None
     waiting = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=10_000)
     assert waiting.dense_ann_state() == ("lists", "below_min_rows", 0.0)
-    release, train = threading.Event(), dense_lists._train
+    release, train = threading.Event(), lists_build.train
 
     def held(*args: Any, **kwargs: Any) -> Any:
         assert release.wait(60)
         return train(*args, **kwargs)
 
-    monkeypatch.setattr(dense_lists, "_train", held)
+    monkeypatch.setattr(lists_build, "train", held)
     index = EmbeddedChunkIndex(catalog, DIM, sidecar=False, graph_min_rows=100)
     assert index.dense_ann_state() == ("lists", "building", 0.0)
     release.set()

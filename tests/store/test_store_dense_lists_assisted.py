@@ -1,4 +1,4 @@
-"""The dense partition's build when its centroids are many (``docgraph.store.dense_lists``,
+"""The dense partition's build when its centroids are many (``docgraph.store.lists_build``,
 ``ASSIST_MIN_LISTS`` forced down to 16 on a small clustered matrix): the k-means iterations
 and the assignment of every row go through the product-quantizer fast scan with exact
 re-ranking, and the partition must still hold every live row exactly once, put nearly every
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docgraph.store import dense_lists
+from docgraph.store import lists_build
 from docgraph.store.dense_lists import DenseLists
 
 DIM = 32
@@ -47,16 +47,16 @@ def test_the_fast_scan_partition_holds_every_live_row_once_with_the_exact_neighb
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     vectors, _, _ = _matrix()
     flat = _build(tmp_path, "flat").lists
-    monkeypatch.setattr(dense_lists, "ASSIST_MIN_LISTS", 16)
+    monkeypatch.setattr(lists_build, "ASSIST_MIN_LISTS", 16)
     used: list[int] = []
-    made = dense_lists._nearest_index
-    monkeypatch.setattr(dense_lists, "_nearest_index",
+    made = lists_build.nearest_index
+    monkeypatch.setattr(lists_build, "nearest_index",
                         lambda faiss, sample: used.append(len(sample)) or made(faiss, sample))
     built = _build(tmp_path, "assisted")
     fast = built.lists
     assert flat is not None and fast is not None
     assert len(used) == 2  # the k-means iterations and the assignment of every row
-    assert len(fast.centroids) == dense_lists.list_count(int(0.9 * ROWS)) >= 200
+    assert len(fast.centroids) == lists_build.list_count(int(0.9 * ROWS)) >= 200
     live = np.flatnonzero(np.arange(ROWS) % 10 != 0)
     rowids = (live + 1) * 3
     assert np.array_equal(np.sort(fast.members), rowids)  # every live row, exactly once

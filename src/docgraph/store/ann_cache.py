@@ -82,6 +82,13 @@ class BackgroundUpdates:
         """Bring the cache to the matrix's live rows ``[0, n)`` (the subclass's)."""
         raise NotImplementedError
 
+    def check_writable(self) -> None:
+        """Raise :class:`OSError` where updates are kept in memory, not written (``persist``
+        False: a read-only index)."""
+        if not self.persist:
+            raise OSError("the index is read-only (copy this file with it to spare the build "
+                          "at every start)")
+
     def busy(self) -> bool:
         """Whether a background update is running."""
         return self._writer is not None and self._writer.is_alive()

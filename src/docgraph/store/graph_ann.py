@@ -265,9 +265,7 @@ class DenseGraph(BackgroundUpdates):
         keys = np.concatenate([keys, rowids[add]]).astype(np.int64)
         graph = Graph(index, keys, np.sort(keys), "")
         try:
-            if not self.persist:
-                raise OSError("the index is read-only (copy this file with it to spare the "
-                              "build at every start)")
+            self.check_writable()
             graph = self._write(graph)
         except (OSError, RuntimeError) as exc:  # a read-only folder: keep it in memory
             log.warning("chunk graph kept in memory, not written: %s: %s", self.path, exc)
