@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from docgraph.model import DocumentRecord
 from docgraph.sources.urn import normalize_urn
-from docgraph.store import bm25
+from docgraph.store import bm25, topk
 from docgraph.store.lexical import PostingIndex, count_terms, term_ids
 from docgraph.store.restricted import RestrictedRows
 from docgraph.store.sidecar import read_arrays, write_arrays
@@ -330,16 +330,16 @@ def test_a_sidecar_without_the_term_bounds_is_rebuilt_not_misread(tmp_path: Path
 def test_the_k_largest_scores_are_exact_whatever_their_ties(
         values: list[float], k: int, direct: int, sample: int, sort_max: int) -> None:
     """The threshold of the pruned way and the cut of every ranking come from
-    ``bm25.largest``: the k largest scores as a multiset, whichever path it takes (partition
+    ``topk.largest``: the k largest scores as a multiset, whichever path it takes (partition
     of a small array, a sampled cut then a sort, a cut the sample placed too high, a vast
     tie above the cut), on arrays of a few distinct values as a query of common words gives
     (the case that made ``np.partition`` slow at 10M chunks)."""
     array = np.asarray(values, dtype=np.float64)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bm25, "LARGEST_DIRECT", direct)
-        patch.setattr(bm25, "LARGEST_SAMPLE", sample)
-        patch.setattr(bm25, "LARGEST_SORT", sort_max)
-        got = np.sort(bm25.largest(array, k))
+        patch.setattr(topk, "LARGEST_DIRECT", direct)
+        patch.setattr(topk, "LARGEST_SAMPLE", sample)
+        patch.setattr(topk, "LARGEST_SORT", sort_max)
+        got = np.sort(topk.largest(array, k))
     assert np.array_equal(got, np.sort(array)[max(0, len(array) - k):])
 
 
@@ -356,8 +356,8 @@ def test_the_floor_from_a_walked_list_never_passes_the_kth_best(
     a sample holding every addend it is found."""
     scores, parts = np.asarray(met, np.float64), np.asarray(addends, np.float64)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bm25, "LARGEST_SAMPLE", sample)
-        floor = bm25._floor(scores, parts, k)
+        patch.setattr(topk, "LARGEST_SAMPLE", sample)
+        floor = topk.floor(scores, parts, k)
     both = np.concatenate([scores, parts])
     if floor > -math.inf:
         assert np.count_nonzero(both >= floor) >= k

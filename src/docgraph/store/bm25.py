@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from docgraph.store import posting_lookup
+from docgraph.store import posting_lookup, topk
 
 if TYPE_CHECKING:
     from docgraph.store.lexical import _Snapshot
@@ -64,15 +64,10 @@ PRUNED_NS_PER_LOOKUP = 80.0
 # 10 % of 1M; so only when the readable rows are very few next to the lists.
 ROWS_SHARE = 0.1
 
-# The k best of this many scores or fewer are found by np.partition directly; of more, by a
-# cut from LARGEST_SAMPLE of them first (:func:`largest`).
-LARGEST_DIRECT = 1 << 16
-LARGEST_SAMPLE = 4096
-LARGEST_SORT = 1 << 18  # what is above the cut is sorted up to this many
 # A walked list of this many fresh rows or more is cut by a floor from its own addends
-# (:func:`_floor`) before its rows are looked up in the other lists; on shorter lists finding
-# the floor cost more than the lookups it spared (100k and 1M chunks: per-query median
-# 1.07-1.1x with every list cut).
+# (:func:`docgraph.store.topk.floor`) before its rows are looked up in the other lists; on
+# shorter lists finding the floor cost more than the lookups it spared (100k and 1M chunks:
+# per-query median 1.07-1.1x with every list cut).
 FLOOR_MIN_ROWS = 1 << 16
 
 Strategy = Literal["auto", "exhaustive", "pruned", "rows"]
@@ -252,71 +247,12 @@ def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.fl
     best score, when known)."""
     if len(rows) > k:
         if cut is None:
-            cut = float(largest(scores, k).min())
+            cut = float(topk.largest(scores, k).min())
         inside = scores >= cut  # every row tied with the k-th, so ties go by row id
         rows, scores = rows[inside], scores[inside]
     ids = s.rowids[rows]
     order = np.lexsort((ids, -scores))[:k]
     return [(int(ids[i]), float(scores[i])) for i in order]
-
-
-def largest(values: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.float64]:
-    """The ``k`` largest of ``values`` (all of them when fewer; in no order). BM25 scores
-    of a query of common words take a handful of distinct values over a million rows (the
-    rows' lengths alike, frequencies 1 or 2), where ``np.partition`` slows to 90-300 ms at
-    1.7M (introselect splits ties badly); so a large array is first cut at a value taken
-    from a strided sample, about ``4 k`` from the top, with one comparison, and only what
-    is above it (ties included) is sorted. A cut the sample placed too high keeps fewer
-    than ``k``; the whole array is then partitioned as before."""
-    n = len(values)
-    if n <= k:
-        return values
-    if n <= LARGEST_DIRECT:
-        return np.partition(values, n - k)[n - k:]
-    sample = np.sort(values[:: max(1, n // LARGEST_SAMPLE)])
-    above = min(len(sample) - 1, int(4 * k * len(sample) / n))
-    top = values[values >= sample[len(sample) - 1 - above]]
-    if len(top) < k:
-        return np.partition(values, n - k)[n - k:]
-    if len(top) > LARGEST_SORT:  # a vast tie at the top: partition handles all-equal well
-        return np.partition(top, len(top) - k)[len(top) - k:]
-    return np.sort(top)[len(top) - k:]
-
-
-def _floor(met: npt.NDArray[np.float64], addends: npt.NDArray[np.float64], k: int) -> float:
-    """A score at least ``k`` of the rows scored (``met``) and of the rows of a walked list
-    (each row's full score at least its ``addends``) reach: so no higher than the final
-    ``k``-th best; minus infinity when none is found. A value from a strided sample of the
-    addends, about ``k`` (then 2 ``k``, 8 ``k``) from the top, checked by counting (one
-    comparison a row; no sort of a million tied addends)."""
-    n = len(addends)
-    if n == 0 or n + len(met) < k:
-        return -math.inf
-    sample = np.sort(addends[:: max(1, n // LARGEST_SAMPLE)])
-    for share in (1, 2, 8):  # the k-th best, if the sample is the whole array
-        above = max(0, math.ceil(share * k * len(sample) / n) - 1)
-        value = sample[len(sample) - 1 - min(len(sample) - 1, above)]
-        if np.count_nonzero(addends >= value) + np.count_nonzero(met >= value) >= k:
-            return float(value)
-    return -math.inf
-
-
-class _Best:
-    """The ``k`` best scores met so far (not which rows): the pruning threshold."""
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-        self.scores = np.zeros(0, np.float64)
-        self.threshold = -math.inf  # the k-th best (minus infinity while fewer than k)
-
-    def add(self, scores: npt.NDArray[np.float64]) -> None:
-        """Take more scores into account."""
-        if len(scores) == 0 or (len(self.scores) >= self.k and scores.max() <= self.threshold):
-            return
-        both = largest(np.concatenate([self.scores, scores]), self.k)
-        self.scores = both
-        if len(both) == self.k:
-            self.threshold = float(both.min())
 
 
 def top_k(
@@ -398,7 +334,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
     else:
         tail_rows = np.zeros(0, np.int64)
     seen, seen_scores = [tail_rows], [exact_scores(s, q, tail_rows)[0]]
-    best = _Best(k)
+    best = topk.Best(k)
     best.add(seen_scores[0])
     cost.way, cost.rows_scored = "pruned", len(tail_rows)
     cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows])
@@ -442,7 +378,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
         floor = best.threshold
         if len(partial) >= max(1, FLOOR_MIN_ROWS) and partial.min() + remaining < max(
                 partial.max(), best.scores.max() if len(best.scores) else -math.inf):
-            floor = max(floor, _floor(best.scores, partial, k))  # (else it can drop no row)
+            floor = max(floor, topk.floor(best.scores, partial, k))  # (else it can drop no row)
         if floor > -math.inf:
             lifted = partial + remaining >= floor
             if not lifted.all():
