@@ -214,6 +214,36 @@ def test_rows_of_the_first_list_that_cannot_reach_the_top_k_are_not_looked_up() 
     assert cost.postings_read == 2_000 and cost.rows_scored == 5
 
 
+def test_rows_that_lack_the_next_term_are_not_looked_up_in_the_rest() -> None:
+    """Three words: the rarest in 2,000 of 20,000 rows, the next in 5,000 rows of which
+    100 share the rarest's, the third in every row; ``k`` = 5. Once the 2,000 rows are
+    looked up in the second word's list, the 100 with both outscore what any row of the
+    rarest word alone can reach with the third word's bound, so only those 100 are looked
+    up in the third word's list (20,000 postings), not all 2,000."""
+    n = 20_000
+    index = PostingIndex()
+    index.tail_postings = 0
+    tfs = []
+    for i in range(n):
+        tf = {2: 1.0}
+        if i % 10 == 0:
+            tf[0] = 1.0
+        if (i % 10 == 0 and i % 200 == 0) or (i % 10 and i % 4 == 1):
+            tf[1] = 1.0
+        tfs.append(tf)
+    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
+                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
+                 np.full(n, 8.0, np.float32))
+    cost = bm25.Cost()
+    with pytest.MonkeyPatch.context() as patch:  # the rule for long lists, on a short one
+        patch.setattr(bm25, "FLOOR_MIN_ROWS", 1_000)
+        got = index.search([0, 1, 2], 5, [1], strategy="pruned", cost=cost)
+    assert got == index.search([0, 1, 2], 5, [1], strategy="exhaustive")
+    assert [r for r, _ in got] == [1, 201, 401, 601, 801]
+    assert cost.postings_read == 2_000 and cost.rows_scored == 2_000
+    assert cost.lookups == 2_000 + 100
+
+
 # ---------------------------------------------------------------- through the embedded index
 
 

@@ -1,0 +1,105 @@
+"""The BM25 lane of this checkout against another version of ``store/bm25.py``, query by
+query in one process (a change to the lane measured before and after, on the same pages).
+
+    flock /tmp/docgraph-bench.lock python bench/bm25_ab.py --db CATALOG --against OLD.py \
+        [--k 100] [--name bm25_ab]
+
+``CATALOG`` is a ``bench/store_scale.py`` catalog with its sidecar; ``OLD.py`` a copy of
+``src/docgraph/store/bm25.py`` as it was (``git show REV:src/docgraph/store/bm25.py``),
+loaded as a module of its own. Every query of the catalog's truth file after the first 20
+(warm-up) runs three times each way, old then new, over both namespaces at ``k``; the
+answers must be identical (ids and scores) and the best of the three is kept. Reported:
+p50 / p95 / max per way, the median per-query ratio new / old, and that ratio on the old
+way's slowest tenth (where a change to the tail shows), with the 1-minute load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from backends import DIM  # noqa: E402
+from common import log, write_result  # noqa: E402
+from docgraph.store import bm25  # noqa: E402
+from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
+
+NAMESPACES = frozenset({"bench", "side"})
+WARMUP = 20
+REPEATS = 3
+
+
+def load_other(path: Path) -> Any:
+    """The module in ``path`` (another version of ``bm25.py``), under a name of its own."""
+    spec = importlib.util.spec_from_file_location("bm25_against", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--against {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bm25_against"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--against", type=Path, required=True)
+    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--name", default="bm25_ab")
+    args = parser.parse_args()
+    truth = Path(str(args.db) + ".truth.npz")
+    if not truth.exists():
+        raise SystemExit(f"--db {args.db}: no {truth.name} beside it (a store_scale catalog?)")
+    queries = [str(t) for t in np.load(truth)["qtexts"]]
+    ways = {"old": load_other(args.against).top_k, "new": bm25.top_k}
+    index = EmbeddedChunkIndex(SQLiteCatalog(args.db), DIM, sidecar=True,
+                               sidecar_after_rows=10**12)
+    for query in queries[WARMUP:]:  # pages in, both ways
+        for top_k in ways.values():
+            bm25.top_k = top_k
+            index.lexical_search(query, args.k, NAMESPACES)
+    load_start = os.getloadavg()[0]
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for query in queries[WARMUP:]:
+        best = {way: float("inf") for way in ways}
+        answer = None
+        for _ in range(REPEATS):
+            for way, top_k in ways.items():
+                bm25.top_k = top_k
+                t0 = time.perf_counter()
+                got = index.lexical_search(query, args.k, NAMESPACES)
+                best[way] = min(best[way], time.perf_counter() - t0)
+                answer = got if answer is None else answer
+                if got != answer:
+                    raise SystemExit(f"{way} answered {query!r} differently")
+        for way in ways:
+            times[way].append(1000 * best[way])
+    bm25.top_k = ways["new"]
+    old = np.array(times["old"])
+    slowest = old >= np.percentile(old, 90)
+    results = []
+    for way, values in times.items():
+        t = np.array(values)
+        results.append({"way": way, "p50_ms": round(float(np.percentile(t, 50)), 2),
+                        "p95_ms": round(float(np.percentile(t, 95)), 2),
+                        "max_ms": round(float(t.max()), 2),
+                        "ratio_median": round(float(np.median(t / old)), 3),
+                        "ratio_slowest_tenth": round(float(np.median((t / old)[slowest])), 3)})
+    log(f"{len(index)} rows: k {args.k}, {len(old)} queries")
+    write_result(args.name, {"rows": len(index), "k": args.k, "queries": len(old),
+                             "against": args.against.name,
+                             "loadavg_1": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+                             "results": results})
+
+
+if __name__ == "__main__":
+    main()
