@@ -378,31 +378,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     builds = json.loads(builds_file.read_text()) if builds_file.exists() else {}
     keys = {"lancedb": lance_dir(work, args.lancedb_index, args.lancedb_n).name,
             "faiss": faiss_key(args.faiss_index, args.n)}
-    for engine, key in keys.items():
-        if engine in engines and key not in builds:
-            log(f"  building {key} (nice -n 10, under {args.lock}) ...")
-            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable, __file__,
-                                  "--build", engine, *passed], f"{engine} build")
+    def once(key: str, flags: list[str], what: str) -> dict[str, Any]:
+        """A build or tuning child's result, run (niced, under the lock) unless recorded."""
+        if key not in builds:
+            log(f"  {what} ({key}, nice -n 10, under {args.lock}) ...")
+            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable,
+                                  __file__, *flags, *passed], what)
             builds_file.write_text(json.dumps(builds, indent=1))
+        found: dict[str, Any] = builds[key]
+        return found
+
+    for engine, key in keys.items():
+        if engine in engines:
+            once(key, ["--build", engine], f"{engine} build")
     tuned: dict[str, Any] | None = None
     if "faiss" in engines and "auto" in args.nprobe:
-        key = f"{keys['faiss']}_tune_{args.recall_target}_{args.queries}"
-        if key not in builds:
-            log(f"  tuning faiss nprobe on the first {args.queries // 2} queries ...")
-            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable,
-                                  __file__, "--tune", *passed], "faiss nprobe tuning")
-            builds_file.write_text(json.dumps(builds, indent=1))
-        tuned = builds[key]
+        tuned = once(f"{keys['faiss']}_tune_{args.recall_target}_{args.queries}", ["--tune"],
+                     f"faiss nprobe tuning on the first {args.queries // 2} queries")
         passed += ["--nprobe-chosen", str(tuned["chosen"])]
     lance_tuned: dict[str, Any] | None = None
     if "lancedb" in engines and args.lance_nprobes == "auto":
-        key = f"{keys['lancedb']}_tune_{args.recall_target}_{args.queries}_ef{args.lance_ef}"
-        if key not in builds:
-            log(f"  tuning lancedb nprobes/refine on the first {args.queries // 2} queries ...")
-            builds[key] = _spawn(["flock", args.lock, "nice", "-n", "10", sys.executable,
-                                  __file__, "--tune-lance", *passed], "lancedb tuning")
-            builds_file.write_text(json.dumps(builds, indent=1))
-        lance_tuned = builds[key]
+        lance_tuned = once(
+            f"{keys['lancedb']}_tune_{args.recall_target}_{args.queries}_ef{args.lance_ef}",
+            ["--tune-lance"], f"lancedb nprobes/refine tuning on the first "
+            f"{args.queries // 2} queries")
         passed += ["--lance-chosen", "{}:{}".format(*lance_tuned["chosen"])] + (
             ["--lance-cheaper", "{}:{}".format(*lance_tuned["cheaper"])]
             if lance_tuned["cheaper"] else [])

@@ -172,16 +172,23 @@ def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
         assert all(rescored[r] == pytest.approx(s, rel=1e-6) for r, s in want.items())
 
 
-def test_the_long_list_of_a_common_word_is_not_read() -> None:
-    """A rare word and a word in every row, ``k`` = 5: the five rows with the rare word
-    outscore anything the common word alone can add, so its 20,000 postings stay unread."""
-    n = 20_000
+def _one_namespace(tfs: list[dict[int, float]]) -> PostingIndex:
+    """An index of rows 1.. with these term frequencies (namespace 1, kind 0, length 8),
+    answered by its term-major lists (no tail)."""
+    n = len(tfs)
     index = PostingIndex()
-    index.tail_postings = 0  # the term-major lists answer it (not the tail)
-    tfs = [{0: 1.0, 1: 1.0} if i % 1000 == 0 else {0: 1.0 + i % 3} for i in range(n)]
+    index.tail_postings = 0
     index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
                  np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
                  np.full(n, 8.0, np.float32))
+    return index
+
+
+def test_the_long_list_of_a_common_word_is_not_read() -> None:
+    """A rare word and a word in every row, ``k`` = 5: the five rows with the rare word
+    outscore anything the common word alone can add, so its 20,000 postings stay unread."""
+    index = _one_namespace([{0: 1.0, 1: 1.0} if i % 1000 == 0 else {0: 1.0 + i % 3}
+                            for i in range(20_000)])
     cost = bm25.Cost()
     got = index.search([0, 1], 5, [1], strategy="pruned", cost=cost)
     assert got == index.search([0, 1], 5, [1], strategy="exhaustive")
@@ -197,14 +204,8 @@ def test_rows_of_the_first_list_that_cannot_reach_the_top_k_are_not_looked_up() 
     what any other row of the first list can reach with the common word's bound, so only
     those five are looked up in the common word's list, not all 2,000 (at 10M chunks that
     lookup was 735k binary searches in a 5.6M list, the lane's slowest query)."""
-    n = 20_000
-    index = PostingIndex()
-    index.tail_postings = 0
-    tfs = [{0: 1.0, 1: (3.0 if i % 4000 == 0 else 1.0)} if i % 10 == 0 else {0: 1.0}
-           for i in range(n)]
-    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
-                 np.full(n, 8.0, np.float32))
+    index = _one_namespace([{0: 1.0, 1: (3.0 if i % 4000 == 0 else 1.0)} if i % 10 == 0
+                            else {0: 1.0} for i in range(20_000)])
     cost = bm25.Cost()
     with pytest.MonkeyPatch.context() as patch:  # the rule for long lists, on a short one
         patch.setattr(bm25, "FLOOR_MIN_ROWS", 1_000)
@@ -220,20 +221,15 @@ def test_rows_that_lack_the_next_term_are_not_looked_up_in_the_rest() -> None:
     looked up in the second word's list, the 100 with both outscore what any row of the
     rarest word alone can reach with the third word's bound, so only those 100 are looked
     up in the third word's list (20,000 postings), not all 2,000."""
-    n = 20_000
-    index = PostingIndex()
-    index.tail_postings = 0
     tfs = []
-    for i in range(n):
+    for i in range(20_000):
         tf = {2: 1.0}
         if i % 10 == 0:
             tf[0] = 1.0
         if (i % 10 == 0 and i % 200 == 0) or (i % 10 and i % 4 == 1):
             tf[1] = 1.0
         tfs.append(tf)
-    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
-                 np.full(n, 8.0, np.float32))
+    index = _one_namespace(tfs)
     cost = bm25.Cost()
     with pytest.MonkeyPatch.context() as patch:  # the rule for long lists, on a short one
         patch.setattr(bm25, "FLOOR_MIN_ROWS", 1_000)
