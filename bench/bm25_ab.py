@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import sys
 import time
@@ -49,6 +50,12 @@ def load_other(path: Path) -> Any:
     return module
 
 
+def adapted(top_k: Any) -> Any:
+    """``top_k`` called with only the arguments it takes (an older one may take fewer)."""
+    count = len(inspect.signature(top_k).parameters)
+    return lambda *given: top_k(*given[:count])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True)
@@ -60,7 +67,7 @@ def main() -> None:
     if not truth.exists():
         raise SystemExit(f"--db {args.db}: no {truth.name} beside it (a store_scale catalog?)")
     queries = [str(t) for t in np.load(truth)["qtexts"]]
-    ways = {"old": load_other(args.against).top_k, "new": bm25.top_k}
+    ways = {"old": adapted(load_other(args.against).top_k), "new": bm25.top_k}
     index = EmbeddedChunkIndex(SQLiteCatalog(args.db), DIM, sidecar=True,
                                sidecar_after_rows=10**12)
     for query in queries[WARMUP:]:  # pages in, both ways

@@ -240,6 +240,27 @@ def test_rows_that_lack_the_next_term_are_not_looked_up_in_the_rest() -> None:
     assert cost.lookups == 2_000 + 100
 
 
+def test_a_write_between_two_searches_is_seen_through_the_kept_mask() -> None:
+    """The mask of the rows a query's filters let in is kept per snapshot
+    (``store/matching.py``): a row deleted, one appended and a namespace asked anew between
+    searches are each seen by the next search, through the mask (every list filtered by
+    it here), not through a mask of the snapshot before."""
+    index = _one_namespace([{0: 1.0 + i % 3} for i in range(3_000)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bm25, "FLOOR_MIN_ROWS", 1)
+        first = index.search([0], 5, [1], strategy="pruned")
+        index.remove(np.array([first[0][0]], np.int64))
+        second = index.search([0], 5, [1], strategy="pruned")
+        assert first[0][0] not in [r for r, _ in second]
+        assert second == index.search([0], 5, [1], strategy="exhaustive")
+        index.append(np.array([5_000], np.int64), np.array([2], np.int32),
+                     np.zeros(1, np.int8), [_blob({0: 9.0})], np.full(1, 1.0, np.float32))
+        assert index.search([0], 5, [1, 2], strategy="pruned")[0][0] == 5_000
+        assert 5_000 not in [r for r, _ in index.search([0], 5, [1], strategy="pruned")]
+        assert index.search([0], 5, [2], strategy="pruned") == [
+            (5_000, index.search([0], 1, [1, 2], strategy="exhaustive")[0][1])]
+
+
 # ---------------------------------------------------------------- through the embedded index
 
 

@@ -32,7 +32,7 @@ never makes one fall below a true contribution.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Literal
 
@@ -225,19 +225,30 @@ def exact_scores(
     return total, matched
 
 
+Matching = Callable[[], npt.NDArray[np.bool_]]
+
+
 class _Filter:
     """Which row positions a search may return: live, of the kind, in the namespaces,
-    readable by the caller (``keep``: a mask over positions, or None)."""
+    readable by the caller (``keep``: a mask over positions, or None). ``matching``, when
+    given, returns the first three as one mask over the snapshot's positions (kept by the
+    index per snapshot, :meth:`~docgraph.store.lexical.PostingIndex.search`): asked only
+    for the rows of a long list (``FLOOR_MIN_ROWS``), where one gather replaces three and
+    a set test (a sixth of the slowest queries' time at 10M chunks)."""
 
     def __init__(self, s: _Snapshot, q: Query, namespace_ids: list[int],
-                 keep: npt.NDArray[np.bool_] | None) -> None:
-        self.s, self.kind, self.keep = s, q.kind, keep
+                 keep: npt.NDArray[np.bool_] | None, matching: Matching | None = None) -> None:
+        self.s, self.kind, self.keep, self.matching = s, q.kind, keep, matching
         self.namespaces = np.asarray(namespace_ids, dtype=s.namespaces.dtype)
 
     def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         s = self.s
-        ok: npt.NDArray[np.bool_] = s.alive[rows] & (s.kinds[rows] == self.kind)
-        ok &= np.isin(s.namespaces[rows], self.namespaces)
+        ok: npt.NDArray[np.bool_]
+        if self.matching is not None and len(rows) >= max(1, FLOOR_MIN_ROWS):
+            ok = self.matching()[rows]
+        else:
+            ok = s.alive[rows] & (s.kinds[rows] == self.kind)
+            ok &= np.isin(s.namespaces[rows], self.namespaces)
         if self.keep is not None:
             ok &= self.keep[rows]
         return ok
@@ -260,13 +271,13 @@ def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.fl
 def top_k(
     s: _Snapshot, q: Query, k: int, namespace_ids: list[int],
     keep: npt.NDArray[np.bool_] | None, strategy: Strategy = "auto",
-    cost: Cost | None = None,
+    cost: Cost | None = None, matching: Matching | None = None,
 ) -> list[tuple[int, float]]:
     """The best ``k`` readable rows (row id, score), best first, ties by row id; the
     ``strategy`` (``auto``: by the cost model) decides only the cost, never the answer
     (``cost``, when given, is told what was read)."""
     cost = cost if cost is not None else Cost()
-    accept = _Filter(s, q, namespace_ids, keep)
+    accept = _Filter(s, q, namespace_ids, keep, matching)
     lists = [_list(s, t) for t in q.terms]
     postings = sum(hi - lo for lo, hi in lists)
     exhaustive_cost = (EXHAUSTIVE_NS_PER_POSTING * postings

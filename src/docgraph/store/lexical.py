@@ -43,6 +43,7 @@ from docgraph.store.bm25 import IDF_FLOOR as IDF_FLOOR  # BM25's constants, re-e
 from docgraph.store.bm25 import K1 as K1
 from docgraph.store.bm25 import B as B
 from docgraph.store.bm25 import Strategy
+from docgraph.store.matching import MatchingRows
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
@@ -217,6 +218,7 @@ class PostingIndex(RowIndex[_Snapshot]):
     def __init__(self) -> None:
         super().__init__()
         self._snap = _empty()
+        self._matching = MatchingRows()  # per snapshot: the rows a query's filters let in
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
         """(arrays trimmed to what is used, scalars) of the current snapshot, to persist;
@@ -355,7 +357,8 @@ class PostingIndex(RowIndex[_Snapshot]):
         if k <= 0 or not namespace_ids or q is None:
             return []
         mask = keep(s.rowids, s.n) if keep is not None else None
-        return bm25.top_k(s, q, k, namespace_ids, mask, strategy or self.strategy, cost)
+        return bm25.top_k(s, q, k, namespace_ids, mask, strategy or self.strategy, cost,
+                          self._matching.mask(s, kind, namespace_ids))
 
     def scores_for(
         self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int],
