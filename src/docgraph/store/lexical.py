@@ -192,6 +192,10 @@ def _empty() -> _Snapshot:
     )
 
 
+#: Filter masks kept per snapshot for the BM25 lane (:mod:`docgraph.store.matching`).
+MATCHING_MASKS = 4
+
+
 class PostingIndex(RowIndex[_Snapshot]):
     """BM25 over in-memory posting lists; append-only rows with tombstones, thread-safe reads
     through immutable snapshots (writers build a new snapshot under a lock).
@@ -218,7 +222,7 @@ class PostingIndex(RowIndex[_Snapshot]):
     def __init__(self) -> None:
         super().__init__()
         self._snap = _empty()
-        self._matching = MatchingRows()  # per snapshot: the rows a query's filters let in
+        self._matching = MatchingRows(MATCHING_MASKS)  # per snapshot: rows a filter lets in
 
     def export_state(self) -> tuple[dict[str, np.ndarray], dict[str, int | float]]:
         """(arrays trimmed to what is used, scalars) of the current snapshot, to persist;
@@ -358,7 +362,7 @@ class PostingIndex(RowIndex[_Snapshot]):
             return []
         mask = keep(s.rowids, s.n) if keep is not None else None
         return bm25.top_k(s, q, k, namespace_ids, mask, strategy or self.strategy, cost,
-                          self._matching.mask(s, kind, namespace_ids))
+                          lambda: self._matching.allowed(s, namespace_ids, kind)[0])
 
     def scores_for(
         self, term_ids: Sequence[int], rowids: npt.NDArray[np.int64], namespace_ids: list[int],

@@ -1,61 +1,69 @@
-"""The rows a BM25 query's filters let in (live, of its chunk kind, in its namespaces) as
-one mask over a posting snapshot's positions, kept while that snapshot stands.
+"""The rows a query's filters let in (live, of its chunk kind, in its namespaces) as one
+mask over a snapshot's positions, kept while that snapshot stands: both lanes of the
+embedded index filter by it.
 
-The BM25 lane filters every long posting list it walks by these three (and by the caller's
-own rows, which are not kept here). Read row by row that is three gathers and a set test
-over the index's arrays, a sixth of the slowest queries' time at 10M chunks; one mask
-computed for the snapshot makes it one gather (:class:`docgraph.store.bm25._Filter` asks
-for it only on long lists). A snapshot is immutable (a write publishes a new one), so a
-mask is valid exactly as long as its snapshot is the one searched: the cache holds one
-snapshot's masks and starts afresh on the next.
+The dense lane asks for it on every query (a partition's query then costs the lists it
+reads, not a pass over every row; the scan saves the pass too). The BM25 lane asks for it
+on long posting lists only (:class:`docgraph.store.bm25._Filter`): read row by row those
+three tests are three gathers and a set test, a sixth of the slowest queries' time at 10M
+chunks; through the mask, one gather. A snapshot is immutable (a write publishes a new
+one), so a mask is valid exactly as long as its snapshot is the one searched: the cache
+holds one snapshot's masks and starts afresh on the next. A mask is shared: never written
+to.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from docgraph.store.lexical import _Snapshot
+from docgraph.store.rows import in_namespaces
 
-#: Masks kept for one snapshot (a kind and namespace set each; the oldest goes first).
-PER_SNAPSHOT = 4
+
+class FilteredRows(Protocol):
+    """What a snapshot holds for the filters: its row count and per-row arrays."""
+
+    @property
+    def n(self) -> int: ...
+    @property
+    def alive(self) -> npt.NDArray[np.bool_]: ...
+    @property
+    def kinds(self) -> npt.NDArray[np.int8]: ...
+    @property
+    def namespaces(self) -> npt.NDArray[np.int32]: ...
 
 
 class MatchingRows:
-    """Masks of one snapshot's matching rows, one per (kind, namespace set) asked for; a
-    byte a row each (10 MB at 10M chunks), at most :data:`PER_SNAPSHOT`."""
+    """Masks of one snapshot's matching rows and their counts, one per (namespace set,
+    kind) asked for; a byte a row each (10 MB at 10M chunks), at most ``limit``."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         # Replaced whole under the lock, read without it: a reader sees one state or the
         # next, never a mix.
-        self._kept: tuple[object, dict[tuple[int, tuple[int, ...]],
-                                       npt.NDArray[np.bool_]]] = (None, {})
+        self._kept: tuple[object, dict[tuple[tuple[int, ...], int],
+                                       tuple[npt.NDArray[np.bool_], int]]] = (None, {})
         self._lock = threading.Lock()
 
-    def mask(self, s: _Snapshot, kind: int,
-             namespace_ids: list[int]) -> Callable[[], npt.NDArray[np.bool_]]:
-        """A function giving the mask over ``s``'s positions ``[0, n)`` of its live rows of
-        ``kind`` in ``namespace_ids``, computed on its first call for ``s``."""
-        key = (kind, tuple(sorted(set(namespace_ids))))
-
-        def get() -> npt.NDArray[np.bool_]:
-            snapshot, masks = self._kept
-            found = masks.get(key) if snapshot is s else None
-            if found is None:
-                found = s.alive[: s.n] & (s.kinds[: s.n] == kind)
-                found &= np.isin(s.namespaces[: s.n], np.asarray(key[1], s.namespaces.dtype))
-                with self._lock:
-                    snapshot, masks = self._kept
-                    kept = dict(masks) if snapshot is s else {}
-                    while len(kept) >= PER_SNAPSHOT:
-                        kept.pop(next(iter(kept)))
-                    kept[key] = found
-                    self._kept = (s, kept)
-            return found
-
-        return get
+    def allowed(self, s: FilteredRows, namespace_ids: list[int], kind: int
+                ) -> tuple[npt.NDArray[np.bool_], int]:
+        """The mask over ``s``'s positions ``[0, n)`` of its live rows of ``kind`` in
+        ``namespace_ids``, and how many there are: computed once per snapshot and filter."""
+        key = (tuple(sorted(set(namespace_ids))), kind)
+        snapshot, masks = self._kept
+        found = masks.get(key) if snapshot is s else None
+        if found is None:
+            mask = (s.alive[: s.n] & (s.kinds[: s.n] == kind)
+                    & in_namespaces(s.namespaces[: s.n], namespace_ids))
+            found = (mask, int(np.count_nonzero(mask)))
+            with self._lock:
+                snapshot, masks = self._kept
+                kept = dict(masks) if snapshot is s else {}
+                while len(kept) >= self.limit:
+                    kept.pop(next(iter(kept)))
+                kept[key] = found
+                self._kept = (s, kept)
+        return found

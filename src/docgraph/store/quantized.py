@@ -23,7 +23,6 @@ ascending row ids, tombstones, immutable snapshots, compaction at a quarter dead
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,8 +33,9 @@ from docgraph.model import ScoredRow, Vector
 from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL, scan_threads
 from docgraph.store.dense_lists import DenseLists
 from docgraph.store.graph_ann import DenseGraph
+from docgraph.store.matching import MatchingRows
 from docgraph.store.restricted import RowFilter
-from docgraph.store.rows import RowMatrix, in_namespaces
+from docgraph.store.rows import RowMatrix
 
 # Reads the exact float32 vectors of row ids: (row ids found, (len(found), dim) matrix).
 VectorFetch = Callable[[npt.NDArray[np.int64]], tuple[npt.NDArray[np.int64], Vector]]
@@ -141,10 +141,7 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         # Above its row threshold, stage 1 asks this graph or partition instead of scanning
         # every row (docgraph.store.graph_ann, docgraph.store.dense_lists); None: the scan.
         self.graph: DenseGraph | DenseLists | None = None
-        # (namespace ids, kind) -> (snapshot, mask of its live rows that match, count)
-        self._masks: dict[tuple[tuple[int, ...], int], tuple[_Snapshot, npt.NDArray[
-            np.bool_], int]] = {}
-        self._masks_lock = threading.Lock()
+        self._masks = MatchingRows(KEPT_MASKS)  # per snapshot and filter: its live rows
         super().__init__()
         width = -(-dimension // 64)
         self._snap = _Snapshot(
@@ -256,20 +253,7 @@ class QuantizedDenseMatrix(RowMatrix[_Snapshot]):
         once per snapshot and filter (a query of a partition then costs the lists it reads,
         not a pass over every row; the scan saves the pass too). The mask is shared: never
         written to."""
-        key = (tuple(namespace_ids), kind)
-        kept = self._masks.get(key)
-        if kept is not None and kept[0] is s:
-            return kept[1], kept[2]
-        mask = (s.alive[: s.n] & (s.kinds[: s.n] == kind)
-                & in_namespaces(s.namespaces[: s.n], namespace_ids))
-        count = int(np.count_nonzero(mask))
-        with self._masks_lock:
-            for old in [key for key, (snap, _, _) in self._masks.items() if snap is not s]:
-                self._masks.pop(old, None)  # masks of older snapshots are never asked again
-            while len(self._masks) >= KEPT_MASKS:
-                self._masks.pop(next(iter(self._masks)))
-            self._masks[key] = (s, mask, count)
-        return mask, count
+        return self._masks.allowed(s, namespace_ids, kind)
 
     def ann_state(self) -> str | None:
         """How the graph or partition answers now (:meth:`BackgroundUpdates.state
