@@ -76,9 +76,7 @@ class StatusView:
     def told(self, namespace: str, message: str) -> str:
         """``message`` (a build phase's in ``namespace``, which may quote its first
         failure) with what the caller may not be told of replaced by :data:`UNTOLD`."""
-        for text in self.untold.get(namespace, ()):
-            message = message.replace(text, UNTOLD)
-        return message
+        return _untold(message, self.untold.get(namespace, ()))
 
 
 def mentions(graph: GraphStore, scope: Visibility, entities: list[EntityInfo],
@@ -193,8 +191,7 @@ def status(root: GovernedIndex, scope: Visibility) -> StatusView:
         this_process_leads=info.this_process_leads,
         refresher_running=info.refresher_running,
         replicas=list(info.replicas),
-        untold={namespace: tuple(text for f in failures for text in (f.reason, f.path) if text)
-                for namespace, failures in hidden.items()},
+        untold={namespace: _texts(failures) for namespace, failures in hidden.items()},
     )
 
 
@@ -217,17 +214,21 @@ def _build_told(build: NamespaceStatus, unreadable: dict[str, tuple[int, int]],
     mine = hidden.get(build.namespace, [])
     if not mine:
         return build
-    errors = [replace(e, message=_untold(e.message, mine)) for e in build.errors]
+    texts = _texts(mine)
+    errors = [replace(e, message=_untold(e.message, texts)) for e in build.errors]
     return replace(build, failed_documents=max(0, build.failed_documents - len(mine)),
                    errors=errors)
 
 
-def _untold(message: str, hidden: list[FailureRecord]) -> str:
-    """``message`` with each hidden failure's reason and path taken out."""
-    for failure in hidden:
-        for text in (failure.reason, failure.path):
-            if text:
-                message = message.replace(text, UNTOLD)
+def _texts(hidden: list[FailureRecord]) -> tuple[str, ...]:
+    """What hidden failures say of their files: each one's reason, then its path."""
+    return tuple(text for f in hidden for text in (f.reason, f.path) if text)
+
+
+def _untold(message: str, texts: tuple[str, ...]) -> str:
+    """``message`` with each of ``texts`` (:func:`_texts`) replaced by :data:`UNTOLD`."""
+    for text in texts:
+        message = message.replace(text, UNTOLD)
     return message
 
 
