@@ -24,6 +24,8 @@ import re
 
 from docgraph.errors import ExtractionError
 from docgraph.ingest.decode import decode_text
+from docgraph.ingest.extract import EXTRACTORS, extract_markdown
+from docgraph.ingest.extract_html import extract_html
 from docgraph.ingest.front_matter import (
     ACCESS_ERROR_KEY,
     MAX_FRONT_MATTER_CHARS,
@@ -31,10 +33,10 @@ from docgraph.ingest.front_matter import (
     split_front_matter,
 )
 
-#: Extensions whose files can name their own readers (Markdown and HTML front matter, the
-#: HTML meta tag).
-DECLARING_EXTENSIONS = frozenset({".md", ".markdown", ".html", ".htm"})
-_HTML = frozenset({".html", ".htm"})
+#: Extensions whose files can name their own readers: those extracted as Markdown (front
+#: matter) or HTML (front matter, the meta tag), whatever extensions the extractors take.
+_HTML = frozenset(e for e, read in EXTRACTORS.items() if read is extract_html)
+DECLARING_EXTENSIONS = _HTML | {e for e, read in EXTRACTORS.items() if read is extract_markdown}
 #: Bytes read for the front matter: enough for the longest block that is looked for,
 #: at up to four bytes a character, and its delimiters.
 _HEAD_BYTES = 4 * (MAX_FRONT_MATTER_CHARS + 64)
