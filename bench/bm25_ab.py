@@ -2,11 +2,14 @@
 query in one process (a change to the lane measured before and after, on the same pages).
 
     flock /tmp/docgraph-bench.lock python bench/bm25_ab.py --db CATALOG --against OLD.py \
-        [--k 100] [--name bm25_ab]
+        [OLD_MODULE.py ...] [--k 100] [--half tune|test|all] [--name bm25_ab]
 
 ``CATALOG`` is a ``bench/store_scale.py`` catalog with its sidecar; ``OLD.py`` a copy of
 ``src/docgraph/store/bm25.py`` as it was (``git show REV:src/docgraph/store/bm25.py``),
-loaded as a module of its own. Every query of the catalog's truth file after the first 20
+loaded as a module of its own; each further ``OLD_MODULE.py`` a module of
+``docgraph.store`` as it was (``posting_lookup.py``, say), which the old lane imports
+instead of this checkout's. ``--half``: every other query (tuning or test half, by position
+after the warm-up), or all. Every query of the catalog's truth file after the first 20
 (warm-up) runs three times each way, old then new, over both namespaces at ``k``; the
 answers must be identical (ids and scores) and the best of the three is kept. Reported:
 p50 / p95 / max per way, the median per-query ratio new / old, and that ratio on the old
@@ -39,13 +42,29 @@ WARMUP = 20
 REPEATS = 3
 
 
-def load_other(path: Path) -> Any:
-    """The module in ``path`` (another version of ``bm25.py``), under a name of its own."""
-    spec = importlib.util.spec_from_file_location("bm25_against", path)
+def load_other(path: Path, *others: Path) -> Any:
+    """The module in ``path`` (another version of ``bm25.py``), under a name of its own,
+    importing ``others`` (other versions of modules of ``docgraph.store``, by file name)
+    instead of this checkout's."""
+    store = sys.modules["docgraph.store"]
+    mine = {}
+    try:
+        for other in others:
+            name = other.stem
+            mine[name] = getattr(store, name)
+            setattr(store, name, _module(other, f"{name}_against"))
+        return _module(path, "bm25_against")
+    finally:
+        for name, module in mine.items():
+            setattr(store, name, module)
+
+
+def _module(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"--against {path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["bm25_against"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -59,7 +78,8 @@ def adapted(top_k: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True)
-    parser.add_argument("--against", type=Path, required=True)
+    parser.add_argument("--against", type=Path, nargs="+", required=True)
+    parser.add_argument("--half", choices=("tune", "test", "all"), default="all")
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--name", default="bm25_ab")
     args = parser.parse_args()
@@ -67,7 +87,9 @@ def main() -> None:
     if not truth.exists():
         raise SystemExit(f"--db {args.db}: no {truth.name} beside it (a store_scale catalog?)")
     queries = [str(t) for t in np.load(truth)["qtexts"]]
-    ways = {"old": adapted(load_other(args.against).top_k), "new": bm25.top_k}
+    ways = {"old": adapted(load_other(*args.against).top_k), "new": bm25.top_k}
+    timed = queries[WARMUP:]
+    timed = timed[0::2] if args.half == "tune" else timed[1::2] if args.half == "test" else timed
     index = EmbeddedChunkIndex(SQLiteCatalog(args.db), DIM, sidecar=True,
                                sidecar_after_rows=10**12)
     for query in queries[WARMUP:]:  # pages in, both ways
@@ -76,7 +98,7 @@ def main() -> None:
             index.lexical_search(query, args.k, NAMESPACES)
     load_start = os.getloadavg()[0]
     times: dict[str, list[float]] = {way: [] for way in ways}
-    for query in queries[WARMUP:]:
+    for query in timed:
         best = {way: float("inf") for way in ways}
         answer = None
         for _ in range(REPEATS):
@@ -103,7 +125,8 @@ def main() -> None:
                         "ratio_slowest_tenth": round(float(np.median((t / old)[slowest])), 3)})
     log(f"{len(index)} rows: k {args.k}, {len(old)} queries")
     write_result(args.name, {"rows": len(index), "k": args.k, "queries": len(old),
-                             "against": args.against.name,
+                             "against": [path.name for path in args.against],
+                             "half": args.half,
                              "loadavg_1": [round(load_start, 2), round(os.getloadavg()[0], 2)],
                              "results": results})
 

@@ -51,3 +51,13 @@ def test_the_shared_pool_lends_one_array_per_core_at_most() -> None:
     again = pool.take(5)
     assert again is first  # reused, not reallocated
     assert posting_lookup.POOL.limit >= 1
+
+
+def test_rows_past_the_lists_type_are_searched_without_wrapping() -> None:
+    """The rows are searched as the list's type (int32: else numpy copies the list): a row
+    past int32 wraps to another key there (2**32 + 3 to 3), and must still be no hit."""
+    listed = np.array([3, 9, 2**31 - 1], np.int32)
+    hits, positions = find(listed, np.array([3, 2**31 - 1, 2**31 + 3], np.int64), StampPool(0))
+    assert hits.tolist() == [0, 1] and positions.tolist() == [0, 2]
+    hits, _ = find(np.array([0, 3], np.int32), np.array([2**32 + 3], np.int64), StampPool(0))
+    assert hits.tolist() == []

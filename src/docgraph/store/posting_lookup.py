@@ -92,7 +92,10 @@ def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
             np.minimum(at, len(listed) - 1, out=at)  # a stale stamp may lie past this list
             hit = np.flatnonzero(listed[at] == rows)
             return hit, at[hit]
-    at = np.searchsorted(listed, rows)
+    # The rows as the list's type: else numpy first copies the whole list to the wider one
+    # (a 5.6M list of int32 for 7k int64 rows: 8.2 ms, against 1.0 ms for the search). A row
+    # too large for that type wraps to another key, and is no hit: the check reads the rows.
+    at = np.searchsorted(listed, rows.astype(listed.dtype, copy=False))
     ok = at < len(listed)
     ok[ok] = listed[at[ok]] == rows[ok]
     hit = np.flatnonzero(ok)
