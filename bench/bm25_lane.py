@@ -42,7 +42,7 @@ from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
 from docgraph.config import IndexSettings  # noqa: E402
 from docgraph.retrieve.hybrid import HybridSearcher  # noqa: E402
-from docgraph.store import bm25  # noqa: E402
+from docgraph.store import bm25, bm25_bounds  # noqa: E402
 from docgraph.store.restricted import RestrictedRows  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 from docgraph.store.sqlite.index import sidecar_path  # noqa: E402
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         index.save_sidecar()
     s = index.postings._snap
     t1 = time.perf_counter()
-    bm25.term_bounds(s.term_ptr, s.term_rows, s.term_weights, s.lengths[: s.n],
+    bm25_bounds.term_bounds(s.term_ptr, s.term_rows, s.term_weights, s.lengths[: s.n],
                      s.bound_average)
     bounds_s = time.perf_counter() - t1
     sidecar_bytes = sidecar_path(db).stat().st_size

@@ -18,6 +18,16 @@ def core_count(limit: int = 8) -> int:
     return max(1, min(usable, limit))
 
 
+def scan_threads() -> int:
+    """Threads one query may use at once for a large scan (the dense matrix's row ranges,
+    a heavy BM25 query's): ``DOCGRAPH_SCAN_THREADS``, default the cores (<= 8); read once,
+    when the first such pool starts."""
+    configured = os.environ.get("DOCGRAPH_SCAN_THREADS", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return core_count()
+
+
 class LazyThreadPool:
     """A process-wide thread pool started on first use; ``size`` is asked once, then."""
 

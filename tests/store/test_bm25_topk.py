@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from docgraph.model import DocumentRecord
 from docgraph.sources.urn import normalize_urn
-from docgraph.store import bm25, topk
+from docgraph.store import bm25, bm25_parts, topk
 from docgraph.store.lexical import PostingIndex, count_terms, term_ids
 from docgraph.store.restricted import RestrictedRows
 from docgraph.store.sidecar import read_arrays, write_arrays
@@ -154,14 +154,19 @@ def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
         want = {r: s for r, s in model.scores(terms, kind).items()
                 if model.rows[r].namespace in namespaces and (allowed is None or r in allowed)}
         costs = {strategy: bm25.Cost() for strategy in STRATEGIES}
-        with pytest.MonkeyPatch.context() as patch:  # every walked list cut by its floor
-            if data.draw(st.booleans()):
+        parts = data.draw(st.integers(1, 4))
+        with pytest.MonkeyPatch.context() as patch:
+            if data.draw(st.booleans()):  # every walked list cut by its floor
                 patch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
+            if parts > 1:  # in up to ``parts`` row ranges at once
+                patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
+                patch.setattr(bm25_parts, "HELPERS", bm25_parts.Helpers(lambda p=parts - 1: p))
             answers = {strategy: index.search(terms, k, namespaces, kind, keep=keep,
                                               strategy=strategy, cost=costs[strategy])
                        for strategy in STRATEGIES}
         event(f"pruning skipped postings: "
               f"{costs['pruned'].postings_read < costs['exhaustive'].postings_read}")
+        event(f"pruned in {costs['pruned'].parts} row ranges")
         note(f"query {terms} k {k} kind {kind} namespaces {namespaces} readable {allowed}: "
              f"{answers}")
         _check_top_k(answers["auto"], want, k)

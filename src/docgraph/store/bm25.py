@@ -5,7 +5,8 @@ The exhaustive way (:func:`exhaustive_scores`, the index's only way before) adds
 posting of every query term into a per-row accumulator and ranks the matched rows: its cost
 is the query terms' posting lists plus two arrays as long as the index (57 ms a query at 10M
 chunks). :func:`top_k` gets the same answer with *MaxScore* (Turtle and Flood, 1995): each
-term has an upper bound on what it can add to a row's score (:func:`term_bounds`, the
+term has an upper bound on what it can add to a row's score
+(:func:`docgraph.store.bm25_bounds.term_bounds`, the
 largest length-normalised term frequency in its list, kept with the term-major copy);
 terms are taken rarest (highest bound) first, every readable row of a taken term's list is
 scored exactly (the other terms' frequencies looked up in their lists, which
@@ -19,7 +20,8 @@ threshold stays low), a cost estimate sends the query to the exhaustive way, or,
 caller who may read only a few rows, to scoring just those rows (:func:`top_k` says how).
 Whatever the way, a row's score is computed by the same element-wise expression with the
 terms added in the same order, so the scores are bit-identical and so is the ranking
-(best first, ties by row id).
+(best first, ties by row id). A heavy query may be pruned in row ranges on two or more
+cores at once, when threads are idle (:mod:`docgraph.store.bm25_parts`): the same answer.
 
 Bounds stay valid through appends (tail rows are scored, not bounded), deletes (a dead
 row's posting only makes a bound looser) and changing statistics: the idf is applied at
@@ -31,15 +33,17 @@ never makes one fall below a true contribution.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from docgraph.store import posting_lookup, topk
+from docgraph.store import bm25_parts, posting_lookup, topk
+from docgraph.store.matching import LaneFilter, Matching
 
 if TYPE_CHECKING:
     from docgraph.store.lexical import _Snapshot
@@ -47,9 +51,6 @@ if TYPE_CHECKING:
 K1, B, IDF_FLOOR = 1.5, 0.5, 1e-6
 # Relative margin on every bound (float32 storage and summation rounding).
 BOUND_MARGIN = 1e-5
-# Postings whose bound is computed at once when the term-major copy is built (bounds the
-# transient memory of that pass to a few arrays of this length: ~30 MB).
-BOUND_CHUNK = 1 << 20
 # Cost model of the way a query takes, in ns, fitted on bench/bm25_lane.py's queries at 100k
 # and 1M chunks (2 shared cores, loaded): exhaustive, a posting added into the per-row
 # accumulator and a row of the index swept (allocation, matched rows); pruned, a posting
@@ -83,6 +84,14 @@ class Cost:
     #: Rows the pruned way looked up in other terms' lists (a row counted once a list).
     lookups: int = 0
     way: str = ""
+    #: Row ranges the pruned way answered at once (:mod:`docgraph.store.bm25_parts`).
+    parts: int = 1
+
+    def add(self, other: Cost) -> None:
+        """Count what ``other`` (one range's search) read, too."""
+        self.postings_read += other.postings_read
+        self.rows_scored += other.rows_scored
+        self.lookups += other.lookups
 
 
 @dataclass(frozen=True)
@@ -173,13 +182,15 @@ def exhaustive_scores(
 def exact_scores(
     s: _Snapshot, q: Query, rows: npt.NDArray[np.int64], skip: frozenset[int] = frozenset(),
     known: tuple[int, npt.NDArray[np.float64]] | None = None,
+    spans: dict[int, tuple[int, int]] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """(score, matched) of the given row positions (ascending, unique), each term's
     frequency found in its list (:func:`~docgraph.store.posting_lookup.find`; tail rows: in
     their own postings). Terms in ``skip`` are known to match none of these rows; ``known`` =
     (term, its addend for each row): a term every one of these rows has (main rows only),
     scored by the caller from its list, so it is not looked up (the same addend, added in the
-    same order)."""
+    same order); ``spans``: where to look each term up, when not its whole list (the part
+    that holds these rows)."""
     total = np.zeros(len(rows), np.float64)
     matched = np.zeros(len(rows), bool)
     if len(rows) == 0:
@@ -205,7 +216,7 @@ def exact_scores(
             total += known[1]
             matched[:] = True
             continue
-        lo, hi = _list(s, term)
+        lo, hi = spans[term] if spans is not None else _list(s, term)
         found_at: list[npt.NDArray[np.int64]] = []
         found_tf: list[npt.NDArray[np.float64]] = []
         if hi > lo:
@@ -223,35 +234,6 @@ def exact_scores(
                                           q.average)
             matched[where] = True
     return total, matched
-
-
-Matching = Callable[[], npt.NDArray[np.bool_]]
-
-
-class _Filter:
-    """Which row positions a search may return: live, of the kind, in the namespaces,
-    readable by the caller (``keep``: a mask over positions, or None). ``matching``, when
-    given, returns the first three as one mask over the snapshot's positions (kept by the
-    index per snapshot, :meth:`~docgraph.store.lexical.PostingIndex.search`): asked only
-    for the rows of a long list (``FLOOR_MIN_ROWS``), where one gather replaces three and
-    a set test (a sixth of the slowest queries' time at 10M chunks)."""
-
-    def __init__(self, s: _Snapshot, q: Query, namespace_ids: list[int],
-                 keep: npt.NDArray[np.bool_] | None, matching: Matching | None = None) -> None:
-        self.s, self.kind, self.keep, self.matching = s, q.kind, keep, matching
-        self.namespaces = np.asarray(namespace_ids, dtype=s.namespaces.dtype)
-
-    def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        s = self.s
-        ok: npt.NDArray[np.bool_]
-        if self.matching is not None and len(rows) >= max(1, FLOOR_MIN_ROWS):
-            ok = self.matching()[rows]
-        else:
-            ok = s.alive[rows] & (s.kinds[rows] == self.kind)
-            ok &= np.isin(s.namespaces[rows], self.namespaces)
-        if self.keep is not None:
-            ok &= self.keep[rows]
-        return ok
 
 
 def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.float64],
@@ -277,7 +259,7 @@ def top_k(
     ``strategy`` (``auto``: by the cost model) decides only the cost, never the answer
     (``cost``, when given, is told what was read)."""
     cost = cost if cost is not None else Cost()
-    accept = _Filter(s, q, namespace_ids, keep, matching)
+    accept = LaneFilter(s, q.kind, namespace_ids, keep, matching, max(1, FLOOR_MIN_ROWS))
     lists = [_list(s, t) for t in q.terms]
     postings = sum(hi - lo for lo, hi in lists)
     exhaustive_cost = (EXHAUSTIVE_NS_PER_POSTING * postings
@@ -295,13 +277,16 @@ def top_k(
         cost.way, cost.rows_scored = "rows", len(rows)
         scores, matched = exact_scores(s, q, rows)
         return _ranked(s, rows[matched], scores[matched], k)
-    if strategy == "exhaustive":
-        return _exhaustive(s, q, k, accept, cost)
-    return _pruned(s, q, k, accept, lists, exhaustive_cost if strategy == "auto" else math.inf,
-                   cost)
+    if strategy != "exhaustive":
+        found = _maxscore(s, q, k, accept, lists, postings,
+                          exhaustive_cost if strategy == "auto" else math.inf, cost)
+        if found is not None:
+            return found
+        accept.s = s  # pruning does not pay: the exhaustive way, over the mapped arrays
+    return _exhaustive(s, q, k, accept, cost)
 
 
-def _exhaustive(s: _Snapshot, q: Query, k: int, accept: _Filter,
+def _exhaustive(s: _Snapshot, q: Query, k: int, accept: LaneFilter,
                 cost: Cost) -> list[tuple[int, float]]:
     cost.way = "exhaustive"
     cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows]) + sum(
@@ -321,13 +306,54 @@ def _plain(s: _Snapshot) -> _Snapshot:
     return replace(s, **arrays) if arrays else s
 
 
-def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[int, int]],
-            give_up_at: float, cost: Cost) -> list[tuple[int, float]]:
-    """MaxScore (see the module); falls back to the exhaustive way once its estimated cost
-    passes ``give_up_at`` (ns)."""
-    exhaustive = s
+def _maxscore(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tuple[int, int]],
+              postings: int, give_up_at: float, cost: Cost) -> list[tuple[int, float]] | None:
+    """The pruned way: over the whole index, or over row ranges at once when the query is
+    heavy and threads are idle (:mod:`docgraph.store.bm25_parts`); None once its estimated
+    cost passes ``give_up_at`` (ns)."""
     s = _plain(s)
     accept.s = s
+    helpers = bm25_parts.HELPERS
+    extra = helpers.take(bm25_parts.wanted(postings, s.main_rows))
+    if not extra:
+        return _pruned(s, q, k, accept, lists, give_up_at, cost, tail=True, bar=None)
+    try:
+        bar = topk.Bar()
+        ranges = bm25_parts.ranges(s.main_rows, extra + 1)
+        costs = [Cost() for _ in ranges]
+        tasks = [functools.partial(_pruned, s, q, k, accept,
+                                   bm25_parts.spans(s.term_rows, lists, start, stop),
+                                   give_up_at / len(ranges), part, stop >= s.main_rows, bar)
+                 for (start, stop), part in zip(ranges, costs, strict=True)]
+    except BaseException:
+        helpers.give(extra)
+        raise
+    found = helpers.run(tasks)
+    cost.way, cost.parts, cost.postings_read = "pruned", len(ranges), 0
+    for part in costs:
+        cost.add(part)
+    if any(answer is None for answer in found):
+        return None
+    return bm25_parts.merge([answer for answer in found if answer is not None], k)
+
+
+def _tail_rows(s: _Snapshot, q: Query, accept: LaneFilter) -> npt.NDArray[np.int64]:
+    """The rows appended since the term-major copy that have a query term and pass the
+    filters (the pruned way scores them first, exactly: they are never bounded)."""
+    tail_start, _, hits = _tail_hits(s, q)
+    if not len(hits):
+        return np.zeros(0, np.int64)
+    rows = np.unique(np.searchsorted(s.row_ptr[: s.n + 1], tail_start + hits, side="right") - 1)
+    return rows[accept(rows)]
+
+
+def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tuple[int, int]],
+            give_up_at: float, cost: Cost, tail: bool, bar: topk.Bar | None
+            ) -> list[tuple[int, float]] | None:
+    """MaxScore (see the module) over ``lists`` (each query term's list, or its part in a
+    range of rows) and, with ``tail``, the rows appended since the term-major copy; None
+    once its estimated cost passes ``give_up_at`` (ns) or another range's did (``bar``: what
+    the ranges of one query share)."""
     scale = (max(1.0, q.average / s.bound_average) if s.bound_average > 0 else math.inf)
     bounds = []
     for term, idf, (lo, hi) in zip(q.terms, q.idf, lists, strict=True):
@@ -338,19 +364,13 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
                           * (1.0 + BOUND_MARGIN))
         else:
             bounds.append(math.inf)
-    # tail rows first: scored exactly, never bounded
-    tail_start, _, hits = _tail_hits(s, q)
-    if len(hits):
-        tail_rows = np.unique(np.searchsorted(s.row_ptr[: s.n + 1], tail_start + hits,
-                                              side="right") - 1)
-        tail_rows = tail_rows[accept(tail_rows)]
-    else:
-        tail_rows = np.zeros(0, np.int64)
+    tail_rows = _tail_rows(s, q, accept) if tail else np.zeros(0, np.int64)
     seen, seen_scores = [tail_rows], [exact_scores(s, q, tail_rows)[0]]
-    best = topk.Best(k)
+    best = topk.Best(k, bar)
     best.add(seen_scores[0])
     cost.way, cost.rows_scored = "pruned", len(tail_rows)
-    cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows])
+    cost.postings_read = int(s.nnz - s.row_ptr[s.main_rows]) if tail else 0
+    spans = dict(zip(q.terms, lists, strict=True))
     seen_main = np.zeros(0, np.int64)  # main rows met so far (scored or ruled out)
     order = sorted(range(len(q.terms)), key=lambda i: -bounds[i])
     # what the terms from the j-th on can add, summed afresh (not by subtracting: that
@@ -358,6 +378,12 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
     after = [sum(bounds[o] for o in order[j:]) for j in range(len(order) + 1)]
     taken: set[int] = set()
     spent = 0.0
+
+    def gives_up(spent: float) -> bool:  # (one range giving up stops the others)
+        if spent > give_up_at and bar is not None:
+            bar.given_up = True
+        return spent > give_up_at or (bar is not None and bar.given_up)
+
     for j, i in enumerate(order):
         if after[j] < best.threshold:
             break
@@ -367,9 +393,8 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
         if hi <= lo:
             continue
         spent += PRUNED_NS_PER_POSTING * (hi - lo)
-        if spent > give_up_at:
-            accept.s = exhaustive
-            return _exhaustive(exhaustive, q, k, accept, cost)
+        if gives_up(spent):
+            return None
         cost.postings_read += hi - lo
         listed = s.term_rows[lo:hi].astype(np.int64)
         fresh = accept(listed)
@@ -397,12 +422,11 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
             if not lifted.all():
                 rows, partial = rows[lifted], partial[lifted]
         spent += PRUNED_NS_PER_LOOKUP * len(rows) * (len(order) - j - 1)
-        if spent > give_up_at:
-            accept.s = exhaustive
-            return _exhaustive(exhaustive, q, k, accept, cost)
+        if gives_up(spent):
+            return None
         cost.rows_scored += len(rows)
         rows, scores = _reaching(s, q, rows, (q.terms[i], partial), frozenset(taken - {
-            q.terms[i]}), dict(zip(q.terms, bounds, strict=True)), best, cost)
+            q.terms[i]}), dict(zip(q.terms, bounds, strict=True)), best, cost, spans)
         seen.append(rows)
         seen_scores.append(scores)
         best.add(scores)
@@ -412,7 +436,8 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: _Filter, lists: list[tuple[i
 
 def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],
               known: tuple[int, npt.NDArray[np.float64]], skip: frozenset[int],
-              bound_of: dict[int, float], best: topk.Best, cost: Cost
+              bound_of: dict[int, float], best: topk.Best, cost: Cost,
+              spans: dict[int, tuple[int, int]],
               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """Those of a walked list's ``rows`` (main rows, ascending; ``known`` = its term and
     their addends) that can still enter the top ``k``, with their exact scores. The other
@@ -426,14 +451,14 @@ def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],
     :func:`exact_scores` sums them, so they are bit-identical."""
     term, first = known
     if len(rows) < max(1, FLOOR_MIN_ROWS) or len(q.terms) - len(skip) < 3:
-        return rows, exact_scores(s, q, rows, skip=skip, known=known)[0]  # no floor between
+        return rows, exact_scores(s, q, rows, skip, known, spans)[0]  # no floor between
     idf_of = dict(zip(q.terms, q.idf, strict=True))
     lookups = sorted((t for t in q.terms if t not in skip and t != term),
                      key=lambda t: -bound_of[t])
     found: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
     partial = first.copy()
     for j, other in enumerate(lookups):
-        lo, hi = _list(s, other)
+        lo, hi = spans[other]
         if hi > lo:
             cost.lookups += len(rows)
             at, pos = posting_lookup.find(s.term_rows[lo:hi], rows)
@@ -461,31 +486,3 @@ def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],
             at, added = by_term[each]
             total[at] += added
     return rows, total
-
-
-def term_bounds(
-    term_ptr: npt.NDArray[np.int64], term_rows: npt.NDArray[np.int32],
-    term_weights: npt.NDArray[np.float32], lengths: npt.NDArray[np.float32], average: float,
-) -> npt.NDArray[np.float32]:
-    """Per term: the largest ``tf / (tf + K1 * (1 - B + B * length / average))`` over its
-    list (0 for an empty one), rounded up; computed in chunks of postings so the transient
-    memory stays small however large the index."""
-    terms = len(term_ptr) - 1
-    out = np.zeros(max(terms, 0), np.float64)
-    nnz = int(term_ptr[-1]) if terms > 0 else 0
-    start = 0
-    while start < nnz:
-        # the chunk ends at a term boundary (a term longer than a chunk is taken whole)
-        end_term = int(np.searchsorted(term_ptr, start + BOUND_CHUNK, side="right")) - 1
-        first = int(np.searchsorted(term_ptr, start, side="right")) - 1
-        end_term = max(end_term, first + 1)
-        end = int(term_ptr[end_term])
-        tf = term_weights[start:end].astype(np.float64)
-        g = tf / (tf + K1 * (1.0 - B + B * lengths[term_rows[start:end]].astype(np.float64)
-                             / average))
-        ptr = term_ptr[first:end_term + 1] - start
-        nonempty = np.flatnonzero(ptr[1:] > ptr[:-1])
-        if len(nonempty):
-            out[first + nonempty] = np.maximum.reduceat(g, ptr[:-1][nonempty])
-        start = end
-    return (out * (1.0 + BOUND_MARGIN)).astype(np.float32)

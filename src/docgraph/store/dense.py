@@ -12,28 +12,18 @@ core streams its own part; see ``bench/speed.py`` for the measured effect.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
-from docgraph.parallel import LazyThreadPool, core_count
+from docgraph.parallel import LazyThreadPool, scan_threads
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowMatrix, in_namespaces
 
 # Matrices at least this large are scored in parallel row ranges.
 PARALLEL_SCAN_ROWS = 32_768
-
-
-def scan_threads() -> int:
-    """Threads that score one large matrix (``DOCGRAPH_SCAN_THREADS``, default: cores, <= 8);
-    read once, when the first large matrix is scored."""
-    configured = os.environ.get("DOCGRAPH_SCAN_THREADS", "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return core_count()
 
 
 SCAN_POOL = LazyThreadPool(scan_threads, "docgraph-scan")

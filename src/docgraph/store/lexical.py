@@ -38,7 +38,7 @@ import numpy.typing as npt
 import scipy.sparse
 
 from docgraph.languages import language_terms
-from docgraph.store import bm25
+from docgraph.store import bm25, bm25_bounds
 from docgraph.store.bm25 import IDF_FLOOR as IDF_FLOOR  # BM25's constants, re-exported
 from docgraph.store.bm25 import K1 as K1
 from docgraph.store.bm25 import B as B
@@ -456,8 +456,8 @@ def _reindex(s: _Snapshot) -> _Snapshot:
     average = average if average > 0 else 1.0
     return replace(s, main_rows=s.n, term_ptr=term_ptr, term_rows=term_rows,
                    term_weights=term_weights, bound_average=average,
-                   term_bound=bm25.term_bounds(term_ptr, term_rows, term_weights,
-                                               s.lengths[: s.n], average))
+                   term_bound=bm25_bounds.term_bounds(term_ptr, term_rows, term_weights,
+                                                      s.lengths[: s.n], average))
 
 
 def _room(array: np.ndarray, used: int, need: int) -> np.ndarray:

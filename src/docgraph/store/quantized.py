@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from docgraph.model import ScoredRow, Vector
-from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL, scan_threads
+from docgraph.parallel import scan_threads
+from docgraph.store.dense import PARALLEL_SCAN_ROWS, SCAN_POOL
 from docgraph.store.dense_lists import DenseLists
 from docgraph.store.graph_ann import DenseGraph
 from docgraph.store.matching import MatchingRows

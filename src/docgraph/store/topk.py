@@ -11,6 +11,7 @@ bounds of its terms not added yet stays under it cannot enter the top ``k``.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import numpy.typing as npt
@@ -63,19 +64,46 @@ def floor(met: npt.NDArray[np.float64], addends: npt.NDArray[np.float64], k: int
     return -math.inf
 
 
-class Best:
-    """The ``k`` best scores met so far (not which rows): the pruning threshold."""
+class Bar:
+    """What the row ranges of one query, searched at once, share
+    (:mod:`docgraph.store.bm25_parts`): the highest ``k``-th best score any range has met,
+    a floor under the query's final ``k``-th best (every range prunes by it), and whether
+    one range gave up pruning (then all stop)."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self) -> None:
+        self.value = -math.inf
+        self.given_up = False
+        self._lock = threading.Lock()
+
+    def raise_to(self, value: float) -> None:
+        """Take a range's ``k``-th best into account."""
+        with self._lock:
+            self.value = max(self.value, value)
+
+
+class Best:
+    """The ``k`` best scores met so far (not which rows): the pruning threshold, at least
+    ``bar``'s when the search is one range of several."""
+
+    def __init__(self, k: int, bar: Bar | None = None) -> None:
         self.k = k
+        self.bar = bar
         self.scores = np.zeros(0, np.float64)
-        self.threshold = -math.inf  # the k-th best (minus infinity while fewer than k)
+        self.own = -math.inf  # the k-th best met here (minus infinity while fewer than k)
+
+    @property
+    def threshold(self) -> float:
+        """The score a row must reach to enter the top ``k``: no higher than its final
+        ``k``-th best."""
+        return self.own if self.bar is None else max(self.own, self.bar.value)
 
     def add(self, scores: npt.NDArray[np.float64]) -> None:
         """Take more scores into account."""
-        if len(scores) == 0 or (len(self.scores) >= self.k and scores.max() <= self.threshold):
+        if len(scores) == 0 or (len(self.scores) >= self.k and scores.max() <= self.own):
             return
         both = largest(np.concatenate([self.scores, scores]), self.k)
         self.scores = both
         if len(both) == self.k:
-            self.threshold = float(both.min())
+            self.own = float(both.min())
+            if self.bar is not None:
+                self.bar.raise_to(self.own)
