@@ -69,6 +69,16 @@ def _module(path: Path, name: str) -> Any:
     return module
 
 
+def store_queries(db: Path, half: str = "all") -> list[str]:
+    """The queries of ``db``'s truth file (a ``bench/store_scale.py`` catalog) after the
+    warm-up: all, or every other one (``tune``: from the first, ``test``: the others)."""
+    truth = Path(str(db) + ".truth.npz")
+    if not truth.exists():
+        raise SystemExit(f"--db {db}: no {truth.name} beside it (a store_scale catalog?)")
+    queries = [str(t) for t in np.load(truth)["qtexts"]][WARMUP:]
+    return queries[0::2] if half == "tune" else queries[1::2] if half == "test" else queries
+
+
 def adapted(top_k: Any) -> Any:
     """``top_k`` called with only the arguments it takes (an older one may take fewer)."""
     count = len(inspect.signature(top_k).parameters)
@@ -83,16 +93,12 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--name", default="bm25_ab")
     args = parser.parse_args()
-    truth = Path(str(args.db) + ".truth.npz")
-    if not truth.exists():
-        raise SystemExit(f"--db {args.db}: no {truth.name} beside it (a store_scale catalog?)")
-    queries = [str(t) for t in np.load(truth)["qtexts"]]
+    queries = store_queries(args.db)
+    timed = store_queries(args.db, args.half)
     ways = {"old": adapted(load_other(*args.against).top_k), "new": bm25.top_k}
-    timed = queries[WARMUP:]
-    timed = timed[0::2] if args.half == "tune" else timed[1::2] if args.half == "test" else timed
     index = EmbeddedChunkIndex(SQLiteCatalog(args.db), DIM, sidecar=True,
                                sidecar_after_rows=10**12)
-    for query in queries[WARMUP:]:  # pages in, both ways
+    for query in queries:  # pages in, both ways
         for top_k in ways.values():
             bm25.top_k = top_k
             index.lexical_search(query, args.k, NAMESPACES)

@@ -32,13 +32,11 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from backends import DIM  # noqa: E402
+from bm25_ab import NAMESPACES, REPEATS, store_queries  # noqa: E402
 from common import log, write_result  # noqa: E402
 from docgraph.store import bm25_parts  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 
-NAMESPACES = frozenset({"bench", "side"})
-WARMUP = 20
-REPEATS = 3
 NEVER = 1 << 62
 THRESHOLDS = (0, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21, NEVER)
 
@@ -58,11 +56,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--name", default="bm25_split")
     args = parser.parse_args()
-    truth = Path(str(args.db) + ".truth.npz")
-    if not truth.exists():
-        raise SystemExit(f"--db {args.db}: no {truth.name} beside it (a store_scale catalog?)")
-    queries = [str(t) for t in np.load(truth)["qtexts"]][WARMUP:]
-    queries = queries[0::2] if args.half == "tune" else queries[1::2]
+    queries = store_queries(args.db, args.half)
     index = EmbeddedChunkIndex(SQLiteCatalog(args.db), DIM, sidecar=True,
                                sidecar_after_rows=10**12)
     postings: dict[str, int] = {}
