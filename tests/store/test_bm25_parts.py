@@ -95,3 +95,32 @@ def test_with_one_thread_a_query_nothing_is_split() -> None:
     helpers = Helpers(lambda: 0)
     assert helpers.take(3) == 0
     assert helpers._pool._pool is None
+
+
+def test_queries_searched_at_once_from_many_threads_answer_as_alone() -> None:
+    """Eight threads search at once, each query split when a pool thread is idle and not
+    when none is (the pool's two threads are contended): every answer is the one the query
+    gets alone, and every thread is given back."""
+    index = _index()
+    queries = [([0, 1, 2], 10), ([1, 2], 7), ([0, 2], 25), ([2, 1, 0], 3)]
+    want = [index.search(terms, k, [1], strategy="exhaustive") for terms, k in queries]
+    helpers = Helpers(lambda: 2)
+    wrong: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 1_000)
+        patch.setattr(bm25_parts, "HELPERS", helpers)
+
+        def search(worker: int) -> None:
+            for round_ in range(12):
+                i = (worker + round_) % len(queries)
+                terms, k = queries[i]
+                if index.search(terms, k, [1], strategy="pruned") != want[i]:
+                    wrong.append(f"worker {worker} round {round_}: {terms}")
+
+        threads = [threading.Thread(target=search, args=(w,)) for w in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not wrong
+    assert helpers.take(3) == 2  # every thread was given back, each once
