@@ -51,6 +51,9 @@ def load_other(path: Path, *others: Path) -> Any:
     try:
         for other in others:
             name = other.stem
+            if not isinstance(getattr(store, name, None), type(store)):
+                raise SystemExit(f"--against {other}: docgraph.store has no module {name!r} "
+                                 "(name the file as the module it stands for)")
             mine[name] = getattr(store, name)
             setattr(store, name, _module(other, f"{name}_against"))
         return _module(path, "bm25_against")

@@ -85,7 +85,9 @@ def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
         stamps = pool.take(max(int(rows[-1]), int(listed[-1])) + 1)
         if stamps is not None:
             try:
-                stamps[listed] = pool.positions(len(listed))
+                # indexed by intp: with the int32 list itself numpy takes a slower path
+                # (a 5.6M list: 19.2 ms, against 13.0 ms with this copy made first)
+                stamps[listed.astype(np.intp, copy=False)] = pool.positions(len(listed))
                 at = stamps[rows].astype(np.int64)
             finally:
                 pool.give(stamps)
