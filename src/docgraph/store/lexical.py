@@ -43,7 +43,7 @@ from docgraph.store.bm25 import IDF_FLOOR as IDF_FLOOR  # BM25's constants, re-e
 from docgraph.store.bm25 import K1 as K1
 from docgraph.store.bm25 import B as B
 from docgraph.store.bm25 import Strategy
-from docgraph.store.matching import MatchingRows
+from docgraph.store.matching import LaneFilter, MatchingRows
 from docgraph.store.restricted import RowFilter
 from docgraph.store.rows import RowIndex, compaction_due, grow, positions
 from docgraph.store.rows import fit as _fit
@@ -372,13 +372,11 @@ class PostingIndex(RowIndex[_Snapshot]):
         are in the namespaces and pass ``keep`` (all when None); only those rows are scored."""
         s = self._snap
         q = bm25.prepare(s, term_ids, kind)
-        if s.n == 0 or len(rowids) == 0 or q is None:
+        if s.n == 0 or len(rowids) == 0 or q is None or not namespace_ids:
             return {}
         pos = np.clip(np.searchsorted(s.rowids[: s.n], rowids), 0, s.n - 1)
-        ok = (s.rowids[pos] == rowids) & s.alive[pos] & (s.kinds[pos] == kind)
-        ok &= np.isin(s.namespaces[pos], namespace_ids)
-        if keep is not None:
-            ok &= keep(s.rowids, s.n)[pos]
+        mask = keep(s.rowids, s.n) if keep is not None else None
+        ok = (s.rowids[pos] == rowids) & LaneFilter(s, kind, namespace_ids, mask)(pos)
         wanted, where = np.unique(pos[ok], return_index=True)
         scores, matched = bm25.exact_scores(s, q, wanted)
         ids = rowids[ok][where]

@@ -75,7 +75,8 @@ Matching = Callable[[], npt.NDArray[np.bool_]]
 
 class LaneFilter:
     """Which row positions of ``s`` a search may return: live, of the kind, in the
-    namespaces, readable by the caller (``keep``: a mask over positions, or None).
+    namespaces (``namespace_ids``, at least one), readable by the caller (``keep``: a mask
+    over positions, or None).
     ``matching``, when given, returns the first three as one mask over the snapshot's
     positions (:meth:`MatchingRows.allowed`): asked only for ``mask_from`` rows or more at
     once (the BM25 lane's long lists), where one gather replaces three and a set test (a
@@ -86,8 +87,7 @@ class LaneFilter:
                  keep: npt.NDArray[np.bool_] | None, matching: Matching | None = None,
                  mask_from: int = 1) -> None:
         self.s, self.kind, self.keep, self.matching = s, kind, keep, matching
-        self.mask_from = mask_from
-        self.namespaces = np.asarray(namespace_ids, dtype=s.namespaces.dtype)
+        self.namespace_ids, self.mask_from = namespace_ids, mask_from
 
     def __call__(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Whether each of ``rows`` (positions) may be returned."""
@@ -97,7 +97,7 @@ class LaneFilter:
             ok = self.matching()[rows]
         else:
             ok = s.alive[rows] & (s.kinds[rows] == self.kind)
-            ok &= np.isin(s.namespaces[rows], self.namespaces)
+            ok &= in_namespaces(s.namespaces[rows], self.namespace_ids)
         if self.keep is not None:
             ok &= self.keep[rows]
         return ok
