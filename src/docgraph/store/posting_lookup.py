@@ -1,18 +1,25 @@
 """Which of a query's rows are in a posting list, and where: the BM25 lane's membership test
 (:mod:`docgraph.store.bm25` looks every row it scores up in the other query terms' lists).
 
-Both arrays hold ascending, unique row positions. Against a list much longer than the rows
-asked about, a binary search per row is cheapest. Against one not much longer it is not:
-at 10M chunks a query of common words looked 1.1M rows up in lists of 1.5M and 2.2M
-postings, each search a chain of cache misses (~40 ms a list). There the list is scattered
-into a *stamp array* indexed by row position (each row's stamp is its position in the
-list), read back at the rows asked about, and each stamp checked against the list itself.
-Because the check is exact, stamps left by earlier lists need no clearing: a stale stamp
-that points at the row it stands for is a true answer, any other fails the check.
+Both arrays hold ascending, unique row positions. Three ways answer, each cheapest where it
+is used (chosen on random sorted arrays at 10M positions, not on queries):
 
-Each stamp array is as long as the index (4 bytes a row: 40 MB at 10M chunks) and held by
-one query at a time; at most one per core is kept (:class:`StampPool`). A query that finds
-none free while that many are out searches instead (the same answer).
+- *search*: a binary search per row, against a list much longer than the rows asked about.
+  Against one not much longer each search is a chain of cache misses (at 10M chunks a query
+  of common words looked 1.1M rows up in lists of 1.5M and 2.2M postings: ~40 ms a list).
+- *marks*: the rows asked about are marked in a byte array indexed by row position (1 byte
+  a row: 10 MB at 10M chunks, small enough to stay mostly in cache), the list reads its
+  marks back in one pass, and the marks are cleared. For lists up to ~1M postings (the
+  common ones) this is the cheapest way, 1.5-4x less than the other two.
+- *stamps*: for longer lists with many rows asked about, the list is scattered into a
+  *stamp array* (each row's stamp is its position in the list), read back at the rows, and
+  each stamp checked against the list itself. Because the check is exact, stamps left by
+  earlier lists need no clearing: a stale stamp that points at the row it stands for is a
+  true answer, any other fails the check. 4 bytes a row (40 MB at 10M chunks).
+
+Mark and stamp arrays are as long as the index and held by one query at a time; at most one
+of each per core is kept (:class:`StampPool`). A query that finds none free while that
+many are out searches instead (the same answer).
 """
 
 from __future__ import annotations
@@ -32,18 +39,28 @@ from docgraph.parallel import core_count
 # 16x, 20.5 / 12.2 ms at 4x; a 5.6M list: 25.1 / 26.5 ms at 16x, 66.8 / 28.7 ms at 4x).
 SCATTER_RATIO = 8
 
+# Of the lists that would be scattered, one of at most MARK_MAX_LIST postings that covers at
+# most 1 / MARK_SPARSE of the row positions it spans reads marks instead. Chosen on the same
+# kind of random arrays (`bench/posting_lookup_ways.py`): at 10M positions marks cost 0.3-0.6x
+# the stamps for lists of 300k-1M postings; over a denser list (300k in 1M positions) the
+# scatter runs nearly in order and stamps cost half the marks.
+MARK_MAX_LIST = 1 << 20
+MARK_SPARSE = 8
+
 
 class StampPool:
-    """Stamp arrays lent to one query at a time; at most ``limit`` exist at once."""
+    """Stamp (or mark) arrays lent to one query at a time; at most ``limit`` exist at once.
+    New arrays are zeros of ``dtype``."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, dtype: type[np.generic] = np.int32) -> None:
         self.limit = limit
-        self._free: list[npt.NDArray[np.int32]] = []
+        self.dtype = dtype
+        self._free: list[npt.NDArray[Any]] = []
         self._out = 0
         self._lock = threading.Lock()
         self._positions = np.zeros(0, np.int32)  # 0, 1, 2, ...: the stamps written
 
-    def take(self, length: int) -> npt.NDArray[np.int32] | None:
+    def take(self, length: int) -> npt.NDArray[Any] | None:
         """A stamp array of at least ``length`` rows, or None when ``limit`` are lent."""
         with self._lock:
             while self._free:
@@ -54,10 +71,10 @@ class StampPool:
             if self._out >= self.limit:
                 return None
             self._out += 1
-        # room to grow by an eighth before it is replaced; zeros are valid stamps
-        return np.zeros(length + length // 8, np.int32)
+        # room to grow by an eighth before it is replaced; zeros are valid stamps, and no mark
+        return np.zeros(length + length // 8, self.dtype)
 
-    def give(self, stamps: npt.NDArray[np.int32]) -> None:
+    def give(self, stamps: npt.NDArray[Any]) -> None:
         """Return a stamp array from :meth:`take`."""
         with self._lock:
             self._out -= 1
@@ -72,28 +89,73 @@ class StampPool:
         return positions[:count]
 
 
-POOL = StampPool(core_count(limit=os.cpu_count() or 1))  # one per core this process may use
+_CORES = core_count(limit=os.cpu_count() or 1)
+POOL = StampPool(_CORES)  # one per core this process may use
+MARKS = StampPool(_CORES, np.bool_)  # all False whenever one is in the pool
+
+
+Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
-         pool: StampPool = POOL) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+         pool: StampPool = POOL, marks: StampPool = MARKS) -> Found:
     """(indices into ``rows`` of those in ``listed``, their positions in ``listed``), both
     ascending; ``listed`` and ``rows`` ascending and unique."""
     if len(listed) == 0 or len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    found = None
     if len(listed) <= SCATTER_RATIO * len(rows):
-        stamps = pool.take(max(int(rows[-1]), int(listed[-1])) + 1)
-        if stamps is not None:
-            try:
-                # indexed by intp: with the int32 list itself numpy takes a slower path
-                # (a 5.6M list: 19.2 ms, against 13.0 ms with this copy made first)
-                stamps[listed.astype(np.intp, copy=False)] = pool.positions(len(listed))
-                at = stamps[rows].astype(np.int64)
-            finally:
-                pool.give(stamps)
-            np.minimum(at, len(listed) - 1, out=at)  # a stale stamp may lie past this list
-            hit = np.flatnonzero(listed[at] == rows)
-            return hit, at[hit]
+        found = (marked(listed, rows, marks) if sparse(listed) else None) or stamped(
+            listed, rows, pool)
+    return searched(listed, rows) if found is None else found
+
+
+def sparse(listed: npt.NDArray[np.integer[Any]]) -> bool:
+    """Whether ``listed`` (non-empty) is short and thin enough to be found by marks."""
+    span = int(listed[-1]) - int(listed[0]) + 1
+    return len(listed) <= MARK_MAX_LIST and len(listed) * MARK_SPARSE <= span
+
+
+def marked(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
+           marks: StampPool = MARKS) -> Found | None:
+    """:func:`find` by marking ``rows`` in an array of ``marks`` and reading the marks at
+    ``listed``; None when every mark array is lent out. Both non-empty."""
+    mark = marks.take(max(int(rows[-1]), int(listed[-1])) + 1)
+    if mark is None:
+        return None
+    try:
+        mark[rows] = True
+        positions = np.flatnonzero(mark.take(listed))
+        mark[rows] = False  # the pool's arrays hold no marks
+    except BaseException:
+        mark.fill(False)  # stopped between the two writes: no row may stay marked
+        raise
+    finally:
+        marks.give(mark)
+    return np.searchsorted(rows, listed[positions]), positions
+
+
+def stamped(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
+            pool: StampPool = POOL) -> Found | None:
+    """:func:`find` by scattering ``listed`` into an array of ``pool`` as stamps and reading
+    them at ``rows``; None when every stamp array is lent out. Both non-empty."""
+    stamps = pool.take(max(int(rows[-1]), int(listed[-1])) + 1)
+    if stamps is None:
+        return None
+    try:
+        # indexed by intp: with the int32 list itself numpy takes a slower path
+        # (a 5.6M list: 19.2 ms, against 13.0 ms with this copy made first)
+        stamps[listed.astype(np.intp, copy=False)] = pool.positions(len(listed))
+        at = stamps[rows].astype(np.int64)
+    finally:
+        pool.give(stamps)
+    np.minimum(at, len(listed) - 1, out=at)  # a stale stamp may lie past this list
+    hit = np.flatnonzero(listed[at] == rows)
+    return hit, at[hit]
+
+
+def searched(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64]) -> Found:
+    """:func:`find` by a binary search per row."""
     # The rows as the list's type: else numpy first copies the whole list to the wider one
     # (a 5.6M list of int32 for 7k int64 rows: 8.2 ms, against 1.0 ms for the search). A row
     # too large for that type wraps to another key, and is no hit: the check reads the rows.
