@@ -84,6 +84,9 @@ DIM = MiniLMEmbedder.dimension
 WORDS_PER_CHUNK = 60
 CHUNKS_PER_DOC = 50
 SIDE_SHARE = 10          # every 10th document goes to the "side" namespace
+# Every namespace of the synthetic stores: "rare" holds 1 % of store_scale's documents
+# (bench/store_scale.py); a namespace a catalog lacks is no filter at all.
+EVERYTHING = frozenset({"bench", "side", "rare"})
 WARMUP = 20
 INCREMENTAL = 1000       # chunks written one document at a time after the bulk load
 K = 10
@@ -322,10 +325,10 @@ def ingest(catalog: StoreCatalog, settle: Callable[[], None], texts: list[str],
 
 
 def synthetic_document(sources: dict[str, Any], doc: int, texts: list[str],
-                       vectors: np.ndarray) -> DocumentWrite:
-    """Synthetic document number ``doc`` of these chunk texts and vectors, in the "side"
-    source every ``SIDE_SHARE``-th document, else "bench"."""
-    source = sources["side" if doc % SIDE_SHARE == 0 else "bench"]
+                       vectors: np.ndarray, namespace: str | None = None) -> DocumentWrite:
+    """Synthetic document number ``doc`` of these chunk texts and vectors, in the source of
+    ``namespace``; by default "side" every ``SIDE_SHARE``-th document, else "bench"."""
+    source = sources[namespace or ("side" if doc % SIDE_SHARE == 0 else "bench")]
     path = f"doc-{doc:06d}.md"
     n = len(texts)
     return DocumentWrite(
@@ -443,7 +446,7 @@ def measure_size(backend: BenchBackend, n: int, data: BeirDataset, n_queries: in
         t0 = time.perf_counter()
         index.dense_search(qvectors[0], K, frozenset({"bench"}))
         result["first_query_s"] = round(time.perf_counter() - t0, 2)
-        result["all"] = latency(catalog, index, queries, qvectors, frozenset({"bench", "side"}),
+        result["all"] = latency(catalog, index, queries, qvectors, EVERYTHING,
                                 budget_s)
         result["side_10pct"] = latency(catalog, index, queries[:len(side_qvectors)],
                                        side_qvectors, frozenset({"side"}), budget_s)
@@ -451,7 +454,7 @@ def measure_size(backend: BenchBackend, n: int, data: BeirDataset, n_queries: in
         side = row_positions(catalog, "side")
         everywhere = {**side, **row_positions(catalog, "bench")}
         result["dense_recall@10_all"] = dense_recall(index, catalog, vectors, qvectors[:100],
-                                                     frozenset({"bench", "side"}), everywhere)
+                                                     EVERYTHING, everywhere)
         result["dense_recall@10_side"] = dense_recall(index, catalog, vectors,
                                                       side_qvectors[:100], frozenset({"side"}),
                                                       side)

@@ -37,7 +37,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import DIM, FixedQueries  # noqa: E402
+from backends import DIM, EVERYTHING, FixedQueries  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
 from docgraph.config import IndexSettings  # noqa: E402
@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sidecar_bytes = sidecar_path(db).stat().st_size
     log(f"open {opened:.2f} s ({status}), rss {rss_open:.0f} MB, bounds {bounds_s:.2f} s")
 
-    everything, side = frozenset({"bench", "side"}), frozenset({"side"})
+    everything, side = EVERYTHING, frozenset({"side"})
     scenarios: dict[str, Any] = {}
     for name, k, namespaces, view in (
         ("all_k100", 100, everything, None), ("all_k10", 10, everything, None),

@@ -36,6 +36,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 from backends import (  # noqa: E402
     DIM,
+    EVERYTHING,
     FixedQueries,
     dense_recall,
     latency,
@@ -125,7 +126,7 @@ def child(db: Path, variant: str, n: int, queries: int, budget: float) -> dict[s
         n, load_beir("scifact"), queries)
     del texts
     anon_before_queries, _ = resident_kinds_mb()  # the bench's vectors are anonymous too
-    everything = frozenset({"bench", "side"})
+    everything = EVERYTHING
     all_ns = latency(catalog, index, qtexts, qvectors, everything, budget)
     side_ns = latency(catalog, index, qtexts[:len(side_qvectors)], side_qvectors,
                       frozenset({"side"}), budget)

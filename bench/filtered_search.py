@@ -46,7 +46,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import CHUNKS_PER_DOC, DIM, FixedQueries, K  # noqa: E402
+from backends import CHUNKS_PER_DOC, DIM, EVERYTHING, FixedQueries, K  # noqa: E402
 from common import log, write_result  # noqa: E402
 from docgraph.app import DocGraph  # noqa: E402
 from docgraph.config import IndexSettings, load_settings  # noqa: E402
@@ -62,7 +62,7 @@ from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E40
 from docgraph.store.sqlite.vectors import decode_vectors  # noqa: E402
 from store_scale import build, truth_path  # noqa: E402
 
-NAMESPACES = frozenset({"bench", "side"})
+NAMESPACES = EVERYTHING
 ONE, TEN, REST = "group:one", "group:ten", "group:rest"
 CALLERS: dict[str, frozenset[str]] = {
     "all": frozenset({ONE, TEN, REST}), "ten": frozenset({TEN}), "one": frozenset({ONE})}

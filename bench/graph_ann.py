@@ -36,7 +36,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import DIM, K, latency  # noqa: E402
+from backends import DIM, EVERYTHING, K, latency  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
 from docgraph.store import lists_build  # noqa: E402
@@ -51,7 +51,7 @@ VARIANTS = ("build", "exact", "exact_uncached", "graph", "build_lists", "build_l
             "lists")
 ANN = {"build": "hnsw", "graph": "hnsw", "build_lists": "lists", "build_lists_flat": "lists",
        "lists": "lists"}
-EVERYTHING = frozenset({"bench", "side"})
+EVERYTHING = EVERYTHING
 SHARES = (0.01, 0.02, 0.05, 0.1, 0.3, 1.0)
 CONCURRENCY = 6
 

@@ -46,7 +46,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import DIM  # noqa: E402
+from backends import DIM, EVERYTHING  # noqa: E402
 from common import log, stop_processes, write_result  # noqa: E402
 
 # Spins in Python until its parent (the pid given) is gone; checks ten times a second.
@@ -211,7 +211,7 @@ def child(db: Path, budget: float, ann: str | None, ann_min_rows: int,
                                ann=ann or "lists")
     if index.graph is not None:
         index.graph.wait()
-    everything = frozenset({"bench", "side"})
+    everything = EVERYTHING
     out = (serial_latency(catalog, index, qtexts, truth["qvectors"], everything, budget)
            if concurrency == 1 else
            concurrent_latency(catalog, index, qtexts, truth["qvectors"], everything, budget,

@@ -77,7 +77,7 @@ import numpy as np
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from backends import DIM, FixedQueries, K  # noqa: E402
+from backends import DIM, EVERYTHING, FixedQueries, K  # noqa: E402
 from common import log, percentile, write_result  # noqa: E402
 from dense_codes import rss_mb  # noqa: E402
 from docgraph.config import IndexSettings, StoreSettings  # noqa: E402
@@ -106,7 +106,7 @@ from peers_lance import (  # noqa: E402
 from store_scale import positions_of  # noqa: E402
 
 ENGINES = ("docgraph", "lancedb", "faiss")
-EVERYTHING = frozenset({"bench", "side"})
+EVERYTHING = EVERYTHING
 LOCK = "/tmp/docgraph-bench.lock"
 WARMUP = 20
 

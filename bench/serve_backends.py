@@ -57,7 +57,7 @@ from mcp.client.streamable_http import streamable_http_client
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))  # tests.pg: the throwaway server
 
-from backends import synthetic_data, write_chunks  # noqa: E402
+from backends import EVERYTHING, synthetic_data, write_chunks  # noqa: E402
 from common import load_beir, log, stop_processes, write_result  # noqa: E402
 from docgraph.config import EmbedSettings  # noqa: E402
 from docgraph.embedding.embedders import make_embedder  # noqa: E402
@@ -66,7 +66,7 @@ from serve_load import free_port, start_server, summary  # noqa: E402
 
 TOOLS = ("lookup_knowledge", "search_documents")
 POLICY = "assignments:\n  - {user: alice, role: staff, domain: \"*\"}\n"
-NAMESPACES = {"bench", "side"}
+NAMESPACES = set(EVERYTHING)
 
 
 def tool_arguments(tool: str, query: str) -> dict[str, Any]:

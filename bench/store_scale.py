@@ -5,23 +5,27 @@
         [--dense-ann lists [--ann-min-rows 250000]]
 
 Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 60 per chunk, 50 chunks a
-document, every 10th document in the "side" namespace, 384-d vectors clustered around
+document, every 10th document in the "side" namespace and one in a hundred in "rare" (documents
+5, 105, 205, ...: a 1 % namespace), 384-d vectors clustered around
 ``n / 500`` random unit centres), but generated slice by slice from per-slice seeds, so
 neither the build nor the measurement ever holds all vectors (15.4 GB at 10M) or all texts.
 
 **Build** (``--build-only``, or when ``--db`` is missing): pass 1 generates the vectors only
 to pick the query vectors (each a chunk's vector plus noise; 300 over everything, 300 from
-side chunks); pass 2 writes the catalog as a bulk load (``write_documents`` in batches of
-20 documents) and keeps the exact cosine top 10 of every query over everything and over the
-side namespace as the slices go by. Queries and truth go to ``<db>.truth.npz``.
+side chunks, 300 from rare ones); pass 2 writes the catalog as a bulk load
+(``write_documents`` in batches of 20 documents) and keeps the exact cosine top 10 of every
+query over everything, over the side namespace and over the rare one as the slices go by.
+Queries and truth go to ``<db>.truth.npz``.
 
 **Measure**: one fresh process per variant, in order:
 ``rebuild`` opens with no sidecar (the index reads every row of the catalog, then writes the
 sidecar, timed separately), ``sidecar`` opens mapping it with the page cache warm, ``cold``
 the same after evicting the catalog and sidecar pages (``posix_fadvise DONTNEED``). Each
 reports open seconds, RSS after open and peak, hybrid p50/p95 (dense + BM25 lists 100
-deep, RRF, chunk fetch) over everything and over the 10 % side namespace, dense recall@10
-against the exact truth, and the cohort engine's ``vector_first`` p50/p95.
+deep, RRF, chunk fetch) over everything, over the 10 % side namespace and over the 1 % rare
+one, dense recall@10 against the exact truth of each, and the cohort engine's
+``vector_first`` p50/p95. (A catalog built before the rare namespace existed has no rare
+queries: those figures are left out.)
 
 **With the dense ANN cache** (``--dense-ann lists`` or ``hnsw``: every variant opens with
 ``graph_min_rows`` = ``--ann-min-rows`` and that kind): the variant ``ann_build`` deletes the
@@ -53,6 +57,7 @@ from backends import (  # noqa: E402
     CHUNKS_PER_DOC,
     CLUSTER_SIZE,
     DIM,
+    EVERYTHING,
     QUERY_NOISE,
     SIDE_SHARE,
     WORDS_PER_CHUNK,
@@ -76,6 +81,8 @@ from speed import zipf_vocabulary  # noqa: E402
 SLICE = 100_000  # chunks generated at once (a multiple of CHUNKS_PER_DOC)
 DOCS_PER_WRITE = 20  # documents per write_documents transaction
 SEED = 7
+RARE_SHARE, RARE_OFFSET = 100, 5  # documents 5, 105, 205, ...: the 1 % "rare" namespace
+NAMESPACES = ("bench", "side", "rare")
 VARIANTS = ("rebuild", "sidecar", "cold", "write", "ann_build")
 
 
@@ -114,8 +121,10 @@ class Synthetic:
     def slices(self) -> Iterator[int]:
         return iter(range(0, self.n, SLICE))
 
-    def query_plan(self, n_queries: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """(query texts, chunk positions of the "all" queries, of the side queries)."""
+    def query_plan(self, n_queries: int) -> tuple[list[str], np.ndarray, np.ndarray,
+                                                  np.ndarray]:
+        """(query texts, chunk positions of the "all" queries, of the side queries, of the
+        rare ones)."""
         rng = np.random.default_rng((self.seed, 3))
         texts = [" ".join(self.vocab[self.words(rng, (int(rng.integers(2, 7)),))]) + f" q{i}"
                  for i in range(n_queries)]
@@ -124,7 +133,11 @@ class Synthetic:
         picks = rng.choice(side_count, size=min(n_queries, side_count), replace=False)
         side = np.sort((picks // CHUNKS_PER_DOC) * SIDE_SHARE * CHUNKS_PER_DOC
                        + picks % CHUNKS_PER_DOC)
-        return texts, bases, side
+        rare_count = len(rare_positions(0, self.n))
+        picks = rng.choice(rare_count, size=min(n_queries, rare_count), replace=False)
+        rare = np.sort(((picks // CHUNKS_PER_DOC) * RARE_SHARE + RARE_OFFSET) * CHUNKS_PER_DOC
+                       + picks % CHUNKS_PER_DOC)
+        return texts, bases, side, rare
 
     def query_vectors(self, bases: np.ndarray) -> np.ndarray:
         """Each base chunk's vector plus noise (pass 1: vectors regenerated, nothing kept)."""
@@ -142,6 +155,19 @@ def side_positions(start: int, count: int) -> np.ndarray:
     """Offsets within a slice of the chunks in the side namespace."""
     positions = np.arange(start, start + count)
     return np.flatnonzero((positions // CHUNKS_PER_DOC) % SIDE_SHARE == 0)
+
+
+def rare_positions(start: int, count: int) -> np.ndarray:
+    """Offsets within a slice of the chunks in the rare namespace."""
+    positions = np.arange(start, start + count)
+    return np.flatnonzero((positions // CHUNKS_PER_DOC) % RARE_SHARE == RARE_OFFSET)
+
+
+def namespace_of(doc: int) -> str:
+    """The namespace of synthetic document ``doc``."""
+    if doc % SIDE_SHARE == 0:
+        return "side"
+    return "rare" if doc % RARE_SHARE == RARE_OFFSET else "bench"
 
 
 class TopK:
@@ -168,18 +194,19 @@ class TopK:
 def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
     """Write the catalog and ``<db>.truth.npz``; returns timings."""
     data = Synthetic(n)
-    qtexts, bases, side_bases = data.query_plan(n_queries)
+    qtexts, bases, side_bases, rare_bases = data.query_plan(n_queries)
     t0 = time.perf_counter()
     qvectors = data.query_vectors(bases)
     side_qvectors = data.query_vectors(side_bases)
+    rare_qvectors = data.query_vectors(rare_bases)
     pass1 = time.perf_counter() - t0
     log(f"  query vectors: {pass1:.1f} s")
-    everything, side = TopK(qvectors), TopK(side_qvectors)
+    everything, side, rare = TopK(qvectors), TopK(side_qvectors), TopK(rare_qvectors)
     db.parent.mkdir(parents=True, exist_ok=True)
     catalog = SQLiteCatalog(db)
     catalog.set_embedding_model(MiniLMEmbedder.name, DIM)
     sources = {ns: catalog.add_source(normalize_urn(f"s3://docgraph-bench/{ns}"), ns)
-               for ns in ("bench", "side")}
+               for ns in NAMESPACES}
     started = time.perf_counter()
     truth_s = 0.0
     for start in data.slices():
@@ -189,13 +216,15 @@ def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
         everything.add(vectors, positions)
         on_side = side_positions(start, len(texts))
         side.add(vectors[on_side], positions[on_side])
+        on_rare = rare_positions(start, len(texts))
+        rare.add(vectors[on_rare], positions[on_rare])
         truth_s += time.perf_counter() - t
         writes: list[DocumentWrite] = []
         for offset in range(0, len(texts), CHUNKS_PER_DOC):
+            doc = (start + offset) // CHUNKS_PER_DOC
             writes.append(synthetic_document(
-                sources, (start + offset) // CHUNKS_PER_DOC,
-                texts[offset:offset + CHUNKS_PER_DOC],
-                vectors[offset:offset + CHUNKS_PER_DOC]))
+                sources, doc, texts[offset:offset + CHUNKS_PER_DOC],
+                vectors[offset:offset + CHUNKS_PER_DOC], namespace_of(doc)))
             if len(writes) == DOCS_PER_WRITE:
                 catalog.write_documents(writes)
                 writes = []
@@ -206,8 +235,9 @@ def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
     write_s = time.perf_counter() - started
     catalog.close()
     np.savez(truth_path(db), qtexts=np.array(qtexts), qvectors=qvectors,
-             side_qvectors=side_qvectors, truth_all=everything.positions,
-             truth_side=side.positions)
+             side_qvectors=side_qvectors, rare_qvectors=rare_qvectors,
+             truth_all=everything.positions, truth_side=side.positions,
+             truth_rare=rare.positions)
     return {"build_s": round(write_s, 1), "query_vectors_s": round(pass1, 1),
             "truth_s": round(truth_s, 1), "chunks_per_s": round(n / write_s)}
 
@@ -335,7 +365,7 @@ def child(db: Path, variant: str, budget: float, recall_queries: int,
         result["rss_peak_after_sidecar_mb"] = round(rss_mb()[1])
     if variant == "write":  # what one new document costs a server that mapped the sidecar
         result.update(write_one_document(catalog, index))
-    everything = frozenset({"bench", "side"})
+    everything = EVERYTHING
     all_ns = latency(catalog, index, qtexts, qvectors, everything, budget)
     side_ns = latency(catalog, index, qtexts[:len(side_qvectors)], side_qvectors,
                       frozenset({"side"}), budget)
@@ -356,6 +386,16 @@ def child(db: Path, variant: str, budget: float, recall_queries: int,
                                        truth["truth_side"][:recall_queries],
                                        frozenset({"side"})),
     })
+    if "rare_qvectors" in truth.files:  # a catalog built with the 1 % namespace
+        rare_qvectors, rare = truth["rare_qvectors"], frozenset({"rare"})
+        rare_ns = latency(catalog, index, qtexts[:len(rare_qvectors)], rare_qvectors, rare,
+                          budget)
+        result.update({
+            "rare_hybrid_p50_ms": rare_ns["hybrid_p50_ms"],
+            "rare_hybrid_p95_ms": rare_ns["hybrid_p95_ms"],
+            "rare_dense_lane_p50_ms": rare_ns["dense_lane_p50_ms"],
+            "dense_recall@10_rare": recall(catalog, index, rare_qvectors[:recall_queries],
+                                           truth["truth_rare"][:recall_queries], rare)})
     graph = index.graph
     if graph is not None:
         result["ann_answered"] = graph.answered
