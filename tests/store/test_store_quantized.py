@@ -14,6 +14,7 @@ import pytest
 
 from docgraph.embedding.embedders import MiniLMEmbedder
 from docgraph.sources.urn import normalize_urn
+from docgraph.store import quantized
 from docgraph.store.dense import DenseMatrix
 from docgraph.store.quantized import QuantizedDenseMatrix, int8_codes, sign_words
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
@@ -267,3 +268,73 @@ def test_search_over_a_mostly_allowed_filter_matches_search_over_its_rows_alone(
     alone.append((only + 1).astype(np.int64), np.zeros(len(only), np.int32), vectors[only])
     for q in _unit(rng.standard_normal((20, 32)).astype(np.float32)):
         assert codes.search(q, 10, [0]) == alone.search(q, 10, [0])
+
+
+def _sparse_namespace(d: int = 128) -> tuple[QuantizedDenseMatrix, DenseMatrix, np.ndarray]:
+    """A 10 % namespace with 5 rows in each cluster of 50 (as a 1 % namespace of 10M with
+    clusters of 500): a query's 10 nearest there are half its own cluster's rows and half
+    far ones, which signs rank poorly; the pool is 200 of its 4,000 rows."""
+    rng = np.random.default_rng(3)
+    n = 40_000
+    vectors = _clustered(rng, n, d, clusters=n // 50)
+    namespaces = np.where(np.arange(n) % 10 == 0, 2, 1).astype(np.int32)
+    codes, exact = _pair(vectors, namespaces, min_pool=200, pool_per_k=1)
+    members = np.flatnonzero(namespaces == 2)
+    queries = _unit(vectors[rng.choice(members, 30, replace=False)]
+                    + 0.5 * rng.standard_normal((30, d)) / np.sqrt(d))
+    return codes, exact, queries
+
+
+def test_a_selective_filter_widens_its_pool_until_the_far_nearest_are_in_it(monkeypatch):
+    """With the pool fixed (no margin) a tenth of the nearest rows are lost; widened while
+    the best lie within ``SIGN_MARGIN`` bits of the pool's edge, they are found."""
+    codes, exact, queries = _sparse_namespace()
+    assert _recall(codes, exact, queries, [2]) >= 0.97
+    monkeypatch.setattr(quantized, "SIGN_MARGIN", 0)
+    assert _recall(codes, exact, queries, [2]) < 0.95
+
+
+def test_a_selective_filter_with_near_neighbours_scores_only_its_first_pool(monkeypatch):
+    """Clusters of 500 with 50 rows each in the namespace: the nearest are close, clear of
+    the pool's edge, and no query scores more rows than the pool (widening costs nothing
+    where it is not needed)."""
+    rng = np.random.default_rng(4)
+    n = 40_000
+    vectors = _clustered(rng, n, 384, clusters=n // 500)
+    namespaces = np.where(np.arange(n) % 10 == 0, 2, 1).astype(np.int32)
+    codes, exact = _pair(vectors, namespaces, min_pool=200, pool_per_k=1)
+    scored: list[int] = []
+    real = quantized._approx
+
+    def counting(s, rows, q):  # type: ignore[no-untyped-def]
+        scored.append(len(rows))
+        return real(s, rows, q)
+
+    monkeypatch.setattr(quantized, "_approx", counting)
+    members = np.flatnonzero(namespaces == 2)
+    queries = _unit(vectors[rng.choice(members, 20, replace=False)]
+                    + 0.5 * rng.standard_normal((20, 384)) / np.sqrt(384))
+    assert _recall(codes, exact, queries, [2]) == 1.0
+    assert scored == [200] * len(queries)
+
+
+def test_asked_for_a_hundred_the_pool_widens_for_the_top_ten_only(monkeypatch):
+    """The hybrid asks for 100: the widening serves the 10 best (``SIGN_TOP``), so the top
+    10 of a 100 are as found as when 10 are asked for, without scoring every row."""
+    codes, exact, queries = _sparse_namespace(384)
+    scored: list[int] = []
+    real = quantized._approx
+
+    def counting(s, rows, q):  # type: ignore[no-untyped-def]
+        scored.append(len(rows))
+        return real(s, rows, q)
+
+    monkeypatch.setattr(quantized, "_approx", counting)
+    hits, totals = 0, []
+    for q in queries:
+        scored.clear()
+        got = [r.rowid for r in codes.search(q, 100, [2])[:K]]
+        hits += len(set(got) & {r.rowid for r in exact.search(q, K, [2])})
+        totals.append(sum(scored))
+    assert hits / (K * len(queries)) >= 0.97
+    assert np.median(totals) < 3000  # of the namespace's 4,000 (all, widened for the 100th)
