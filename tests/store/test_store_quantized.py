@@ -294,6 +294,19 @@ def test_a_selective_filter_widens_its_pool_until_the_far_nearest_are_in_it(monk
     assert _recall(codes, exact, queries, [2]) < 0.95
 
 
+def _count_scored(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of rows each int8 scoring step scores, appended as searches run."""
+    scored: list[int] = []
+    real = quantized._approx
+
+    def counting(s, rows, q):  # type: ignore[no-untyped-def]
+        scored.append(len(rows))
+        return real(s, rows, q)
+
+    monkeypatch.setattr(quantized, "_approx", counting)
+    return scored
+
+
 def test_a_selective_filter_with_near_neighbours_scores_only_its_first_pool(monkeypatch):
     """Clusters of 500 with 50 rows each in the namespace: the nearest are close, clear of
     the pool's edge, and no query scores more rows than the pool (widening costs nothing
@@ -303,14 +316,7 @@ def test_a_selective_filter_with_near_neighbours_scores_only_its_first_pool(monk
     vectors = _clustered(rng, n, 384, clusters=n // 500)
     namespaces = np.where(np.arange(n) % 10 == 0, 2, 1).astype(np.int32)
     codes, exact = _pair(vectors, namespaces, min_pool=200, pool_per_k=1)
-    scored: list[int] = []
-    real = quantized._approx
-
-    def counting(s, rows, q):  # type: ignore[no-untyped-def]
-        scored.append(len(rows))
-        return real(s, rows, q)
-
-    monkeypatch.setattr(quantized, "_approx", counting)
+    scored = _count_scored(monkeypatch)
     members = np.flatnonzero(namespaces == 2)
     queries = _unit(vectors[rng.choice(members, 20, replace=False)]
                     + 0.5 * rng.standard_normal((20, 384)) / np.sqrt(384))
@@ -322,14 +328,7 @@ def test_asked_for_a_hundred_the_pool_widens_for_the_top_ten_only(monkeypatch):
     """The hybrid asks for 100: the widening serves the 10 best (``SIGN_TOP``), so the top
     10 of a 100 are as found as when 10 are asked for, without scoring every row."""
     codes, exact, queries = _sparse_namespace(384)
-    scored: list[int] = []
-    real = quantized._approx
-
-    def counting(s, rows, q):  # type: ignore[no-untyped-def]
-        scored.append(len(rows))
-        return real(s, rows, q)
-
-    monkeypatch.setattr(quantized, "_approx", counting)
+    scored = _count_scored(monkeypatch)
     hits, totals = 0, []
     for q in queries:
         scored.clear()
