@@ -105,9 +105,12 @@ def sign_in(page: Any, served: dict[str, Any], who: str = "root") -> None:
     """Sign in by keyboard: the token field has the focus; type the token, press Enter."""
     page.goto(served["url"] + "/console/status")
     assert page.url.endswith("/console/login")
-    # autofocus is applied at the page's next rendering step, not by the time goto returns
-    page.wait_for_function("document.activeElement && document.activeElement.id === 'token'",
-                           timeout=5000)
+    # autofocus is applied at the page's next rendering step, not by the time goto returns;
+    # waited for by a locator assertion: a string predicate is polled through eval in the
+    # page, which the console's CSP (no 'unsafe-eval') refuses once the poll runs there
+    from playwright.sync_api import expect
+
+    expect(page.locator("#token")).to_be_focused(timeout=5000)
     page.keyboard.type(served["tokens"][who])
     navigate(page, lambda: page.keyboard.press("Enter"))
 
