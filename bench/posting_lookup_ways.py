@@ -48,10 +48,9 @@ def ways(pool: StampPool, marks: StampPool) -> dict[str, Callable[..., Any]]:
 
 def rule(listed: np.ndarray[Any, Any], rows_len: int, marks: bool = True) -> str:
     """The way :func:`posting_lookup.find` takes when a mark and a stamp array are free
-    (``marks``: as now; else as before marks)."""
-    if len(listed) > posting_lookup.SCATTER_RATIO * rows_len:
-        return "search"
-    return "marks" if marks and posting_lookup.sparse(listed) else "stamps"
+    (``marks``: as now; else as before marks, which scattered stamps instead)."""
+    chosen = posting_lookup.way(listed, rows_len)
+    return "stamps" if chosen == "marks" and not marks else chosen
 
 
 def main() -> None:

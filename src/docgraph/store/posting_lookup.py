@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +95,7 @@ MARKS = StampPool(_CORES, np.bool_)  # all False whenever one is in the pool
 
 
 Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+Way = Literal["marks", "stamps", "search"]
 
 
 def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
@@ -103,17 +104,23 @@ def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
     ascending; ``listed`` and ``rows`` ascending and unique."""
     if len(listed) == 0 or len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    found = None
-    if len(listed) <= SCATTER_RATIO * len(rows):
-        found = (marked(listed, rows, marks) if sparse(listed) else None) or stamped(
-            listed, rows, pool)
+    chosen, found = way(listed, len(rows)), None
+    if chosen == "marks":
+        found = marked(listed, rows, marks)
+    if chosen != "search" and found is None:  # (marks all lent: stamps)
+        found = stamped(listed, rows, pool)
     return searched(listed, rows) if found is None else found
 
 
-def sparse(listed: npt.NDArray[np.integer[Any]]) -> bool:
-    """Whether ``listed`` (non-empty) is short and thin enough to be found by marks."""
+def way(listed: npt.NDArray[np.integer[Any]], rows: int) -> Way:
+    """How :func:`find` looks ``rows`` rows up in ``listed`` (non-empty) while arrays are
+    free: a search against a list over ``SCATTER_RATIO`` times longer; else marks for a list
+    short and thin enough (``MARK_MAX_LIST``, ``MARK_SPARSE``), stamps for the others."""
+    if len(listed) > SCATTER_RATIO * rows:
+        return "search"
     span = int(listed[-1]) - int(listed[0]) + 1
-    return len(listed) <= MARK_MAX_LIST and len(listed) * MARK_SPARSE <= span
+    thin = len(listed) <= MARK_MAX_LIST and len(listed) * MARK_SPARSE <= span
+    return "marks" if thin else "stamps"
 
 
 def marked(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
