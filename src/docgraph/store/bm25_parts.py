@@ -57,11 +57,6 @@ class Helpers:
             self._workers = max(0, self._size())
         return self._workers
 
-    @property
-    def threads(self) -> int:
-        """Threads this pool lends (the caller's own not counted)."""
-        return self._count()
-
     def take(self, wanted: int) -> int:
         """How many of ``wanted`` threads are idle and now promised to the caller: give
         that many tasks to :meth:`run`, with one of the caller's own."""
