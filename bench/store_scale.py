@@ -82,6 +82,9 @@ SLICE = 100_000  # chunks generated at once (a multiple of CHUNKS_PER_DOC)
 DOCS_PER_WRITE = 20  # documents per write_documents transaction
 SEED = 7
 RARE_SHARE, RARE_OFFSET = 100, 5  # documents 5, 105, 205, ...: the 1 % "rare" namespace
+# (share, offset) of each namespace but "bench": its documents d with d % share == offset
+# (side first: no rare document is a side one)
+SHARES = {"side": (SIDE_SHARE, 0), "rare": (RARE_SHARE, RARE_OFFSET)}
 NAMESPACES = ("bench", "side", "rare")
 VARIANTS = ("rebuild", "sidecar", "cold", "write", "ann_build")
 
@@ -129,15 +132,18 @@ class Synthetic:
         texts = [" ".join(self.vocab[self.words(rng, (int(rng.integers(2, 7)),))]) + f" q{i}"
                  for i in range(n_queries)]
         bases = np.sort(rng.choice(self.n, size=n_queries, replace=False))
-        side_count = self.n // SIDE_SHARE  # side chunks: documents 0, 10, 20, ...
-        picks = rng.choice(side_count, size=min(n_queries, side_count), replace=False)
-        side = np.sort((picks // CHUNKS_PER_DOC) * SIDE_SHARE * CHUNKS_PER_DOC
-                       + picks % CHUNKS_PER_DOC)
-        rare_count = len(rare_positions(0, self.n))
-        picks = rng.choice(rare_count, size=min(n_queries, rare_count), replace=False)
-        rare = np.sort(((picks // CHUNKS_PER_DOC) * RARE_SHARE + RARE_OFFSET) * CHUNKS_PER_DOC
-                       + picks % CHUNKS_PER_DOC)
+        side, rare = (self.members(namespace, n_queries, rng) for namespace in ("side", "rare"))
         return texts, bases, side, rare
+
+    def members(self, namespace: str, count: int, rng: np.random.Generator) -> np.ndarray:
+        """Positions of ``count`` chunks of ``namespace`` (``side`` or ``rare``), ascending,
+        drawn without replacement (all of them when it has fewer)."""
+        share, offset = SHARES[namespace]
+        documents = self.n // CHUNKS_PER_DOC
+        total = max(0, documents - offset + share - 1) // share * CHUNKS_PER_DOC
+        picks = rng.choice(total, size=min(count, total), replace=False)
+        return np.sort(((picks // CHUNKS_PER_DOC) * share + offset) * CHUNKS_PER_DOC
+                       + picks % CHUNKS_PER_DOC)
 
     def query_vectors(self, bases: np.ndarray) -> np.ndarray:
         """Each base chunk's vector plus noise (pass 1: vectors regenerated, nothing kept)."""
@@ -151,23 +157,19 @@ class Synthetic:
         return unit(found + QUERY_NOISE * noise / np.sqrt(DIM))
 
 
-def side_positions(start: int, count: int) -> np.ndarray:
-    """Offsets within a slice of the chunks in the side namespace."""
+def positions_in(namespace: str, start: int, count: int) -> np.ndarray:
+    """Offsets within a slice of the chunks in ``namespace`` (``side`` or ``rare``)."""
+    share, offset = SHARES[namespace]
     positions = np.arange(start, start + count)
-    return np.flatnonzero((positions // CHUNKS_PER_DOC) % SIDE_SHARE == 0)
-
-
-def rare_positions(start: int, count: int) -> np.ndarray:
-    """Offsets within a slice of the chunks in the rare namespace."""
-    positions = np.arange(start, start + count)
-    return np.flatnonzero((positions // CHUNKS_PER_DOC) % RARE_SHARE == RARE_OFFSET)
+    return np.flatnonzero((positions // CHUNKS_PER_DOC) % share == offset)
 
 
 def namespace_of(doc: int) -> str:
     """The namespace of synthetic document ``doc``."""
-    if doc % SIDE_SHARE == 0:
-        return "side"
-    return "rare" if doc % RARE_SHARE == RARE_OFFSET else "bench"
+    for namespace, (share, offset) in SHARES.items():
+        if doc % share == offset:
+            return namespace
+    return "bench"
 
 
 class TopK:
@@ -214,10 +216,9 @@ def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
         t = time.perf_counter()
         positions = np.arange(start, start + len(texts))
         everything.add(vectors, positions)
-        on_side = side_positions(start, len(texts))
-        side.add(vectors[on_side], positions[on_side])
-        on_rare = rare_positions(start, len(texts))
-        rare.add(vectors[on_rare], positions[on_rare])
+        for namespace, top in (("side", side), ("rare", rare)):
+            inside = positions_in(namespace, start, len(texts))
+            top.add(vectors[inside], positions[inside])
         truth_s += time.perf_counter() - t
         writes: list[DocumentWrite] = []
         for offset in range(0, len(texts), CHUNKS_PER_DOC):
