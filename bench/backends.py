@@ -335,7 +335,7 @@ def synthetic_document(sources: dict[str, Any], doc: int, texts: list[str],
         source=source, path=path, doc_id=document_id(source.urn, path),
         title=f"synthetic document {doc}", content_hash=f"h{doc}", change_token="t",
         media_type="text/markdown",
-        chunks=[ChunkDraft(i, t, (), WORDS_PER_CHUNK, i - 1 if i else None,
+        chunks=[ChunkDraft(i, t, (), len(t.split()), i - 1 if i else None,
                            i + 1 if i + 1 < n else None, 0 if i else None)
                 for i, t in enumerate(texts)],
         breadcrumbs=[f"[synthetic document {doc}]"] * n, embedded_texts=texts,

@@ -4,11 +4,15 @@
         [--build-only] [--variants rebuild,sidecar,cold,write] [--name store_scale_<n>]
         [--dense-ann lists [--ann-min-rows 250000]]
 
-Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 60 per chunk, 50 chunks a
-document, every 10th document in the "side" namespace and one in a hundred in "rare" (documents
-5, 105, 205, ...: a 1 % namespace), 384-d vectors clustered around
-``n / 500`` random unit centres), but generated slice by slice from per-slice seeds, so
+Same synthetic data as ``bench/backends.py`` (Zipf SciFact words, 50 chunks a document,
+every 10th document in the "side" namespace and one in a hundred in "rare" (documents 5,
+105, 205, ...: a 1 % namespace), 384-d vectors clustered around ``n / 500`` random unit
+centres), but generated slice by slice from per-slice seeds, so
 neither the build nor the measurement ever holds all vectors (15.4 GB at 10M) or all texts.
+A chunk's word count is drawn from a log-normal of mean 60 and the spread of the bundled
+sample corpus's chunks (``LENGTH_SPREAD``; ``--fixed-length``: 60 words each, the data of
+catalogs built before 2026-12-07, on which BM25 scores tie in plateaus of up to millions of
+rows, since every row has the same length).
 
 **Build** (``--build-only``, or when ``--db`` is missing): pass 1 generates the vectors only
 to pick the query vectors (each a chunk's vector plus noise; 300 over everything, 300 from
@@ -87,16 +91,19 @@ RARE_SHARE, RARE_OFFSET = 100, 5  # documents 5, 105, 205, ...: the 1 % "rare" n
 SHARES = {"side": (SIDE_SHARE, 0), "rare": (RARE_SHARE, RARE_OFFSET)}
 NAMESPACES = ("bench", "side", "rare")
 VARIANTS = ("rebuild", "sidecar", "cold", "write", "ann_build")
+# Coefficient of variation of chunk word counts: the bundled sample corpus's 280 chunks have
+# 100 words on average, standard deviation 55. Counts are clipped to [8, 4 x the mean].
+LENGTH_SPREAD = 0.55
 
 
 class Synthetic:
     """Deterministic synthetic chunks, generated slice by slice (texts and vectors from
     separate per-slice streams, so either can be regenerated alone)."""
 
-    def __init__(self, n: int, seed: int = SEED) -> None:
+    def __init__(self, n: int, seed: int = SEED, spread: float = LENGTH_SPREAD) -> None:
         if n % CHUNKS_PER_DOC:
             raise ValueError(f"--n must be a multiple of {CHUNKS_PER_DOC}")
-        self.n, self.seed = n, seed
+        self.n, self.seed, self.spread = n, seed, spread
         self.vocab, probs = zipf_vocabulary(load_beir("scifact"), 30_000)
         self.cumulative = np.cumsum(probs)
         centres = np.random.default_rng((seed, 0)).standard_normal(
@@ -119,7 +126,20 @@ class Synthetic:
         """The slice of chunk texts starting at chunk ``start``."""
         count = min(SLICE, self.n - start)
         rng = np.random.default_rng((self.seed, 2, start))
-        return [" ".join(self.vocab[row]) for row in self.words(rng, (count, WORDS_PER_CHUNK))]
+        lengths = self.lengths(rng, count)
+        ends = np.cumsum(lengths)
+        words = self.vocab[self.words(rng, (int(ends[-1]),))] if count else []
+        return [" ".join(words[end - length:end])
+                for length, end in zip(lengths.tolist(), ends.tolist(), strict=True)]
+
+    def lengths(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """Word counts of ``count`` chunks: mean ``WORDS_PER_CHUNK``, coefficient of
+        variation ``spread`` (log-normal; 0: all the mean)."""
+        if self.spread <= 0:
+            return np.full(count, WORDS_PER_CHUNK, np.int64)
+        sigma = float(np.sqrt(np.log1p(self.spread ** 2)))
+        drawn = rng.lognormal(np.log(WORDS_PER_CHUNK) - sigma ** 2 / 2, sigma, count)
+        return np.clip(np.rint(drawn), 8, 4 * WORDS_PER_CHUNK).astype(np.int64)
 
     def slices(self) -> Iterator[int]:
         return iter(range(0, self.n, SLICE))
@@ -193,9 +213,9 @@ class TopK:
         self.positions = np.take_along_axis(where, keep, 1)
 
 
-def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
+def build(db: Path, n: int, n_queries: int, spread: float = LENGTH_SPREAD) -> dict[str, Any]:
     """Write the catalog and ``<db>.truth.npz``; returns timings."""
-    data = Synthetic(n)
+    data = Synthetic(n, spread=spread)
     qtexts, bases, side_bases, rare_bases = data.query_plan(n_queries)
     t0 = time.perf_counter()
     qvectors = data.query_vectors(bases)
@@ -238,7 +258,7 @@ def build(db: Path, n: int, n_queries: int) -> dict[str, Any]:
     np.savez(truth_path(db), qtexts=np.array(qtexts), qvectors=qvectors,
              side_qvectors=side_qvectors, rare_qvectors=rare_qvectors,
              truth_all=everything.positions, truth_side=side.positions,
-             truth_rare=rare.positions)
+             truth_rare=rare.positions, length_spread=spread)
     return {"build_s": round(write_s, 1), "query_vectors_s": round(pass1, 1),
             "truth_s": round(truth_s, 1), "chunks_per_s": round(n / write_s)}
 
@@ -407,6 +427,12 @@ def child(db: Path, variant: str, budget: float, recall_queries: int,
     return result
 
 
+def _spread(db: Path) -> float:
+    """The chunk length spread ``db`` was built with (0: before it was recorded)."""
+    with np.load(truth_path(db)) as truth:
+        return float(truth["length_spread"]) if "length_spread" in truth else 0.0
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -420,6 +446,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated, run in this order, of {', '.join(VARIANTS)}")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--fixed-length", action="store_true",
+                        help="build chunks of 60 words each (the data before 2026-12-07)")
     parser.add_argument("--dense-ann", choices=("lists", "hnsw"), default=None,
                         help="open every variant with this dense ANN cache on")
     parser.add_argument("--ann-min-rows", type=int, default=250_000,
@@ -436,7 +464,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     built: dict[str, Any] = {}
     if not args.db.exists():
         log(f"building {args.n} chunks at {args.db}")
-        built = build(args.db, args.n, args.queries)
+        built = build(args.db, args.n, args.queries,
+                      0.0 if args.fixed_length else LENGTH_SPREAD)
         log(f"  {built}")
     if args.build_only:
         return
@@ -465,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         results.append(row)
     write_result(args.name or f"store_scale_{args.n}", {
         "settings": {"n": args.n, "queries": args.queries, "budget_s": args.budget,
+                     "length_spread": _spread(args.db),
                      "recall_queries": args.recall_queries, "dimension": DIM,
                      "dense_ann": args.dense_ann,
                      "ann_min_rows": args.ann_min_rows if args.dense_ann else None},
