@@ -2,7 +2,7 @@
 query in one process (a change to the lane measured before and after, on the same pages).
 
     flock /tmp/docgraph-bench.lock python bench/bm25_ab.py --db CATALOG --against OLD.py \
-        [OLD_MODULE.py ...] [--k 100] [--half tune|test|all] [--name bm25_ab]
+        [OLD_MODULE.py ...] [--k 100] [--half tune|test|all] [--one-thread] [--name bm25_ab]
 
 ``CATALOG`` is a ``bench/store_scale.py`` catalog with its sidecar; ``OLD.py`` a copy of
 ``src/docgraph/store/bm25.py`` as it was (``git show REV:src/docgraph/store/bm25.py``),
@@ -34,7 +34,7 @@ sys.path.insert(0, str(BENCH_DIR))
 
 from backends import DIM, EVERYTHING  # noqa: E402
 from common import log, write_result  # noqa: E402
-from docgraph.store import bm25  # noqa: E402
+from docgraph.store import bm25, bm25_parts  # noqa: E402
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog  # noqa: E402
 
 NAMESPACES = EVERYTHING
@@ -95,7 +95,12 @@ def main() -> None:
     parser.add_argument("--half", choices=("tune", "test", "all"), default="all")
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--name", default="bm25_ab")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="no heavy query split into row ranges on idle threads (the "
+                        "lane as it runs with the cores busy)")
     args = parser.parse_args()
+    if args.one_thread:
+        bm25_parts.HELPERS = bm25_parts.Helpers(lambda: 0)
     queries = store_queries(args.db)
     timed = store_queries(args.db, args.half)
     ways = {"old": adapted(load_other(*args.against).top_k), "new": bm25.top_k}
@@ -135,7 +140,7 @@ def main() -> None:
     log(f"{len(index)} rows: k {args.k}, {len(old)} queries")
     write_result(args.name, {"rows": len(index), "k": args.k, "queries": len(old),
                              "against": [path.name for path in args.against],
-                             "half": args.half,
+                             "half": args.half, "one_thread": args.one_thread,
                              "loadavg_1": [round(load_start, 2), round(os.getloadavg()[0], 2)],
                              "results": results})
 

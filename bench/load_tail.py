@@ -106,7 +106,8 @@ class _Inline:
 def diagnose() -> None:
     """Bench-only switches for finding where the tail comes from, set per variant:
     ``LOAD_TAIL_INLINE_LANES=1`` runs the BM25 lane in the caller's thread (no lane pool),
-    ``LOAD_TAIL_SWITCH_INTERVAL=<s>`` sets Python's GIL switch interval."""
+    ``LOAD_TAIL_SWITCH_INTERVAL=<s>`` sets Python's GIL switch interval (and
+    ``LOAD_TAIL_NO_IMPACT=1``, :func:`without_impact_orders`)."""
     if os.environ.get("LOAD_TAIL_INLINE_LANES") == "1":
         import docgraph.retrieve.hybrid as hybrid
 
@@ -114,6 +115,18 @@ def diagnose() -> None:
     interval = os.environ.get("LOAD_TAIL_SWITCH_INTERVAL")
     if interval:
         sys.setswitchinterval(float(interval))
+
+
+def without_impact_orders(postings: Any) -> None:
+    """``LOAD_TAIL_NO_IMPACT=1``: the posting snapshot as a sidecar written before impact
+    orders maps it (MaxScore reads every list it walks whole), the rest unchanged; the code
+    is the same, so old and new differ only in the orders."""
+    from dataclasses import replace
+
+    from docgraph.store.bm25_bounds import ImpactOrders
+
+    with postings._lock:
+        postings._snap = replace(postings._snap, **ImpactOrders.none().fields())
 
 
 def serial_latency(catalog: Any, index: Any, queries: list[str], qvectors: np.ndarray,
@@ -211,6 +224,8 @@ def child(db: Path, budget: float, ann: str | None, ann_min_rows: int,
                                ann=ann or "lists")
     if index.graph is not None:
         index.graph.wait()
+    if os.environ.get("LOAD_TAIL_NO_IMPACT") == "1":
+        without_impact_orders(index.postings)
     everything = EVERYTHING
     out = (serial_latency(catalog, index, qtexts, truth["qvectors"], everything, budget)
            if concurrency == 1 else

@@ -12,8 +12,10 @@ terms are taken rarest (highest bound) first, every readable row of a taken term
 scored exactly (the other terms' frequencies looked up in their lists, which
 are sorted by row), and as soon as the bounds of the terms not taken yet add up to less than
 the ``k``-th best score so far, no row seen only in their lists can enter the top ``k``:
-their lists (the long ones, of common words) are never walked. Rows appended since the
-term-major copy was built (the tail) are scored directly first.
+their lists (the long ones, of common words) are never walked. A long list kept in impact
+order is walked only down to where it can still lift a row to the threshold, after its top
+is scored to raise the threshold (:mod:`docgraph.store.bm25_impact`). Rows appended since
+the term-major copy was built (the tail) are scored directly first.
 
 Where pruning cannot pay (a query of common words only, or so few readable rows that the
 threshold stays low), a cost estimate sends the query to the exhaustive way, or, for a
@@ -36,14 +38,15 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from docgraph.store import bm25_parts, posting_lookup, topk
+from docgraph.store import bm25_impact, bm25_parts, posting_lookup, topk
 from docgraph.store.matching import LaneFilter, Matching
+from docgraph.store.rows import plain
 
 if TYPE_CHECKING:
     from docgraph.store.lexical import _Snapshot
@@ -236,20 +239,6 @@ def exact_scores(
     return total, matched
 
 
-def _ranked(s: _Snapshot, rows: npt.NDArray[np.int64], scores: npt.NDArray[np.float64],
-            k: int, cut: float | None = None) -> list[tuple[int, float]]:
-    """The best ``k`` (row id, score), best first, ties by row id (``cut``: the ``k``-th
-    best score, when known)."""
-    if len(rows) > k:
-        if cut is None:
-            cut = float(topk.largest(scores, k).min())
-        inside = scores >= cut  # every row tied with the k-th, so ties go by row id
-        rows, scores = rows[inside], scores[inside]
-    ids = s.rowids[rows]
-    order = np.lexsort((ids, -scores))[:k]
-    return [(int(ids[i]), float(scores[i])) for i in order]
-
-
 def top_k(
     s: _Snapshot, q: Query, k: int, namespace_ids: list[int],
     keep: npt.NDArray[np.bool_] | None, strategy: Strategy = "auto",
@@ -270,13 +259,13 @@ def top_k(
                 < ROWS_SHARE * PRUNED_NS_PER_POSTING * postings):
             strategy = "rows"
     if strategy == "rows" and keep is not None:
-        s = _plain(s)
+        s = plain(s)
         accept.s = s
         rows = np.flatnonzero(keep[: s.n])
         rows = rows[accept(rows)]
         cost.way, cost.rows_scored = "rows", len(rows)
         scores, matched = exact_scores(s, q, rows)
-        return _ranked(s, rows[matched], scores[matched], k)
+        return topk.ranked(s.rowids, rows[matched], scores[matched], k)
     if strategy != "exhaustive":
         found = _maxscore(s, q, k, accept, lists, postings,
                           exhaustive_cost if strategy == "auto" else math.inf, cost)
@@ -294,16 +283,7 @@ def _exhaustive(s: _Snapshot, q: Query, k: int, accept: LaneFilter,
     total, matched = exhaustive_scores(s, q)
     rows = np.flatnonzero(matched)
     rows = rows[accept(rows)]
-    return _ranked(s, rows, total[rows], k)
-
-
-def _plain(s: _Snapshot) -> _Snapshot:
-    """``s`` with its (maybe memory-mapped) arrays seen as plain arrays: slicing a
-    ``np.memmap`` costs a Python-level wrapper each time (a fifth of a pruned query at
-    100k chunks, measured), a plain view of the same memory none."""
-    arrays = {f.name: getattr(s, f.name).view(np.ndarray) for f in fields(s)
-              if isinstance(getattr(s, f.name), np.memmap)}
-    return replace(s, **arrays) if arrays else s
+    return topk.ranked(s.rowids, rows, total[rows], k)
 
 
 def _maxscore(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tuple[int, int]],
@@ -311,7 +291,7 @@ def _maxscore(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tu
     """The pruned way: over the whole index, or over row ranges at once when the query is
     heavy and threads are idle (:mod:`docgraph.store.bm25_parts`); None once its estimated
     cost passes ``give_up_at`` (ns)."""
-    s = _plain(s)
+    s = plain(s)
     accept.s = s
     helpers = bm25_parts.HELPERS
     extra = helpers.take(bm25_parts.wanted(postings, s.main_rows))
@@ -337,6 +317,13 @@ def _maxscore(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tu
     return bm25_parts.merge([answer for answer in found if answer is not None], k)
 
 
+def term_bound(s: _Snapshot, q: Query, i: int, g: float) -> float:
+    """A bound on the ``i``-th query term's addend to any row whose length-normalised
+    frequency of it is at most ``g`` at the bounds' average length (:mod:`bm25_bounds`)."""
+    scale = max(1.0, q.average / s.bound_average) if s.bound_average > 0 else math.inf
+    return q.idf[i] * (K1 + 1.0) * g * scale * (1.0 + BOUND_MARGIN)
+
+
 def _tail_rows(s: _Snapshot, q: Query, accept: LaneFilter) -> npt.NDArray[np.int64]:
     """The rows appended since the term-major copy that have a query term and pass the
     filters (the pruned way scores them first, exactly: they are never bounded)."""
@@ -354,16 +341,8 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
     range of rows) and, with ``tail``, the rows appended since the term-major copy; None
     once its estimated cost passes ``give_up_at`` (ns) or another range's did (``bar``: what
     the ranges of one query share)."""
-    scale = (max(1.0, q.average / s.bound_average) if s.bound_average > 0 else math.inf)
-    bounds = []
-    for term, idf, (lo, hi) in zip(q.terms, q.idf, lists, strict=True):
-        if hi <= lo:
-            bounds.append(0.0)
-        elif term < len(s.term_bound):
-            bounds.append(idf * (K1 + 1.0) * float(s.term_bound[term]) * scale
-                          * (1.0 + BOUND_MARGIN))
-        else:
-            bounds.append(math.inf)
+    bounds = [term_bound(s, q, i, float(s.term_bound[term])) if hi > lo else 0.0
+              for i, (term, (lo, hi)) in enumerate(zip(q.terms, lists, strict=True))]
     tail_rows = _tail_rows(s, q, accept) if tail else np.zeros(0, np.int64)
     seen, seen_scores = [tail_rows], [exact_scores(s, q, tail_rows)[0]]
     best = topk.Best(k, bar)
@@ -373,10 +352,11 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
     spans = dict(zip(q.terms, lists, strict=True))
     seen_main = np.zeros(0, np.int64)  # main rows met so far (scored or ruled out)
     order = sorted(range(len(q.terms)), key=lambda i: -bounds[i])
-    # what the terms from the j-th on can add, summed afresh (not by subtracting: that
-    # leaves a rounding residue where nothing is left, which could drop a tied row)
-    after = [sum(bounds[o] for o in order[j:]) for j in range(len(order) + 1)]
-    taken: set[int] = set()
+    # what each term can add to a row not met yet: its bound, the bound past what was read
+    # of a list in impact order (bm25_impact), 0 once its list is read whole
+    residual = list(bounds)
+    found = bm25_impact.orders(s, q.terms, lists) if bar is None else [None] * len(lists)
+    taken: set[int] = set()  # terms whose lists were read whole
     spent = 0.0
 
     def gives_up(spent: float) -> bool:  # (one range giving up stops the others)
@@ -385,18 +365,44 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
         return spent > give_up_at or (bar is not None and bar.given_up)
 
     for j, i in enumerate(order):
-        if after[j] < best.threshold:
+        # summed afresh (not by subtracting: that leaves a rounding residue where nothing
+        # is left, which could drop a tied row)
+        if math.fsum(residual) < best.threshold:
             break
         lo, hi = lists[i]
-        remaining = after[j + 1]
-        taken.add(q.terms[i])
-        if hi <= lo:
+        remaining = math.fsum(r for o, r in enumerate(residual) if o != i)
+        ordered, count = found[i], hi - lo
+        if ordered is not None:  # its top scored first: a threshold to cut it by
+            rows, seed = bm25_impact.seed(s, lo, ordered, seen_main)
+            seen_main = np.concatenate([seen_main, rows])
+            seen_main.sort(kind="stable")  # two ascending runs: a merge
+            rows = rows[accept(rows)]
+            cost.postings_read += seed
+            cost.rows_scored += len(rows)
+            seen.append(rows)
+            seen_scores.append(exact_scores(s, q, rows)[0])
+            best.add(seen_scores[-1])
+            residual[i] = term_bound(s, q, i, ordered.residual(s, seed))
+        if ordered is not None and best.threshold > -math.inf:
+            count = ordered.prefix(s, term_bound(s, q, i, 1.0), best.threshold - remaining)
+            if count > bm25_impact.PREFIX_SHARE * (hi - lo):
+                count = hi - lo
+        if count == hi - lo:
+            taken.add(q.terms[i])
+            residual[i] = 0.0
+            offsets = None
+        else:
+            assert ordered is not None
+            residual[i] = term_bound(s, q, i, ordered.residual(s, count))
+            offsets = ordered.offsets(s, count)
+        if count == 0:
             continue
-        spent += PRUNED_NS_PER_POSTING * (hi - lo)
+        spent += PRUNED_NS_PER_POSTING * count
         if gives_up(spent):
             return None
-        cost.postings_read += hi - lo
-        listed = s.term_rows[lo:hi].astype(np.int64)
+        cost.postings_read += count
+        listed = (s.term_rows[lo:hi] if offsets is None
+                  else s.term_rows[lo + offsets]).astype(np.int64)
         fresh = accept(listed)
         fresh &= ~posting_lookup.contains(seen_main, listed)
         at = np.flatnonzero(fresh)
@@ -406,7 +412,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
             seen_main.sort(kind="stable")  # two ascending runs: a merge
         else:
             seen_main = rows
-        tf = s.term_weights[lo + at].astype(np.float64)
+        tf = s.term_weights[lo + (at if offsets is None else offsets[at])].astype(np.float64)
         partial = _contribution(s, rows, tf, q.idf[i], q.average)
         # A row's full score is at least this term's addend (the others add >= 0), so the
         # k-th best of the scores met so far and of these addends is a floor under the
@@ -426,12 +432,12 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
             return None
         cost.rows_scored += len(rows)
         rows, scores = _reaching(s, q, rows, (q.terms[i], partial), frozenset(taken - {
-            q.terms[i]}), dict(zip(q.terms, bounds, strict=True)), best, cost, spans)
+            q.terms[i]}), dict(zip(q.terms, residual, strict=True)), best, cost, spans)
         seen.append(rows)
         seen_scores.append(scores)
         best.add(scores)
     cut = best.threshold if best.threshold > -math.inf else None
-    return _ranked(s, np.concatenate(seen), np.concatenate(seen_scores), k, cut)
+    return topk.ranked(s.rowids, np.concatenate(seen), np.concatenate(seen_scores), k, cut)
 
 
 def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],

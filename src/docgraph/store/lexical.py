@@ -179,6 +179,13 @@ class _Snapshot:
     # per term: bound on its length-normalised frequency at average length bound_average
     term_bound: npt.NDArray[np.float32]
     bound_average: float
+    # the long lists' postings in impact order (bm25_bounds.ImpactOrders)
+    impact_terms: npt.NDArray[np.int32]
+    impact_ptr: npt.NDArray[np.int64]
+    impact_order: npt.NDArray[np.int32]
+    impact_block_ptr: npt.NDArray[np.int64]
+    impact_bound: npt.NDArray[np.float32]
+    impact_block: int
 
 
 def _empty() -> _Snapshot:
@@ -188,8 +195,9 @@ def _empty() -> _Snapshot:
         np.zeros(0, np.float32), np.zeros((0, 0), np.int32), 0, 0, 0,
         np.zeros(0, np.int64), np.zeros(0, np.float64),
         0, np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32),
-        np.zeros(0, np.float32), 0.0,
+        np.zeros(0, np.float32), 0.0, *bm25_bounds.ImpactOrders.none().fields().values(),
     )
+
 
 
 #: Filter masks kept per snapshot for the BM25 lane (:mod:`docgraph.store.matching`).
@@ -253,11 +261,21 @@ class PostingIndex(RowIndex[_Snapshot]):
         if (any(len(getattr(snap, k)) < used(snap) for k, used in _USED_LENGTH.items())
                 or (n and (int(snap.row_ptr[n]) != nnz or int(snap.row_ptr[0]) != 0))
                 or not 0 <= snap.main_rows <= n
-                or len(snap.term_bound) != len(snap.term_ptr) - 1):
+                or len(snap.term_bound) != len(snap.term_ptr) - 1
+                or not bm25_bounds.ImpactOrders.of(snap).fits(snap.term_ptr)):
             raise ValueError("posting index: array lengths do not match")
         with self._lock:
             self._snap = snap
             self._staged = None
+
+    def order_by_impact(self) -> bool:
+        """Give a snapshot restored without impact orders (saved before them) its long
+        lists' orders, as a rebuild of the term-major copy would; whether any were added."""
+        with self._lock:
+            s = self._snap
+            found = bm25_bounds.ImpactOrders.added(s)
+            self._snap = replace(s, **found.fields()) if found else s
+        return found is not None
 
     def append(
         self,
@@ -318,9 +336,10 @@ class PostingIndex(RowIndex[_Snapshot]):
             s = self._head()
             per_row = s.nnz / s.n if s.n else RESERVED_POSTINGS_PER_ROW
             target = replace(s, n=s.n + rows, nnz=s.nnz + int(rows * per_row * 1.1))
-            arrays: dict[str, Any] = {
-                name: _room(getattr(s, name), used(s), used(target))
-                for name, used in _USED_LENGTH.items()}
+            arrays: dict[str, Any] = {}
+            for name, used in _USED_LENGTH.items():  # one too short: grown to exactly that
+                a = getattr(s, name)
+                arrays[name] = a if used(target) <= len(a) else grow(a, used(target), used(s))
             if any(a is not getattr(s, name) for name, a in arrays.items()):
                 self._set_head(replace(s, **arrays), self._staged is None)
 
@@ -440,7 +459,8 @@ def _reindex(s: _Snapshot) -> _Snapshot:
     if s.nnz == 0:
         return replace(s, main_rows=s.n, term_ptr=np.zeros(vocabulary + 1, np.int64),
                        term_rows=np.zeros(0, np.int32), term_weights=np.zeros(0, np.float32),
-                       term_bound=np.zeros(vocabulary, np.float32), bound_average=1.0)
+                       term_bound=np.zeros(vocabulary, np.float32), bound_average=1.0,
+                       **bm25_bounds.ImpactOrders.none().fields())
     row_ptr = s.row_ptr[: s.n + 1]
     if s.nnz < np.iinfo(np.int32).max:  # 32-bit offsets: scipy then copies no index array
         row_ptr = row_ptr.astype(np.int32)
@@ -451,17 +471,10 @@ def _reindex(s: _Snapshot) -> _Snapshot:
     term_rows = by_term.indices.astype(np.int32, copy=False)
     term_weights = by_term.data.astype(np.float32, copy=False)
     average = float(s.lengths[: s.n].mean(dtype=np.float64)) if s.n else 1.0
-    average = average if average > 0 else 1.0
     return replace(s, main_rows=s.n, term_ptr=term_ptr, term_rows=term_rows,
-                   term_weights=term_weights, bound_average=average,
-                   term_bound=bm25_bounds.term_bounds(term_ptr, term_rows, term_weights,
-                                                      s.lengths[: s.n], average))
-
-
-def _room(array: np.ndarray, used: int, need: int) -> np.ndarray:
-    """``array`` if it holds ``need`` items, else a zero-filled one of exactly ``need``
-    holding its first ``used``."""
-    return array if need <= len(array) else grow(array, need, used)
+                   term_weights=term_weights, **bm25_bounds.derived(
+                       term_ptr, term_rows, term_weights, s.lengths[: s.n],
+                       average if average > 0 else 1.0))
 
 
 def _compact(s: _Snapshot) -> _Snapshot:

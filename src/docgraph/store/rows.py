@@ -49,6 +49,17 @@ class Snapshot(Protocol):
 
 
 S = TypeVar("S", bound=Snapshot)
+T = TypeVar("T")
+
+
+def plain(snapshot: T) -> T:
+    """``snapshot`` (a dataclass) with its memory-mapped arrays seen as plain arrays:
+    slicing a ``np.memmap`` costs a Python-level wrapper each time (a fifth of a pruned BM25
+    query at 100k chunks, measured), a plain view of the same memory none."""
+    arrays = {f.name: getattr(snapshot, f.name).view(np.ndarray)
+              for f in fields(snapshot)  # type: ignore[arg-type]
+              if isinstance(getattr(snapshot, f.name), np.memmap)}
+    return replace(snapshot, **arrays) if arrays else snapshot  # type: ignore[type-var]
 
 
 def compaction_due(dead: int, n: int) -> bool:

@@ -107,3 +107,18 @@ class Best:
             self.own = float(both.min())
             if self.bar is not None:
                 self.bar.raise_to(self.own)
+
+
+def ranked(rowids: npt.NDArray[np.int64], rows: npt.NDArray[np.int64],
+           scores: npt.NDArray[np.float64], k: int,
+           cut: float | None = None) -> list[tuple[int, float]]:
+    """The best ``k`` (row id, score) of ``rows`` (positions into ``rowids``), best first,
+    ties by row id (``cut``: the ``k``-th best score, when known)."""
+    if len(rows) > k:
+        if cut is None:
+            cut = float(largest(scores, k).min())
+        inside = scores >= cut  # every row tied with the k-th, so ties go by row id
+        rows, scores = rows[inside], scores[inside]
+    ids = rowids[rows]
+    order = np.lexsort((ids, -scores))[:k]
+    return [(int(ids[i]), float(scores[i])) for i in order]

@@ -200,6 +200,11 @@ class EmbeddedChunkIndex:
             assert isinstance(self.dense, QuantizedDenseMatrix)
             self.dense.restore_state(dense, meta["dense"])
             self.postings.restore_state(posting, meta["posting"])
+            if "impact_terms" not in posting and self.postings.order_by_impact():
+                # saved before impact orders, built now over every row: the file is written
+                # anew as after reading that many rows (never by a read-only index)
+                log.info("chunk index sidecar %s: impact orders added", self.sidecar_path)
+                self._rows_unsaved += len(self.postings)
             # The dense rows are the posting rows that have a vector (pending chunks have
             # none), each list compacted on its own: both ascending, none past the marks.
             for ids in (dense["rowids"][: int(meta["dense"]["n"])],  # the rest is room
