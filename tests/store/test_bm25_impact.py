@@ -19,13 +19,7 @@ from docgraph.store.sidecar import read_arrays, write_arrays
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.index import sidecar_path
 from tests.store import test_store_sidecar as sidecar_tests
-from tests.store.test_bm25_topk import (
-    VOCABULARY,
-    _blob,
-    _check_top_k,
-    _histories,
-    _mask_filter,
-)
+from tests.store.test_bm25_topk import _blob, _check_top_k, _histories, _query
 
 WAYS: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive")
 
@@ -40,18 +34,7 @@ def test_lists_in_impact_order_give_the_exact_top_k(data: st.DataObject) -> None
         patch.setattr(bm25_impact, "PREFIX_SHARE", data.draw(st.sampled_from([0.5, 1.0])))
         index, model = data.draw(_histories())
         for _ in range(4):
-            terms = data.draw(st.lists(st.integers(0, VOCABULARY), min_size=1, max_size=5))
-            k = data.draw(st.integers(1, 8))
-            kind = data.draw(st.integers(0, 1))
-            namespaces = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3,
-                                            unique=True))
-            everyone = list(model.rows)
-            allowed = (set(data.draw(st.lists(st.sampled_from(everyone), unique=True)))
-                       if everyone and data.draw(st.booleans()) else None)
-            keep = _mask_filter(allowed) if allowed is not None else None
-            want = {r: s for r, s in model.scores(terms, kind).items()
-                    if model.rows[r].namespace in namespaces
-                    and (allowed is None or r in allowed)}
+            terms, k, kind, namespaces, allowed, keep, want = _query(data, model)
             if data.draw(st.booleans()):  # every read cut by its floor
                 patch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
             costs = {way: bm25.Cost() for way in WAYS}

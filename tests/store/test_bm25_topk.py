@@ -11,6 +11,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -136,23 +137,33 @@ def _check_top_k(got: list[tuple[int, float]], want: dict[int, float], k: int) -
         assert not missing
 
 
+Query = tuple[list[int], int, int, list[int], set[int] | None, Any, dict[int, float]]
+
+
+def _query(data: st.DataObject, model: Model) -> Query:
+    """A drawn query: (terms, k, kind, namespaces, the rows the caller may read or None,
+    its row filter, the brute-force scores of what it may see)."""
+    terms = data.draw(st.lists(st.integers(0, VOCABULARY), min_size=1, max_size=5))
+    k = data.draw(st.integers(1, 8))
+    kind = data.draw(st.integers(0, 1))
+    namespaces = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3, unique=True))
+    everyone = list(model.rows)
+    allowed = (set(data.draw(st.lists(st.sampled_from(everyone), unique=True)))
+               if everyone and data.draw(st.booleans()) else None)
+    keep = _mask_filter(allowed) if allowed is not None else None
+    want = {r: s for r, s in model.scores(terms, kind).items()
+            if model.rows[r].namespace in namespaces and (allowed is None or r in allowed)}
+    return terms, k, kind, namespaces, allowed, keep, want
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=_histories(), data=st.data())
 def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
                                            data: st.DataObject) -> None:
     index, model = history
     for _ in range(4):
-        terms = data.draw(st.lists(st.integers(0, VOCABULARY), min_size=1, max_size=5))
-        k = data.draw(st.integers(1, 8))
-        kind = data.draw(st.integers(0, 1))
-        namespaces = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3,
-                                        unique=True))
+        terms, k, kind, namespaces, allowed, keep, want = _query(data, model)
         everyone = list(model.rows)
-        allowed = (set(data.draw(st.lists(st.sampled_from(everyone), unique=True)))
-                   if everyone and data.draw(st.booleans()) else None)
-        keep = _mask_filter(allowed) if allowed is not None else None
-        want = {r: s for r, s in model.scores(terms, kind).items()
-                if model.rows[r].namespace in namespaces and (allowed is None or r in allowed)}
         costs = {strategy: bm25.Cost() for strategy in STRATEGIES}
         parts = data.draw(st.integers(1, 4))
         with pytest.MonkeyPatch.context() as patch:
