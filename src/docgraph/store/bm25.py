@@ -382,7 +382,6 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
             seen.append(rows)
             seen_scores.append(exact_scores(s, q, rows)[0])
             best.add(seen_scores[-1])
-            residual[i] = term_bound(s, q, i, ordered.residual(s, seed))
         if ordered is not None and best.threshold > -math.inf:
             count = ordered.prefix(s, term_bound(s, q, i, 1.0), best.threshold - remaining)
             if count > bm25_impact.PREFIX_SHARE * (hi - lo):
