@@ -374,8 +374,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
         ordered, count = found[i], hi - lo
         if ordered is not None:  # its top scored first: a threshold to cut it by
             rows, seed = bm25_impact.seed(s, lo, ordered, seen_main)
-            seen_main = np.concatenate([seen_main, rows])
-            seen_main.sort(kind="stable")  # two ascending runs: a merge
+            seen_main = _merged(seen_main, rows)
             rows = rows[accept(rows)]
             cost.postings_read += seed
             cost.rows_scored += len(rows)
@@ -406,11 +405,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
         fresh &= ~posting_lookup.contains(seen_main, listed)
         at = np.flatnonzero(fresh)
         rows = listed[at]
-        if len(seen_main):
-            seen_main = np.concatenate([seen_main, rows])
-            seen_main.sort(kind="stable")  # two ascending runs: a merge
-        else:
-            seen_main = rows
+        seen_main = _merged(seen_main, rows)
         tf = s.term_weights[lo + (at if offsets is None else offsets[at])].astype(np.float64)
         partial = _contribution(s, rows, tf, q.idf[i], q.average)
         # A row's full score is at least this term's addend (the others add >= 0), so the
@@ -437,6 +432,15 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
         best.add(scores)
     cut = best.threshold if best.threshold > -math.inf else None
     return topk.ranked(s.rowids, np.concatenate(seen), np.concatenate(seen_scores), k, cut)
+
+
+def _merged(met: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The ascending union of two ascending arrays of distinct rows."""
+    if not len(met):
+        return rows
+    both = np.concatenate([met, rows])
+    both.sort(kind="stable")  # two ascending runs: a merge
+    return both
 
 
 def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],

@@ -18,11 +18,19 @@ from docgraph.store.bm25 import BOUND_MARGIN, K1, B
 BOUND_CHUNK = 1 << 20
 
 
+def _frequency(tf: npt.NDArray[np.float32], lengths: npt.NDArray[np.float32],
+               average: float) -> npt.NDArray[np.float64]:
+    """Each posting's length-normalised frequency ``tf / (tf + K1 * (1 - B + B * length /
+    average))``: a term's addend over ``idf * (K1 + 1)`` at that average length."""
+    f = tf.astype(np.float64)
+    return f / (f + K1 * (1.0 - B + B * lengths.astype(np.float64) / average))
+
+
 def term_bounds(
     term_ptr: npt.NDArray[np.int64], term_rows: npt.NDArray[np.int32],
     term_weights: npt.NDArray[np.float32], lengths: npt.NDArray[np.float32], average: float,
 ) -> npt.NDArray[np.float32]:
-    """Per term: the largest ``tf / (tf + K1 * (1 - B + B * length / average))`` over its
+    """Per term: the largest length-normalised frequency (:func:`_frequency`) over its
     list (0 for an empty one), rounded up; computed in chunks of postings so the transient
     memory stays small however large the index."""
     terms = len(term_ptr) - 1
@@ -35,9 +43,7 @@ def term_bounds(
         first = int(np.searchsorted(term_ptr, start, side="right")) - 1
         end_term = max(end_term, first + 1)
         end = int(term_ptr[end_term])
-        tf = term_weights[start:end].astype(np.float64)
-        g = tf / (tf + K1 * (1.0 - B + B * lengths[term_rows[start:end]].astype(np.float64)
-                             / average))
+        g = _frequency(term_weights[start:end], lengths[term_rows[start:end]], average)
         ptr = term_ptr[first:end_term + 1] - start
         nonempty = np.flatnonzero(ptr[1:] > ptr[:-1])
         if len(nonempty):
@@ -117,8 +123,8 @@ def impact_orders(
     term_weights: npt.NDArray[np.float32], lengths: npt.NDArray[np.float32], average: float,
     min_list: int | None = None, block: int | None = None,
 ) -> ImpactOrders:
-    """The impact order of every list of at least ``min_list`` postings (``g`` as
-    :func:`term_bounds` computes it, one list at a time; ``min_list`` and ``block``: by
+    """The impact order of every list of at least ``min_list`` postings (by
+    :func:`_frequency`, one list at a time; ``min_list`` and ``block``: by
     default ``IMPACT_MIN`` and ``IMPACT_BLOCK``)."""
     min_list = IMPACT_MIN if min_list is None else min_list
     block = IMPACT_BLOCK if block is None else block
@@ -132,9 +138,7 @@ def impact_orders(
     bound = np.zeros(int(block_ptr[-1]), np.float32)
     for i, term in enumerate(terms.tolist()):
         lo, hi = int(term_ptr[term]), int(term_ptr[term + 1])
-        tf = term_weights[lo:hi].astype(np.float64)
-        g = tf / (tf + K1 * (1.0 - B + B * lengths[term_rows[lo:hi]].astype(np.float64)
-                             / average))
+        g = _frequency(term_weights[lo:hi], lengths[term_rows[lo:hi]], average)
         by_impact = np.argsort(-g, kind="stable")
         order[ptr[i]:ptr[i + 1]] = by_impact
         bound[block_ptr[i]:block_ptr[i + 1]] = (g[by_impact[::block]]

@@ -10,8 +10,7 @@ length-normalised frequency, in blocks with a bound each. When MaxScore comes to
 such a list:
 
 - *Seed*: its first ``SEED`` postings are read and their rows scored exactly (every term
-  looked up), which raises the threshold. Every other row's addend of this list is at most
-  the bound of the block after the seed: its *residual*.
+  looked up), which raises the threshold.
 - *Prefix*: the list is then walked only as far as its blocks' bounds reach the threshold
   less what the other terms can add to a row not met yet (their residuals: a full bound
   for a list not read yet, the bound past what was read of one read in part, 0 for one

@@ -199,7 +199,6 @@ def _empty() -> _Snapshot:
     )
 
 
-
 #: Filter masks kept per snapshot for the BM25 lane (:mod:`docgraph.store.matching`).
 MATCHING_MASKS = 4
 
