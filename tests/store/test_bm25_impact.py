@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from docgraph.store import bm25, bm25_bounds, bm25_impact
+from docgraph.store import bm25, bm25_bounds, bm25_impact, bm25_parts
+from docgraph.store.bm25_parts import Helpers
 from docgraph.store.lexical import PostingIndex
 from docgraph.store.sidecar import read_arrays, write_arrays
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
@@ -22,6 +23,8 @@ from tests.store import test_store_sidecar as sidecar_tests
 from tests.store.test_bm25_topk import _blob, _check_top_k, _histories, _query
 
 WAYS: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive")
+# Pools that split a query into 2 or 3 row ranges (kept: each starts its threads once).
+_HELPERS = {parts: Helpers(lambda p=parts - 1: p) for parts in (2, 3)}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -37,6 +40,10 @@ def test_lists_in_impact_order_give_the_exact_top_k(data: st.DataObject) -> None
             terms, k, kind, namespaces, allowed, keep, want = _query(data, model)
             if data.draw(st.booleans()):  # every read cut by its floor
                 patch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
+            parts = data.draw(st.integers(1, 3))
+            if parts > 1:  # in up to ``parts`` row ranges at once, each its part of the orders
+                patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
+                patch.setattr(bm25_parts, "HELPERS", _HELPERS[parts])
             costs = {way: bm25.Cost() for way in WAYS}
             answers = {way: index.search(terms, k, namespaces, kind, keep=keep, strategy=way,
                                          cost=costs[way]) for way in WAYS}
@@ -84,6 +91,26 @@ def test_one_common_word_is_read_down_to_its_kth_best_only() -> None:
     assert got == unordered.search([0], 10, [1], strategy="exhaustive")
     assert whole.postings_read == 20_000
     assert impact.postings_read <= 64 + 128
+
+
+def test_a_query_split_in_row_ranges_reads_each_range_down_to_the_kth_best_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The common word of 20,000 rows answered in two row ranges at once: each range seeds
+    from the list's top that lies in it and reads only its part of the prefix, not its
+    whole half of the list (without the orders: 20,000 postings between them)."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(5, 400, 20_000).astype(float).tolist()
+    tfs = [{0: float(1 + i % 3)} for i in range(20_000)]
+    index, unordered = _ordered(tfs, lengths), _ordered(tfs, lengths, impact_min=10**9)
+    want = unordered.search([0], 10, [1], strategy="exhaustive")
+    monkeypatch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
+    monkeypatch.setattr(bm25_parts, "HELPERS", _HELPERS[2])
+    impact, whole = bm25.Cost(), bm25.Cost()
+    assert index.search([0], 10, [1], strategy="pruned", cost=impact) == want
+    assert unordered.search([0], 10, [1], strategy="pruned", cost=whole) == want
+    assert impact.parts == whole.parts == 2
+    assert whole.postings_read == 20_000
+    assert impact.postings_read <= 2 * 64 + 128  # two seeds, the prefix shared out
 
 
 def test_two_common_words_stop_where_maxscore_reads_everything() -> None:

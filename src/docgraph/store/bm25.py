@@ -295,16 +295,18 @@ def _maxscore(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tu
     accept.s = s
     helpers = bm25_parts.HELPERS
     extra = helpers.take(bm25_parts.wanted(postings, s.main_rows))
+    orders = bm25_impact.orders(s, q.terms, lists)
     if not extra:
-        return _pruned(s, q, k, accept, lists, give_up_at, cost, tail=True, bar=None)
+        return _pruned(s, q, k, accept, lists, orders, give_up_at, cost, tail=True, bar=None)
     try:
         bar = topk.Bar()
         ranges = bm25_parts.ranges(s.main_rows, extra + 1)
         costs = [Cost() for _ in ranges]
-        tasks = [functools.partial(_pruned, s, q, k, accept,
-                                   bm25_parts.spans(s.term_rows, lists, start, stop),
-                                   give_up_at / len(ranges), part, stop >= s.main_rows, bar)
-                 for (start, stop), part in zip(ranges, costs, strict=True)]
+        spans = [bm25_parts.spans(s.term_rows, lists, start, stop) for start, stop in ranges]
+        tasks = [functools.partial(_pruned, s, q, k, accept, part,
+                                   bm25_impact.parts(orders, lists, part),
+                                   give_up_at / len(ranges), each, stop >= s.main_rows, bar)
+                 for (_, stop), part, each in zip(ranges, spans, costs, strict=True)]
     except BaseException:
         helpers.give(extra)
         raise
@@ -335,12 +337,13 @@ def _tail_rows(s: _Snapshot, q: Query, accept: LaneFilter) -> npt.NDArray[np.int
 
 
 def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tuple[int, int]],
-            give_up_at: float, cost: Cost, tail: bool, bar: topk.Bar | None
-            ) -> list[tuple[int, float]] | None:
+            found: list[bm25_impact.Order | None], give_up_at: float, cost: Cost, tail: bool,
+            bar: topk.Bar | None) -> list[tuple[int, float]] | None:
     """MaxScore (see the module) over ``lists`` (each query term's list, or its part in a
-    range of rows) and, with ``tail``, the rows appended since the term-major copy; None
-    once its estimated cost passes ``give_up_at`` (ns) or another range's did (``bar``: what
-    the ranges of one query share)."""
+    range of rows; ``found``: those in impact order, read in the same part) and, with
+    ``tail``, the rows appended since the term-major copy; None once its estimated cost
+    passes ``give_up_at`` (ns) or another range's did (``bar``: what the ranges of one
+    query share)."""
     bounds = [term_bound(s, q, i, float(s.term_bound[term])) if hi > lo else 0.0
               for i, (term, (lo, hi)) in enumerate(zip(q.terms, lists, strict=True))]
     tail_rows = _tail_rows(s, q, accept) if tail else np.zeros(0, np.int64)
@@ -355,7 +358,6 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
     # what each term can add to a row not met yet: its bound, the bound past what was read
     # of a list in impact order (bm25_impact), 0 once its list is read whole
     residual = list(bounds)
-    found = bm25_impact.orders(s, q.terms, lists) if bar is None else [None] * len(lists)
     taken: set[int] = set()  # terms whose lists were read whole
     spent = 0.0
 
@@ -371,7 +373,7 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
             break
         lo, hi = lists[i]
         remaining = math.fsum(r for o, r in enumerate(residual) if o != i)
-        ordered, count = found[i], hi - lo
+        ordered, whole = found[i], True
         if ordered is not None:  # its top scored first: a threshold to cut it by
             rows, seed = bm25_impact.seed(s, lo, ordered, seen_main)
             seen_main = _merged(seen_main, rows)
@@ -383,16 +385,16 @@ def _pruned(s: _Snapshot, q: Query, k: int, accept: LaneFilter, lists: list[tupl
             best.add(seen_scores[-1])
         if ordered is not None and best.threshold > -math.inf:
             count = ordered.prefix(s, term_bound(s, q, i, 1.0), best.threshold - remaining)
-            if count > bm25_impact.PREFIX_SHARE * (hi - lo):
-                count = hi - lo
-        if count == hi - lo:
+            whole = count >= ordered.size or count > bm25_impact.PREFIX_SHARE * ordered.size
+        if whole:
             taken.add(q.terms[i])
             residual[i] = 0.0
-            offsets = None
+            offsets, count = None, hi - lo
         else:
             assert ordered is not None
             residual[i] = term_bound(s, q, i, ordered.residual(s, count))
             offsets = ordered.offsets(s, count)
+            count = len(offsets)
         if count == 0:
             continue
         spent += PRUNED_NS_PER_POSTING * count

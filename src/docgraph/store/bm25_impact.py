@@ -27,7 +27,7 @@ answer is bit-identical to the exhaustive way's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,11 +48,20 @@ PREFIX_SHARE = 0.5
 @dataclass(frozen=True)
 class Order:
     """One query term's list in impact order: its offsets ``s.impact_order[start:start +
-    size]``, its blocks' bounds ``s.impact_bound[blocks:]``."""
+    size]``, its blocks' bounds ``s.impact_bound[blocks:]``; of those, a search reads the
+    offsets in [``first``, ``last``) (a row range's part of the list,
+    :mod:`docgraph.store.bm25_parts`; the whole list by default), and is given them as
+    offsets into that part."""
 
     start: int
     size: int
     blocks: int
+    first: int = 0
+    last: int | None = None  # (None: ``size``)
+
+    def part(self, first: int, last: int) -> Order | None:
+        """The same order read only at offsets [``first``, ``last``); None when empty."""
+        return replace(self, first=first, last=last) if last > first else None
 
     def residual(self, s: _Snapshot, read: int) -> float:
         """The largest length-normalised frequency past the first ``read`` postings (0 past
@@ -73,9 +82,13 @@ class Order:
         return self.rounded(s, int(np.count_nonzero(bounds * scale >= need)) * s.impact_block)
 
     def offsets(self, s: _Snapshot, count: int) -> npt.NDArray[np.int64]:
-        """Offsets into the list of its first ``count`` postings in impact order,
-        ascending (so their rows are ascending too)."""
-        return np.sort(s.impact_order[self.start:self.start + count]).astype(np.int64)
+        """Offsets into the part read of the first ``count`` postings in impact order
+        that lie in it, ascending (so their rows are ascending too)."""
+        found = s.impact_order[self.start:self.start + count]
+        last = self.size if self.last is None else self.last
+        if self.first > 0 or last < self.size:
+            found = found[(found >= self.first) & (found < last)] - self.first
+        return np.sort(found).astype(np.int64)
 
 
 def orders(s: _Snapshot, terms: list[int],
@@ -92,10 +105,19 @@ def orders(s: _Snapshot, terms: list[int],
     return found
 
 
+def parts(found: list[Order | None], lists: list[tuple[int, int]],
+          spans: list[tuple[int, int]]) -> list[Order | None]:
+    """The orders ``found`` for ``lists`` (each [lo, hi) of the term-major copy), each read
+    only in its part ``spans`` (a row range's [lo, hi) of the same list)."""
+    return [None if order is None else order.part(part_lo - lo, part_hi - lo)
+            for order, (lo, _), (part_lo, part_hi) in zip(found, lists, spans, strict=True)]
+
+
 def seed(s: _Snapshot, lo: int, order: Order,
          met: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
-    """(the rows of the list's first ``SEED`` postings in impact order that are not in
-    ``met``, ascending; how many postings that read)."""
+    """(the rows of the list's first ``SEED`` postings in impact order that lie in the part
+    read (which starts at ``lo`` in the term-major copy) and are not in ``met``, ascending;
+    how many postings that read)."""
     count = order.rounded(s, SEED)
     rows = s.term_rows[lo + order.offsets(s, count)].astype(np.int64)
     if len(met):

@@ -3,7 +3,8 @@
 A query whose terms' posting lists are long (``SPLIT_MIN_POSTINGS`` postings in all) is
 answered as one search per range of row positions, each by the same MaxScore way
 (:mod:`docgraph.store.bm25`) over the parts of the query terms' lists that lie in its range
-(lists are sorted by row, so a part is a slice, found by two binary searches), and their top
+(lists are sorted by row, so a part is a slice, found by two binary searches; a list in
+impact order is read in its part, :func:`docgraph.store.bm25_impact.parts`), and their top
 ``k`` are merged: every row of the overall top ``k`` is in its own range's top ``k``, and the
 merge orders them as one search does (best first, ties by row id), so the answer is the same
 bit for bit. The ranges share the best ``k``-th score any of them has met
