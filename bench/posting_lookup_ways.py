@@ -1,7 +1,8 @@
-"""The three ways ``store/posting_lookup.py`` finds rows in a posting list (marks, stamps, a
-binary search), each forced, on random sorted arrays: where each is cheapest, and what the
-module's rule (``SCATTER_RATIO``, ``MARK_MAX_LIST``, ``MARK_SPARSE``) costs against the best
-and against the rule before marks (stamps or a search, by ``SCATTER_RATIO`` alone).
+"""The four ways ``store/posting_lookup.py`` finds rows in a posting list (marks, stamps, a
+binary search of each row in the list, a probe of each posting among the rows), each
+forced, on random sorted arrays: where each is cheapest, and what the module's rule
+(``PROBE_RATIO``, ``SCATTER_RATIO``, ``MARK_MAX_LIST``, ``MARK_SPARSE``) costs against the
+best and against the rule before probes (``PROBE_RATIO`` infinite).
 
     flock /tmp/docgraph-bench.lock python bench/posting_lookup_ways.py \
         [--positions 10000000 1000000] [--name posting_lookup_ways]
@@ -9,7 +10,7 @@ and against the rule before marks (stamps or a search, by ``SCATTER_RATIO`` alon
 The constants are chosen here, not on a benchmark's queries. For each index size (row
 positions), each list length and each ratio list / rows asked about, a list and the rows
 are drawn uniformly without replacement (fixed seed); each way runs five times, the ways
-alternating, all three answers checked equal, the median kept. Reported per cell: each
+alternating, all four answers checked equal, the median kept. Reported per cell: each
 way's milliseconds, the best way, the way the rule picks and its cost over the best; and
 per index size the total time of the rule, of the rule before marks, of the best way in
 each cell and of each single way, with the 1-minute load average.
@@ -21,7 +22,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,8 @@ from common import log, write_result  # noqa: E402
 from docgraph.store import posting_lookup  # noqa: E402
 from docgraph.store.posting_lookup import StampPool  # noqa: E402
 
-LISTS = (10_000, 30_000, 100_000, 300_000, 1_000_000, 2_000_000, 5_600_000)
-RATIOS = (0.5, 1, 2, 4, 8, 16, 32, 64)
+LISTS = (1_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 2_000_000, 5_600_000)
+RATIOS = (1 / 1024, 1 / 256, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 0.5, 1, 2, 4, 8, 16, 32, 64)
 REPEATS = 5
 
 
@@ -43,14 +45,27 @@ def ways(pool: StampPool, marks: StampPool) -> dict[str, Callable[..., Any]]:
     """Each way forced (a pool that lends nothing never answers, so each has its own)."""
     return {"marks": lambda listed, rows: posting_lookup.marked(listed, rows, marks),
             "stamps": lambda listed, rows: posting_lookup.stamped(listed, rows, pool),
-            "search": posting_lookup.searched}
+            "search": posting_lookup.searched, "probe": posting_lookup.probed}
 
 
-def rule(listed: np.ndarray[Any, Any], rows_len: int, marks: bool = True) -> str:
+def rule(listed: np.ndarray[Any, Any], rows_len: int, before: bool = False) -> str:
     """The way :func:`posting_lookup.find` takes when a mark and a stamp array are free
-    (``marks``: as now; else as before marks, which scattered stamps instead)."""
-    chosen = posting_lookup.way(listed, rows_len)
-    return "stamps" if chosen == "marks" and not marks else chosen
+    (``before``: as before probes, which looked rows up in a short list by the other ways)."""
+    if before:
+        with patched(posting_lookup, "PROBE_RATIO", float("inf")):
+            return posting_lookup.way(listed, rows_len)
+    return posting_lookup.way(listed, rows_len)
+
+
+@contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    """``module.name`` set to ``value`` for a while."""
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
 
 
 def main() -> None:
@@ -87,8 +102,8 @@ def main() -> None:
                 picked = rule(listed, rows_len)
                 cells.append({"positions": positions, "list": listed_len, "rows": rows_len,
                               "ratio": ratio, **{f"{w}_ms": v for w, v in ms.items()},
-                              "best": best, "rule": picked, "before": rule(listed, rows_len,
-                                                                           marks=False),
+                              "best": best, "rule": picked,
+                              "before": rule(listed, rows_len, before=True),
                               "rule_over_best": round(ms[picked] / ms[best], 2)})
                 log(f"{positions} {listed_len:>8} / {rows_len:>8}: {ms} rule {picked}")
     totals = {}
@@ -98,9 +113,10 @@ def main() -> None:
             **{key: round(sum(c[f"{c[key]}_ms"] for c in mine), 1)
                for key in ("rule", "before", "best")},
             **{way: round(sum(c[f"{way}_ms"] for c in mine), 1)
-               for way in ("marks", "stamps", "search")}}
+               for way in chosen}}
         log(f"{positions} positions, total ms: {totals[str(positions)]}")
-    write_result(args.name, {"constants": {"SCATTER_RATIO": posting_lookup.SCATTER_RATIO,
+    write_result(args.name, {"constants": {"PROBE_RATIO": posting_lookup.PROBE_RATIO,
+                                           "SCATTER_RATIO": posting_lookup.SCATTER_RATIO,
                                            "MARK_MAX_LIST": posting_lookup.MARK_MAX_LIST,
                                            "MARK_SPARSE": posting_lookup.MARK_SPARSE},
                              "total_ms": totals,

@@ -1,8 +1,9 @@
 """Finding rows in a posting list (:mod:`docgraph.store.posting_lookup`): whichever way
-answers (the rows marked and read at the list, stamps scattered from the list, or a binary
-search), the answer is the rows present and their positions, also when the stamp array
-still holds the stamps of other lists (it is never cleared), when every array is lent out,
-and a mark array goes back to its pool unmarked, also when the lookup fails."""
+answers (the rows marked and read at the list, stamps scattered from the list, a binary
+search of each row in the list or of each posting among the rows), the answer is the rows
+present and their positions, also when the stamp array still holds the stamps of other
+lists (it is never cleared), when every array is lent out, and a mark array goes back to
+its pool unmarked, also when the lookup fails."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from docgraph.store import posting_lookup
-from docgraph.store.posting_lookup import StampPool, contains, find, marked, searched, stamped
+from docgraph.store.posting_lookup import (
+    StampPool,
+    contains,
+    find,
+    marked,
+    probed,
+    searched,
+    stamped,
+)
 
 _sorted_rows = st.lists(st.integers(0, 300), unique=True, max_size=120).map(sorted)
 
@@ -37,7 +46,7 @@ def test_found_rows_and_positions_are_exact_whatever_stamps_are_left(
         assert flags.tolist() == [r in set(listed) for r in rows]
         if listed and rows:  # each way forced, through the same pools
             for way in (lambda a, b: marked(a, b, marks), lambda a, b: stamped(a, b, pool),
-                        searched):
+                        searched, probed):
                 got = way(np.array(listed, np.int32), np.array(rows, np.int64))
                 if got is not None:  # None: every array of its pool lent out (limit 0)
                     assert (got[0].tolist(), got[1].tolist()) == _expected(listed, rows)
@@ -75,17 +84,20 @@ def test_rows_past_the_lists_type_are_searched_without_wrapping() -> None:
 def test_find_reads_marks_for_a_thin_list_and_stamps_for_a_dense_one() -> None:
     """The rule: a list covering at most 1/8 of the positions it spans is found by marks
     (the mark pool lends an array), a denser one by stamps, a list over 8x the rows by a
-    search (neither pool lends)."""
+    search and one under 1/8 of them by a probe (neither pool lends)."""
     rows = np.arange(0, 4000, 2, dtype=np.int64)
     thin = np.arange(0, 4000, 10, dtype=np.int32)  # 1 in 10
     dense = np.arange(0, 4000, 4, dtype=np.int32)  # 1 in 4
     long = np.arange(0, 40000, 1, dtype=np.int32)  # 20x the rows
-    for listed, way in ((thin, "marks"), (dense, "stamps"), (long, "search")):
+    short = np.arange(1, 4000, 25, dtype=np.int32)  # 1/12.5 of the rows
+    for listed, way in ((thin, "marks"), (dense, "stamps"), (long, "search"),
+                        (short, "probe")):
+        assert posting_lookup.way(listed, len(rows)) == way
         pool, marks = _Counting(1), _Counting(1, np.bool_)
         hits, positions = find(listed, rows, pool, marks)
         assert (hits.tolist(), positions.tolist()) == _expected(listed.tolist(), rows.tolist())
         assert (marks.lent, pool.lent) == {"marks": (1, 0), "stamps": (0, 1),
-                                           "search": (0, 0)}[way], way
+                                           "search": (0, 0), "probe": (0, 0)}[way], way
 
 
 def test_a_mark_array_goes_back_unmarked_also_when_the_lookup_fails() -> None:

@@ -1,7 +1,7 @@
 """Which of a query's rows are in a posting list, and where: the BM25 lane's membership test
 (:mod:`docgraph.store.bm25` looks every row it scores up in the other query terms' lists).
 
-Both arrays hold ascending, unique row positions. Three ways answer, each cheapest where it
+Both arrays hold ascending, unique row positions. Four ways answer, each cheapest where it
 is used (chosen on random sorted arrays at 10M positions, not on queries):
 
 - *search*: a binary search per row, against a list much longer than the rows asked about.
@@ -16,6 +16,11 @@ is used (chosen on random sorted arrays at 10M positions, not on queries):
   each stamp checked against the list itself. Because the check is exact, stamps left by
   earlier lists need no clearing: a stale stamp that points at the row it stands for is a
   true answer, any other fails the check. 4 bytes a row (40 MB at 10M chunks).
+
+- *probe*: against a list much shorter than the rows asked about (the few rows a search has
+  met, asked about a list it walks), each of the list's postings is searched for among
+  the rows instead: the cost follows the short side, where the marks' would follow the
+  rows (at 10M chunks a walked list of 1M rows was marked to find 1,024 met rows in it).
 
 Mark and stamp arrays are as long as the index and held by one query at a time; at most one
 of each per core is kept (:class:`StampPool`). A query that finds none free while that
@@ -38,6 +43,10 @@ from docgraph.parallel import core_count
 # benchmark's queries): the two ways cost the same at ~8-16x (a 2M list: 7.2 / 9.2 ms at
 # 16x, 20.5 / 12.2 ms at 4x; a 5.6M list: 25.1 / 26.5 ms at 16x, 66.8 / 28.7 ms at 4x).
 SCATTER_RATIO = 8
+
+# Rows asked about over this many times the list's postings are found by a probe of each
+# posting among them. Chosen on the same random arrays (`bench/posting_lookup_ways.py`).
+PROBE_RATIO = 8
 
 # Of the lists that would be scattered, one of at most MARK_MAX_LIST postings that covers at
 # most 1 / MARK_SPARSE of the row positions it spans reads marks instead. Chosen on the same
@@ -95,7 +104,7 @@ MARKS = StampPool(_CORES, np.bool_)  # all False whenever one is in the pool
 
 
 Found = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
-Way = Literal["marks", "stamps", "search"]
+Way = Literal["marks", "stamps", "search", "probe"]
 
 
 def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
@@ -105,6 +114,8 @@ def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
     if len(listed) == 0 or len(rows) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     chosen, found = way(listed, len(rows)), None
+    if chosen == "probe":
+        return probed(listed, rows)
     if chosen == "marks":
         found = marked(listed, rows, marks)
     if chosen != "search" and found is None:  # (marks all lent: stamps)
@@ -114,8 +125,11 @@ def find(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64],
 
 def way(listed: npt.NDArray[np.integer[Any]], rows: int) -> Way:
     """How :func:`find` looks ``rows`` rows up in ``listed`` (non-empty) while arrays are
-    free: a search against a list over ``SCATTER_RATIO`` times longer; else marks for a list
-    short and thin enough (``MARK_MAX_LIST``, ``MARK_SPARSE``), stamps for the others."""
+    free: a probe of a list over ``PROBE_RATIO`` times shorter; a search against one over
+    ``SCATTER_RATIO`` times longer; else marks for a list short and thin enough
+    (``MARK_MAX_LIST``, ``MARK_SPARSE``), stamps for the others."""
+    if rows > PROBE_RATIO * len(listed):
+        return "probe"
     if len(listed) > SCATTER_RATIO * rows:
         return "search"
     span = int(listed[-1]) - int(listed[0]) + 1
@@ -171,6 +185,15 @@ def searched(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64]) 
     ok[ok] = listed[at[ok]] == rows[ok]
     hit = np.flatnonzero(ok)
     return hit, at[hit]
+
+
+def probed(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64]) -> Found:
+    """:func:`find` by a binary search of each of ``listed``'s postings among ``rows``."""
+    at = np.searchsorted(rows, listed.astype(np.int64, copy=False))
+    ok = at < len(rows)
+    ok[ok] = rows[at[ok]] == listed[ok]
+    positions = np.flatnonzero(ok)
+    return at[positions], positions
 
 
 def contains(listed: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
