@@ -200,6 +200,28 @@ def _one_namespace(tfs: list[dict[int, float]]) -> PostingIndex:
     return index
 
 
+def test_a_lookup_that_rules_out_every_row_of_a_walked_list_leaves_the_search_whole(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four words; a row appended since the term-major copy holds all four (its score is
+    the threshold before any list is walked); the walked list's 50 rows hold only their
+    own word, so the first lookup (the next word, absent from all) drops every one of them
+    with two lookups still to come. The search answers (it raised on an empty array)."""
+    monkeypatch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
+    rows = ([{0: 5.0}] * 50 + [{1: 5.0}] * 100 + [{2: 1.0}] * 300 + [{3: 1.0}] * 300)
+    index = PostingIndex()
+    index.tail_postings = 0
+    n = len(rows)
+    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
+                 np.zeros(n, np.int8), [_blob(tf) for tf in rows], np.full(n, 10.0, np.float32))
+    index.tail_postings = 10**9  # the next row stays in the tail
+    index.append(np.array([n + 1], np.int64), np.ones(1, np.int32), np.zeros(1, np.int8),
+                 [_blob({0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0})], np.array([10.0], np.float32))
+    cost = bm25.Cost()
+    got = index.search([0, 1, 2, 3], 1, [1], strategy="pruned", cost=cost)
+    assert got == index.search([0, 1, 2, 3], 1, [1], strategy="exhaustive")
+    assert got[0][0] == n + 1 and cost.lookups == 50  # looked up once, then none was left
+
+
 def test_the_long_list_of_a_common_word_is_not_read() -> None:
     """A rare word and a word in every row, ``k`` = 5: the five rows with the rare word
     outscore anything the common word alone can add, so its 20,000 postings stay unread."""

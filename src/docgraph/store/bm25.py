@@ -478,9 +478,9 @@ def _reaching(s: _Snapshot, q: Query, rows: npt.NDArray[np.int64],
             found.append((other, at, added))
             partial[at] += added
         later = sum(bound_of[t] for t in lookups[j + 1:])
-        if (j + 1 == len(lookups)
+        if (j + 1 == len(lookups) or not len(rows)  # (exact; or every row was dropped)
                 or partial.min() + later >= max(partial.max(), best.threshold)):
-            continue  # (the last rows' scores are exact; else none could be dropped)
+            continue  # (else none could be dropped)
         floor = max(best.threshold, topk.floor(best.scores, partial, best.k))
         if floor > -math.inf:
             reach = partial + later >= floor
