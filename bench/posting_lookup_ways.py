@@ -12,7 +12,7 @@ positions), each list length and each ratio list / rows asked about, a list and 
 are drawn uniformly without replacement (fixed seed); each way runs five times, the ways
 alternating, all four answers checked equal, the median kept. Reported per cell: each
 way's milliseconds, the best way, the way the rule picks and its cost over the best; and
-per index size the total time of the rule, of the rule before marks, of the best way in
+per index size the total time of the rule, of the rule before probes, of the best way in
 each cell and of each single way, with the 1-minute load average.
 """
 
