@@ -14,17 +14,14 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from docgraph.store import bm25, bm25_bounds, bm25_impact, bm25_parts
-from docgraph.store.bm25_parts import Helpers
 from docgraph.store.lexical import PostingIndex
 from docgraph.store.sidecar import read_arrays, write_arrays
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.index import sidecar_path
 from tests.store import test_store_sidecar as sidecar_tests
-from tests.store.test_bm25_topk import _blob, _check_top_k, _histories, _query
+from tests.store.test_bm25_topk import _SPLITTING, _blob, _check_top_k, _histories, _query
 
 WAYS: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive")
-# Pools that split a query into 2 or 3 row ranges (kept: each starts its threads once).
-_HELPERS = {parts: Helpers(lambda p=parts - 1: p) for parts in (2, 3)}
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,7 +40,7 @@ def test_lists_in_impact_order_give_the_exact_top_k(data: st.DataObject) -> None
             parts = data.draw(st.integers(1, 3))
             if parts > 1:  # in up to ``parts`` row ranges at once, each its part of the orders
                 patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
-                patch.setattr(bm25_parts, "HELPERS", _HELPERS[parts])
+                patch.setattr(bm25_parts, "HELPERS", _SPLITTING[parts])
             costs = {way: bm25.Cost() for way in WAYS}
             answers = {way: index.search(terms, k, namespaces, kind, keep=keep, strategy=way,
                                          cost=costs[way]) for way in WAYS}
@@ -104,7 +101,7 @@ def test_a_query_split_in_row_ranges_reads_each_range_down_to_the_kth_best_only(
     index, unordered = _ordered(tfs, lengths), _ordered(tfs, lengths, impact_min=10**9)
     want = unordered.search([0], 10, [1], strategy="exhaustive")
     monkeypatch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
-    monkeypatch.setattr(bm25_parts, "HELPERS", _HELPERS[2])
+    monkeypatch.setattr(bm25_parts, "HELPERS", _SPLITTING[2])
     impact, whole = bm25.Cost(), bm25.Cost()
     assert index.search([0], 10, [1], strategy="pruned", cost=impact) == want
     assert unordered.search([0], 10, [1], strategy="pruned", cost=whole) == want

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from docgraph.model import DocumentRecord
 from docgraph.sources.urn import normalize_urn
-from docgraph.store import bm25, bm25_parts, topk
+from docgraph.store import bm25, bm25_bounds, bm25_impact, bm25_parts, topk
 from docgraph.store.lexical import PostingIndex, count_terms, term_ids
 from docgraph.store.restricted import RestrictedRows
 from docgraph.store.sidecar import read_arrays, write_arrays
@@ -34,6 +34,8 @@ from tests.store.test_store import _write
 
 VOCABULARY = 12  # term ids 0..11; queries may also ask for an id no row has
 STRATEGIES: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive", "rows")
+# Pools that split a query into 2-4 row ranges (kept: each starts its threads once).
+_SPLITTING = {parts: bm25_parts.Helpers(lambda p=parts - 1: p) for parts in (2, 3, 4)}
 
 
 @dataclass
@@ -171,7 +173,7 @@ def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
                 patch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
             if parts > 1:  # in up to ``parts`` row ranges at once
                 patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
-                patch.setattr(bm25_parts, "HELPERS", bm25_parts.Helpers(lambda p=parts - 1: p))
+                patch.setattr(bm25_parts, "HELPERS", _SPLITTING[parts])
             answers = {strategy: index.search(terms, k, namespaces, kind, keep=keep,
                                               strategy=strategy, cost=costs[strategy])
                        for strategy in STRATEGIES}
@@ -220,6 +222,57 @@ def test_a_lookup_that_rules_out_every_row_of_a_walked_list_leaves_the_search_wh
     got = index.search([0, 1, 2, 3], 1, [1], strategy="pruned", cost=cost)
     assert got == index.search([0, 1, 2, 3], 1, [1], strategy="exhaustive")
     assert got[0][0] == n + 1 and cost.lookups == 50  # looked up once, then none was left
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_words_alone_in_their_rows_with_strong_rows_in_the_tail_answer_exactly(
+        data: st.DataObject) -> None:
+    """Where the pruned lane's rarer branches are: 3-6 words, each in a run of rows alone
+    (or with one other), rows appended since the term-major copy that hold most of the
+    words at high frequencies (their scores are thresholds before any list is walked), so
+    whole walked lists are dropped at once, with every walked list cut by its floor; k 1-5;
+    lists in impact order or not, one search or row ranges. Every way answers as the
+    exhaustive one (the lane raised on such a query once)."""
+    words = data.draw(st.integers(3, 6))
+    main: list[dict[int, float]] = []
+    lengths: list[float] = []
+    for word in range(words):
+        tf, length = data.draw(st.sampled_from([1.0, 2.0, 5.0])), data.draw(
+            st.sampled_from([5.0, 10.0, 40.0]))
+        for _ in range(data.draw(st.integers(1, 60))):
+            row = {word: tf}
+            if data.draw(st.integers(0, 9)) == 0:  # now and then a second word
+                row[data.draw(st.integers(0, words - 1))] = 1.0
+            main.append(row)
+            lengths.append(length)
+    tail = data.draw(st.lists(st.dictionaries(st.integers(0, words - 1), st.sampled_from(
+        [1.0, 5.0, 9.0]), min_size=1), min_size=1, max_size=3))
+    index = PostingIndex()
+    index.tail_postings = 0
+    n = len(main)
+    with pytest.MonkeyPatch.context() as patch:  # lists of 1+ postings in impact order, or none
+        patch.setattr(bm25_bounds, "IMPACT_MIN", data.draw(st.sampled_from([1, 10**9])))
+        patch.setattr(bm25_bounds, "IMPACT_BLOCK", data.draw(st.integers(1, 3)))
+        index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
+                     np.zeros(n, np.int8), [_blob(tf) for tf in main],
+                     np.array(lengths, np.float32))
+    index.tail_postings = 10**9  # these stay in the tail
+    index.append(np.arange(n + 1, n + 1 + len(tail), dtype=np.int64),
+                 np.ones(len(tail), np.int32), np.zeros(len(tail), np.int8),
+                 [_blob(tf) for tf in tail], np.full(len(tail), 10.0, np.float32))
+    query = data.draw(st.permutations(range(words)))[:data.draw(st.integers(3, words))]
+    k = data.draw(st.integers(1, 5))
+    parts = data.draw(st.integers(1, 3))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bm25, "FLOOR_MIN_ROWS", 0)
+        patch.setattr(bm25_impact, "SEED", data.draw(st.integers(1, 4)))
+        if parts > 1:
+            patch.setattr(bm25_parts, "SPLIT_MIN_POSTINGS", 0)
+            patch.setattr(bm25_parts, "HELPERS", _SPLITTING[parts])
+        answers = {way: index.search(query, k, [1], strategy=way) for way in STRATEGIES}
+    note(f"query {query} k {k} tail {tail} parts {parts}: {answers}")
+    assert all(a == answers["exhaustive"] for a in answers.values())
 
 
 def test_the_long_list_of_a_common_word_is_not_read() -> None:
