@@ -19,7 +19,7 @@ from docgraph.store.sidecar import read_arrays, write_arrays
 from docgraph.store.sqlite import EmbeddedChunkIndex, SQLiteCatalog
 from docgraph.store.sqlite.index import sidecar_path
 from tests.store import test_store_sidecar as sidecar_tests
-from tests.store.test_bm25_topk import _SPLITTING, _blob, _check_top_k, _histories, _query
+from tests.store.test_bm25_topk import _SPLITTING, _add, _check_top_k, _histories, _query
 
 WAYS: tuple[bm25.Strategy, ...] = ("auto", "pruned", "exhaustive")
 
@@ -62,15 +62,12 @@ def _ordered(tfs: list[dict[int, float]], lengths: list[float],
              impact_min: int = 64) -> PostingIndex:
     """Rows 1.. with these frequencies and lengths (namespace 1, kind 0) in term-major
     lists, every list of ``impact_min`` postings or more in impact order (blocks of 16)."""
-    n = len(tfs)
     index = PostingIndex()
     index.tail_postings = 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bm25_bounds, "IMPACT_MIN", impact_min)
         patch.setattr(bm25_bounds, "IMPACT_BLOCK", 16)
-        index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                     np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
-                     np.array(lengths, np.float32))
+        _add(index, 1, tfs, lengths)
     return index
 
 

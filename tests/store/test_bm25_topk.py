@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,15 +191,22 @@ def test_every_way_returns_the_exact_top_k(history: tuple[PostingIndex, Model],
         assert all(rescored[r] == pytest.approx(s, rel=1e-6) for r, s in want.items())
 
 
+def _add(index: PostingIndex, first: int, tfs: list[dict[int, float]],
+         lengths: Sequence[float] | float) -> None:
+    """Append rows ``first``.. with these term frequencies and lengths (one for all, or one
+    a row) in namespace 1, kind 0."""
+    n = len(tfs)
+    index.append(np.arange(first, first + n, dtype=np.int64), np.ones(n, np.int32),
+                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
+                 np.broadcast_to(np.asarray(lengths, np.float32), (n,)).copy())
+
+
 def _one_namespace(tfs: list[dict[int, float]]) -> PostingIndex:
     """An index of rows 1.. with these term frequencies (namespace 1, kind 0, length 8),
     answered by its term-major lists (no tail)."""
-    n = len(tfs)
     index = PostingIndex()
     index.tail_postings = 0
-    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                 np.zeros(n, np.int8), [_blob(tf) for tf in tfs],
-                 np.full(n, 8.0, np.float32))
+    _add(index, 1, tfs, 8.0)
     return index
 
 
@@ -213,11 +221,9 @@ def test_a_lookup_that_rules_out_every_row_of_a_walked_list_leaves_the_search_wh
     index = PostingIndex()
     index.tail_postings = 0
     n = len(rows)
-    index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                 np.zeros(n, np.int8), [_blob(tf) for tf in rows], np.full(n, 10.0, np.float32))
+    _add(index, 1, rows, 10.0)
     index.tail_postings = 10**9  # the next row stays in the tail
-    index.append(np.array([n + 1], np.int64), np.ones(1, np.int32), np.zeros(1, np.int8),
-                 [_blob({0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0})], np.array([10.0], np.float32))
+    _add(index, n + 1, [{0: 5.0, 1: 5.0, 2: 1.0, 3: 1.0}], 10.0)
     cost = bm25.Cost()
     got = index.search([0, 1, 2, 3], 1, [1], strategy="pruned", cost=cost)
     assert got == index.search([0, 1, 2, 3], 1, [1], strategy="exhaustive")
@@ -254,13 +260,9 @@ def test_words_alone_in_their_rows_with_strong_rows_in_the_tail_answer_exactly(
     with pytest.MonkeyPatch.context() as patch:  # lists of 1+ postings in impact order, or none
         patch.setattr(bm25_bounds, "IMPACT_MIN", data.draw(st.sampled_from([1, 10**9])))
         patch.setattr(bm25_bounds, "IMPACT_BLOCK", data.draw(st.integers(1, 3)))
-        index.append(np.arange(1, n + 1, dtype=np.int64), np.ones(n, np.int32),
-                     np.zeros(n, np.int8), [_blob(tf) for tf in main],
-                     np.array(lengths, np.float32))
+        _add(index, 1, main, lengths)
     index.tail_postings = 10**9  # these stay in the tail
-    index.append(np.arange(n + 1, n + 1 + len(tail), dtype=np.int64),
-                 np.ones(len(tail), np.int32), np.zeros(len(tail), np.int8),
-                 [_blob(tf) for tf in tail], np.full(len(tail), 10.0, np.float32))
+    _add(index, n + 1, tail, 10.0)
     query = data.draw(st.permutations(range(words)))[:data.draw(st.integers(3, words))]
     k = data.draw(st.integers(1, 5))
     parts = data.draw(st.integers(1, 3))
