@@ -22,10 +22,10 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -52,20 +52,9 @@ def rule(listed: np.ndarray[Any, Any], rows_len: int, before: bool = False) -> s
     """The way :func:`posting_lookup.find` takes when a mark and a stamp array are free
     (``before``: as before probes, which looked rows up in a short list by the other ways)."""
     if before:
-        with patched(posting_lookup, "PROBE_RATIO", float("inf")):
+        with mock.patch.object(posting_lookup, "PROBE_RATIO", float("inf")):
             return posting_lookup.way(listed, rows_len)
     return posting_lookup.way(listed, rows_len)
-
-
-@contextmanager
-def patched(module: Any, name: str, value: Any) -> Iterator[None]:
-    """``module.name`` set to ``value`` for a while."""
-    old = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, old)
 
 
 def main() -> None:

@@ -190,12 +190,10 @@ def searched(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64]) 
 
 
 def probed(listed: npt.NDArray[np.integer[Any]], rows: npt.NDArray[np.int64]) -> Found:
-    """:func:`find` by a binary search of each of ``listed``'s postings among ``rows``."""
-    at = np.searchsorted(rows, listed.astype(np.int64, copy=False))
-    ok = at < len(rows)
-    ok[ok] = rows[at[ok]] == listed[ok]
-    positions = np.flatnonzero(ok)
-    return at[positions], positions
+    """:func:`find` by a binary search of each of ``listed``'s postings among ``rows``:
+    :func:`searched` with the two arrays' parts swapped."""
+    positions, hits = searched(rows, listed.astype(np.int64, copy=False))
+    return hits, positions
 
 
 def contains(listed: npt.NDArray[np.int64], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
